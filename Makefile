@@ -1,0 +1,168 @@
+# fstitch: one non-recursive Makefile.
+#   make            build libfstitch and the commands into $(BUILD)
+#   make check      install missing packages, build, run unit and bats tests
+#   make asan       the unit tests under address and undefined sanitizers
+#   make demo       a short end-to-end run on a default image
+#   make bench      benchmarks (tests/bench), report under build/bench
+#   make install    PREFIX=/usr/local DESTDIR=
+# V=1 shows full commands.
+
+VERSION := 0.1.0
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR ?= $(PREFIX)/bin
+SBINDIR ?= $(PREFIX)/sbin
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+
+BUILD ?= build
+CC ?= cc
+OPT ?= -O2 -g
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+	-Wpointer-arith -Wformat=2 -Wundef -Wno-unused-parameter \
+	-Wmissing-declarations -Wvla
+PKGS := fuse3 ext2fs com_err blkid uuid
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+ALL_CFLAGS = -std=gnu11 $(OPT) $(WARN) -fPIC -pthread -D_GNU_SOURCE \
+	-D_FILE_OFFSET_BITS=64 -DFSTITCH_VERSION='"$(VERSION)"' \
+	-Ilib $(PKG_CFLAGS) $(SANITIZE) $(CFLAGS)
+ALL_LDFLAGS = -pthread $(SANITIZE) $(LDFLAGS)
+LIBS = $(PKG_LIBS) -lpthread
+
+ifeq ($(V),1)
+Q :=
+quiet = @:
+else
+Q := @
+quiet = @printf '  %-6s %s\n'
+endif
+
+LIB_SRC := $(wildcard lib/*.c)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CMD_SRC := $(wildcard cmd/*.c)
+CMDS := $(CMD_SRC:cmd/%.c=$(BUILD)/bin/%)
+# tests/unit/test_*.c are test programs; other .c files there are helpers
+# linked into every test program.
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_HELP_SRC := $(filter-out $(UNIT_SRC),$(wildcard tests/unit/*.c))
+UNIT_HELP_OBJ := $(UNIT_HELP_SRC:%.c=$(BUILD)/%.o)
+UNITS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+BENCH_SRC := $(wildcard tests/bench/*.c)
+BENCHES := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
+LIBA := $(BUILD)/libfstitch.a
+LIBSO := $(BUILD)/libfstitch.so.0
+
+.PHONY: all check unit bats asan demo bench install uninstall clean deps \
+	format lint
+.DEFAULT_GOAL := all
+
+all: $(LIBA) $(LIBSO) $(CMDS) $(BUILD)/fstitch.pc
+
+deps:
+	$(Q)bash .ci/deps.sh
+
+$(BUILD)/%.o: %.c
+	$(quiet) CC $<
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(LIBA): $(LIB_OBJ)
+	$(quiet) AR $@
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(LIBSO): $(LIB_OBJ)
+	$(quiet) LD $@
+	$(Q)$(CC) -shared -Wl,-soname,libfstitch.so.0 $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/bin/%: $(BUILD)/cmd/%.o $(LIBA)
+	$(quiet) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBA) $(LIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(UNIT_HELP_OBJ) $(LIBA)
+	$(quiet) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(UNIT_HELP_OBJ) $(LIBA) $(LIBS) -lcmocka
+
+$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(LIBA)
+	$(quiet) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBA) $(LIBS) -lm
+
+$(BUILD)/fstitch.pc: Makefile
+	@mkdir -p $(@D)
+	$(Q)printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' \
+		'includedir=$(INCLUDEDIR)' '' 'Name: fstitch' \
+		'Description: Featherstitch patchgroups for FUSE file systems' \
+		'Version: $(VERSION)' 'Cflags: -I$${includedir}' \
+		'Libs: -L$${libdir} -lfstitch' > $@
+
+# The test runner prints one summary line "N passed, N failed" and fails if
+# anything failed.
+check: deps all $(UNITS) $(BENCHES)
+	$(Q)BUILD=$(BUILD) bash tests/run.sh
+
+unit: all $(UNITS)
+	$(Q)BUILD=$(BUILD) bash tests/run.sh unit
+
+bats: all
+	$(Q)BUILD=$(BUILD) bash tests/run.sh bats
+
+asan:
+	$(Q)$(MAKE) --no-print-directory BUILD=build/asan OPT='-O1 -g' \
+		SANITIZE='-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined' \
+		unit
+
+demo: deps all
+	$(Q)BUILD=$(BUILD) bash tests/demo.sh
+
+bench: all $(BENCHES)
+	$(Q)bash .ci/deps.sh bench
+	$(Q)BUILD=$(BUILD) bash tests/bench/run.sh $(BENCH_ARGS)
+
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(LIBDIR) \
+		$(DESTDIR)$(INCLUDEDIR)/fstitch $(DESTDIR)$(PKGCONFIGDIR) \
+		$(DESTDIR)$(BASHCOMPDIR)
+	for c in $(CMDS); do install -m 755 $$c $(DESTDIR)$(BINDIR)/; done
+	[ ! -e $(BUILD)/bin/fstitch-mkfs ] || \
+		ln -sf $(BINDIR)/fstitch-mkfs $(DESTDIR)$(SBINDIR)/mkfs.fstitch
+	[ ! -e $(BUILD)/bin/fstitch-mount ] || \
+		ln -sf $(BINDIR)/fstitch-mount $(DESTDIR)$(SBINDIR)/mount.fuse.fstitch
+	install -m 644 $(LIBA) $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(LIBSO) $(DESTDIR)$(LIBDIR)/
+	ln -sf libfstitch.so.0 $(DESTDIR)$(LIBDIR)/libfstitch.so
+	install -m 644 lib/fstitch/*.h $(DESTDIR)$(INCLUDEDIR)/fstitch/
+	install -m 644 $(BUILD)/fstitch.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	for m in man/*.[1-8]; do [ -e "$$m" ] || continue; \
+		s=$${m##*.}; install -d $(DESTDIR)$(MANDIR)/man$$s; \
+		install -m 644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done
+	for f in completions/*.bash; do [ -e "$$f" ] || continue; \
+		n=$$(basename $$f .bash); \
+		install -m 644 $$f $(DESTDIR)$(BASHCOMPDIR)/$$n; done
+
+uninstall:
+	for c in $(CMDS); do rm -f $(DESTDIR)$(BINDIR)/$${c##*/}; done
+	rm -f $(DESTDIR)$(SBINDIR)/mkfs.fstitch $(DESTDIR)$(SBINDIR)/mount.fuse.fstitch
+	rm -f $(DESTDIR)$(LIBDIR)/libfstitch.a $(DESTDIR)$(LIBDIR)/libfstitch.so*
+	rm -rf $(DESTDIR)$(INCLUDEDIR)/fstitch
+	rm -f $(DESTDIR)$(PKGCONFIGDIR)/fstitch.pc
+	for m in man/*.[1-8]; do [ -e "$$m" ] || continue; s=$${m##*.}; \
+		rm -f $(DESTDIR)$(MANDIR)/man$$s/$${m##*/}; done
+	for f in completions/*.bash; do [ -e "$$f" ] || continue; \
+		rm -f $(DESTDIR)$(BASHCOMPDIR)/$$(basename $$f .bash); done
+
+format:
+	clang-format -i lib/*.[ch] lib/fstitch/*.h cmd/*.c tests/unit/*.[ch]
+
+lint:
+	for m in man/*.[1-8]; do mandoc -Tlint -Wwarning $$m; done
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

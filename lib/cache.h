@@ -1,0 +1,161 @@
+/* The patch engine and write-back block cache (design.md §3).
+ *
+ * Every change to a cached block is a patch: a byte range with undo bytes, a
+ * bit flip in a 32-bit word, or (with no block) an empty patch that stands
+ * for a set of other patches.  A patch's dependencies ("befores") are given
+ * when it is created; a patch may reach disk only once all of them are
+ * durable, i.e. written in a round whose barrier has returned.
+ *
+ * The cache writes in rounds: it picks blocks with ready patches, writes a
+ * copy of each with its unready patches rolled back (the cached block itself
+ * is never rolled back), issues one barrier, and only then marks the patches
+ * of that round committed.  A failed write or barrier commits nothing.
+ *
+ * Thread safety: every function here takes the cache's internal lock itself,
+ * so callers may use the cache from several threads.  Callers that need a
+ * sequence of changes to be atomic (the ext2 module) serialise themselves
+ * with a lock of their own.  Block data returned by cblock_data() changes
+ * only through patch_create_*().
+ *
+ * Return values: 0 or -errno unless stated; outputs written only on success.
+ */
+#ifndef FSTITCH_CACHE_H
+#define FSTITCH_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "bdev.h"
+
+struct cache;
+struct cblock;
+struct patch;
+
+enum consistency {
+	CONSISTENCY_SOFTUPDATES = 0, /* dependencies are honoured */
+	CONSISTENCY_NONE = 1,        /* dependencies are ignored: no ordering */
+};
+
+struct cache_opts {
+	size_t max_blocks;          /* cached blocks, clean and dirty; 0: 65536 */
+	size_t dirty_limit;         /* dirty blocks at which writers wait for the
+				     * flusher; 0: max_blocks / 2 */
+	unsigned flush_interval_ms; /* how long dirty data may wait before the
+				     * background flusher writes it; 0: 5000 */
+	size_t round_max_blocks;    /* most blocks written in one round; 0: 4096 */
+	enum consistency consistency;
+};
+
+/* Create a cache over dev (the caller still owns dev and destroys it after
+ * cache_destroy).  No background thread runs until cache_start_flusher(). */
+int cache_create(struct bdev *dev, const struct cache_opts *opts, struct cache **out);
+/* Stop the flusher and free everything.  Does NOT write dirty data: call
+ * cache_sync() first.  Outstanding block and patch references become
+ * invalid. */
+void cache_destroy(struct cache *c);
+struct bdev *cache_bdev(struct cache *c);
+uint32_t cache_block_size(const struct cache *c);
+
+/* Start / stop the background flusher thread. */
+int cache_start_flusher(struct cache *c);
+void cache_stop_flusher(struct cache *c);
+
+/* ---- blocks ------------------------------------------------------------ */
+
+/* Get block blkno, reading it from the device if it is not cached, and take
+ * a reference.  -EINVAL if blkno is beyond the device; -EIO etc. from the
+ * device.  May wait for the flusher when too many blocks are dirty. */
+int cache_get(struct cache *c, uint64_t blkno, struct cblock **out);
+/* As cache_get, but if the block is not cached it is NOT read: it appears
+ * zero-filled.  For a block the caller is about to initialise in full (a
+ * freshly allocated block): the caller must then cover the whole block with
+ * a patch, because the on-disk contents are unknown. */
+int cache_get_new(struct cache *c, uint64_t blkno, struct cblock **out);
+/* Drop a reference.  Unreferenced clean blocks are evicted LRU. */
+void cache_put(struct cache *c, struct cblock *b);
+/* The cached contents (block_size bytes): read only. */
+const uint8_t *cblock_data(const struct cblock *b);
+uint64_t cblock_number(const struct cblock *b);
+
+/* ---- patches ----------------------------------------------------------- */
+
+/* Create a patch that changes len bytes at off in b to data.  deps[0..ndeps)
+ * are the patches it must wait for; NULL entries and committed patches are
+ * ignored.  The engine adds the same-block ordering it needs by itself (a
+ * patch overlapping an earlier uncommitted one depends on it).  The change
+ * may merge into an existing patch instead of creating one (hard patches,
+ * overlapping soft patches) when that provably creates no cycle.
+ * If out is not NULL it receives a reference to the patch that now carries
+ * the change; release it with patch_release().  -EINVAL on a bad range. */
+int patch_create_byte(struct cache *c, struct cblock *b, uint32_t off, uint32_t len,
+		      const void *data, struct patch *const *deps, size_t ndeps,
+		      struct patch **out);
+/* Flip the bits set in xor_mask in the 32-bit little-endian word at byte
+ * offset off (a multiple of 4).  Otherwise as patch_create_byte. */
+int patch_create_bit(struct cache *c, struct cblock *b, uint32_t off, uint32_t xor_mask,
+		     struct patch *const *deps, size_t ndeps, struct patch **out);
+/* An empty patch: no block, commits as soon as all of deps are committed.
+ * With no (uncommitted) deps it is committed at once.  out is required. */
+int patch_create_empty(struct cache *c, struct patch *const *deps, size_t ndeps,
+		       struct patch **out);
+/* Add a dependency after the fact.  Allowed only where no cycle can form:
+ * `after` must be an uncommitted empty patch that nothing depends on yet
+ * (-EBUSY otherwise).  A NULL or committed `before` is a no-op. */
+int patch_add_depend(struct cache *c, struct patch *after, struct patch *before);
+
+/* A held empty patch is not committed, even when all its deps are durable,
+ * until patch_unhold() (a patchgroup's tail while the group is open).  out is
+ * required. */
+int patch_create_empty_held(struct cache *c, struct patch *const *deps, size_t ndeps,
+			    struct patch **out);
+void patch_unhold(struct cache *c, struct patch *p);
+
+/* Patchgroup scopes.  A scope set on a thread applies to every byte and bit
+ * patch that thread creates until it is cleared: befores() may add
+ * dependencies (treated exactly like the caller's deps), and created() is
+ * told which patch now carries the change (new or merged into).  Both run
+ * under the cache lock and may call only patch_add_depend(), patch_retain()
+ * and patch_release() on the cache. */
+struct patch_scope {
+	size_t (*befores)(struct patch_scope *s, struct patch *const **deps);
+	void (*created)(struct patch_scope *s, struct patch *p);
+};
+/* Set (or, with NULL, clear) the calling thread's scope. */
+void cache_set_scope(struct patch_scope *s);
+
+void patch_retain(struct patch *p);
+/* Drop a reference; NULL is a no-op. */
+void patch_release(struct cache *c, struct patch *p);
+/* True once the patch is durable (its round's barrier returned). */
+bool patch_committed(const struct patch *p);
+
+/* ---- writing ----------------------------------------------------------- */
+
+/* Run one round: write every block that has ready patches (up to
+ * round_max_blocks), one barrier, commit.  *nwritten (if not NULL) gets the
+ * number of block writes.  Waits if another round is in flight.  On a write
+ * or barrier error nothing of the round is committed and the error is
+ * returned. */
+int cache_flush_round(struct cache *c, size_t *nwritten);
+/* Rounds until nothing is dirty.  Returns the first error. */
+int cache_sync(struct cache *c);
+/* Rounds until p and everything it depends on are durable. */
+int cache_sync_patch(struct cache *c, struct patch *p);
+
+/* ---- counters ---------------------------------------------------------- */
+
+struct cache_stats {
+	uint64_t blocks_cached, blocks_dirty, blocks_inflight, blocks_ready;
+	uint64_t patches_byte, patches_bit, patches_empty; /* live */
+	uint64_t patches_hard, patches_soft;                 /* live */
+	uint64_t undo_bytes;     /* undo data held */
+	uint64_t engine_bytes;   /* patch structures + undo + dependency edges */
+	uint64_t dirty_bytes;    /* blocks_dirty * block_size */
+	uint64_t patches_created, patches_merged, patches_committed;
+	uint64_t rounds, barriers, block_writes, rollback_writes;
+	uint64_t write_errors, barrier_errors;
+	uint64_t peak_engine_bytes, peak_dirty_bytes;
+};
+void cache_get_stats(struct cache *c, struct cache_stats *st);
+
+#endif

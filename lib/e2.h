@@ -1,0 +1,136 @@
+/* The ext2 module: a standard ext2 revision 1 file system on top of the
+ * patch engine, with soft-updates dependencies (design.md §4).  No FUSE in
+ * here: it works on an open handle, so tests drive it directly.
+ *
+ * Inodes are named by number (EXT2_ROOT_INO is 2).  Every function returns
+ * 0 (or a non-negative count where stated) or -errno; outputs are written
+ * only on success.  All functions are thread safe (one lock per file
+ * system serialises operations; the background flusher runs beside them).
+ *
+ * References: every call that returns a struct stat for an inode (lookup,
+ * create, mknod, mkdir, symlink, link) takes one reference on that inode,
+ * which e2_forget() drops (FUSE's lookup count).  An inode with no links is
+ * freed once it has no references and is not open; e2_close() frees such
+ * orphans.
+ */
+#ifndef FSTITCH_E2_H
+#define FSTITCH_E2_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+#include "bdev.h"
+#include "cache.h"
+
+struct e2fs;
+
+#define E2_ROOT_INO 2
+
+struct e2_opts {
+	enum consistency consistency;
+	size_t cache_blocks;        /* 0: default */
+	unsigned flush_interval_ms; /* 0: default (5 s) */
+	bool readonly;
+	bool no_flusher;            /* tests: no background thread */
+};
+
+/* Open an image file or block device (exclusively locked; -EBUSY if another
+ * process has it open through fstitch).  Checks the superblock and every
+ * feature flag: unsupported features give -EOPNOTSUPP and e2_error() names
+ * them; a corrupt superblock or group table gives -EUCLEAN. */
+int e2_open(const char *path, const struct e2_opts *opts, struct e2fs **out);
+/* The same on an existing device (memory or recorder, for tests).  The file
+ * system takes ownership of dev and destroys it in e2_close(). */
+int e2_open_bdev(struct bdev *dev, const struct e2_opts *opts, struct e2fs **out);
+/* Flush everything (rounds with barriers), free orphan inodes, mark the file
+ * system clean, close.  Returns the first error; the handle is freed in any
+ * case. */
+int e2_close(struct e2fs *fs);
+/* Close without writing anything more (a simulated crash, for tests). */
+void e2_abandon(struct e2fs *fs);
+/* A human-readable explanation of the last open failure or EIO ("feature
+ * 'extents' is not supported", "inode 12: bad block number 999999"). */
+const char *e2_error(const struct e2fs *fs);
+/* Same for a failed e2_open (fs is not available then): thread-local. */
+const char *e2_open_error(void);
+struct cache *e2_cache(struct e2fs *fs);
+
+int e2_lookup(struct e2fs *fs, uint32_t parent, const char *name, struct stat *st);
+int e2_forget(struct e2fs *fs, uint32_t ino, uint64_t nlookup);
+int e2_getattr(struct e2fs *fs, uint32_t ino, struct stat *st);
+
+enum e2_setattr_flags {
+	E2_SET_MODE = 1 << 0,
+	E2_SET_UID = 1 << 1,
+	E2_SET_GID = 1 << 2,
+	E2_SET_SIZE = 1 << 3,
+	E2_SET_ATIME = 1 << 4,
+	E2_SET_MTIME = 1 << 5,
+	E2_SET_CTIME = 1 << 6,
+	E2_SET_ATIME_NOW = 1 << 7,
+	E2_SET_MTIME_NOW = 1 << 8,
+};
+/* Change the attributes named in `set` to those in *attr; *st receives the
+ * result.  A size change truncates or extends (holes read as zeros). */
+int e2_setattr(struct e2fs *fs, uint32_t ino, const struct stat *attr, unsigned set,
+	       struct stat *st);
+
+/* mode includes the file type (S_IFREG, S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK).
+ * -EEXIST if name exists, -ENAMETOOLONG over 255 bytes, -ENOSPC, -EMLINK. */
+int e2_mknod(struct e2fs *fs, uint32_t parent, const char *name, mode_t mode, dev_t rdev,
+	     uid_t uid, gid_t gid, struct stat *st);
+int e2_mkdir(struct e2fs *fs, uint32_t parent, const char *name, mode_t mode, uid_t uid,
+	     gid_t gid, struct stat *st);
+int e2_symlink(struct e2fs *fs, uint32_t parent, const char *name, const char *target,
+	       uid_t uid, gid_t gid, struct stat *st);
+/* Copies at most size bytes (no terminating NUL); returns the length. */
+int e2_readlink(struct e2fs *fs, uint32_t ino, char *buf, size_t size);
+int e2_link(struct e2fs *fs, uint32_t ino, uint32_t newparent, const char *newname,
+	    struct stat *st);
+int e2_unlink(struct e2fs *fs, uint32_t parent, const char *name);
+int e2_rmdir(struct e2fs *fs, uint32_t parent, const char *name);
+
+enum e2_rename_flags {
+	E2_RENAME_NOREPLACE = 1 << 0,
+	E2_RENAME_EXCHANGE = 1 << 1,
+};
+/* Rename; over an existing target the target name refers to the old or the
+ * new inode at every crash point.  -EINVAL when moving a directory into
+ * itself, -ENOTEMPTY, -EISDIR/-ENOTDIR for type mismatches. */
+int e2_rename(struct e2fs *fs, uint32_t parent, const char *name, uint32_t newparent,
+	      const char *newname, unsigned flags);
+
+/* Opens count against freeing an unlinked inode. */
+int e2_open_inode(struct e2fs *fs, uint32_t ino);
+int e2_release_inode(struct e2fs *fs, uint32_t ino);
+
+/* Read up to size bytes at off; returns the byte count (0 at EOF). */
+ssize_t e2_read(struct e2fs *fs, uint32_t ino, void *buf, size_t size, off_t off);
+/* Write size bytes at off, extending the file; returns the byte count. */
+ssize_t e2_write(struct e2fs *fs, uint32_t ino, const void *buf, size_t size, off_t off);
+
+/* One directory entry for e2_readdir's callback.  `next` is the offset to
+ * resume after this entry (stable across changes to the directory). */
+struct e2_dirent {
+	const char *name;
+	size_t name_len;
+	uint32_t ino;
+	mode_t type; /* S_IFDIR, S_IFREG, ... or 0 if unknown */
+	off_t next;
+};
+/* Call fn for each entry from offset off on, until fn returns non-zero
+ * (stop: not an error) or the directory ends.  Includes "." and "..". */
+int e2_readdir(struct e2fs *fs, uint32_t ino, off_t off,
+	       int (*fn)(const struct e2_dirent *d, void *arg), void *arg);
+
+int e2_statfs(struct e2fs *fs, struct statvfs *sv);
+/* Make this inode's changes (data and metadata, with everything they
+ * depend on, including its directory entry if new) durable. */
+int e2_fsync(struct e2fs *fs, uint32_t ino, bool datasync);
+/* Make everything durable. */
+int e2_sync(struct e2fs *fs);
+
+#endif
