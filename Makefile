@@ -166,3 +166,12 @@ clean:
 	rm -rf build
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# Small test tools (tests/tools/*.c, each with its own main) used by bats.
+TOOL_SRC := $(wildcard tests/tools/*.c)
+TOOLS := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tests/tools/%)
+all: $(TOOLS)
+$(BUILD)/tests/tools/%: $(BUILD)/tests/tools/%.o $(LIBA)
+	$(quiet) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBA) $(LIBS)

@@ -1,0 +1,39 @@
+/* The daemon side of patchgroups: the groups themselves, caller scopes, and
+ * the control socket that pgrun, pgdepend, fstitch-stat and the C API talk
+ * to (design.md §5).  The FUSE glue uses only these calls.
+ */
+#ifndef FSTITCH_PGSRV_H
+#define FSTITCH_PGSRV_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+#include "e2.h"
+
+struct pgsrv;
+
+/* Start serving patchgroups for fs mounted at mountpoint.  The control
+ * socket is created at sockpath, or at a default path derived from the
+ * mount when sockpath is NULL, and a thread answers it.  Clients find it
+ * from any path inside the mount through pgsrv_xattr_name(). */
+int pgsrv_create(struct e2fs *fs, const char *mountpoint, const char *sockpath,
+		 struct pgsrv **out);
+/* Stop the socket thread, disengage and close every group, free. */
+void pgsrv_destroy(struct pgsrv *srv);
+
+/* The FUSE glue brackets every request that may change the file system:
+ * enter sets the calling thread's patch scope to that of process `pid` (the
+ * FUSE caller's thread id; 0 means no process, no group), leave clears it. */
+void pgsrv_enter(struct pgsrv *srv, pid_t pid);
+void pgsrv_leave(struct pgsrv *srv);
+
+/* Called on fsync/fsyncdir from pid: returns true if pid's scope has the
+ * fsync=order policy, in which case the fsync has been turned into an
+ * ordering point and the glue must reply 0 at once without syncing. */
+bool pgsrv_fsync_order(struct pgsrv *srv, pid_t pid);
+
+/* The extended attribute, readable on every path in the mount, whose value
+ * is the control socket's path: "fstitch.control" in the user namespace. */
+#define PGSRV_XATTR "user.fstitch.control"
+const char *pgsrv_socket_path(const struct pgsrv *srv);
+
+#endif
