@@ -59,6 +59,8 @@ LIBSO := $(BUILD)/libfstitch.so.0
 .PHONY: all check unit bats asan demo bench install uninstall clean deps \
 	format lint
 .DEFAULT_GOAL := all
+# Keep object files of test and command programs between runs.
+.SECONDARY:
 
 all: $(LIBA) $(LIBSO) $(CMDS) $(BUILD)/fstitch.pc
 
@@ -124,6 +126,10 @@ bench: all $(BENCHES)
 	$(Q)bash .ci/deps.sh bench
 	$(Q)BUILD=$(BUILD) bash tests/bench/run.sh $(BENCH_ARGS)
 
+# The other patchgroup calls are documented in pg_create(3).
+PG_MANLINKS := pg_depend pg_engage pg_disengage pg_sync pg_close pg_set_control \
+	pg_fsync_policy pg_status
+
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(LIBDIR) \
 		$(DESTDIR)$(INCLUDEDIR)/fstitch $(DESTDIR)$(PKGCONFIGDIR) \
@@ -141,6 +147,8 @@ install: all
 	for m in man/*.[1-8]; do [ -e "$$m" ] || continue; \
 		s=$${m##*.}; install -d $(DESTDIR)$(MANDIR)/man$$s; \
 		install -m 644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done
+	[ ! -e man/pg_create.3 ] || for f in $(PG_MANLINKS); do \
+		ln -sf pg_create.3 $(DESTDIR)$(MANDIR)/man3/$$f.3; done
 	for f in completions/*.bash; do [ -e "$$f" ] || continue; \
 		n=$$(basename $$f .bash); \
 		install -m 644 $$f $(DESTDIR)$(BASHCOMPDIR)/$$n; done
@@ -153,6 +161,7 @@ uninstall:
 	rm -f $(DESTDIR)$(PKGCONFIGDIR)/fstitch.pc
 	for m in man/*.[1-8]; do [ -e "$$m" ] || continue; s=$${m##*.}; \
 		rm -f $(DESTDIR)$(MANDIR)/man$$s/$${m##*/}; done
+	for f in $(PG_MANLINKS); do rm -f $(DESTDIR)$(MANDIR)/man3/$$f.3; done
 	for f in completions/*.bash; do [ -e "$$f" ] || continue; \
 		rm -f $(DESTDIR)$(BASHCOMPDIR)/$$(basename $$f .bash); done
 

@@ -155,6 +155,9 @@ struct cache_stats {
 	uint64_t rounds, barriers, block_writes, rollback_writes;
 	uint64_t write_errors, barrier_errors;
 	uint64_t peak_engine_bytes, peak_dirty_bytes;
+	uint64_t patches_nrb;    /* live soft patches without undo (counted in
+				  * patches_soft too): see cache_int.h */
+	uint64_t dirty_waits;    /* times a writer waited for the flusher */
 };
 void cache_get_stats(struct cache *c, struct cache_stats *st);
 

@@ -1,0 +1,184 @@
+/* Internals of the patch engine and block cache (not installed).
+ *
+ * Invariants the code relies on (see design.md §3):
+ *
+ *  - Every edge goes from a patch to one with a smaller sequence number
+ *    (after->seq > before->seq).  New patches get the next number and
+ *    depend only on existing ones; a merge adds to its target only
+ *    dependencies older than the target; patch_add_depend() renumbers its
+ *    target, which nothing depends on.  So the graph can never have a cycle.
+ *  - A block's uncommitted patches are listed in sequence order.  A patch's
+ *    undo bytes restore its range to what it was just before the patch, so
+ *    rolling back in reverse order is always right.  Anything that changes
+ *    bytes inside a soft patch's range later either depends on it or is
+ *    merged into it; bit flips on a word commute with each other.
+ *  - A hard patch has no dependencies and no patch it could be rolled back
+ *    for, so it is in every write of its block and needs no undo data.
+ *  - A non-rollbackable (NRB) patch is made only on a block with no other
+ *    uncommitted patch, and every later patch of that block depends on it.
+ *    So the block is never written without it, and it needs no undo data
+ *    either.  Its befores are all older than it and none is on its block,
+ *    so it cannot deadlock the block.  It is not made for changes that may
+ *    wait on a held empty patch, which would pin the whole block.
+ *  - A merge target nothing depends on may take a new sequence number (and
+ *    move to the tail of its block's list) when nothing newer overlaps it.
+ *  - A patch in flight (in the round being written), or written in a round
+ *    that failed, never gains a dependency: its bytes may be on disk.
+ */
+#ifndef FSTITCH_CACHE_INT_H
+#define FSTITCH_CACHE_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "cache.h"
+
+enum patch_type { PT_BYTE, PT_BIT, PT_EMPTY };
+
+enum patch_flags {
+	PF_ALLOC = 1 << 0,     /* slab slot in use */
+	PF_HARD = 1 << 1,      /* no undo, never rolled back */
+	PF_HELD = 1 << 2,      /* empty patch held by its creator */
+	PF_INFLIGHT = 1 << 3,  /* part of the round being written */
+	PF_BLOCKED = 1 << 4,   /* scratch: a same-block before is not written */
+	PF_COMMITTED = 1 << 5,
+	PF_NRB = 1 << 7,       /* no undo: made on a clean block, and every
+				* later patch of the block depends on it */
+	PF_PINNED = 1 << 8,    /* may wait for a held empty patch (never
+				* cleared: only used to be careful) */
+	PF_WRITTEN = 1 << 6,   /* written in a round whose barrier failed: it
+				* may be on disk, so it must never gain a
+				* dependency (no soft merge into it) */
+};
+
+struct patch {
+	struct patch *bnext, *bprev; /* block list; slab free list */
+	struct cblock *block;        /* NULL for empty patches */
+	struct patch **afters;       /* patches that depend on this one */
+	union {
+		uint8_t *undo;       /* soft byte patch: len bytes */
+		uint32_t mask;       /* bit patch */
+	};
+	uint64_t seq;
+	uint32_t off, len;           /* byte range in the block */
+	uint32_t nafters, cafters;
+	uint32_t npend_ext;          /* uncommitted befores elsewhere */
+	uint32_t npend_blk;          /* uncommitted befores on this block */
+	uint32_t refs;               /* caller references */
+	uint16_t flags;
+	uint8_t type;
+	uint8_t committed;           /* read without the lock */
+};
+
+enum block_flags {
+	BF_READING = 1 << 0, /* being read in; wait on io_cond */
+	BF_BADREAD = 1 << 1, /* the read failed: unhashed, to be freed */
+	BF_INFLIGHT = 1 << 2,
+	BF_READY = 1 << 3,   /* on the ready list */
+	BF_LRU = 1 << 4,     /* on the clean LRU list */
+};
+
+struct cblock {
+	uint64_t blkno;
+	uint8_t *data;
+	struct cblock *hnext;
+	struct cblock *lprev, *lnext;    /* LRU list of clean idle blocks */
+	struct cblock *rprev, *rnext;    /* ready list */
+	struct cblock *dprev, *dnext;    /* dirty list, oldest dirtied first */
+	uint64_t dirty_ns;               /* CLOCK_MONOTONIC ns when it became dirty */
+	struct patch *phead, *ptail;     /* uncommitted patches, by seq */
+	struct patch *hard;              /* the hard patch changes merge into */
+	struct patch *nrb;               /* the NRB patch, if any */
+	uint32_t refs;
+	uint32_t npatches;
+	uint32_t nroots;                 /* patches with no uncommitted before */
+	uint32_t flags;
+};
+
+struct bchunk;
+
+#define SLAB_PATCHES 1024 /* patches per slab */
+
+struct slab {
+	struct slab *next;
+	struct patch p[];
+};
+
+struct cache {
+	struct bdev *dev;
+	struct cache_opts opts;
+	uint32_t bs;
+	pthread_mutex_t lock;
+	pthread_cond_t io_cond;       /* a block read finished */
+	pthread_cond_t round_cond;    /* the round in flight finished */
+	pthread_cond_t flush_cond;    /* wakes the flusher */
+
+	struct cblock **hash;
+	size_t hmask, nblocks;
+	struct cblock *lru_head, *lru_tail;
+	struct cblock *ready_head, *ready_tail;
+	struct cblock *dirty_head, *dirty_tail;
+	size_t nready, ndirty, ninflight;
+
+	struct bchunk *bchunks;       /* block structures and buffers */
+	struct cblock *bfree;
+	struct slab *slabs;
+	struct patch *pfree;
+	uint64_t seq;
+
+	/* The round: only one at a time, so its scratch is kept. */
+	bool round_busy;
+	int last_round_err;
+	struct cblock **r_blocks;
+	struct bdev_write *r_writes;
+	uint8_t **r_copies;
+	size_t r_ncopies;
+	size_t *r_pstart;
+	struct patch **r_patches;
+	size_t r_np, r_cap;
+	struct patch **work;          /* empty patches to commit */
+	size_t nwork, cwork;
+
+	pthread_t flusher;
+	bool flusher_running, flusher_stop, flusher_kick;
+
+	struct cache_stats st;
+	uint64_t st_dirty_waits;
+};
+
+/* Read-only accessors (for inspection code: the layout may change). */
+static inline uint32_t patch_nafters(const struct patch *p)
+{
+	return p->nafters;
+}
+
+static inline struct patch *patch_after(const struct patch *p, uint32_t i)
+{
+	return p->afters[i];
+}
+
+static inline uint32_t patch_off(const struct patch *p)
+{
+	return p->off;
+}
+
+static inline uint32_t patch_len(const struct patch *p)
+{
+	return p->len;
+}
+
+/* cache.c */
+/* The cached block blkno, or NULL; call with the cache lock held. */
+struct cblock *cache_find_locked(struct cache *c, uint64_t blkno);
+void cache_lock(struct cache *c, bool *taken);
+void cache_unlock(struct cache *c, bool taken);
+void ready_update(struct cache *c, struct cblock *b);
+void block_became_dirty(struct cache *c, struct cblock *b);
+void block_became_clean(struct cache *c, struct cblock *b);
+void stats_engine(struct cache *c, int64_t delta);
+
+/* patch.c */
+void patch_commit(struct cache *c, struct patch *p);
+void patch_free_all(struct cache *c);
+
+#endif

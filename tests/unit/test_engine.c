@@ -1,0 +1,912 @@
+/* Unit tests of the patch engine and cache: ordering on the recorder log,
+ * hard patches and merging, faults, eviction, dirty limits, scopes. */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include "bdev.h"
+#include "cache.h"
+
+#define BS 512
+#define NBLK 64
+
+struct env {
+	struct bdev *mem, *rec;
+	struct cache *c;
+};
+
+static void env_open(struct env *e, const struct cache_opts *o)
+{
+	memset(e, 0, sizeof(*e));
+	assert_int_equal(bdev_mem_create(BS, NBLK, NULL, 0, &e->mem), 0);
+	assert_int_equal(bdev_recorder_create(e->mem, &e->rec), 0);
+	assert_int_equal(cache_create(e->rec, o, &e->c), 0);
+}
+
+static void env_close(struct env *e)
+{
+	cache_destroy(e->c);
+	bdev_destroy(e->rec); /* destroys mem too */
+}
+
+static struct cblock *get(struct env *e, uint64_t n)
+{
+	struct cblock *b;
+
+	assert_int_equal(cache_get(e->c, n, &b), 0);
+	return b;
+}
+
+static struct patch *put_byte(struct env *e, struct cblock *b, uint32_t off, uint8_t v,
+			      uint32_t len, struct patch *const *deps, size_t nd)
+{
+	uint8_t buf[BS];
+	struct patch *p;
+
+	memset(buf, v, len);
+	assert_int_equal(patch_create_byte(e->c, b, off, len, buf, deps, nd, &p), 0);
+	return p;
+}
+
+static const uint8_t *mem_block(struct env *e, uint64_t n)
+{
+	return (const uint8_t *)bdev_mem_data(e->mem) + n * BS;
+}
+
+static void assert_device_equals_cache(struct env *e)
+{
+	for (uint64_t n = 0; n < NBLK; n++) {
+		struct cblock *b = get(e, n);
+
+		assert_memory_equal(cblock_data(b), mem_block(e, n), BS);
+		cache_put(e->c, b);
+	}
+}
+
+static struct cache_stats stats(struct env *e)
+{
+	struct cache_stats st;
+
+	cache_get_stats(e->c, &st);
+	return st;
+}
+
+/* ---- tests ------------------------------------------------------------- */
+
+static void test_basic_write_and_sync(void **state)
+{
+	struct env e;
+	struct cblock *b;
+	struct patch *p;
+
+	env_open(&e, NULL);
+	b = get(&e, 3);
+	p = put_byte(&e, b, 10, 0xab, 20, NULL, 0);
+	assert_false(patch_committed(p));
+	assert_int_equal(mem_block(&e, 3)[10], 0);
+	assert_int_equal(stats(&e).blocks_dirty, 1);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_true(patch_committed(p));
+	assert_int_equal(mem_block(&e, 3)[10], 0xab);
+	assert_int_equal(mem_block(&e, 3)[29], 0xab);
+	assert_int_equal(mem_block(&e, 3)[30], 0);
+	assert_int_equal(stats(&e).blocks_dirty, 0);
+	/* committed and still referenced: alive until released */
+	assert_int_equal(stats(&e).patches_byte, 1);
+	patch_release(e.c, p);
+	assert_int_equal(stats(&e).patches_byte, 0);
+	assert_int_equal(stats(&e).engine_bytes, 0);
+	cache_put(e.c, b);
+	assert_int_equal(cache_get(e.c, NBLK, &b), -EINVAL);
+	env_close(&e);
+}
+
+static void test_bad_arguments(void **state)
+{
+	struct env e;
+	struct cblock *b;
+	uint8_t x = 1;
+
+	env_open(&e, NULL);
+	b = get(&e, 0);
+	assert_int_equal(patch_create_byte(e.c, b, BS, 1, &x, NULL, 0, NULL), -EINVAL);
+	assert_int_equal(patch_create_byte(e.c, b, BS - 1, 2, &x, NULL, 0, NULL), -EINVAL);
+	assert_int_equal(patch_create_byte(e.c, b, 0, 0, &x, NULL, 0, NULL), -EINVAL);
+	assert_int_equal(patch_create_bit(e.c, b, 2, 1, NULL, 0, NULL), -EINVAL);
+	assert_int_equal(patch_create_bit(e.c, b, BS, 1, NULL, 0, NULL), -EINVAL);
+	assert_int_equal(stats(&e).blocks_dirty, 0);
+	cache_put(e.c, b);
+	env_close(&e);
+}
+
+/* Find the index of the next REC_WRITE of blkno at or after i. */
+static size_t next_write(struct bdev *rec, size_t i, uint64_t blkno)
+{
+	size_t n = bdev_recorder_count(rec);
+
+	for (; i < n; i++) {
+		const struct rec_event *ev = bdev_recorder_event(rec, i);
+
+		if (ev->kind == REC_WRITE && ev->blkno == blkno)
+			return i;
+	}
+	return SIZE_MAX;
+}
+
+static bool barrier_between(struct bdev *rec, size_t a, size_t b)
+{
+	for (size_t i = a + 1; i < b; i++)
+		if (bdev_recorder_event(rec, i)->kind == REC_BARRIER)
+			return true;
+	return false;
+}
+
+/* The article's example: A and C on block 1, B on block 2, C -> B -> A.
+ * Block 1 must be written twice: first with A and without C, then (after
+ * B is durable) with C. */
+static void test_article_block_cycle(void **state)
+{
+	struct env e;
+	struct cblock *b1, *b2;
+	struct patch *a, *b, *cc;
+	size_t w1, w2, w3;
+	const struct rec_event *ev;
+
+	env_open(&e, NULL);
+	b1 = get(&e, 1);
+	b2 = get(&e, 2);
+	a = put_byte(&e, b1, 0, 0xaa, 8, NULL, 0);
+	b = put_byte(&e, b2, 0, 0xbb, 8, &a, 1);
+	cc = put_byte(&e, b1, 100, 0xcc, 8, &b, 1);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_true(patch_committed(cc));
+
+	w1 = next_write(e.rec, 0, 1);
+	w2 = next_write(e.rec, 0, 2);
+	assert_true(w1 < w2);
+	w3 = next_write(e.rec, w1 + 1, 1);
+	assert_true(w2 < w3 && w3 != SIZE_MAX);
+	assert_true(barrier_between(e.rec, w1, w2));
+	assert_true(barrier_between(e.rec, w2, w3));
+	/* first write of block 1: A's bytes, C rolled back */
+	ev = bdev_recorder_event(e.rec, w1);
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(((const uint8_t *)ev->data)[i], 0xaa);
+		assert_int_equal(((const uint8_t *)ev->data)[100 + i], 0);
+	}
+	ev = bdev_recorder_event(e.rec, w2);
+	assert_int_equal(((const uint8_t *)ev->data)[0], 0xbb);
+	ev = bdev_recorder_event(e.rec, w3);
+	assert_int_equal(((const uint8_t *)ev->data)[0], 0xaa);
+	assert_int_equal(((const uint8_t *)ev->data)[100], 0xcc);
+	assert_int_equal(((const uint8_t *)ev->data)[107], 0xcc);
+	assert_int_equal(next_write(e.rec, w3 + 1, 1), SIZE_MAX);
+	assert_int_equal(stats(&e).rollback_writes, 1);
+	patch_release(e.c, a);
+	patch_release(e.c, b);
+	patch_release(e.c, cc);
+	cache_put(e.c, b1);
+	cache_put(e.c, b2);
+	env_close(&e);
+}
+
+/* With ordering off the same example is written in one round. */
+static void test_article_none_one_round(void **state)
+{
+	struct cache_opts o = { .consistency = CONSISTENCY_NONE };
+	struct env e;
+	struct cblock *b1, *b2;
+	struct patch *a, *b, *cc;
+	size_t nw;
+
+	env_open(&e, &o);
+	b1 = get(&e, 1);
+	b2 = get(&e, 2);
+	a = put_byte(&e, b1, 0, 0xaa, 8, NULL, 0);
+	b = put_byte(&e, b2, 0, 0xbb, 8, &a, 1);
+	cc = put_byte(&e, b1, 100, 0xcc, 8, &b, 1);
+	/* a and cc share block 1's hard patch */
+	assert_ptr_equal(a, cc);
+	assert_int_equal(cache_flush_round(e.c, &nw), 0);
+	assert_int_equal(nw, 2);
+	assert_true(patch_committed(b));
+	assert_int_equal(stats(&e).blocks_dirty, 0);
+	patch_release(e.c, a);
+	patch_release(e.c, b);
+	patch_release(e.c, cc);
+	cache_put(e.c, b1);
+	cache_put(e.c, b2);
+	env_close(&e);
+}
+
+/* Rewriting one block many times ends as one patch with no undo. */
+static void test_hard_patch_merging(void **state)
+{
+	struct env e, n;
+	struct cache_opts none = { .consistency = CONSISTENCY_NONE };
+	struct cblock *b, *o;
+	struct patch *dep, *p;
+	struct cache_stats st;
+
+	env_open(&e, NULL);
+	b = get(&e, 5);
+	for (int i = 0; i < 1000; i++) {
+		uint8_t v[4] = { (uint8_t)i, 1, 2, 3 };
+
+		assert_int_equal(patch_create_byte(e.c, b, (uint32_t)(i * 7) % (BS - 4), 4,
+						   v, NULL, 0, NULL), 0);
+		assert_int_equal(patch_create_bit(e.c, b, (uint32_t)(i % 16) * 4, 1u << (i % 32),
+						  NULL, 0, NULL), 0);
+	}
+	st = stats(&e);
+	assert_int_equal(st.patches_byte + st.patches_bit, 1);
+	assert_int_equal(st.patches_hard, 1);
+	assert_int_equal(st.undo_bytes, 0);
+	assert_int_equal(st.patches_merged, 1999);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_memory_equal(cblock_data(b), mem_block(&e, 5), BS);
+
+	/* A change with a pending dependency on a clean block is soft but
+	 * keeps no undo (NRB); every later change of the block merges into
+	 * it or waits for it. */
+	o = get(&e, 6);
+	dep = put_byte(&e, o, 0, 1, 4, NULL, 0);
+	p = put_byte(&e, b, 0, 2, 16, &dep, 1);
+	for (int i = 0; i < 100; i++) {
+		struct patch *q = put_byte(&e, b, (uint32_t)(i * 5) % (BS - 4), (uint8_t)i, 4,
+					   NULL, 0);
+
+		assert_ptr_equal(q, p);
+		patch_release(e.c, q);
+	}
+	st = stats(&e);
+	assert_int_equal(st.patches_soft, 1);
+	assert_int_equal(st.patches_hard, 1); /* dep, on block 6 */
+	assert_int_equal(st.undo_bytes, 0);
+	assert_int_equal(cache_flush_round(e.c, NULL), 0);
+	assert_false(patch_committed(p)); /* block 5 waited for block 6 */
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_memory_equal(cblock_data(b), mem_block(&e, 5), BS);
+	assert_int_equal(stats(&e).rollback_writes, 0);
+	patch_release(e.c, p);
+	patch_release(e.c, dep);
+
+	/* On a dirty block it keeps undo data; overlapping rewrites with no
+	 * new dependency merge into it. */
+	dep = put_byte(&e, o, 0, 1, 4, NULL, 0);
+	struct patch *h = put_byte(&e, b, 200, 9, 4, NULL, 0);
+
+	p = put_byte(&e, b, 0, 2, 16, &dep, 1);
+	for (int i = 0; i < 100; i++) {
+		struct patch *q = put_byte(&e, b, (uint32_t)i % 12, (uint8_t)i, 4, NULL, 0);
+
+		assert_ptr_equal(q, p);
+		patch_release(e.c, q);
+	}
+	st = stats(&e);
+	assert_int_equal(st.patches_soft, 1);
+	assert_int_equal(st.undo_bytes, 16);
+	assert_int_equal(cache_flush_round(e.c, NULL), 0);
+	assert_true(patch_committed(h));
+	assert_false(patch_committed(p));
+	assert_int_equal(stats(&e).rollback_writes, 1);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_memory_equal(cblock_data(b), mem_block(&e, 5), BS);
+	patch_release(e.c, h);
+	patch_release(e.c, p);
+	patch_release(e.c, dep);
+	cache_put(e.c, o);
+	cache_put(e.c, b);
+	env_close(&e);
+
+	/* Under CONSISTENCY_NONE even changes with dependencies merge. */
+	env_open(&n, &none);
+	b = get(&n, 5);
+	o = get(&n, 6);
+	dep = put_byte(&n, o, 0, 1, 4, NULL, 0);
+	for (int i = 0; i < 500; i++) {
+		uint8_t v = (uint8_t)i;
+
+		assert_int_equal(patch_create_byte(n.c, b, (uint32_t)i % BS, 1, &v, &dep, 1,
+						   NULL), 0);
+	}
+	st = stats(&n);
+	assert_int_equal(st.patches_byte, 2);
+	assert_int_equal(st.patches_hard, 2);
+	assert_int_equal(st.undo_bytes, 0);
+	assert_int_equal(cache_sync(n.c), 0);
+	patch_release(n.c, dep);
+	cache_put(n.c, o);
+	cache_put(n.c, b);
+	env_close(&n);
+}
+
+/* A byte patch overlapping an older unready one waits for it, even when
+ * its own dependencies are durable; an overlapping change with no newer
+ * dependency merges into it instead. */
+static void test_same_block_overlap_order(void **state)
+{
+	struct env e;
+	struct cblock *b, *o;
+	struct patch *held, *dep2, *p1, *p2, *p3, *m;
+
+	env_open(&e, NULL);
+	b = get(&e, 1);
+	o = get(&e, 2);
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &held), 0);
+	p1 = put_byte(&e, b, 0, 1, 8, &held, 1);  /* waits for the hold */
+	dep2 = put_byte(&e, o, 0, 9, 4, NULL, 0);
+	p2 = put_byte(&e, b, 4, 2, 8, &dep2, 1);  /* overlaps p1 */
+	p3 = put_byte(&e, b, 64, 3, 8, NULL, 0);  /* independent: hard */
+	m = put_byte(&e, b, 2, 4, 1, NULL, 0);    /* overlaps only p1: merges */
+	assert_ptr_not_equal(p1, p2);
+	assert_ptr_equal(m, p1);
+	assert_int_equal(cache_sync(e.c), -EAGAIN);
+	assert_true(patch_committed(dep2));
+	assert_true(patch_committed(p3));
+	assert_false(patch_committed(p2));
+	assert_false(patch_committed(p1));
+	for (int i = 0; i < 12; i++)
+		assert_int_equal(mem_block(&e, 1)[i], 0);
+	assert_int_equal(mem_block(&e, 1)[64], 3);
+	patch_unhold(e.c, held);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_true(patch_committed(p2));
+	assert_int_equal(mem_block(&e, 1)[2], 4);
+	assert_int_equal(mem_block(&e, 1)[4], 2);
+	assert_memory_equal(cblock_data(b), mem_block(&e, 1), BS);
+	assert_device_equals_cache(&e);
+	patch_release(e.c, held);
+	patch_release(e.c, dep2);
+	patch_release(e.c, p1);
+	patch_release(e.c, p2);
+	patch_release(e.c, p3);
+	patch_release(e.c, m);
+	cache_put(e.c, b);
+	cache_put(e.c, o);
+	env_close(&e);
+}
+
+static void test_empty_patches(void **state)
+{
+	struct env e;
+	struct cblock *b;
+	struct patch *p, *q, *em, *held, *e2, *none;
+
+	env_open(&e, NULL);
+	b = get(&e, 1);
+	assert_int_equal(patch_create_empty(e.c, NULL, 0, &none), 0);
+	assert_true(patch_committed(none));
+	p = put_byte(&e, b, 0, 1, 4, NULL, 0);
+	q = put_byte(&e, b, 8, 1, 4, NULL, 0);
+	assert_int_equal(patch_create_empty(e.c, (struct patch *[]){ p, NULL, none }, 3, &em), 0);
+	assert_false(patch_committed(em));
+	assert_int_equal(patch_create_empty_held(e.c, &em, 1, &held), 0);
+	assert_int_equal(patch_create_empty(e.c, NULL, 0, &e2), 0);
+	/* e2 is committed (no deps): adding is refused */
+	assert_int_equal(patch_add_depend(e.c, e2, q), -EBUSY);
+	patch_release(e.c, e2);
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &e2), 0);
+	assert_int_equal(patch_add_depend(e.c, e2, q), 0);
+	assert_int_equal(patch_add_depend(e.c, e2, none), 0);   /* committed: no-op */
+	assert_int_equal(patch_add_depend(e.c, e2, NULL), 0);
+	assert_int_equal(patch_add_depend(e.c, p, q), -EBUSY);  /* not empty */
+	assert_int_equal(patch_add_depend(e.c, em, q), -EBUSY); /* held depends on em */
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_true(patch_committed(em));
+	assert_false(patch_committed(held));
+	assert_false(patch_committed(e2));
+	assert_int_equal(cache_sync_patch(e.c, held), 0);
+	patch_unhold(e.c, held);
+	patch_unhold(e.c, e2);
+	assert_true(patch_committed(held));
+	assert_true(patch_committed(e2));
+	patch_release(e.c, p);
+	patch_release(e.c, q);
+	patch_release(e.c, em);
+	patch_release(e.c, held);
+	patch_release(e.c, e2);
+	patch_release(e.c, none);
+	assert_int_equal(stats(&e).engine_bytes, 0);
+	cache_put(e.c, b);
+	env_close(&e);
+}
+
+/* Patches waiting on a held empty patch stay dirty; sync says so. */
+static void test_held_blocks_sync(void **state)
+{
+	struct env e;
+	struct cblock *b;
+	struct patch *held, *p;
+
+	env_open(&e, NULL);
+	b = get(&e, 1);
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &held), 0);
+	p = put_byte(&e, b, 0, 7, 4, &held, 1);
+	assert_int_equal(cache_sync(e.c), -EAGAIN);
+	assert_int_equal(cache_sync_patch(e.c, p), -EAGAIN);
+	assert_int_equal(mem_block(&e, 1)[0], 0);
+	patch_unhold(e.c, held);
+	assert_int_equal(cache_sync_patch(e.c, p), 0);
+	assert_int_equal(mem_block(&e, 1)[0], 7);
+	patch_release(e.c, held);
+	patch_release(e.c, p);
+	cache_put(e.c, b);
+	env_close(&e);
+}
+
+static void test_write_fault(void **state)
+{
+	struct env e;
+	struct cblock *b;
+	struct patch *p;
+	struct cache_stats st;
+
+	env_open(&e, NULL);
+	b = get(&e, 4);
+	p = put_byte(&e, b, 0, 0x55, 32, NULL, 0);
+	bdev_mem_inject(e.mem, BDEV_FAULT_WRITE, 0, 1, EIO);
+	assert_int_equal(cache_sync(e.c), -EIO);
+	assert_false(patch_committed(p));
+	assert_int_equal(stats(&e).blocks_dirty, 1);
+	bdev_mem_inject(e.mem, BDEV_FAULT_BARRIER, 0, 1, ENOSPC);
+	assert_int_equal(cache_flush_round(e.c, NULL), -ENOSPC);
+	assert_false(patch_committed(p));
+	st = stats(&e);
+	assert_int_equal(st.write_errors, 1);
+	assert_int_equal(st.barrier_errors, 1);
+	assert_int_equal(st.blocks_dirty, 1);
+	/* the data went to the device in the failed-barrier round, but only
+	 * a later successful round may call it durable */
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_true(patch_committed(p));
+	assert_int_equal(mem_block(&e, 4)[31], 0x55);
+	assert_int_equal(stats(&e).blocks_dirty, 0);
+	patch_release(e.c, p);
+	cache_put(e.c, b);
+	env_close(&e);
+}
+
+static void test_read_fault(void **state)
+{
+	struct env e;
+	struct cblock *b;
+
+	env_open(&e, NULL);
+	bdev_mem_inject(e.mem, BDEV_FAULT_READ, 0, 1, EIO);
+	assert_int_equal(cache_get(e.c, 7, &b), -EIO);
+	assert_int_equal(stats(&e).blocks_cached, 0);
+	assert_int_equal(cache_get(e.c, 7, &b), 0);
+	cache_put(e.c, b);
+	env_close(&e);
+}
+
+static void test_eviction(void **state)
+{
+	struct cache_opts o = { .max_blocks = 8, .dirty_limit = 64 };
+	struct env e;
+	struct cblock *held, *dirty, *b;
+	struct patch *p;
+
+	env_open(&e, &o);
+	held = get(&e, 0);
+	dirty = get(&e, 1);
+	p = put_byte(&e, dirty, 0, 1, 1, NULL, 0);
+	cache_put(e.c, dirty);
+	for (uint64_t n = 2; n < 40; n++) {
+		b = get(&e, n);
+		cache_put(e.c, b);
+		assert_true(stats(&e).blocks_cached <= 8);
+	}
+	/* the referenced and the dirty block are still there, unchanged */
+	assert_int_equal(stats(&e).blocks_dirty, 1);
+	dirty = get(&e, 1);
+	assert_int_equal(cblock_data(dirty)[0], 1);
+	cache_put(e.c, dirty);
+	/* LRU: a recently used block survives, an old one is read again */
+	b = get(&e, 39);
+	cache_put(e.c, b);
+	assert_int_equal(cache_sync(e.c), 0);
+	patch_release(e.c, p);
+	cache_put(e.c, held);
+	assert_true(stats(&e).blocks_cached <= 8);
+	env_close(&e);
+}
+
+struct writer {
+	struct env *e;
+	int nblocks;
+	uint64_t max_dirty;
+};
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+
+	for (int i = 0; i < w->nblocks; i++) {
+		struct cblock *b;
+		uint8_t v = (uint8_t)(i + 1);
+		struct cache_stats st;
+
+		if (cache_get(w->e->c, (uint64_t)i, &b))
+			return (void *)1;
+		if (patch_create_byte(w->e->c, b, 0, 1, &v, NULL, 0, NULL))
+			return (void *)1;
+		cache_put(w->e->c, b);
+		cache_get_stats(w->e->c, &st);
+		if (st.blocks_dirty > w->max_dirty)
+			w->max_dirty = st.blocks_dirty;
+	}
+	return NULL;
+}
+
+/* With a dirty limit and a flusher, writers wait instead of growing the
+ * dirty set without bound; without a flusher they flush themselves. */
+static void test_dirty_limit(void **state)
+{
+	struct cache_opts o = { .max_blocks = 64, .dirty_limit = 8,
+				.flush_interval_ms = 60000 };
+	struct env e;
+	struct writer w;
+	pthread_t t;
+	void *ret;
+
+	env_open(&e, &o);
+	assert_int_equal(cache_start_flusher(e.c), 0);
+	w = (struct writer){ &e, NBLK, 0 };
+	assert_int_equal(pthread_create(&t, NULL, writer_main, &w), 0);
+	assert_int_equal(pthread_join(t, &ret), 0);
+	assert_null(ret);
+	/* cache_get waits until below the limit; the patch then adds one */
+	assert_true(w.max_dirty <= 8);
+	assert_true(stats(&e).rounds > 0);
+	cache_stop_flusher(e.c);
+	assert_int_equal(cache_sync(e.c), 0);
+	for (int i = 0; i < NBLK; i++)
+		assert_int_equal(mem_block(&e, (uint64_t)i)[0], (uint8_t)(i + 1));
+	env_close(&e);
+
+	env_open(&e, &o);
+	w = (struct writer){ &e, NBLK, 0 };
+	assert_null(writer_main(&w));
+	assert_true(w.max_dirty <= 8);
+	assert_int_equal(cache_sync(e.c), 0);
+	env_close(&e);
+}
+
+/* The flusher writes dirty data by itself after the interval. */
+static void test_flusher_interval(void **state)
+{
+	struct cache_opts o = { .flush_interval_ms = 20 };
+	struct env e;
+	struct cblock *b;
+	struct patch *p;
+
+	env_open(&e, &o);
+	assert_int_equal(cache_start_flusher(e.c), 0);
+	b = get(&e, 9);
+	p = put_byte(&e, b, 0, 3, 1, NULL, 0);
+	for (int i = 0; i < 500 && !patch_committed(p); i++)
+		usleep(10000);
+	assert_true(patch_committed(p));
+	assert_int_equal(mem_block(&e, 9)[0], 3);
+	patch_release(e.c, p);
+	cache_put(e.c, b);
+	cache_stop_flusher(e.c);
+	env_close(&e);
+}
+
+struct tscope {
+	struct patch_scope s;
+	struct cache *c;
+	struct patch *before;
+	struct patch *tail; /* empty patch collecting the scope's changes */
+	int created;
+	int add_err;
+};
+
+static size_t ts_befores(struct patch_scope *s, struct patch *const **deps)
+{
+	struct tscope *t = (struct tscope *)s;
+
+	*deps = &t->before;
+	return 1;
+}
+
+static void ts_created(struct patch_scope *s, struct patch *p)
+{
+	struct tscope *t = (struct tscope *)s;
+
+	t->created++;
+	if (t->add_err == 0)
+		t->add_err = patch_add_depend(t->c, t->tail, p);
+}
+
+static void test_scope_hooks(void **state)
+{
+	struct env e;
+	struct cblock *b1, *b2;
+	struct tscope ts = { .s = { ts_befores, ts_created } };
+	struct patch *p;
+
+	env_open(&e, NULL);
+	b1 = get(&e, 1);
+	b2 = get(&e, 2);
+	ts.c = e.c;
+	ts.before = put_byte(&e, b2, 0, 0x22, 4, NULL, 0);
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &ts.tail), 0);
+	cache_set_scope(&ts.s);
+	p = put_byte(&e, b1, 0, 0x11, 4, NULL, 0);
+	cache_set_scope(NULL);
+	assert_int_equal(ts.created, 1);
+	assert_int_equal(ts.add_err, 0);
+	/* the scope's before is a real dependency: first round writes only
+	 * block 2 */
+	assert_int_equal(cache_flush_round(e.c, NULL), 0);
+	assert_int_equal(mem_block(&e, 1)[0], 0);
+	assert_int_equal(mem_block(&e, 2)[0], 0x22);
+	assert_false(patch_committed(p));
+	/* the tail depends on p */
+	assert_int_equal(cache_sync_patch(e.c, ts.tail), 0);
+	assert_true(patch_committed(p));
+	assert_int_equal(mem_block(&e, 1)[0], 0x11);
+	patch_unhold(e.c, ts.tail);
+	assert_true(patch_committed(ts.tail));
+	patch_release(e.c, ts.tail);
+	patch_release(e.c, ts.before);
+	patch_release(e.c, p);
+	cache_put(e.c, b1);
+	cache_put(e.c, b2);
+	env_close(&e);
+}
+
+static void test_round_limit(void **state)
+{
+	struct cache_opts o = { .round_max_blocks = 3 };
+	struct env e;
+	size_t nw;
+
+	env_open(&e, &o);
+	for (uint64_t n = 0; n < 10; n++) {
+		struct cblock *b = get(&e, n);
+
+		put_byte(&e, b, 0, 1, 1, NULL, 0);
+		cache_put(e.c, b);
+	}
+	assert_int_equal(cache_flush_round(e.c, &nw), 0);
+	assert_int_equal(nw, 3);
+	assert_int_equal(stats(&e).blocks_dirty, 7);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_int_equal(stats(&e).rounds, 4);
+	env_close(&e);
+}
+
+
+/* Bit flips on one word commute; a byte change over a word with an unready
+ * flip waits for it. */
+static void test_bit_byte_overlap(void **state)
+{
+	struct env e;
+	struct cblock *b;
+	struct patch *held, *b1, *b2, *x, *h;
+	struct cache_stats st;
+
+	env_open(&e, NULL);
+	b = get(&e, 1);
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &held), 0);
+	assert_int_equal(patch_create_bit(e.c, b, 8, 0x1, &held, 1, &b1), 0);
+	/* no dependency: merges into a hard patch even on b1's word */
+	assert_int_equal(patch_create_bit(e.c, b, 8, 0x100, NULL, 0, &b2), 0);
+	assert_ptr_not_equal(b1, b2);
+	st = stats(&e);
+	assert_int_equal(st.patches_hard, 1);
+	assert_int_equal(st.patches_soft, 1);
+	/* a byte change over the word must wait for b1 */
+	x = put_byte(&e, b, 6, 0xee, 4, NULL, 0);
+	assert_ptr_not_equal(x, b2);
+	assert_ptr_not_equal(x, b1);
+	h = put_byte(&e, b, 100, 0x77, 1, NULL, 0);
+	assert_ptr_equal(h, b2);
+	assert_int_equal(cache_sync(e.c), -EAGAIN);
+	/* written: b2's flip and h, not b1 and not x */
+	assert_int_equal(mem_block(&e, 1)[8], 0x00);
+	assert_int_equal(mem_block(&e, 1)[9], 0x01);
+	assert_int_equal(mem_block(&e, 1)[6], 0x00);
+	assert_int_equal(mem_block(&e, 1)[100], 0x77);
+	assert_true(patch_committed(b2));
+	assert_false(patch_committed(x));
+	patch_unhold(e.c, held);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_int_equal(mem_block(&e, 1)[8], 0xee);
+	assert_int_equal(mem_block(&e, 1)[9], 0xee);
+	assert_int_equal(mem_block(&e, 1)[10], 0x00);
+	assert_memory_equal(cblock_data(b), mem_block(&e, 1), BS);
+	patch_release(e.c, held);
+	patch_release(e.c, b1);
+	patch_release(e.c, b2);
+	patch_release(e.c, x);
+	patch_release(e.c, h);
+	cache_put(e.c, b);
+	env_close(&e);
+}
+
+/* Flips of the same bit do not commute: set, clear (waiting), set again
+ * must not let the second set reach disk as durable while the clear is
+ * rolled back (the bit would read 0 on disk). */
+static void test_same_bit_flips(void **state)
+{
+	struct env e;
+	struct cblock *b;
+	struct patch *held, *s1, *s2, *s3;
+
+	env_open(&e, NULL);
+	b = get(&e, 1);
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &held), 0);
+	assert_int_equal(patch_create_bit(e.c, b, 4, 0x1, NULL, 0, &s1), 0);
+	assert_int_equal(patch_create_bit(e.c, b, 4, 0x1, &held, 1, &s2), 0);
+	assert_int_equal(patch_create_bit(e.c, b, 4, 0x1, NULL, 0, &s3), 0);
+	assert_int_equal(cblock_data(b)[4], 1);
+	assert_int_equal(cache_sync(e.c), -EAGAIN);
+	assert_true(patch_committed(s1));
+	assert_false(patch_committed(s3));
+	/* on disk: as after s1 */
+	assert_int_equal(mem_block(&e, 1)[4], 1);
+	patch_unhold(e.c, held);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_true(patch_committed(s3));
+	assert_int_equal(mem_block(&e, 1)[4], 1);
+	patch_release(e.c, held);
+	patch_release(e.c, s1);
+	patch_release(e.c, s2);
+	patch_release(e.c, s3);
+	cache_put(e.c, b);
+	env_close(&e);
+}
+
+/* A device whose writes wait until the test lets them go, to act while a
+ * round is in flight. */
+struct gate_dev {
+	struct bdev dev;
+	struct bdev *inner;
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+	int state; /* 0 idle, 1 a write is waiting, 2 released */
+	bool open; /* let every write through */
+};
+
+static int gate_read(struct bdev *d, uint64_t n, uint32_t cnt, void *buf)
+{
+	return bdev_read(((struct gate_dev *)d)->inner, n, cnt, buf);
+}
+
+static int gate_write(struct bdev *d, const struct bdev_write *w, size_t n)
+{
+	struct gate_dev *g = (struct gate_dev *)d;
+
+	pthread_mutex_lock(&g->m);
+	if (g->open) {
+		pthread_mutex_unlock(&g->m);
+		return bdev_write(g->inner, w, n);
+	}
+	g->state = 1;
+	pthread_cond_broadcast(&g->cv);
+	while (g->state != 2)
+		pthread_cond_wait(&g->cv, &g->m);
+	g->state = 0;
+	pthread_mutex_unlock(&g->m);
+	return bdev_write(g->inner, w, n);
+}
+
+static int gate_barrier(struct bdev *d)
+{
+	return bdev_barrier(((struct gate_dev *)d)->inner);
+}
+
+static void gate_destroy(struct bdev *d)
+{
+	(void)d;
+}
+
+static const struct bdev_ops gate_ops = { gate_read, gate_write, gate_barrier, gate_destroy };
+
+/* Changes made while a round is in flight are not part of it, and never
+ * merge into a patch in flight. */
+static void *round_thread(void *arg)
+{
+	return (void *)(intptr_t)cache_flush_round(arg, NULL);
+}
+
+static void test_changes_during_round(void **state)
+{
+	struct gate_dev g = { .state = 0 };
+	struct bdev *mem;
+	struct cache *c;
+	struct cblock *b;
+	struct patch *h, *n1, *n2;
+	uint8_t v = 1, w2 = 2;
+	pthread_t t;
+	void *ret;
+	struct cache_stats st;
+
+	assert_int_equal(bdev_mem_create(BS, 8, NULL, 0, &mem), 0);
+	g.dev.ops = &gate_ops;
+	g.dev.block_size = BS;
+	g.dev.nblocks = 8;
+	g.inner = mem;
+	pthread_mutex_init(&g.m, NULL);
+	pthread_cond_init(&g.cv, NULL);
+	assert_int_equal(cache_create(&g.dev, NULL, &c), 0);
+	assert_int_equal(cache_get(c, 2, &b), 0);
+	assert_int_equal(patch_create_byte(c, b, 0, 1, &v, NULL, 0, &h), 0);
+	assert_int_equal(pthread_create(&t, NULL, round_thread, c), 0);
+	pthread_mutex_lock(&g.m);
+	while (g.state != 1)
+		pthread_cond_wait(&g.cv, &g.m);
+	pthread_mutex_unlock(&g.m);
+	/* the round is in flight: h must not absorb this change */
+	assert_int_equal(patch_create_byte(c, b, 1, 1, &w2, NULL, 0, &n1), 0);
+	assert_ptr_not_equal(n1, h);
+	/* ... but later changes merge into the new hard patch */
+	assert_int_equal(patch_create_byte(c, b, 2, 1, &w2, NULL, 0, &n2), 0);
+	assert_ptr_equal(n2, n1);
+	cache_get_stats(c, &st);
+	assert_int_equal(st.blocks_inflight, 1);
+	pthread_mutex_lock(&g.m);
+	g.state = 2;
+	pthread_cond_broadcast(&g.cv);
+	pthread_mutex_unlock(&g.m);
+	assert_int_equal(pthread_join(t, &ret), 0);
+	assert_null(ret);
+	assert_true(patch_committed(h));
+	assert_false(patch_committed(n1));
+	assert_int_equal(((uint8_t *)bdev_mem_data(mem))[2 * BS], 1);
+	assert_int_equal(((uint8_t *)bdev_mem_data(mem))[2 * BS + 1], 0);
+	patch_release(c, h);
+	cache_get_stats(c, &st);
+	assert_int_equal(st.blocks_dirty, 1);
+	assert_int_equal(st.patches_hard, 1);
+	/* the next round */
+	g.open = true;
+	assert_int_equal(cache_sync(c), 0);
+	assert_true(patch_committed(n1));
+	assert_int_equal(((uint8_t *)bdev_mem_data(mem))[2 * BS + 2], 2);
+	patch_release(c, n1);
+	patch_release(c, n2);
+	cache_put(c, b);
+	cache_destroy(c);
+	bdev_destroy(mem);
+	pthread_cond_destroy(&g.cv);
+	pthread_mutex_destroy(&g.m);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_basic_write_and_sync),
+		cmocka_unit_test(test_bad_arguments),
+		cmocka_unit_test(test_article_block_cycle),
+		cmocka_unit_test(test_article_none_one_round),
+		cmocka_unit_test(test_hard_patch_merging),
+		cmocka_unit_test(test_same_block_overlap_order),
+		cmocka_unit_test(test_empty_patches),
+		cmocka_unit_test(test_held_blocks_sync),
+		cmocka_unit_test(test_write_fault),
+		cmocka_unit_test(test_read_fault),
+		cmocka_unit_test(test_eviction),
+		cmocka_unit_test(test_dirty_limit),
+		cmocka_unit_test(test_flusher_interval),
+		cmocka_unit_test(test_scope_hooks),
+		cmocka_unit_test(test_round_limit),
+		cmocka_unit_test(test_bit_byte_overlap),
+		cmocka_unit_test(test_same_bit_flips),
+		cmocka_unit_test(test_changes_during_round),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
