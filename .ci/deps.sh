@@ -9,7 +9,7 @@ pkgs=(
 	libfuse3-dev fuse3
 	e2fsprogs libext2fs-dev comerr-dev libblkid-dev uuid-dev
 	libcmocka-dev
-	bats bats-support bats-assert parallel
+	bats bats-support bats-assert parallel bash-completion
 	mandoc
 	fuse2fs sqlite3 git python3 jq graphviz xz-utils
 )

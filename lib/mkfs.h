@@ -1,0 +1,91 @@
+/* Making a standard ext2 revision 1 file system with libext2fs.
+ *
+ * The feature set is fixed: filetype, sparse_super and large_file, nothing
+ * else (no dir_index, resize_inode, ext_attr or journal), because that is
+ * the ext2 that fstitch's ext2 module, e2fsck, debugfs and Linux all agree
+ * on.  Sizes follow mke2fs: below 3 MiB 1 KiB blocks and one inode per
+ * 8 KiB, below 512 MiB 1 KiB blocks and one inode per 4 KiB, otherwise
+ * 4 KiB blocks and one inode per 16 KiB.
+ */
+#ifndef FSTITCH_MKFS_H
+#define FSTITCH_MKFS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uuid/uuid.h>
+
+enum mkfs_uuid_mode {
+	MKFS_UUID_RANDOM = 0, /* the default */
+	MKFS_UUID_TIME,
+	MKFS_UUID_CLEAR, /* all zeros */
+	MKFS_UUID_GIVEN, /* mkfs_opts.uuid */
+};
+
+enum mkfs_flags {
+	/* Overwrite a file system or partition table that libblkid finds. */
+	MKFS_FORCE = 1 << 0,
+	/* Check everything and fill mkfs_info, but write and create nothing. */
+	MKFS_DRY_RUN = 1 << 1,
+};
+
+struct mkfs_opts {
+	uint64_t size;		 /* bytes (rounded down to blocks); 0: all */
+	unsigned block_size;	 /* 1024, 2048 or 4096; 0: by size */
+	uint64_t inodes;	 /* 0: size / inode_ratio */
+	unsigned inode_ratio;	 /* bytes per inode; 0: by size */
+	unsigned inode_size;	 /* 128 .. block size, power of 2; 0: 256 */
+	double reserved_percent; /* 0 .. 50 */
+	const char *label;	 /* at most 16 bytes; NULL: none */
+	enum mkfs_uuid_mode uuid_mode;
+	uuid_t uuid;	/* for MKFS_UUID_GIVEN */
+	unsigned flags; /* enum mkfs_flags */
+};
+
+#define MKFS_MAX_BACKUPS 64
+
+/* What was made (or, with MKFS_DRY_RUN, what would be). */
+struct mkfs_info {
+	uint64_t blocks;
+	unsigned block_size;
+	uint64_t inodes;
+	unsigned inode_size;
+	unsigned groups;
+	unsigned blocks_per_group;
+	unsigned inodes_per_group;
+	uint64_t reserved_blocks;
+	uint64_t free_blocks; /* after the root directory and lost+found */
+	uint64_t free_inodes;
+	char label[17];
+	uuid_t uuid;
+	/* First block of every group that holds a superblock copy (sparse_super:
+	 * groups 1 and powers of 3, 5 and 7); the first nbackups, at most
+	 * MKFS_MAX_BACKUPS. */
+	uint64_t backups[MKFS_MAX_BACKUPS];
+	unsigned nbackups;
+	bool created;	 /* the image file did not exist and was created */
+	char found[128]; /* what MKFS_FORCE overwrote ("an ext4 file system"), or "" */
+};
+
+/* Default options: everything chosen by size, 5% reserved, random UUID. */
+void mkfs_opts_init(struct mkfs_opts *opts);
+
+/* Make the file system on path: an image file (created when missing, and
+ * extended when shorter than opts->size) or a block device.  Fills *info on
+ * success.  Never prints; on failure writes a one-line explanation (no
+ * program name, no trailing newline) to err and returns:
+ *   -EINVAL  a bad option value, or a size or inode count that cannot make a
+ *            file system (too small, too large, too many inodes)
+ *   -ENOENT  path does not exist and opts->size is 0
+ *   -EEXIST  libblkid found a file system or partition table and
+ *            MKFS_FORCE is not set; err is "'path' contains ..." naming it
+ *            (type, and label when there is one)
+ *   -EBUSY   path is mounted or in use
+ *   -ENOTBLK path is neither a regular file nor a block device
+ *   other    -errno from the system or libext2fs (I/O, permission, ...)
+ * Nothing is written before every check has passed; an image file that this
+ * call created is removed again if a later step fails. */
+int mkfs_make(const char *path, const struct mkfs_opts *opts, struct mkfs_info *info, char *err,
+	      size_t errlen);
+
+#endif

@@ -1,0 +1,358 @@
+# Shared bats helpers for the fstitch suites.  Load from a .bats file with
+#
+#	load common
+#	setup() { common_setup; }
+#	teardown() { common_teardown; }
+#
+# What is here (keep it generic; command-specific helpers live in the .bats
+# file that needs them):
+#
+#   Paths       FSTITCH_ROOT, FSTITCH_BUILD (absolute; from $FSTITCH_BUILD,
+#               default "build"), FSTITCH_BIN, FSTITCH_TOOLS, fstitch_cmd NAME
+#   Scratch     SCRATCH: an empty directory per test under $BATS_TEST_TMPDIR
+#   Images      make_image, make_stock_image, file_sum
+#   fsck        fsck_run IMAGE (sets FSCK_CLASS=clean|benign|dangerous,
+#               FSCK_OUT, FSCK_WHY), fsck_classify IMAGE (prints the class),
+#               assert_fsck_clean, assert_fsck_not_dangerous
+#   Mounts      track_mount, wait_for_mount, wait_for_unmount, kernel_mount,
+#               kernel_umount, fuse_unmount, unmount_all (run by
+#               common_teardown)
+
+# `run -N` and `run --separate-stderr` need 1.5; saying so silences BW02.
+bats_require_minimum_version 1.5.0
+
+load '/usr/lib/bats/bats-support/load'
+load '/usr/lib/bats/bats-assert/load'
+
+FSTITCH_ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+FSTITCH_BUILD=${FSTITCH_BUILD:-build}
+case $FSTITCH_BUILD in
+/*) ;;
+*) FSTITCH_BUILD=$FSTITCH_ROOT/$FSTITCH_BUILD ;;
+esac
+FSTITCH_BIN=$FSTITCH_BUILD/bin
+FSTITCH_TOOLS=$FSTITCH_BUILD/tests/tools
+export FSTITCH_ROOT FSTITCH_BUILD FSTITCH_BIN FSTITCH_TOOLS
+
+# e2fsprogs live in /sbin, which a non-login PATH may lack.
+case ":$PATH:" in
+*:/usr/sbin:*) ;;
+*) PATH=$PATH:/usr/sbin:/sbin ;;
+esac
+
+# fstitch_cmd NAME: print the path of the built command NAME, or fail the test
+# with a message saying it was not built (a missing binary must never look
+# like a pass).
+fstitch_cmd() {
+	local p=$FSTITCH_BIN/$1
+	if [ ! -x "$p" ]; then
+		echo "$1 is not built: $p missing (run make BUILD=...)" >&2
+		return 1
+	fi
+	printf '%s\n' "$p"
+}
+
+# common_setup: per-test scratch directory in $SCRATCH, and a fresh list of
+# mounts to undo in teardown.
+common_setup() {
+	SCRATCH=$BATS_TEST_TMPDIR/scratch
+	rm -rf "$SCRATCH"
+	mkdir -p "$SCRATCH"
+	FSTITCH_MOUNTS=$BATS_TEST_TMPDIR/mounts
+	: >"$FSTITCH_MOUNTS"
+	export SCRATCH FSTITCH_MOUNTS
+}
+
+# common_teardown: unmount everything this test mounted.  Always safe to call.
+common_teardown() {
+	unmount_all
+}
+
+# ---------------------------------------------------------------- images
+
+# make_image PATH SIZE [fstitch-mkfs options...]: a fresh fstitch-mkfs image
+# (quiet, forced).  SIZE is anything fstitch-mkfs accepts ("16M").
+make_image() {
+	local img=$1 size=$2 mkfs
+	shift 2
+	mkfs=$(fstitch_cmd fstitch-mkfs) || return 1
+	"$mkfs" -q -F "$@" "$img" "$size"
+}
+
+# make_stock_image PATH SIZE [mke2fs options...]: the same with stock mke2fs,
+# for tests that must not depend on fstitch-mkfs.  The type is ext2 unless
+# the options name another with -t.
+make_stock_image() {
+	local img=$1 size=$2 type=(-t ext2) a
+	shift 2
+	for a in "$@"; do
+		[ "$a" = -t ] && type=()
+	done
+	rm -f "$img"
+	truncate -s "$size" "$img" && mke2fs -q -F "${type[@]}" "$@" "$img" >/dev/null
+}
+
+# file_sum FILE: print the SHA-256 of FILE (to prove something was not
+# written).
+file_sum() {
+	sha256sum "$1" | cut -d' ' -f1
+}
+
+# ---------------------------------------------------------------- fsck
+
+# fsck_run IMAGE: run `e2fsck -fn IMAGE` and classify what it found:
+#   clean      e2fsck found nothing (exit 0)
+#   benign     only what a soft-updates crash may leave (design.md §3):
+#              bitmap differences that are all "-" (leaked blocks/inodes),
+#              free-block/free-inode/directory summary counts wrong,
+#              unattached inodes, a link count higher than the number of
+#              links found
+#   dangerous  anything else: a "+" bitmap difference, a deleted or unused
+#              inode in a directory, a link count that is too low, a
+#              corrupted directory, an unconnected directory, anything
+#              unexpected, or e2fsck failing to run (exit 8 or more)
+# Sets FSCK_CLASS (the word), FSCK_OUT (a file with e2fsck's full output)
+# and FSCK_WHY (the lines that made it dangerous).  Returns 0 whatever the
+# class; call it directly, not in $(...), to keep the variables.
+fsck_run() {
+	local img=$1 rc line is should tok
+	FSCK_OUT=$(mktemp "${BATS_TEST_TMPDIR:-/tmp}/fsck.XXXXXX")
+	FSCK_WHY=
+	# (bats runs with errexit: keep the status without tripping it)
+	e2fsck -fn "$img" >"$FSCK_OUT" 2>&1 && rc=0 || rc=$?
+	if [ $rc -eq 0 ]; then
+		FSCK_CLASS=clean
+		return 0
+	fi
+	if [ $rc -ge 8 ]; then
+		FSCK_CLASS=dangerous
+		FSCK_WHY="e2fsck exit status $rc"
+		return 0
+	fi
+	FSCK_CLASS=benign
+	while IFS= read -r line; do
+		# A prompt may end the message's own line ("...  Fix? no").
+		if [[ $line =~ ^(.*[^\ ])\ +[A-Z][^?]*\?\ (no|yes)$ ]]; then
+			line=${BASH_REMATCH[1]}
+		fi
+		case $line in
+		'' | 'e2fsck '[0-9]* | 'Pass '[0-9]*': '* | \
+			[A-Z]*'? no' | [A-Z]*'? yes' | \
+			*': ********** WARNING: Filesystem still has errors **********' | \
+			*': '[0-9]*'/'[0-9]*' files ('*' non-contiguous), '[0-9]*'/'[0-9]*' blocks' | \
+			'Free blocks count wrong'* | 'Free inodes count wrong'* | \
+			'Directories count wrong for group'* | \
+			'Unattached inode '[0-9]* | 'Unattached zero-length inode '[0-9]*)
+			continue
+			;;
+		'Block bitmap differences:'* | 'Inode bitmap differences:'*)
+			# "-N" is a leak; "+N" is a block in use that the bitmap
+			# calls free, which a later allocation would hand out twice.
+			for tok in ${line#*differences:}; do
+				case $tok in
+				-*) ;;
+				*)
+					FSCK_CLASS=dangerous
+					FSCK_WHY+="$line"$'\n'
+					break
+					;;
+				esac
+			done
+			continue
+			;;
+		'Inode '[0-9]*' ref count is '[0-9]*', should be '[0-9]*.)
+			is=${line#* ref count is }
+			is=${is%%,*}
+			should=${line##*should be }
+			should=${should%.}
+			[ "$is" -gt "$should" ] && continue
+			;;
+		esac
+		FSCK_CLASS=dangerous
+		FSCK_WHY+="$line"$'\n'
+	done <"$FSCK_OUT"
+	return 0
+}
+
+# fsck_classify IMAGE: print fsck_run's class (for $(...) and `run`).
+fsck_classify() {
+	fsck_run "$1"
+	echo "$FSCK_CLASS"
+}
+
+# assert_fsck_clean IMAGE: fail, showing e2fsck's output, unless clean.
+assert_fsck_clean() {
+	fsck_run "$1"
+	if [ "$FSCK_CLASS" != clean ]; then
+		echo "e2fsck -fn $1: $FSCK_CLASS" >&2
+		cat "$FSCK_OUT" >&2
+		return 1
+	fi
+}
+
+# assert_fsck_not_dangerous IMAGE: fail unless clean or benign.
+assert_fsck_not_dangerous() {
+	fsck_run "$1"
+	if [ "$FSCK_CLASS" = dangerous ]; then
+		echo "e2fsck -fn $1: dangerous because of:" >&2
+		printf '%s' "$FSCK_WHY" >&2
+		echo "full output:" >&2
+		cat "$FSCK_OUT" >&2
+		return 1
+	fi
+}
+
+# ---------------------------------------------------------------- mounts
+
+# track_mount DIR KIND: remember that DIR is mounted (KIND is "kernel" or
+# "fuse") so that unmount_all undoes it even when the test fails.
+track_mount() {
+	printf '%s %s\n' "$2" "$1" >>"$FSTITCH_MOUNTS"
+}
+
+# wait_for_mount DIR [SECONDS]: wait (default 10 s) until DIR is a mount
+# point.  Returns 1 on timeout.
+wait_for_mount() {
+	local dir=$1 n=$((${2:-10} * 20))
+	while [ $n -gt 0 ]; do
+		mountpoint -q "$dir" && return 0
+		sleep 0.05
+		n=$((n - 1))
+	done
+	echo "wait_for_mount: '$dir' not mounted after ${2:-10}s" >&2
+	return 1
+}
+
+# wait_for_unmount DIR [SECONDS]: the reverse.
+wait_for_unmount() {
+	local dir=$1 n=$((${2:-10} * 20))
+	while [ $n -gt 0 ]; do
+		mountpoint -q "$dir" || return 0
+		sleep 0.05
+		n=$((n - 1))
+	done
+	echo "wait_for_unmount: '$dir' still mounted after ${2:-10}s" >&2
+	return 1
+}
+
+# kernel_mount IMAGE DIR [OPTS]: loop-mount IMAGE as ext2 with the kernel
+# (the ext4 driver serves ext2 here), tracked for teardown.
+kernel_mount() {
+	local img=$1 dir=$2 opts=${3:-}
+	mkdir -p "$dir"
+	mount -t ext2 -o "loop${opts:+,$opts}" "$img" "$dir" || return 1
+	track_mount "$dir" kernel
+}
+
+# kernel_umount DIR
+kernel_umount() {
+	umount "$1"
+}
+
+# fuse_unmount DIR: unmount a FUSE mount; a dead daemon's ENOTCONN mount is
+# not a mount point to mountpoint(1) but still needs the lazy form.
+fuse_unmount() {
+	fusermount3 -u "$1" 2>/dev/null || fusermount3 -uz "$1" 2>/dev/null || true
+}
+
+# unmount_all: undo every tracked mount, newest first.  Never fails.
+unmount_all() {
+	local kind dir
+	[ -n "${FSTITCH_MOUNTS:-}" ] && [ -s "$FSTITCH_MOUNTS" ] || return 0
+	tac "$FSTITCH_MOUNTS" | while read -r kind dir; do
+		case $kind in
+		fuse) fuse_unmount "$dir" ;;
+		*)
+			if mountpoint -q "$dir"; then
+				umount "$dir" 2>/dev/null || umount -l "$dir" 2>/dev/null
+			fi
+			;;
+		esac
+	done
+	: >"$FSTITCH_MOUNTS"
+	return 0
+}
+
+# ---------------------------------------------------------------- fstitch-mount
+# (appended by the mount engineer)
+#
+#   fstitch_mount_start IMAGE DIR [fstitch-mount options...]
+#       Start the daemon in the foreground (-f) with fd 3 closed, wait until
+#       DIR is a mount point, track it for teardown.  Sets FSTITCH_MOUNT_PID;
+#       the daemon's stderr goes to FSTITCH_MOUNT_LOG.  Fails, showing the
+#       log, if the daemon exits before the mount is live.  Call it directly,
+#       never under `run` (the daemon must be a child of the test's shell).
+#   fstitch_mount_stop DIR
+#       Unmount DIR and wait for its daemon; returns the daemon's exit
+#       status (0: everything was flushed).
+#   fstitch_mount_reap
+#       Wait for every daemon this test started (after unmount_all; the
+#       suites call it from teardown after common_teardown).
+
+fstitch_mount_start() {
+	local img=$1 dir=$2 bin n
+	shift 2
+	bin=$(fstitch_cmd fstitch-mount) || return 1
+	mkdir -p "$dir"
+	FSTITCH_MOUNT_LOG=${BATS_TEST_TMPDIR:-/tmp}/fstitch-mount.$$.$RANDOM.log
+	"$bin" -f "$@" "$img" "$dir" 3>&- </dev/null >>"$FSTITCH_MOUNT_LOG" 2>&1 &
+	FSTITCH_MOUNT_PID=$!
+	printf '%s %s\n' "$FSTITCH_MOUNT_PID" "$dir" >>"${BATS_TEST_TMPDIR:-/tmp}/fstitch-daemons"
+	track_mount "$dir" fuse
+	for ((n = 0; n < 400; n++)); do
+		mountpoint -q "$dir" && return 0
+		if ! kill -0 "$FSTITCH_MOUNT_PID" 2>/dev/null; then
+			echo "fstitch_mount_start: daemon exited before mounting:" >&2
+			cat "$FSTITCH_MOUNT_LOG" >&2
+			return 1
+		fi
+		sleep 0.05
+	done
+	echo "fstitch_mount_start: '$dir' not mounted after 20s" >&2
+	cat "$FSTITCH_MOUNT_LOG" >&2
+	return 1
+}
+
+# _fstitch_mount_wait PID: wait for a daemon, child or not; print nothing,
+# return its exit status (1 if it is not our child and its status is lost).
+_fstitch_mount_wait() {
+	local pid=$1 n rc
+	if wait "$pid" 2>/dev/null; then
+		return 0
+	else
+		rc=$?
+	fi
+	# 127: not a child of this shell; poll instead.
+	if [ $rc -eq 127 ]; then
+		for ((n = 0; n < 1200; n++)); do
+			kill -0 "$pid" 2>/dev/null || return 0
+			sleep 0.05
+		done
+		return 1
+	fi
+	return $rc
+}
+
+fstitch_mount_stop() {
+	local dir=$1 pid d rc=0
+	fusermount3 -u "$dir" || return 1
+	while read -r pid d; do
+		[ "$d" = "$dir" ] || continue
+		kill -0 "$pid" 2>/dev/null || continue
+		_fstitch_mount_wait "$pid" || rc=$?
+	done <"${BATS_TEST_TMPDIR:-/tmp}/fstitch-daemons"
+	return $rc
+}
+
+fstitch_mount_reap() {
+	local pid d f=${BATS_TEST_TMPDIR:-/tmp}/fstitch-daemons
+	[ -s "$f" ] || return 0
+	while read -r pid d; do
+		if kill -0 "$pid" 2>/dev/null; then
+			fuse_unmount "$d"
+			_fstitch_mount_wait "$pid" || true
+		fi
+	done <"$f"
+	: >"$f"
+	return 0
+}
