@@ -1,0 +1,413 @@
+/* ext2: block and inode allocation in the bitmaps.
+ *
+ * Setting a bit needs no dependency (a leaked block is benign); clearing one
+ * waits for the patch that removed the last pointer to it.  A freed block is
+ * remembered with that patch until it commits, so that reusing the block
+ * cannot overwrite it on disk while the old owner still points at it. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "e2_int.h"
+
+#define FREED_PRUNE 65536
+
+static struct patch *bitclr_dep(struct e2fs *fs, uint64_t key);
+
+/* First zero bit in [start, end) of a bitmap, or end. */
+static uint32_t find_zero(const uint8_t *map, uint32_t start, uint32_t end)
+{
+	uint32_t i = start;
+
+	while (i < end) {
+		if ((i & 7) == 0 && map[i >> 3] == 0xff) {
+			i += 8;
+			continue;
+		}
+		if (!(map[i >> 3] & (1u << (i & 7))))
+			return i;
+		i++;
+	}
+	return end;
+}
+
+static int flip(struct e2fs *fs, uint32_t blk, uint32_t bit, struct patch *dep,
+		struct patch **out)
+{
+	struct cblock *b;
+	int r;
+
+	r = cache_get(fs->c, blk, &b);
+	if (r)
+		return e2_err(fs, r, "cannot read bitmap block %u", blk);
+	r = patch_create_bit(fs->c, b, (bit / 32) * 4, 1u << (bit % 32), dep ? &dep : NULL,
+			     dep ? 1 : 0, out);
+	cache_put(fs->c, b);
+	return r;
+}
+
+static int test_bit(struct e2fs *fs, uint32_t blk, uint32_t bit, bool *set)
+{
+	struct cblock *b;
+	int r;
+
+	r = cache_get(fs->c, blk, &b);
+	if (r)
+		return e2_err(fs, r, "cannot read bitmap block %u", blk);
+	*set = cblock_data(b)[bit >> 3] & (1u << (bit & 7));
+	cache_put(fs->c, b);
+	return 0;
+}
+
+/* Search group g's block bitmap from bit `from`; 0 and *blk on success. */
+static int balloc_group(struct e2fs *fs, uint32_t g, uint32_t from, uint32_t *blk,
+			struct patch **bit)
+{
+	struct e2_group *gr = &fs->g[g];
+	struct patch *dep;
+	struct cblock *b;
+	uint32_t i;
+	int r;
+
+	if (!gr->free_blocks)
+		return -ENOSPC;
+	r = cache_get(fs->c, gr->block_bitmap, &b);
+	if (r)
+		return e2_err(fs, r, "cannot read block bitmap %u", gr->block_bitmap);
+	for (int pass = 0; pass < 2; pass++) {
+		uint32_t start = pass ? 0 : from, end = pass ? from : gr->nblocks;
+
+		for (i = find_zero(cblock_data(b), start, end); i < end;
+		     i = find_zero(cblock_data(b), i + 1, end)) {
+			if (e2_block_ok(fs, gr->first + i))
+				goto found;
+		}
+	}
+	cache_put(fs->c, b);
+	/* The count said there was room: it was wrong.  Believe the bitmap. */
+	fs->free_blocks -= gr->free_blocks;
+	gr->free_blocks = 0;
+	return -ENOSPC;
+found:
+	dep = bitclr_dep(fs, gr->first + i);
+	r = patch_create_bit(fs->c, b, (i / 32) * 4, 1u << (i % 32), dep ? &dep : NULL,
+			     dep ? 1 : 0, bit);
+	cache_put(fs->c, b);
+	if (r)
+		return r;
+	if (i == gr->bhint)
+		gr->bhint = i + 1;
+	gr->free_blocks--;
+	fs->free_blocks--;
+	*blk = gr->first + i;
+	return e2_gd_write(fs, g);
+}
+
+/* Allocate a block near goal (0: no preference).  *bit gets the bitmap
+ * patch, which the pointer to the block must depend on. */
+int e2_balloc(struct e2fs *fs, uint32_t goal, uint32_t *blk, struct patch **bit)
+{
+	uint32_t g0 = 0, from;
+	int r;
+
+	if (!fs->free_blocks)
+		return -ENOSPC;
+	if (goal >= fs->first_data && goal < fs->nblocks)
+		g0 = (goal - fs->first_data) / fs->bpg;
+	for (uint32_t k = 0; k < fs->ngroups; k++) {
+		uint32_t g = (g0 + k) % fs->ngroups;
+
+		if (k == 0 && goal >= fs->first_data && goal < fs->nblocks)
+			from = goal - fs->g[g].first;
+		else
+			from = fs->g[g].bhint;
+		if (from >= fs->g[g].nblocks)
+			from = 0;
+		r = balloc_group(fs, g, from, blk, bit);
+		if (r != -ENOSPC)
+			return r;
+	}
+	return -ENOSPC;
+}
+
+static size_t fhash(const struct e2fs *fs, uint64_t key)
+{
+	return (size_t)((key * 2654435761u) % fs->fbuckets);
+}
+
+static void freed_drop(struct e2fs *fs, struct e2_freed **pp)
+{
+	struct e2_freed *f = *pp;
+
+	*pp = f->next;
+	patch_release(fs->c, f->clear);
+	patch_release(fs->c, f->bitclr);
+	free(f);
+	fs->fcount--;
+}
+
+static bool freed_done(struct e2_freed *f)
+{
+	return (!f->clear || patch_committed(f->clear)) &&
+	       (!f->bitclr || patch_committed(f->bitclr));
+}
+
+static void freed_prune(struct e2fs *fs)
+{
+	for (size_t i = 0; i < fs->fbuckets; i++) {
+		struct e2_freed **pp = &fs->ftab[i];
+
+		while (*pp) {
+			if (freed_done(*pp))
+				freed_drop(fs, pp);
+			else
+				pp = &(*pp)->next;
+		}
+	}
+}
+
+static struct e2_freed *freed_find(struct e2fs *fs, uint64_t key)
+{
+	struct e2_freed **pp = &fs->ftab[fhash(fs, key)];
+
+	for (; *pp; pp = &(*pp)->next) {
+		if ((*pp)->key != key)
+			continue;
+		if (freed_done(*pp)) {
+			freed_drop(fs, pp);
+			return NULL;
+		}
+		return *pp;
+	}
+	return NULL;
+}
+
+static struct patch *live(struct patch *p)
+{
+	return p && !patch_committed(p) ? p : NULL;
+}
+
+/* The patch a reused block's new contents must wait for, or NULL. */
+struct patch *e2_freed_dep(struct e2fs *fs, uint32_t blk)
+{
+	struct e2_freed *f = freed_find(fs, blk);
+
+	return f ? live(f->clear) : NULL;
+}
+
+/* The pending clear of a bit we are about to set again: setting it must be
+ * ordered after the clear (a flip means "set" only on top of the clear). */
+static struct patch *bitclr_dep(struct e2fs *fs, uint64_t key)
+{
+	struct e2_freed *f = freed_find(fs, key);
+
+	return f ? live(f->bitclr) : NULL;
+}
+
+static void freed_remember(struct e2fs *fs, uint64_t key, struct patch *clear,
+			   struct patch *bitclr)
+{
+	struct e2_freed *f;
+
+	clear = live(clear);
+	bitclr = live(bitclr);
+	if (!clear && !bitclr)
+		return;
+	if (fs->fcount >= FREED_PRUNE && fs->fcount >= fs->fprune_at) {
+		freed_prune(fs);
+		fs->fprune_at = fs->fcount * 2; /* amortised O(1) per free */
+	}
+	for (f = fs->ftab[fhash(fs, key)]; f; f = f->next)
+		if (f->key == key)
+			break;
+	if (!f) {
+		f = calloc(1, sizeof(*f));
+		if (!f)
+			return; /* loses only the reuse ordering */
+		f->key = key;
+		f->next = fs->ftab[fhash(fs, key)];
+		fs->ftab[fhash(fs, key)] = f;
+		fs->fcount++;
+	}
+	if (clear)
+		patch_retain(clear);
+	if (bitclr)
+		patch_retain(bitclr);
+	patch_release(fs->c, f->clear);
+	patch_release(fs->c, f->bitclr);
+	f->clear = clear;
+	f->bitclr = bitclr;
+}
+
+void e2_freed_destroy(struct e2fs *fs)
+{
+	if (!fs->ftab)
+		return;
+	for (size_t i = 0; i < fs->fbuckets; i++)
+		while (fs->ftab[i])
+			freed_drop(fs, &fs->ftab[i]);
+	free(fs->ftab);
+	fs->ftab = NULL;
+}
+
+int e2_bfree(struct e2fs *fs, uint32_t blk, struct patch *clear)
+{
+	struct patch *bp = NULL;
+	struct e2_group *gr;
+	uint32_t g, i;
+	bool set;
+	int r;
+
+	if (!e2_block_ok(fs, blk))
+		return e2_err(fs, -EIO, "freeing block %u: out of range", blk);
+	g = (blk - fs->first_data) / fs->bpg;
+	gr = &fs->g[g];
+	i = blk - gr->first;
+	r = test_bit(fs, gr->block_bitmap, i, &set);
+	if (r)
+		return r;
+	if (!set)
+		return e2_err(fs, -EIO, "block %u freed twice", blk);
+	r = flip(fs, gr->block_bitmap, i, clear, &bp);
+	if (r)
+		return r;
+	freed_remember(fs, blk, clear, bp);
+	patch_release(fs->c, bp);
+	if (i < gr->bhint)
+		gr->bhint = i;
+	gr->free_blocks++;
+	fs->free_blocks++;
+	return e2_gd_write(fs, g);
+}
+
+static int ialloc_group(struct e2fs *fs, uint32_t g, bool dir, uint32_t *ino,
+			struct patch **bit)
+{
+	struct e2_group *gr = &fs->g[g];
+	struct patch *dep;
+	struct cblock *b;
+	uint32_t i, start = gr->ihint;
+	int r;
+
+	if (!gr->free_inodes)
+		return -ENOSPC;
+	r = cache_get(fs->c, gr->inode_bitmap, &b);
+	if (r)
+		return e2_err(fs, r, "cannot read inode bitmap %u", gr->inode_bitmap);
+	if (start >= fs->ipg)
+		start = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		uint32_t s = pass ? 0 : start, e = pass ? start : fs->ipg;
+
+		for (i = find_zero(cblock_data(b), s, e); i < e;
+		     i = find_zero(cblock_data(b), i + 1, e))
+			if (g * fs->ipg + i + 1 >= fs->first_ino)
+				goto found;
+	}
+	cache_put(fs->c, b);
+	fs->free_inodes -= gr->free_inodes;
+	gr->free_inodes = 0;
+	return -ENOSPC;
+found:
+	dep = bitclr_dep(fs, E2_FREED_INODE | (g * fs->ipg + i + 1));
+	r = patch_create_bit(fs->c, b, (i / 32) * 4, 1u << (i % 32), dep ? &dep : NULL,
+			     dep ? 1 : 0, bit);
+	cache_put(fs->c, b);
+	if (r)
+		return r;
+	gr->ihint = i + 1;
+	gr->free_inodes--;
+	fs->free_inodes--;
+	if (dir)
+		gr->used_dirs++;
+	*ino = g * fs->ipg + i + 1;
+	return e2_gd_write(fs, g);
+}
+
+/* Directories spread out (the group with the most free blocks among those
+ * with at least average free inodes); files stay with their parent. */
+int e2_ialloc(struct e2fs *fs, uint32_t parent, bool dir, uint32_t *ino,
+	      struct patch **bit)
+{
+	uint32_t g0 = (parent - 1) / fs->ipg;
+	int r;
+
+	if (!fs->free_inodes)
+		return -ENOSPC;
+	if (dir) {
+		uint64_t avg = fs->free_inodes / fs->ngroups;
+		uint32_t best = g0;
+		int64_t bestv = -1;
+
+		for (uint32_t g = 0; g < fs->ngroups; g++) {
+			const struct e2_group *gr = &fs->g[g];
+
+			if (!gr->free_inodes || gr->free_inodes < avg)
+				continue;
+			if ((int64_t)gr->free_blocks - gr->used_dirs > bestv) {
+				bestv = (int64_t)gr->free_blocks - gr->used_dirs;
+				best = g;
+			}
+		}
+		g0 = best;
+	}
+	for (uint32_t k = 0; k < fs->ngroups; k++) {
+		r = ialloc_group(fs, (g0 + k) % fs->ngroups, dir, ino, bit);
+		if (r != -ENOSPC)
+			return r;
+	}
+	return -ENOSPC;
+}
+
+int e2_ifree_bit(struct e2fs *fs, uint32_t ino, bool dir, struct patch *clear)
+{
+	uint32_t g = (ino - 1) / fs->ipg, i = (ino - 1) % fs->ipg;
+	struct e2_group *gr = &fs->g[g];
+	struct patch *bp = NULL;
+	bool set;
+	int r;
+
+	r = test_bit(fs, gr->inode_bitmap, i, &set);
+	if (r)
+		return r;
+	if (!set)
+		return e2_err(fs, -EIO, "inode %u freed twice", ino);
+	r = flip(fs, gr->inode_bitmap, i, clear, &bp);
+	if (r)
+		return r;
+	freed_remember(fs, E2_FREED_INODE | ino, NULL, bp);
+	patch_release(fs->c, bp);
+	if (i < gr->ihint)
+		gr->ihint = i;
+	gr->free_inodes++;
+	fs->free_inodes++;
+	if (dir && gr->used_dirs)
+		gr->used_dirs--;
+	return e2_gd_write(fs, g);
+}
+
+/* Initialise a newly allocated block in full: its previous contents on disk
+ * are unknown, and a reused block must wait for its old pointer to go. */
+int e2_block_init(struct e2fs *fs, uint32_t blk, const void *data, struct e2_deps *deps,
+		  struct patch **out)
+{
+	struct e2_deps local = { 0 };
+	struct e2_deps *d = deps ? deps : &local;
+	struct patch *fd = e2_freed_dep(fs, blk);
+	struct cblock *b;
+	int r;
+
+	r = e2_deps_add(d, fd); /* borrowed: removed again below */
+	if (r)
+		return r;
+	r = cache_get_new(fs->c, blk, &b);
+	if (!r) {
+		r = patch_create_byte(fs->c, b, 0, fs->bs, data, d->p, d->n, out);
+		cache_put(fs->c, b);
+	} else {
+		r = e2_err(fs, r, "cannot get block %u", blk);
+	}
+	if (fd)
+		d->n--;
+	free(local.p);
+	return r;
+}

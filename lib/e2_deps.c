@@ -1,0 +1,67 @@
+/* ext2: dependency lists and the one helper that turns a change to a block
+ * into a patch. */
+#include <errno.h>
+#include <stdlib.h>
+#include "e2_int.h"
+
+int e2_deps_add(struct e2_deps *d, struct patch *p)
+{
+	if (!p)
+		return 0;
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? d->cap * 2 : 8;
+		struct patch **np = realloc(d->p, cap * sizeof(*np));
+
+		if (!np)
+			return -ENOMEM;
+		d->p = np;
+		d->cap = cap;
+	}
+	d->p[d->n++] = p;
+	return 0;
+}
+
+int e2_deps_addref(struct e2_deps *d, struct patch *p)
+{
+	int r;
+
+	if (!p || patch_committed(p))
+		return 0;
+	r = e2_deps_add(d, p);
+	if (!r)
+		patch_retain(p);
+	return r;
+}
+
+void e2_deps_free(struct e2fs *fs, struct e2_deps *d)
+{
+	for (size_t i = 0; i < d->n; i++)
+		patch_release(fs->c, d->p[i]);
+	free(d->p);
+	d->p = NULL;
+	d->n = d->cap = 0;
+}
+
+void e2_patch_drop_committed(struct e2fs *fs, struct patch **pp)
+{
+	if (*pp && patch_committed(*pp)) {
+		patch_release(fs->c, *pp);
+		*pp = NULL;
+	}
+}
+
+/* Change len bytes at off in block blk to data, after deps. */
+int e2_patch(struct e2fs *fs, uint32_t blk, uint32_t off, uint32_t len, const void *data,
+	     struct e2_deps *deps, struct patch **out)
+{
+	struct cblock *b;
+	int r;
+
+	r = cache_get(fs->c, blk, &b);
+	if (r)
+		return e2_err(fs, r, "cannot read block %u", blk);
+	r = patch_create_byte(fs->c, b, off, len, data, deps ? deps->p : NULL,
+			      deps ? deps->n : 0, out);
+	cache_put(fs->c, b);
+	return r;
+}

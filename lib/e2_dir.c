@@ -1,0 +1,774 @@
+/* ext2: directories.  The on-disk format is linear; an in-memory index per
+ * directory (name -> entry position, and the free room per block) makes
+ * lookups and inserts O(1).  Entries never move once written, so the byte
+ * position of an entry is a stable readdir offset.
+ *
+ * Every entry is checked before use (rec_len, name_len, inode number); a bad
+ * one fails the operation with -EIO and an explanation in e2_error(). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "e2_int.h"
+
+#define REC_LEN(n) (((uint32_t)(n) + 8 + 3) & ~3u)
+
+struct dent {
+	uint32_t ino, rec, nlen;
+	uint8_t type;
+	const char *name;
+};
+
+uint8_t e2_ftype(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG: return EXT2_FT_REG_FILE;
+	case S_IFDIR: return EXT2_FT_DIR;
+	case S_IFCHR: return EXT2_FT_CHRDEV;
+	case S_IFBLK: return EXT2_FT_BLKDEV;
+	case S_IFIFO: return EXT2_FT_FIFO;
+	case S_IFSOCK: return EXT2_FT_SOCK;
+	case S_IFLNK: return EXT2_FT_SYMLINK;
+	}
+	return EXT2_FT_UNKNOWN;
+}
+
+static mode_t ftype_mode(uint8_t t)
+{
+	static const mode_t m[] = { 0, S_IFREG, S_IFDIR, S_IFCHR, S_IFBLK, S_IFIFO, S_IFSOCK,
+				    S_IFLNK };
+
+	return t < sizeof(m) / sizeof(m[0]) ? m[t] : 0;
+}
+
+static int parse(struct e2fs *fs, struct e2_inode *dir, uint32_t lblk, const uint8_t *data,
+		 uint32_t off, struct dent *de)
+{
+	uint32_t rec;
+
+	if (off + 8 > fs->bs)
+		goto bad;
+	de->ino = le32toh(*(const uint32_t *)(data + off));
+	rec = le16toh(*(const uint16_t *)(data + off + 4));
+	if (fs->bs == 65536 && (rec == 0 || rec == 65535))
+		rec = 65536;
+	de->rec = rec;
+	if (fs->filetype) {
+		de->nlen = data[off + 6];
+		de->type = data[off + 7];
+	} else {
+		de->nlen = le16toh(*(const uint16_t *)(data + off + 6));
+		de->type = 0;
+	}
+	de->name = (const char *)data + off + 8;
+	if (rec < 8 || rec % 4 || off + rec > fs->bs)
+		goto bad;
+	if (de->ino) {
+		if (de->nlen == 0 || de->nlen > EXT2_NAME_LEN || REC_LEN(de->nlen) > rec)
+			goto bad;
+		if (memchr(de->name, 0, de->nlen) || memchr(de->name, '/', de->nlen))
+			return e2_err(fs, -EIO,
+				      "directory %u block %u offset %u: name contains NUL or '/'",
+				      dir->ino, lblk, off);
+		if (de->ino > fs->ninodes)
+			return e2_err(fs, -EIO,
+				      "directory %u block %u offset %u: inode %u out of range",
+				      dir->ino, lblk, off, de->ino);
+	}
+	return 0;
+bad:
+	return e2_err(fs, -EIO,
+		      "directory %u block %u offset %u: bad entry (rec_len %u, name_len %u)",
+		      dir->ino, lblk, off, off + 8 <= fs->bs ? de->rec : 0,
+		      off + 8 <= fs->bs ? de->nlen : 0);
+}
+
+static int dir_block(struct e2fs *fs, struct e2_inode *dir, uint32_t lblk, uint32_t *pblk)
+{
+	int r = e2_bmap(fs, dir, lblk, pblk);
+
+	if (!r && !*pblk)
+		r = e2_err(fs, -EIO, "directory %u: hole at block %u", dir->ino, lblk);
+	return r;
+}
+
+static uint32_t nhash(const char *s, size_t n)
+{
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (uint8_t)s[i]) * 16777619u;
+	return h;
+}
+
+void e2_dindex_free(struct e2_dindex *dix)
+{
+	if (!dix)
+		return;
+	for (size_t i = 0; i < dix->nbuckets; i++)
+		while (dix->tab[i]) {
+			struct e2_dname *d = dix->tab[i];
+
+			dix->tab[i] = d->next;
+			free(d);
+		}
+	free(dix->tab);
+	free(dix->freemax);
+	free(dix);
+}
+
+static int dix_insert(struct e2_dindex *dix, const char *name, size_t len, uint32_t pos,
+		      uint32_t ino, uint8_t ftype)
+{
+	struct e2_dname *d;
+	size_t h;
+
+	if (dix->count >= dix->nbuckets * 2) {
+		size_t nb = dix->nbuckets * 4;
+		struct e2_dname **nt = calloc(nb, sizeof(*nt));
+
+		if (!nt)
+			return -ENOMEM;
+		for (size_t i = 0; i < dix->nbuckets; i++)
+			while (dix->tab[i]) {
+				d = dix->tab[i];
+				dix->tab[i] = d->next;
+				d->next = nt[d->hash % nb];
+				nt[d->hash % nb] = d;
+			}
+		free(dix->tab);
+		dix->tab = nt;
+		dix->nbuckets = nb;
+	}
+	d = malloc(sizeof(*d) + len);
+	if (!d)
+		return -ENOMEM;
+	d->hash = nhash(name, len);
+	d->pos = pos;
+	d->ino = ino;
+	d->ftype = ftype;
+	d->len = (uint8_t)len;
+	memcpy(d->name, name, len);
+	h = d->hash % dix->nbuckets;
+	d->next = dix->tab[h];
+	dix->tab[h] = d;
+	dix->count++;
+	return 0;
+}
+
+static struct e2_dname **dix_find(struct e2_dindex *dix, const char *name, size_t len)
+{
+	uint32_t h = nhash(name, len);
+	struct e2_dname **pp = &dix->tab[h % dix->nbuckets];
+
+	for (; *pp; pp = &(*pp)->next)
+		if ((*pp)->hash == h && (*pp)->len == len && !memcmp((*pp)->name, name, len))
+			return pp;
+	return NULL;
+}
+
+/* Largest record that fits in the block, from its entries. */
+static int block_room(struct e2fs *fs, struct e2_inode *dir, uint32_t lblk,
+		      const uint8_t *data, uint32_t *room)
+{
+	struct dent de;
+	uint32_t best = 0;
+	int r;
+
+	for (uint32_t off = 0; off < fs->bs; off += de.rec) {
+		uint32_t fr;
+
+		r = parse(fs, dir, lblk, data, off, &de);
+		if (r)
+			return r;
+		fr = de.ino ? de.rec - REC_LEN(de.nlen) : de.rec;
+		if (fr > best)
+			best = fr;
+	}
+	*room = best;
+	return 0;
+}
+
+static int dix_grow(struct e2_dindex *dix, uint32_t nblocks)
+{
+	uint32_t *nf;
+
+	if (nblocks <= dix->nblocks)
+		return 0;
+	nf = realloc(dix->freemax, nblocks * sizeof(*nf));
+	if (!nf)
+		return -ENOMEM;
+	memset(nf + dix->nblocks, 0, (nblocks - dix->nblocks) * sizeof(*nf));
+	dix->freemax = nf;
+	dix->nblocks = nblocks;
+	return 0;
+}
+
+static int dir_nblocks(struct e2fs *fs, struct e2_inode *dir, uint32_t *n)
+{
+	uint64_t size = e2_isize(&dir->d);
+
+	if (size % fs->bs || size / fs->bs > e2_max_lblk(fs))
+		return e2_err(fs, -EIO, "directory %u: bad size %llu", dir->ino,
+			      (unsigned long long)size);
+	*n = (uint32_t)(size / fs->bs);
+	return 0;
+}
+
+static int dix_build(struct e2fs *fs, struct e2_inode *dir)
+{
+	struct e2_dindex *dix;
+	uint32_t n;
+	int r;
+
+	if (dir->dix)
+		return 0;
+	if (!e2_idir(dir))
+		return -ENOTDIR;
+	r = dir_nblocks(fs, dir, &n);
+	if (r)
+		return r;
+	dix = calloc(1, sizeof(*dix));
+	if (!dix)
+		return -ENOMEM;
+	dix->nbuckets = 64;
+	dix->tab = calloc(dix->nbuckets, sizeof(*dix->tab));
+	if (!dix->tab || (r = dix_grow(dix, n))) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	for (uint32_t l = 0; l < n; l++) {
+		struct cblock *b;
+		uint32_t pblk;
+		struct dent de;
+		const uint8_t *data;
+
+		r = dir_block(fs, dir, l, &pblk);
+		if (r)
+			goto fail;
+		r = cache_get(fs->c, pblk, &b);
+		if (r) {
+			r = e2_err(fs, r, "directory %u: cannot read block %u", dir->ino, pblk);
+			goto fail;
+		}
+		data = cblock_data(b);
+		for (uint32_t off = 0; off < fs->bs && !r; off += de.rec) {
+			r = parse(fs, dir, l, data, off, &de);
+			if (!r && de.ino)
+				r = dix_insert(dix, de.name, de.nlen, l * fs->bs + off, de.ino,
+					       de.type);
+		}
+		if (!r)
+			r = block_room(fs, dir, l, data, &dix->freemax[l]);
+		cache_put(fs->c, b);
+		if (r)
+			goto fail;
+	}
+	dix->hint = n ? n - 1 : 0;
+	dir->dix = dix;
+	return 0;
+fail:
+	e2_dindex_free(dix);
+	return r;
+}
+
+int e2_dir_lookup(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
+		  struct e2_dloc *loc)
+{
+	struct e2_dname **pp;
+	int r;
+
+	r = dix_build(fs, dir);
+	if (r)
+		return r;
+	pp = dix_find(dir->dix, name, len);
+	if (!pp)
+		return -ENOENT;
+	loc->pos = (*pp)->pos;
+	loc->ino = (*pp)->ino;
+	loc->ftype = (*pp)->ftype;
+	return 0;
+}
+
+/* Linux's ext2 drops the htree flag on the first change instead of keeping
+ * the index up to date; the flag must be gone on disk before the change. */
+int e2_dir_unindex(struct e2fs *fs, struct e2_inode *dir, struct e2_deps *deps)
+{
+	struct ext2_inode nw = dir->d;
+	struct patch *p = NULL;
+	int r;
+
+	if (!(le32toh(nw.i_flags) & EXT2_INDEX_FL))
+		return 0;
+	nw.i_flags = htole32(le32toh(nw.i_flags) & ~(uint32_t)EXT2_INDEX_FL);
+	r = e2_iwrite(fs, dir, &nw, NULL, &p);
+	if (!r)
+		r = e2_deps_add(deps, p);
+	return r;
+}
+
+static int room_update(struct e2fs *fs, struct e2_inode *dir, uint32_t lblk, uint32_t pblk)
+{
+	struct cblock *b;
+	int r;
+
+	r = cache_get(fs->c, pblk, &b);
+	if (r)
+		return r;
+	r = block_room(fs, dir, lblk, cblock_data(b), &dir->dix->freemax[lblk]);
+	cache_put(fs->c, b);
+	return r;
+}
+
+/* Put the entry into block lblk, which has room for it. */
+static int add_in_block(struct e2fs *fs, struct e2_inode *dir, uint32_t lblk, uint32_t pblk,
+			const char *name, size_t len, uint32_t ino, uint8_t ftype,
+			struct e2_deps *deps, struct patch **out, uint32_t *pos)
+{
+	uint32_t need = REC_LEN(len), off, lo, hi, noff = 0;
+	uint8_t buf[EXT2_MIN_BLOCK_SIZE * 64];
+	struct cblock *b;
+	struct dent de;
+	int r;
+
+	r = cache_get(fs->c, pblk, &b);
+	if (r)
+		return e2_err(fs, r, "directory %u: cannot read block %u", dir->ino, pblk);
+	for (off = 0; off < fs->bs; off += de.rec) {
+		r = parse(fs, dir, lblk, cblock_data(b), off, &de);
+		if (r)
+			goto out;
+		if (!de.ino && de.rec >= need) {
+			noff = off;
+			break;
+		}
+		if (de.ino && de.rec - REC_LEN(de.nlen) >= need) {
+			noff = off + REC_LEN(de.nlen);
+			break;
+		}
+	}
+	if (off >= fs->bs) {
+		r = e2_err(fs, -EIO, "directory %u: index out of step at block %u", dir->ino,
+			   lblk);
+		goto out;
+	}
+	memcpy(buf, cblock_data(b), fs->bs);
+	if (noff != off) { /* split: the old entry keeps only its own room */
+		uint16_t rl = htole16((uint16_t)(noff - off));
+
+		memcpy(buf + off + 4, &rl, 2);
+		lo = off + 4;
+	} else {
+		lo = off;
+	}
+	{
+		uint32_t rec = de.rec - (noff - off), i32 = htole32(ino);
+		uint16_t rl = htole16((uint16_t)(rec == 65536 ? 65535 : rec));
+
+		memcpy(buf + noff, &i32, 4);
+		memcpy(buf + noff + 4, &rl, 2);
+		buf[noff + 6] = (uint8_t)len;
+		buf[noff + 7] = fs->filetype ? ftype : 0;
+		memcpy(buf + noff + 8, name, len);
+		hi = noff + 8 + (uint32_t)len;
+	}
+	r = patch_create_byte(fs->c, b, lo, hi - lo, buf + lo, deps ? deps->p : NULL,
+			      deps ? deps->n : 0, out);
+	if (!r)
+		*pos = lblk * fs->bs + noff;
+out:
+	cache_put(fs->c, b);
+	return r;
+}
+
+/* Append a block holding one empty entry: harmless on disk by itself; an
+ * entry put in it must wait for *linked (the block is reachable). */
+static int dir_append(struct e2fs *fs, struct e2_inode *dir, struct patch **linked)
+{
+	struct e2_dindex *dix = dir->dix;
+	uint16_t rl = htole16((uint16_t)(fs->bs == 65536 ? 65535 : fs->bs));
+	uint32_t lblk = dix->nblocks;
+	uint8_t *blk;
+	int w, r;
+
+	if ((uint64_t)lblk + 1 >= e2_max_lblk(fs) || (uint64_t)(lblk + 1) * fs->bs > 0x7fffffffu)
+		return -EFBIG;
+	blk = calloc(1, fs->bs);
+	if (!blk)
+		return -ENOMEM;
+	memcpy(blk + 4, &rl, 2);
+	w = e2_write_locked(fs, dir, blk, fs->bs, (uint64_t)lblk * fs->bs, true, NULL, linked);
+	free(blk);
+	if (w < 0)
+		return w;
+	if ((uint32_t)w != fs->bs) {
+		patch_release(fs->c, *linked);
+		*linked = NULL;
+		return -ENOSPC;
+	}
+	r = dix_grow(dix, lblk + 1);
+	if (r)
+		return r;
+	dix->freemax[lblk] = fs->bs;
+	dix->hint = lblk;
+	return 0;
+}
+
+static uint32_t find_room(struct e2_dindex *dix, uint32_t need)
+{
+	for (uint32_t k = 0; k < dix->nblocks; k++) {
+		uint32_t l = (dix->hint + k) % dix->nblocks;
+
+		if (dix->freemax[l] >= need)
+			return l;
+	}
+	return UINT32_MAX;
+}
+
+/* Make room for a name of len bytes before anything else is allocated, so
+ * that running out of space leaves nothing half done.  *linked: see
+ * dir_append (NULL when there was room already). */
+int e2_dir_prepare(struct e2fs *fs, struct e2_inode *dir, size_t len, struct patch **linked)
+{
+	int r;
+
+	*linked = NULL;
+	r = dix_build(fs, dir);
+	if (r)
+		return r;
+	if (find_room(dir->dix, REC_LEN(len)) != UINT32_MAX)
+		return 0;
+	return dir_append(fs, dir, linked);
+}
+
+int e2_dir_add(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
+	       uint32_t ino, mode_t mode, struct e2_deps *deps, struct patch **out)
+{
+	uint32_t need = REC_LEN(len), lblk, pblk, pos;
+	uint8_t ftype = e2_ftype(mode);
+	struct patch *linked = NULL;
+	int r;
+
+	r = dix_build(fs, dir);
+	if (r)
+		return r;
+	r = e2_dir_unindex(fs, dir, deps);
+	if (r)
+		return r;
+	lblk = find_room(dir->dix, need);
+	if (lblk == UINT32_MAX) {
+		r = dir_append(fs, dir, &linked);
+		if (r)
+			return r;
+		r = e2_deps_add(deps, linked);
+		if (r) {
+			patch_release(fs->c, linked);
+			return r;
+		}
+		lblk = dir->dix->nblocks - 1;
+	}
+	r = dir_block(fs, dir, lblk, &pblk);
+	if (r)
+		return r;
+	r = add_in_block(fs, dir, lblk, pblk, name, len, ino, ftype, deps, out, &pos);
+	if (r)
+		return r;
+	dir->dix->hint = lblk;
+	r = dix_insert(dir->dix, name, len, pos, ino, ftype);
+	if (!r)
+		r = room_update(fs, dir, lblk, pblk);
+	return r;
+}
+
+/* Find the entry at pos and the one before it in its block. */
+static int entry_at(struct e2fs *fs, struct e2_inode *dir, uint32_t pos, struct cblock **bp,
+		    uint32_t *pblk, struct dent *de, uint32_t *prev)
+{
+	uint32_t lblk = pos / fs->bs, want = pos % fs->bs, off;
+	struct cblock *b;
+	int r;
+
+	r = dir_block(fs, dir, lblk, pblk);
+	if (r)
+		return r;
+	r = cache_get(fs->c, *pblk, &b);
+	if (r)
+		return e2_err(fs, r, "directory %u: cannot read block %u", dir->ino, *pblk);
+	*prev = UINT32_MAX;
+	for (off = 0; off < want; off += de->rec) {
+		r = parse(fs, dir, lblk, cblock_data(b), off, de);
+		if (r)
+			goto fail;
+		*prev = off;
+	}
+	if (off != want) {
+		r = e2_err(fs, -EIO, "directory %u: index out of step at %u", dir->ino, pos);
+		goto fail;
+	}
+	r = parse(fs, dir, lblk, cblock_data(b), off, de);
+	if (r)
+		goto fail;
+	*bp = b;
+	return 0;
+fail:
+	cache_put(fs->c, b);
+	return r;
+}
+
+int e2_dir_remove(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
+		  struct e2_deps *deps, struct patch **out)
+{
+	struct e2_dname **pp, *dn;
+	struct cblock *b;
+	struct dent de;
+	uint32_t pblk, prev, off;
+	int r;
+
+	r = dix_build(fs, dir);
+	if (r)
+		return r;
+	pp = dix_find(dir->dix, name, len);
+	if (!pp)
+		return -ENOENT;
+	dn = *pp;
+	r = e2_dir_unindex(fs, dir, deps);
+	if (r)
+		return r;
+	r = entry_at(fs, dir, dn->pos, &b, &pblk, &de, &prev);
+	if (r)
+		return r;
+	off = dn->pos % fs->bs;
+	if (prev != UINT32_MAX) {
+		struct dent pd;
+		uint32_t rec;
+		uint16_t rl;
+
+		parse(fs, dir, dn->pos / fs->bs, cblock_data(b), prev, &pd);
+		rec = pd.rec + de.rec;
+		rl = htole16((uint16_t)(rec == 65536 ? 65535 : rec));
+		r = patch_create_byte(fs->c, b, prev + 4, 2, &rl, deps ? deps->p : NULL,
+				      deps ? deps->n : 0, out);
+	} else {
+		uint32_t z = 0;
+
+		r = patch_create_byte(fs->c, b, off, 4, &z, deps ? deps->p : NULL,
+				      deps ? deps->n : 0, out);
+	}
+	cache_put(fs->c, b);
+	if (r)
+		return r;
+	off = dn->pos / fs->bs; /* now the block number */
+	*pp = dn->next;
+	free(dn);
+	dir->dix->count--;
+	return room_update(fs, dir, off, pblk);
+}
+
+/* Point an existing entry at another inode: one small patch in one block,
+ * so the name always refers to the old or the new inode on disk. */
+int e2_dir_retarget(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
+		    uint32_t ino, mode_t mode, struct e2_deps *deps, struct patch **out)
+{
+	struct e2_dname **pp;
+	struct cblock *b;
+	struct dent de;
+	uint32_t pblk, prev, off;
+	uint8_t hdr[8];
+	int r;
+
+	r = dix_build(fs, dir);
+	if (r)
+		return r;
+	pp = dix_find(dir->dix, name, len);
+	if (!pp)
+		return -ENOENT;
+	r = e2_dir_unindex(fs, dir, deps);
+	if (r)
+		return r;
+	r = entry_at(fs, dir, (*pp)->pos, &b, &pblk, &de, &prev);
+	if (r)
+		return r;
+	off = (*pp)->pos % fs->bs;
+	memcpy(hdr, cblock_data(b) + off, 8);
+	{
+		uint32_t i32 = htole32(ino);
+
+		memcpy(hdr, &i32, 4);
+	}
+	if (fs->filetype)
+		hdr[7] = e2_ftype(mode);
+	r = patch_create_byte(fs->c, b, off, fs->filetype ? 8 : 4, hdr, deps ? deps->p : NULL,
+			      deps ? deps->n : 0, out);
+	cache_put(fs->c, b);
+	if (r)
+		return r;
+	(*pp)->ino = ino;
+	(*pp)->ftype = e2_ftype(mode);
+	return 0;
+}
+
+/* The ".." entry: the second entry of the first block. */
+static int dotdot(struct e2fs *fs, struct e2_inode *dir, struct cblock **bp, uint32_t *off)
+{
+	struct cblock *b;
+	struct dent de;
+	uint32_t pblk;
+	int r;
+
+	r = dir_block(fs, dir, 0, &pblk);
+	if (r)
+		return r;
+	r = cache_get(fs->c, pblk, &b);
+	if (r)
+		return e2_err(fs, r, "directory %u: cannot read block %u", dir->ino, pblk);
+	r = parse(fs, dir, 0, cblock_data(b), 0, &de);
+	if (!r && (de.nlen != 1 || de.name[0] != '.'))
+		r = e2_err(fs, -EIO, "directory %u: first entry is not '.'", dir->ino);
+	if (!r) {
+		*off = de.rec;
+		r = parse(fs, dir, 0, cblock_data(b), de.rec, &de);
+	}
+	if (!r && (!de.ino || de.nlen != 2 || memcmp(de.name, "..", 2)))
+		r = e2_err(fs, -EIO, "directory %u: second entry is not '..'", dir->ino);
+	if (r) {
+		cache_put(fs->c, b);
+		return r;
+	}
+	*bp = b;
+	return 0;
+}
+
+int e2_dir_get_dotdot(struct e2fs *fs, struct e2_inode *dir, uint32_t *parent)
+{
+	struct cblock *b;
+	uint32_t off;
+	int r;
+
+	r = dotdot(fs, dir, &b, &off);
+	if (r)
+		return r;
+	*parent = le32toh(*(const uint32_t *)(cblock_data(b) + off));
+	cache_put(fs->c, b);
+	return 0;
+}
+
+int e2_dir_set_dotdot(struct e2fs *fs, struct e2_inode *dir, uint32_t parent,
+		      struct e2_deps *deps, struct patch **out)
+{
+	struct e2_dname **pp;
+	struct cblock *b;
+	uint32_t off, v = htole32(parent);
+	int r;
+
+	r = dix_build(fs, dir);
+	if (r)
+		return r;
+	r = e2_dir_unindex(fs, dir, deps);
+	if (r)
+		return r;
+	r = dotdot(fs, dir, &b, &off);
+	if (r)
+		return r;
+	r = patch_create_byte(fs->c, b, off, 4, &v, deps ? deps->p : NULL, deps ? deps->n : 0,
+			      out);
+	cache_put(fs->c, b);
+	if (r)
+		return r;
+	pp = dix_find(dir->dix, "..", 2);
+	if (pp)
+		(*pp)->ino = parent;
+	return 0;
+}
+
+/* 0 if the directory holds only "." and "..", -ENOTEMPTY otherwise. */
+int e2_dir_empty(struct e2fs *fs, struct e2_inode *dir)
+{
+	int r = dix_build(fs, dir);
+
+	if (r)
+		return r;
+	if (dir->dix->count > 2)
+		return -ENOTEMPTY;
+	for (size_t i = 0; i < dir->dix->nbuckets; i++)
+		for (struct e2_dname *d = dir->dix->tab[i]; d; d = d->next)
+			if (!(d->len == 1 && d->name[0] == '.') &&
+			    !(d->len == 2 && !memcmp(d->name, "..", 2)))
+				return -ENOTEMPTY;
+	return 0;
+}
+
+int e2_dir_new_block(struct e2fs *fs, uint32_t ino, uint32_t parent, uint8_t *blk)
+{
+	uint32_t v;
+	uint16_t rl;
+
+	memset(blk, 0, fs->bs);
+	v = htole32(ino);
+	memcpy(blk, &v, 4);
+	rl = htole16(12);
+	memcpy(blk + 4, &rl, 2);
+	blk[6] = 1;
+	blk[7] = fs->filetype ? EXT2_FT_DIR : 0;
+	blk[8] = '.';
+	v = htole32(parent);
+	memcpy(blk + 12, &v, 4);
+	rl = htole16((uint16_t)(fs->bs - 12 == 65536 ? 65535 : fs->bs - 12));
+	memcpy(blk + 16, &rl, 2);
+	blk[18] = 2;
+	blk[19] = fs->filetype ? EXT2_FT_DIR : 0;
+	blk[20] = '.';
+	blk[21] = '.';
+	return 0;
+}
+
+int e2_dir_iterate(struct e2fs *fs, struct e2_inode *dir, off_t off,
+		   int (*fn)(const struct e2_dirent *d, void *arg), void *arg)
+{
+	char name[EXT2_NAME_LEN + 1];
+	uint32_t n;
+	int r;
+
+	if (!e2_idir(dir))
+		return -ENOTDIR;
+	r = dir_nblocks(fs, dir, &n);
+	if (r)
+		return r;
+	if (off < 0)
+		return -EINVAL;
+	for (uint32_t l = (uint32_t)((uint64_t)off / fs->bs); l < n; l++) {
+		uint32_t pblk, start = l == (uint64_t)off / fs->bs ? (uint32_t)(off % fs->bs) : 0;
+		struct cblock *b;
+		struct dent de;
+		int stop = 0;
+
+		r = dir_block(fs, dir, l, &pblk);
+		if (r)
+			return r;
+		r = cache_get(fs->c, pblk, &b);
+		if (r)
+			return e2_err(fs, r, "directory %u: cannot read block %u", dir->ino,
+				      pblk);
+		for (uint32_t o = 0; o < fs->bs && !stop; o += de.rec) {
+			struct e2_dirent d;
+
+			r = parse(fs, dir, l, cblock_data(b), o, &de);
+			if (r)
+				break;
+			if (o < start || !de.ino)
+				continue;
+			memcpy(name, de.name, de.nlen);
+			name[de.nlen] = 0;
+			d.name = name;
+			d.name_len = de.nlen;
+			d.ino = de.ino;
+			d.type = ftype_mode(de.type);
+			d.next = (off_t)l * fs->bs + o + de.rec;
+			stop = fn(&d, arg);
+		}
+		cache_put(fs->c, b);
+		if (r)
+			return r;
+		if (stop)
+			break;
+	}
+	return 0;
+}

@@ -1,0 +1,189 @@
+/* Internals of the ext2 module, shared by lib/e2*.c only.
+ *
+ * On-disk structures are the standard ext2 ones (<ext2fs/ext2_fs.h> layouts),
+ * little-endian; every field read from disk is converted and checked before
+ * use.  All functions here are called with fs->lock held.
+ */
+#ifndef FSTITCH_E2_INT_H
+#define FSTITCH_E2_INT_H
+
+#include <endian.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <ext2fs/ext2_fs.h>
+#include "cache.h"
+#include "e2.h"
+
+#define E2_NDIR 12 /* direct block pointers */
+#define E2_IND 12
+#define E2_DIND 13
+#define E2_TIND 14
+#define E2_LINK_MAX 32000
+#define E2_FAST_SYMLINK_MAX 59
+
+/* A growable list of patch references: the dependencies of the next patch. */
+struct e2_deps {
+	struct patch **p;
+	size_t n, cap;
+};
+
+/* Per-directory name index: name -> entry, built on first use and kept in
+ * step with every change, so lookups and creates do not scan the directory. */
+struct e2_dname {
+	struct e2_dname *next;
+	uint32_t hash;
+	uint32_t pos; /* byte position of the entry in the directory */
+	uint32_t ino;
+	uint8_t ftype;
+	uint8_t len;
+	char name[];
+};
+
+struct e2_dindex {
+	struct e2_dname **tab;
+	size_t nbuckets, count;
+	uint32_t *freemax; /* per block: largest record that still fits */
+	uint32_t nblocks;
+	uint32_t hint; /* block where the last insert succeeded */
+};
+
+struct e2_inode {
+	struct e2_inode *hnext;
+	uint32_t ino;
+	struct ext2_inode d; /* on-disk copy (little-endian), kept current */
+	uint64_t nlookup;
+	unsigned nopen;
+	bool freed;          /* links reached 0 and inode returned to bitmap */
+	struct patch *init;  /* a new entry for this inode must wait for it */
+	struct patch *clear; /* the inode-clear patch once links reached 0 */
+	struct e2_dindex *dix;
+	struct patch *sync; /* empty patch over this inode's changes (fsync) */
+	uint32_t last_pblk; /* allocation goal: after the last block placed */
+};
+
+struct e2_group {
+	uint32_t block_bitmap, inode_bitmap, inode_table;
+	uint32_t free_blocks, free_inodes, used_dirs;
+	uint32_t bhint, ihint; /* first bit that may be free */
+	uint32_t first, nblocks; /* blocks of the group */
+};
+
+/* freed block -> patch that cleared its last pointer, and freed block or
+ * inode -> the bitmap patch that cleared its bit (until committed) */
+struct e2_freed {
+	struct e2_freed *next;
+	uint64_t key; /* block number, or E2_FREED_INODE | inode number */
+	struct patch *clear, *bitclr;
+};
+#define E2_FREED_INODE (1ULL << 32)
+
+struct e2fs {
+	pthread_mutex_t lock;
+	struct bdev *dev;
+	struct cache *c;
+	struct e2_opts opts;
+	bool ro;
+	char err[256];
+
+	struct ext2_super_block sb; /* in-memory copy of the on-disk fields */
+	uint16_t mount_state;       /* s_state seen at mount */
+	uint32_t bs, apb, ngroups, bpg, ipg, isize, ipb, itb;
+	uint32_t first_data, nblocks, ninodes, first_ino, gdt_blocks, reserved_gdt;
+	uint32_t sb_blk, sb_off; /* where the primary superblock lives */
+	bool filetype, sparse;
+	struct e2_group *g;
+	uint64_t free_blocks, free_inodes;
+
+	struct e2_inode **itab;
+	size_t ibuckets, icount, itrim_at;
+
+	struct e2_freed **ftab;
+	size_t fbuckets, fcount, fprune_at;
+};
+
+/* e2_super.c */
+int e2_err(struct e2fs *fs, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void e2_set_open_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int e2_sb_write_counts(struct e2fs *fs);
+int e2_gd_write(struct e2fs *fs, uint32_t g);
+int e2_sb_set_large_file(struct e2fs *fs, struct patch **out);
+bool e2_group_has_super(const struct e2fs *fs, uint32_t g);
+bool e2_block_ok(const struct e2fs *fs, uint32_t blk);
+uint32_t e2_now(void);
+
+/* e2_deps.c */
+int e2_deps_add(struct e2_deps *d, struct patch *p);     /* takes p's ref */
+int e2_deps_addref(struct e2_deps *d, struct patch *p);  /* retains p */
+void e2_deps_free(struct e2fs *fs, struct e2_deps *d);
+/* Drop *pp if it has committed (keeps pinned lists short). */
+void e2_patch_drop_committed(struct e2fs *fs, struct patch **pp);
+int e2_patch(struct e2fs *fs, uint32_t blk, uint32_t off, uint32_t len, const void *data,
+	     struct e2_deps *deps, struct patch **out);
+
+/* e2_inode.c */
+int e2_iget(struct e2fs *fs, uint32_t ino, struct e2_inode **out);
+int e2_iwrite(struct e2fs *fs, struct e2_inode *ip, const struct ext2_inode *nw,
+	      struct e2_deps *deps, struct patch **out);
+int e2_iinit(struct e2fs *fs, struct e2_inode *ip, const struct ext2_inode *nw,
+	     struct e2_deps *deps, struct patch **out);
+void e2_istat(struct e2fs *fs, const struct e2_inode *ip, struct stat *st);
+uint64_t e2_isize(const struct ext2_inode *d);
+void e2_iset_size(struct ext2_inode *d, uint64_t size);
+bool e2_idir(const struct e2_inode *ip);
+mode_t e2_imode(const struct e2_inode *ip);
+uint16_t e2_ilinks(const struct ext2_inode *d);
+void e2_iset_links(struct ext2_inode *d, uint16_t n);
+void e2_isync_add(struct e2fs *fs, struct e2_inode *ip, struct patch *p);
+int e2_itouch(struct e2fs *fs, struct e2_inode *ip, bool mtime, bool ctime);
+int e2_iunref(struct e2fs *fs, struct e2_inode *ip);
+int e2_ifree(struct e2fs *fs, struct e2_inode *ip);
+void e2_icache_trim(struct e2fs *fs);
+void e2_icache_destroy(struct e2fs *fs);
+bool e2_fast_symlink(const struct e2fs *fs, const struct ext2_inode *d);
+
+/* e2_alloc.c */
+int e2_balloc(struct e2fs *fs, uint32_t goal, uint32_t *blk, struct patch **bit);
+int e2_bfree(struct e2fs *fs, uint32_t blk, struct patch *clear);
+int e2_ialloc(struct e2fs *fs, uint32_t parent, bool dir, uint32_t *ino,
+	      struct patch **bit);
+int e2_ifree_bit(struct e2fs *fs, uint32_t ino, bool dir, struct patch *clear);
+struct patch *e2_freed_dep(struct e2fs *fs, uint32_t blk);
+void e2_freed_destroy(struct e2fs *fs);
+int e2_block_init(struct e2fs *fs, uint32_t blk, const void *data, struct e2_deps *deps,
+		  struct patch **out);
+
+/* e2_bmap.c */
+int e2_bmap(struct e2fs *fs, struct e2_inode *ip, uint64_t lblk, uint32_t *pblk);
+uint64_t e2_max_lblk(const struct e2fs *fs);
+int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_t size,
+		    uint64_t off, bool dir, struct e2_deps *extra, struct patch **linked);
+int e2_truncate_locked(struct e2fs *fs, struct e2_inode *ip, uint64_t size);
+int e2_free_all_blocks(struct e2fs *fs, struct e2_inode *ip, struct patch *clear);
+
+/* e2_dir.c */
+struct e2_dloc {
+	uint32_t pos, ino;
+	uint8_t ftype;
+};
+int e2_dir_lookup(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
+		  struct e2_dloc *loc);
+int e2_dir_prepare(struct e2fs *fs, struct e2_inode *dir, size_t len, struct patch **linked);
+int e2_dir_add(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
+	       uint32_t ino, mode_t mode, struct e2_deps *deps, struct patch **out);
+int e2_dir_remove(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
+		  struct e2_deps *deps, struct patch **out);
+int e2_dir_retarget(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
+		    uint32_t ino, mode_t mode, struct e2_deps *deps, struct patch **out);
+int e2_dir_set_dotdot(struct e2fs *fs, struct e2_inode *dir, uint32_t parent,
+		      struct e2_deps *deps, struct patch **out);
+int e2_dir_get_dotdot(struct e2fs *fs, struct e2_inode *dir, uint32_t *parent);
+int e2_dir_empty(struct e2fs *fs, struct e2_inode *dir);
+int e2_dir_new_block(struct e2fs *fs, uint32_t ino, uint32_t parent, uint8_t *blk);
+int e2_dir_unindex(struct e2fs *fs, struct e2_inode *dir, struct e2_deps *deps);
+int e2_dir_iterate(struct e2fs *fs, struct e2_inode *dir, off_t off,
+		   int (*fn)(const struct e2_dirent *d, void *arg), void *arg);
+void e2_dindex_free(struct e2_dindex *dix);
+uint8_t e2_ftype(mode_t mode);
+
+#endif

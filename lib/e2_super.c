@@ -1,0 +1,682 @@
+/* ext2: opening, validating and closing a file system; the superblock and
+ * group descriptors.  Nothing is trusted: every field is range-checked here,
+ * so the rest of the module can rely on the geometry. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "e2_int.h"
+
+static __thread char open_err[256];
+
+const char *e2_open_error(void)
+{
+	return open_err;
+}
+
+void e2_set_open_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(open_err, sizeof(open_err), fmt, ap);
+	va_end(ap);
+}
+
+int e2_err(struct e2fs *fs, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(fs->err, sizeof(fs->err), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+const char *e2_error(const struct e2fs *fs)
+{
+	return fs ? fs->err : open_err;
+}
+
+struct cache *e2_cache(struct e2fs *fs)
+{
+	return fs->c;
+}
+
+uint32_t e2_now(void)
+{
+	return (uint32_t)time(NULL);
+}
+
+static bool is_power(uint32_t g, uint32_t base)
+{
+	uint64_t p = base;
+
+	while (p < g)
+		p *= base;
+	return p == g;
+}
+
+bool e2_group_has_super(const struct e2fs *fs, uint32_t g)
+{
+	if (g <= 1 || !fs->sparse)
+		return true;
+	if (!(g & 1))
+		return false;
+	return is_power(g, 3) || is_power(g, 5) || is_power(g, 7);
+}
+
+/* True if blk may hold file data or an indirect block: inside the file
+ * system and not one of the group's own metadata blocks. */
+bool e2_block_ok(const struct e2fs *fs, uint32_t blk)
+{
+	const struct e2_group *gr;
+	uint32_t g;
+
+	if (blk < fs->first_data || blk >= fs->nblocks)
+		return false;
+	g = (blk - fs->first_data) / fs->bpg;
+	gr = &fs->g[g];
+	if (blk == gr->block_bitmap || blk == gr->inode_bitmap)
+		return false;
+	if (blk >= gr->inode_table && blk < gr->inode_table + fs->itb)
+		return false;
+	if (e2_group_has_super(fs, g) &&
+	    blk < gr->first + 1 + fs->gdt_blocks + fs->reserved_gdt)
+		return false;
+	return true;
+}
+
+struct feature {
+	uint32_t bit;
+	const char *name;
+};
+
+static const struct feature incompat_names[] = {
+	{ EXT2_FEATURE_INCOMPAT_COMPRESSION, "compression" },
+	{ EXT3_FEATURE_INCOMPAT_RECOVER, "needs_recovery" },
+	{ EXT3_FEATURE_INCOMPAT_JOURNAL_DEV, "journal_dev" },
+	{ EXT2_FEATURE_INCOMPAT_META_BG, "meta_bg" },
+	{ EXT3_FEATURE_INCOMPAT_EXTENTS, "extents" },
+	{ EXT4_FEATURE_INCOMPAT_64BIT, "64bit" },
+	{ EXT4_FEATURE_INCOMPAT_MMP, "mmp" },
+	{ EXT4_FEATURE_INCOMPAT_FLEX_BG, "flex_bg" },
+	{ EXT4_FEATURE_INCOMPAT_EA_INODE, "ea_inode" },
+	{ EXT4_FEATURE_INCOMPAT_DIRDATA, "dirdata" },
+	{ EXT4_FEATURE_INCOMPAT_CSUM_SEED, "metadata_csum_seed" },
+	{ EXT4_FEATURE_INCOMPAT_LARGEDIR, "large_dir" },
+	{ EXT4_FEATURE_INCOMPAT_INLINE_DATA, "inline_data" },
+	{ EXT4_FEATURE_INCOMPAT_ENCRYPT, "encrypt" },
+	{ EXT4_FEATURE_INCOMPAT_CASEFOLD, "casefold" },
+	{ 0, NULL },
+};
+
+static const struct feature rocompat_names[] = {
+	{ 0x0004, "btree_dir" },
+	{ EXT4_FEATURE_RO_COMPAT_HUGE_FILE, "huge_file" },
+	{ EXT4_FEATURE_RO_COMPAT_GDT_CSUM, "uninit_bg (gdt_csum)" },
+	{ EXT4_FEATURE_RO_COMPAT_DIR_NLINK, "dir_nlink" },
+	{ EXT4_FEATURE_RO_COMPAT_EXTRA_ISIZE, "extra_isize" },
+	{ EXT4_FEATURE_RO_COMPAT_HAS_SNAPSHOT, "snapshot" },
+	{ EXT4_FEATURE_RO_COMPAT_QUOTA, "quota" },
+	{ EXT4_FEATURE_RO_COMPAT_BIGALLOC, "bigalloc" },
+	{ EXT4_FEATURE_RO_COMPAT_METADATA_CSUM, "metadata_csum" },
+	{ EXT4_FEATURE_RO_COMPAT_REPLICA, "replica" },
+	{ EXT4_FEATURE_RO_COMPAT_READONLY, "read-only" },
+	{ EXT4_FEATURE_RO_COMPAT_PROJECT, "project" },
+	{ EXT4_FEATURE_RO_COMPAT_SHARED_BLOCKS, "shared_blocks" },
+	{ EXT4_FEATURE_RO_COMPAT_VERITY, "verity" },
+	{ EXT4_FEATURE_RO_COMPAT_ORPHAN_PRESENT, "orphan_present" },
+	{ 0, NULL },
+};
+
+/* Compat features change the layout in ways our checks or our writes would
+ * get wrong; refused although older drivers could ignore them. */
+static const struct feature compat_names[] = {
+	{ EXT4_FEATURE_COMPAT_SPARSE_SUPER2, "sparse_super2" },
+	{ EXT4_FEATURE_COMPAT_FAST_COMMIT, "fast_commit" },
+	{ EXT4_FEATURE_COMPAT_ORPHAN_FILE, "orphan_file" },
+	{ EXT2_FEATURE_COMPAT_EXCLUDE_BITMAP, "exclude_bitmap" },
+	{ 0, NULL },
+};
+
+static int refuse(uint32_t bits, const struct feature *tab, const char *kind)
+{
+	uint32_t b;
+	int i;
+
+	if (!bits)
+		return 0;
+	for (i = 0; tab[i].name; i++)
+		if (bits & tab[i].bit) {
+			e2_set_open_error("feature '%s' is not supported", tab[i].name);
+			return -EOPNOTSUPP;
+		}
+	b = bits & -bits;
+	e2_set_open_error("unknown %s feature 0x%x is not supported", kind, b);
+	return -EOPNOTSUPP;
+}
+
+static int check_features(struct e2fs *fs)
+{
+	const struct ext2_super_block *s = &fs->sb;
+	uint32_t compat = le32toh(s->s_feature_compat);
+	uint32_t incompat = le32toh(s->s_feature_incompat);
+	uint32_t rocompat = le32toh(s->s_feature_ro_compat);
+	int r;
+
+	if (le32toh(s->s_rev_level) == EXT2_GOOD_OLD_REV)
+		return 0; /* revision 0 has no feature fields */
+	r = refuse(incompat & ~(uint32_t)EXT2_FEATURE_INCOMPAT_FILETYPE, incompat_names,
+		   "incompatible");
+	if (r)
+		return r;
+	r = refuse(rocompat & ~(uint32_t)(EXT2_FEATURE_RO_COMPAT_SPARSE_SUPER |
+					  EXT2_FEATURE_RO_COMPAT_LARGE_FILE),
+		   rocompat_names, "read-only compatible");
+	if (r)
+		return r;
+	for (int i = 0; compat_names[i].name; i++)
+		if (compat & compat_names[i].bit) {
+			e2_set_open_error("feature '%s' is not supported",
+					  compat_names[i].name);
+			return -EOPNOTSUPP;
+		}
+	/* A journal that is clean (no needs_recovery, refused above) is
+	 * harmless to read, but our writes would bypass it. */
+	if ((compat & EXT3_FEATURE_COMPAT_HAS_JOURNAL) && !fs->ro) {
+		e2_set_open_error("feature 'has_journal' is supported read-only only");
+		return -EOPNOTSUPP;
+	}
+	fs->filetype = incompat & EXT2_FEATURE_INCOMPAT_FILETYPE;
+	fs->sparse = rocompat & EXT2_FEATURE_RO_COMPAT_SPARSE_SUPER;
+	return 0;
+}
+
+static int check_geometry(struct e2fs *fs)
+{
+	const struct ext2_super_block *s = &fs->sb;
+	uint32_t log = le32toh(s->s_log_block_size);
+	uint64_t ng;
+
+	if (le16toh(s->s_magic) != EXT2_SUPER_MAGIC) {
+		e2_set_open_error("not an ext2 file system (bad magic 0x%04x)",
+				  le16toh(s->s_magic));
+		return -EINVAL;
+	}
+	if (le32toh(s->s_rev_level) > EXT2_DYNAMIC_REV) {
+		e2_set_open_error("unsupported revision %u", le32toh(s->s_rev_level));
+		return -EOPNOTSUPP;
+	}
+	if (log > 6) {
+		e2_set_open_error("corrupt superblock: block size 2^%u KiB", log);
+		return -EUCLEAN;
+	}
+	fs->bs = 1024u << log;
+	fs->apb = fs->bs / 4;
+	fs->nblocks = le32toh(s->s_blocks_count);
+	fs->ninodes = le32toh(s->s_inodes_count);
+	fs->bpg = le32toh(s->s_blocks_per_group);
+	fs->ipg = le32toh(s->s_inodes_per_group);
+	fs->first_data = le32toh(s->s_first_data_block);
+	if (le32toh(s->s_rev_level) == EXT2_GOOD_OLD_REV) {
+		fs->isize = 128;
+		fs->first_ino = 11;
+	} else {
+		fs->isize = le16toh(s->s_inode_size);
+		fs->first_ino = le32toh(s->s_first_ino);
+	}
+	if (le32toh(s->s_log_cluster_size) != log && le32toh(s->s_rev_level) > 0 &&
+	    s->s_log_cluster_size != 0) {
+		e2_set_open_error("corrupt superblock: cluster size differs from block size");
+		return -EUCLEAN;
+	}
+	if (fs->first_data != (fs->bs == 1024 ? 1u : 0u)) {
+		e2_set_open_error("corrupt superblock: first data block %u", fs->first_data);
+		return -EUCLEAN;
+	}
+	if (fs->bpg == 0 || fs->bpg > 8 * fs->bs || fs->ipg == 0 || fs->ipg > 8 * fs->bs) {
+		e2_set_open_error("corrupt superblock: %u blocks, %u inodes per group",
+				  fs->bpg, fs->ipg);
+		return -EUCLEAN;
+	}
+	if (fs->isize < 128 || fs->isize > fs->bs || (fs->isize & (fs->isize - 1))) {
+		e2_set_open_error("corrupt superblock: inode size %u", fs->isize);
+		return -EUCLEAN;
+	}
+	if (fs->nblocks <= fs->first_data + 1) {
+		e2_set_open_error("corrupt superblock: %u blocks", fs->nblocks);
+		return -EUCLEAN;
+	}
+	ng = ((uint64_t)fs->nblocks - fs->first_data + fs->bpg - 1) / fs->bpg;
+	fs->ngroups = (uint32_t)ng;
+	if ((uint64_t)fs->ipg * ng != fs->ninodes) {
+		e2_set_open_error("corrupt superblock: %u inodes is not %u groups of %u",
+				  fs->ninodes, fs->ngroups, fs->ipg);
+		return -EUCLEAN;
+	}
+	if (fs->first_ino < EXT2_GOOD_OLD_FIRST_INO || fs->first_ino >= fs->ninodes) {
+		e2_set_open_error("corrupt superblock: first inode %u", fs->first_ino);
+		return -EUCLEAN;
+	}
+	fs->ipb = fs->bs / fs->isize;
+	fs->itb = (fs->ipg + fs->ipb - 1) / fs->ipb;
+	fs->gdt_blocks = (uint32_t)((ng * sizeof(struct ext2_group_desc) + fs->bs - 1) / fs->bs);
+	fs->reserved_gdt = 0;
+	if (le32toh(s->s_feature_compat) & EXT2_FEATURE_COMPAT_RESIZE_INODE)
+		fs->reserved_gdt = le16toh(s->s_reserved_gdt_blocks);
+	if (fs->reserved_gdt > fs->apb) {
+		e2_set_open_error("corrupt superblock: %u reserved gdt blocks", fs->reserved_gdt);
+		return -EUCLEAN;
+	}
+	if (fs->first_data + 1 + fs->gdt_blocks + fs->reserved_gdt >= fs->nblocks ||
+	    1 + fs->gdt_blocks + fs->reserved_gdt + 2 + fs->itb > fs->bpg) {
+		e2_set_open_error("corrupt superblock: group tables do not fit in a group");
+		return -EUCLEAN;
+	}
+	if ((uint64_t)fs->nblocks * fs->bs > (uint64_t)fs->dev->nblocks * fs->dev->block_size) {
+		e2_set_open_error("device (%llu bytes) is smaller than the file system "
+				  "(%llu bytes)",
+				  (unsigned long long)fs->dev->nblocks * fs->dev->block_size,
+				  (unsigned long long)fs->nblocks * fs->bs);
+		return -EUCLEAN;
+	}
+	return 0;
+}
+
+static int load_groups(struct e2fs *fs)
+{
+	struct cblock *b = NULL;
+	uint32_t per = fs->bs / sizeof(struct ext2_group_desc);
+	int r;
+
+	fs->g = calloc(fs->ngroups, sizeof(*fs->g));
+	if (!fs->g)
+		return -ENOMEM;
+	fs->free_blocks = fs->free_inodes = 0;
+	for (uint32_t g = 0; g < fs->ngroups; g++) {
+		struct e2_group *gr = &fs->g[g];
+		const struct ext2_group_desc *gd;
+		uint32_t meta_end;
+
+		if (g % per == 0) {
+			if (b)
+				cache_put(fs->c, b);
+			r = cache_get(fs->c, fs->first_data + 1 + g / per, &b);
+			if (r) {
+				e2_set_open_error("cannot read group descriptors: %s",
+						  strerror(-r));
+				return r;
+			}
+		}
+		gd = (const struct ext2_group_desc *)cblock_data(b) + g % per;
+		gr->first = fs->first_data + g * fs->bpg;
+		gr->nblocks = fs->nblocks - gr->first < fs->bpg ? fs->nblocks - gr->first
+								: fs->bpg;
+		gr->block_bitmap = le32toh(gd->bg_block_bitmap);
+		gr->inode_bitmap = le32toh(gd->bg_inode_bitmap);
+		gr->inode_table = le32toh(gd->bg_inode_table);
+		gr->free_blocks = le16toh(gd->bg_free_blocks_count);
+		gr->free_inodes = le16toh(gd->bg_free_inodes_count);
+		gr->used_dirs = le16toh(gd->bg_used_dirs_count);
+		meta_end = gr->first + (e2_group_has_super(fs, g)
+						? 1 + fs->gdt_blocks + fs->reserved_gdt
+						: 0);
+		if (g == 0 && fs->first_data == 0)
+			meta_end = 1 + fs->gdt_blocks + fs->reserved_gdt;
+#define IN_GROUP(x) ((x) >= meta_end && (x) < gr->first + gr->nblocks)
+		if (!IN_GROUP(gr->block_bitmap) || !IN_GROUP(gr->inode_bitmap) ||
+		    !IN_GROUP(gr->inode_table) ||
+		    !IN_GROUP(gr->inode_table + fs->itb - 1) ||
+		    gr->block_bitmap == gr->inode_bitmap ||
+		    (gr->block_bitmap >= gr->inode_table &&
+		     gr->block_bitmap < gr->inode_table + fs->itb) ||
+		    (gr->inode_bitmap >= gr->inode_table &&
+		     gr->inode_bitmap < gr->inode_table + fs->itb)) {
+			e2_set_open_error("corrupt group descriptor %u: bitmaps or inode "
+					  "table out of place",
+					  g);
+			cache_put(fs->c, b);
+			return -EUCLEAN;
+		}
+#undef IN_GROUP
+		if (gr->free_blocks > gr->nblocks || gr->free_inodes > fs->ipg ||
+		    gr->used_dirs > fs->ipg) {
+			e2_set_open_error("corrupt group descriptor %u: free counts", g);
+			cache_put(fs->c, b);
+			return -EUCLEAN;
+		}
+		fs->free_blocks += gr->free_blocks;
+		fs->free_inodes += gr->free_inodes;
+	}
+	if (b)
+		cache_put(fs->c, b);
+	return 0;
+}
+
+/* Write the superblock fields in [off, off+len) of fs->sb. */
+static int sb_write(struct e2fs *fs, size_t off, size_t len, struct patch **out)
+{
+	return e2_patch(fs, fs->sb_blk, fs->sb_off + (uint32_t)off, (uint32_t)len,
+			(const uint8_t *)&fs->sb + off, NULL, out);
+}
+
+#define SB_RANGE(a, b)                                                           \
+	offsetof(struct ext2_super_block, a),                                    \
+		offsetof(struct ext2_super_block, b) + sizeof(((struct ext2_super_block *)0)->b) - \
+			offsetof(struct ext2_super_block, a)
+
+/* Free counts need no ordering (fsck recomputes them): dependency-free
+ * patches, which the engine merges into one hard patch per block. */
+int e2_sb_write_counts(struct e2fs *fs)
+{
+	fs->sb.s_free_blocks_count = htole32((uint32_t)fs->free_blocks);
+	fs->sb.s_free_inodes_count = htole32((uint32_t)fs->free_inodes);
+	return sb_write(fs, SB_RANGE(s_free_blocks_count, s_free_inodes_count), NULL);
+}
+
+int e2_gd_write(struct e2fs *fs, uint32_t g)
+{
+	uint32_t per = fs->bs / sizeof(struct ext2_group_desc);
+	uint16_t v[3];
+
+	v[0] = htole16((uint16_t)fs->g[g].free_blocks);
+	v[1] = htole16((uint16_t)fs->g[g].free_inodes);
+	v[2] = htole16((uint16_t)fs->g[g].used_dirs);
+	return e2_patch(fs, fs->first_data + 1 + g / per,
+			(g % per) * sizeof(struct ext2_group_desc) +
+				offsetof(struct ext2_group_desc, bg_free_blocks_count),
+			sizeof(v), v, NULL, NULL);
+}
+
+int e2_sb_set_large_file(struct e2fs *fs, struct patch **out)
+{
+	uint32_t ro = le32toh(fs->sb.s_feature_ro_compat);
+
+	*out = NULL;
+	if (ro & EXT2_FEATURE_RO_COMPAT_LARGE_FILE)
+		return 0;
+	fs->sb.s_feature_ro_compat = htole32(ro | EXT2_FEATURE_RO_COMPAT_LARGE_FILE);
+	if (le32toh(fs->sb.s_rev_level) == EXT2_GOOD_OLD_REV)
+		return -EFBIG;
+	return sb_write(fs, SB_RANGE(s_feature_ro_compat, s_feature_ro_compat), out);
+}
+
+static int mount_rw(struct e2fs *fs)
+{
+	uint16_t state = le16toh(fs->sb.s_state);
+	int r;
+
+	fs->mount_state = state;
+	fs->sb.s_state = htole16(state & ~EXT2_VALID_FS);
+	fs->sb.s_mnt_count = htole16(le16toh(fs->sb.s_mnt_count) + 1);
+	fs->sb.s_mtime = htole32(e2_now());
+	r = sb_write(fs, SB_RANGE(s_mtime, s_wtime), NULL);
+	if (!r)
+		r = sb_write(fs, SB_RANGE(s_mnt_count, s_mnt_count), NULL);
+	if (!r)
+		r = sb_write(fs, SB_RANGE(s_state, s_state), NULL);
+	if (!r)
+		r = e2_sb_write_counts(fs);
+	if (r)
+		return r;
+	/* The unclean mark must be on disk before any other change is. */
+	return cache_sync(fs->c);
+}
+
+static void fs_free(struct e2fs *fs)
+{
+	e2_icache_destroy(fs);
+	e2_freed_destroy(fs);
+	if (fs->c)
+		cache_destroy(fs->c);
+	bdev_destroy(fs->dev);
+	free(fs->g);
+	pthread_mutex_destroy(&fs->lock);
+	free(fs);
+}
+
+int e2_open_bdev(struct bdev *dev, const struct e2_opts *opts, struct e2fs **out)
+{
+	struct e2_opts dflt = { 0 };
+	struct cache_opts co = { 0 };
+	struct e2fs *fs;
+	struct cblock *b = NULL;
+	int r;
+
+	e2_set_open_error("%s", "");
+	if (!opts)
+		opts = &dflt;
+	fs = calloc(1, sizeof(*fs));
+	if (!fs) {
+		bdev_destroy(dev);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&fs->lock, NULL);
+	fs->dev = dev;
+	fs->opts = *opts;
+	fs->ro = opts->readonly;
+	r = bdev_set_block_size(dev, 1024);
+	if (r) {
+		e2_set_open_error("cannot set device block size: %s", strerror(-r));
+		goto fail;
+	}
+	if (dev->nblocks < 2) {
+		e2_set_open_error("device too small for an ext2 file system");
+		r = -EINVAL;
+		goto fail;
+	}
+	{
+		uint8_t buf[1024];
+
+		r = bdev_read(dev, 1, 1, buf);
+		if (r) {
+			e2_set_open_error("cannot read superblock: %s", strerror(-r));
+			goto fail;
+		}
+		memcpy(&fs->sb, buf, sizeof(fs->sb));
+	}
+	r = check_geometry(fs);
+	if (r)
+		goto fail;
+	r = check_features(fs);
+	if (r)
+		goto fail;
+	r = bdev_set_block_size(dev, fs->bs);
+	if (r) {
+		e2_set_open_error("cannot set device block size %u: %s", fs->bs, strerror(-r));
+		goto fail;
+	}
+	fs->sb_blk = fs->bs == 1024 ? 1 : 0;
+	fs->sb_off = fs->bs == 1024 ? 0 : 1024;
+	co.max_blocks = opts->cache_blocks;
+	co.flush_interval_ms = opts->flush_interval_ms;
+	co.consistency = opts->consistency;
+	r = cache_create(dev, &co, &fs->c);
+	if (r) {
+		e2_set_open_error("cannot create block cache: %s", strerror(-r));
+		goto fail;
+	}
+	r = load_groups(fs);
+	if (r)
+		goto fail;
+	fs->ibuckets = 1 << 16;
+	fs->itab = calloc(fs->ibuckets, sizeof(*fs->itab));
+	fs->fbuckets = 1 << 16;
+	fs->ftab = calloc(fs->fbuckets, sizeof(*fs->ftab));
+	if (!fs->itab || !fs->ftab) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	{
+		struct e2_inode *root;
+
+		r = e2_iget(fs, E2_ROOT_INO, &root);
+		if (r || !e2_idir(root)) {
+			e2_set_open_error("corrupt root directory: %s",
+					  r ? fs->err : "not a directory");
+			r = -EUCLEAN;
+			goto fail;
+		}
+	}
+	if (!fs->ro) {
+		r = mount_rw(fs);
+		if (r) {
+			e2_set_open_error("cannot write superblock: %s", strerror(-r));
+			goto fail;
+		}
+	}
+	if (!opts->no_flusher) {
+		r = cache_start_flusher(fs->c);
+		if (r) {
+			e2_set_open_error("cannot start flusher: %s", strerror(-r));
+			goto fail;
+		}
+	}
+	(void)b;
+	*out = fs;
+	return 0;
+fail:
+	fs_free(fs);
+	return r;
+}
+
+int e2_open(const char *path, const struct e2_opts *opts, struct e2fs **out)
+{
+	struct bdev *dev;
+	unsigned flags = BDEV_EXCL;
+	int r;
+
+	if (opts && opts->readonly)
+		flags |= BDEV_RDONLY;
+	r = bdev_file_open(path, 1024, flags, &dev);
+	if (r) {
+		if (r == -EBUSY)
+			e2_set_open_error("'%s' is in use by another fstitch process", path);
+		else
+			e2_set_open_error("cannot open '%s': %s", path, strerror(-r));
+		return r;
+	}
+	return e2_open_bdev(dev, opts, out);
+}
+
+int e2_close(struct e2fs *fs)
+{
+	int r = 0, r2;
+
+	if (!fs)
+		return 0;
+	pthread_mutex_lock(&fs->lock);
+	if (!fs->ro) {
+		/* Orphans: unlinked inodes still referenced when we stop. */
+		for (size_t i = 0; i < fs->ibuckets; i++)
+			for (struct e2_inode *ip = fs->itab[i]; ip; ip = ip->hnext)
+				if (!ip->freed && e2_ilinks(&ip->d) == 0 && ip->d.i_mode) {
+					ip->nlookup = 0;
+					ip->nopen = 0;
+					r2 = e2_ifree(fs, ip);
+					if (!r)
+						r = r2;
+				}
+		r2 = cache_sync(fs->c);
+		if (!r)
+			r = r2;
+		if (!r) {
+			/* Clean only if it was clean at mount and all went well. */
+			fs->sb.s_state = htole16(fs->mount_state);
+			fs->sb.s_wtime = htole32(e2_now());
+			r = e2_sb_write_counts(fs);
+			if (!r)
+				r = sb_write(fs, SB_RANGE(s_wtime, s_wtime), NULL);
+			if (!r)
+				r = sb_write(fs, SB_RANGE(s_state, s_state), NULL);
+			r2 = cache_sync(fs->c);
+			if (!r)
+				r = r2;
+		}
+	}
+	pthread_mutex_unlock(&fs->lock);
+	cache_stop_flusher(fs->c);
+	fs_free(fs);
+	return r;
+}
+
+void e2_abandon(struct e2fs *fs)
+{
+	if (!fs)
+		return;
+	cache_stop_flusher(fs->c);
+	fs_free(fs);
+}
+
+int e2_statfs(struct e2fs *fs, struct statvfs *sv)
+{
+	uint64_t resv;
+
+	memset(sv, 0, sizeof(*sv));
+	pthread_mutex_lock(&fs->lock);
+	resv = le32toh(fs->sb.s_r_blocks_count);
+	sv->f_bsize = fs->bs;
+	sv->f_frsize = fs->bs;
+	sv->f_blocks = fs->nblocks - fs->first_data;
+	sv->f_bfree = fs->free_blocks;
+	sv->f_bavail = fs->free_blocks > resv ? fs->free_blocks - resv : 0;
+	sv->f_files = fs->ninodes;
+	sv->f_ffree = fs->free_inodes;
+	sv->f_favail = fs->free_inodes;
+	sv->f_namemax = EXT2_NAME_LEN;
+	{
+		uint32_t id;
+
+		memcpy(&id, fs->sb.s_uuid, sizeof(id));
+		sv->f_fsid = le32toh(id);
+	}
+	if (fs->ro)
+		sv->f_flag |= ST_RDONLY;
+	pthread_mutex_unlock(&fs->lock);
+	return 0;
+}
+
+int e2_sync(struct e2fs *fs)
+{
+	int r;
+
+	if (fs->ro)
+		return 0;
+	pthread_mutex_lock(&fs->lock);
+	r = e2_sb_write_counts(fs);
+	pthread_mutex_unlock(&fs->lock);
+	if (r)
+		return r;
+	/* Not under fs->lock: other operations go on while rounds are written. */
+	return cache_sync(fs->c);
+}
+
+/* Only this inode's changes and what they depend on: the patches recorded
+ * in ip->sync (data, inode, new entries).  Not under fs->lock while the
+ * rounds are written. */
+int e2_fsync(struct e2fs *fs, uint32_t ino, bool datasync)
+{
+	struct e2_inode *ip;
+	struct patch *p = NULL;
+	int r;
+
+	(void)datasync;
+	if (fs->ro)
+		return 0;
+	if (fs->opts.consistency == CONSISTENCY_NONE)
+		return e2_sync(fs);
+	pthread_mutex_lock(&fs->lock);
+	r = e2_iget(fs, ino, &ip);
+	if (!r) {
+		p = ip->sync;
+		ip->sync = NULL; /* later changes start a new set */
+	}
+	pthread_mutex_unlock(&fs->lock);
+	if (r || !p)
+		return r;
+	r = cache_sync_patch(fs->c, p);
+	patch_release(fs->c, p);
+	return r;
+}

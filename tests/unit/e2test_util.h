@@ -1,0 +1,93 @@
+/* Helpers for the ext2 module's tests: make images with mke2fs, move them
+ * between files and memory, and run e2fsck -fn and sort what it says into
+ * clean, benign (what a soft-updates crash may leave) and dangerous.
+ *
+ * Linked into every unit test binary, so this depends on libc only (the
+ * tests themselves turn image bytes into memory devices).
+ */
+#ifndef E2TEST_UTIL_H
+#define E2TEST_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- small deterministic random numbers ------------------------------ */
+
+struct e2t_rng {
+	uint64_t s;
+};
+void e2t_rng_seed(struct e2t_rng *r, uint64_t seed);
+uint64_t e2t_rng_next(struct e2t_rng *r);
+/* Uniform in [0, n); 0 if n is 0. */
+uint64_t e2t_rng_below(struct e2t_rng *r, uint64_t n);
+/* The seed for a test: the environment variable `env` if set (decimal or
+ * 0x hex), otherwise def. */
+uint64_t e2t_seed(const char *env, uint64_t def);
+/* An integer from the environment, or def. */
+long e2t_env_long(const char *env, long def);
+
+/* ---- files and commands ---------------------------------------------- */
+
+/* A directory for scratch files: $E2T_TMPDIR, /dev/shm, $TMPDIR or /tmp. */
+const char *e2t_tmpdir(void);
+/* A new empty scratch file path (malloc'd; the file exists, empty), or NULL.
+ * tag goes into the name. */
+char *e2t_tmpfile(const char *tag);
+/* A new scratch directory (malloc'd), or NULL. */
+char *e2t_tmpdir_new(const char *tag);
+/* rm -rf path (best effort). */
+void e2t_rm_rf(const char *path);
+
+int e2t_read_file(const char *path, void **data, size_t *len);
+int e2t_write_file(const char *path, const void *data, size_t len);
+
+/* Run argv[0] (searched in PATH and /sbin:/usr/sbin) with argv, stdin from
+ * /dev/null, stdout and stderr captured together into *out (malloc'd, NUL
+ * terminated; may be NULL to discard).  Returns the exit status (0..255),
+ * 128+signal if killed, or -errno if it could not be run. */
+int e2t_run(char *const argv[], char **out);
+/* The same with a shell command line (sh -c). */
+int e2t_sh(const char *cmd, char **out);
+
+/* Make an ext2 image of size_kib KiB at path with
+ * `mke2fs -q -F -t ext2 -b block_size <extra options> path size_kib`.
+ * extra is split at spaces (may be NULL); if it starts with "-t " it
+ * replaces "-t ext2".  0 or -errno / positive mke2fs
+ * status; *msg (if not NULL) gets mke2fs's output. */
+int e2t_mkfs(const char *path, unsigned size_kib, unsigned block_size,
+	     const char *extra, char **msg);
+/* The same into memory: the image bytes (malloc'd) in *img, *len. */
+int e2t_mkfs_mem(unsigned size_kib, unsigned block_size, const char *extra,
+		 void **img, size_t *len);
+
+/* ---- e2fsck ---------------------------------------------------------- */
+
+enum e2t_verdict {
+	E2T_CLEAN = 0,     /* exit 0, no findings */
+	E2T_BENIGN = 1,    /* only findings soft updates may leave */
+	E2T_DANGEROUS = 2, /* anything else, including operational errors */
+};
+
+struct e2t_fsck {
+	int status;                /* e2fsck exit status */
+	enum e2t_verdict verdict;
+	unsigned nbenign, ndangerous;
+	char findings[2048];       /* "B: line" / "D: line", newline separated,
+				    * truncated */
+	char *output;              /* full output (malloc'd); e2t_fsck_free */
+};
+
+/* Sort e2fsck -fn output (and its exit status) into *r (output is not
+ * copied into r->output). */
+void e2t_fsck_classify(const char *output, int status, struct e2t_fsck *r);
+/* Run e2fsck -fn on an image file.  0, or -errno if e2fsck could not run. */
+int e2t_fsck_file(const char *path, struct e2t_fsck *r);
+/* Write img to a scratch file, check it, remove it. */
+int e2t_fsck_mem(const void *img, size_t len, struct e2t_fsck *r);
+void e2t_fsck_free(struct e2t_fsck *r);
+const char *e2t_verdict_name(enum e2t_verdict v);
+
+/* 64-bit FNV-1a of a buffer (to recognise images already checked). */
+uint64_t e2t_hash(const void *data, size_t len);
+
+#endif

@@ -1,0 +1,438 @@
+/* Focused tests of the ext2 module's operations on small images made by the
+ * stock mke2fs, each checked afterwards with e2fsck -fn. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include "e2.h"
+
+static char img[64];
+
+static int sh(const char *fmt, ...)
+{
+	char cmd[1024];
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	st = system(cmd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Make a fresh image with mke2fs and the given extra options. */
+static void mkimg(const char *size, const char *opts)
+{
+	snprintf(img, sizeof(img), "/tmp/e2basic.%d.img", (int)getpid());
+	unlink(img);
+	assert_int_equal(sh("mke2fs -q -t ext2 -F -b 1024 %s %s %s >/dev/null 2>&1", opts,
+			    img, size),
+			 0);
+}
+
+static struct e2fs *open_img(void)
+{
+	struct e2_opts o = { .no_flusher = true };
+	struct e2fs *fs = NULL;
+	int r = e2_open(img, &o, &fs);
+
+	if (r)
+		fprintf(stderr, "# open: %s\n", e2_open_error());
+	assert_int_equal(r, 0);
+	return fs;
+}
+
+static void fsck_clean(void)
+{
+	int rc = sh("e2fsck -fn %s >/tmp/e2basic.fsck 2>&1", img);
+
+	if (rc != 0)
+		sh("cat /tmp/e2basic.fsck >&2");
+	assert_int_equal(rc, 0);
+}
+
+static void close_check(struct e2fs *fs)
+{
+	assert_int_equal(e2_close(fs), 0);
+	fsck_clean();
+}
+
+static uint32_t mk(struct e2fs *fs, uint32_t dir, const char *name, mode_t mode)
+{
+	struct stat st;
+
+	if (S_ISDIR(mode))
+		assert_int_equal(e2_mkdir(fs, dir, name, mode & 07777, 0, 0, &st), 0);
+	else
+		assert_int_equal(e2_mknod(fs, dir, name, mode, 0, 0, 0, &st), 0);
+	return (uint32_t)st.st_ino;
+}
+
+static void test_open_refuses_features(void **state)
+{
+	static const char *feats[] = { "extents", "meta_bg,^resize_inode", "flex_bg",
+				       "metadata_csum", "huge_file", "uninit_bg" };
+	struct e2fs *fs = NULL;
+	struct e2_opts o = { .no_flusher = true };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(feats) / sizeof(feats[0]); i++) {
+		char opt[64];
+
+		snprintf(opt, sizeof(opt), "-O %s", feats[i]);
+		mkimg("4M", opt);
+		assert_int_equal(e2_open(img, &o, &fs), -EOPNOTSUPP);
+		assert_non_null(strstr(e2_open_error(), strtok(opt + 3, ",")));
+	}
+	mkimg("4M", "-O ^resize_inode");
+	assert_int_equal(sh("dd if=/dev/zero of=%s bs=1024 seek=1 count=1 conv=notrunc "
+			    "2>/dev/null", img), 0);
+	assert_int_equal(e2_open(img, &o, &fs), -EINVAL);
+	assert_non_null(strstr(e2_open_error(), "magic"));
+}
+
+static void test_open_busy(void **state)
+{
+	struct e2_opts o = { .no_flusher = true };
+	struct e2fs *fs, *fs2 = NULL;
+
+	(void)state;
+	mkimg("4M", "");
+	fs = open_img();
+	assert_int_equal(e2_open(img, &o, &fs2), -EBUSY);
+	close_check(fs);
+}
+
+struct names {
+	char buf[4096];
+	size_t n;
+	off_t last_next;
+};
+
+static int collect(const struct e2_dirent *d, void *arg)
+{
+	struct names *nm = arg;
+
+	nm->n += (size_t)snprintf(nm->buf + nm->n, sizeof(nm->buf) - nm->n, "%s,", d->name);
+	nm->last_next = d->next;
+	return 0;
+}
+
+static void test_read_populated(void **state)
+{
+	char dir[64], buf[70000], big[70000];
+	struct e2fs *fs;
+	struct stat st;
+	struct names nm = { .n = 0 };
+	uint32_t sub;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "/tmp/e2basic.%d.d", (int)getpid());
+	assert_int_equal(sh("rm -rf %s && mkdir -p %s/sub && printf hello > %s/small && "
+			    "ln -s small %s/fast && ln -s %0200d %s/slow && "
+			    "head -c 70000 /dev/urandom > %s/sub/big && "
+			    "truncate -s 5000000 %s/sparse && printf tail >> %s/sparse",
+			    dir, dir, dir, dir, 0, dir, dir, dir, dir),
+			 0);
+	mkimg("8M", "");
+	assert_int_equal(sh("mke2fs -q -t ext2 -F -b 1024 -d %s %s 8M >/dev/null 2>&1", dir,
+			    img),
+			 0);
+	fs = open_img();
+	assert_int_equal(e2_lookup(fs, E2_ROOT_INO, "small", &st), 0);
+	assert_int_equal(st.st_size, 5);
+	assert_int_equal(e2_read(fs, (uint32_t)st.st_ino, buf, sizeof(buf), 0), 5);
+	assert_memory_equal(buf, "hello", 5);
+	assert_int_equal(e2_lookup(fs, E2_ROOT_INO, "fast", &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	assert_int_equal(e2_readlink(fs, (uint32_t)st.st_ino, buf, sizeof(buf)), 5);
+	assert_int_equal(e2_lookup(fs, E2_ROOT_INO, "slow", &st), 0);
+	assert_int_equal(e2_readlink(fs, (uint32_t)st.st_ino, buf, sizeof(buf)), 200);
+	assert_int_equal(e2_lookup(fs, E2_ROOT_INO, "sub", &st), 0);
+	sub = (uint32_t)st.st_ino;
+	assert_int_equal(e2_lookup(fs, sub, "big", &st), 0);
+	assert_int_equal(e2_read(fs, (uint32_t)st.st_ino, buf, sizeof(buf), 0), 70000);
+	{
+		char path[128];
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/sub/big", dir);
+		f = fopen(path, "rb");
+		assert_non_null(f);
+		assert_int_equal(fread(big, 1, 70000, f), 70000);
+		fclose(f);
+	}
+	assert_memory_equal(buf, big, 70000);
+	assert_int_equal(e2_lookup(fs, E2_ROOT_INO, "sparse", &st), 0);
+	assert_int_equal(st.st_size, 5000004);
+	assert_true(st.st_blocks < 100);
+	assert_int_equal(e2_read(fs, (uint32_t)st.st_ino, buf, 10, 4000000), 10);
+	assert_memory_equal(buf, "\0\0\0\0\0\0\0\0\0\0", 10);
+	assert_int_equal(e2_read(fs, (uint32_t)st.st_ino, buf, 100, 5000000), 4);
+	assert_memory_equal(buf, "tail", 4);
+	assert_int_equal(e2_lookup(fs, E2_ROOT_INO, "nope", &st), -ENOENT);
+	assert_int_equal(e2_readdir(fs, E2_ROOT_INO, 0, collect, &nm), 0);
+	assert_non_null(strstr(nm.buf, ".,"));
+	assert_non_null(strstr(nm.buf, "..,"));
+	assert_non_null(strstr(nm.buf, "lost+found,"));
+	assert_non_null(strstr(nm.buf, "sparse,"));
+	close_check(fs);
+	sh("rm -rf %s", dir);
+}
+
+static void test_create_write_remove(void **state)
+{
+	struct e2fs *fs;
+	struct stat st, a;
+	static char data[300000], back[300000];
+	uint32_t d, f, f2;
+
+	(void)state;
+	mkimg("16M", "");
+	fs = open_img();
+	d = mk(fs, E2_ROOT_INO, "dir", S_IFDIR | 0755);
+	assert_int_equal(e2_getattr(fs, E2_ROOT_INO, &st), 0);
+	assert_int_equal(st.st_nlink, 4); /* ., .., lost+found, dir */
+	f = mk(fs, d, "file", S_IFREG | 0644);
+	assert_int_equal(e2_mknod(fs, d, "file", S_IFREG | 0644, 0, 0, 0, &st), -EEXIST);
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (char)(i * 7 + i / 1000);
+	assert_int_equal(e2_write(fs, f, data, sizeof(data), 0), (ssize_t)sizeof(data));
+	assert_int_equal(e2_read(fs, f, back, sizeof(back), 0), (ssize_t)sizeof(back));
+	assert_memory_equal(data, back, sizeof(data));
+	assert_int_equal(e2_getattr(fs, f, &st), 0);
+	assert_int_equal(st.st_size, sizeof(data));
+	/* data blocks plus one indirect and one double indirect block with
+	 * its child, in 512-byte units */
+	assert_int_equal(st.st_blocks, (293 + 1 + 2) * 2);
+	/* overwrite in the middle and read back */
+	assert_int_equal(e2_write(fs, f, "XYZ", 3, 100000), 3);
+	assert_int_equal(e2_read(fs, f, back, 5, 99999), 5);
+	assert_memory_equal(back + 1, "XYZ", 3);
+	/* a hole far away: triple indirect on 1 KiB blocks */
+	assert_int_equal(e2_write(fs, f, "end", 3, 80000000), 3);
+	assert_int_equal(e2_read(fs, f, back, 10, 70000000), 10);
+	assert_memory_equal(back, "\0\0\0\0\0\0\0\0\0\0", 10);
+	/* truncate down frees the indirect trees */
+	a.st_size = 1000;
+	assert_int_equal(e2_setattr(fs, f, &a, E2_SET_SIZE, &st), 0);
+	assert_int_equal(st.st_size, 1000);
+	assert_int_equal(st.st_blocks, 2);
+	a.st_size = 5000;
+	assert_int_equal(e2_setattr(fs, f, &a, E2_SET_SIZE, &st), 0);
+	assert_int_equal(e2_read(fs, f, back, 5000, 0), 5000);
+	assert_memory_equal(back, data, 1000);
+	assert_memory_equal(back + 1000, (char[4000]){ 0 }, 4000);
+	a.st_mode = 0600;
+	a.st_uid = 70000;
+	a.st_gid = 12;
+	assert_int_equal(e2_setattr(fs, f, &a, E2_SET_MODE | E2_SET_UID | E2_SET_GID, &st), 0);
+	assert_int_equal(st.st_mode, S_IFREG | 0600);
+	assert_int_equal(st.st_uid, 70000);
+	assert_int_equal(st.st_gid, 12);
+	/* hard link, then unlink both names */
+	assert_int_equal(e2_link(fs, f, E2_ROOT_INO, "hard", &st), 0);
+	assert_int_equal(st.st_nlink, 2);
+	assert_int_equal(e2_rmdir(fs, E2_ROOT_INO, "dir"), -ENOTEMPTY);
+	assert_int_equal(e2_unlink(fs, d, "file"), 0);
+	assert_int_equal(e2_rmdir(fs, E2_ROOT_INO, "dir"), 0);
+	assert_int_equal(e2_lookup(fs, E2_ROOT_INO, "dir", &st), -ENOENT);
+	assert_int_equal(e2_getattr(fs, E2_ROOT_INO, &st), 0);
+	assert_int_equal(st.st_nlink, 3);
+	/* open and unlinked: stays readable until released */
+	assert_int_equal(e2_open_inode(fs, f), 0);
+	assert_int_equal(e2_unlink(fs, E2_ROOT_INO, "hard"), 0);
+	assert_int_equal(e2_read(fs, f, back, 3, 0), 3);
+	assert_int_equal(e2_release_inode(fs, f), 0);
+	assert_int_equal(e2_forget(fs, f, 3), 0);
+	/* fifo, socket, devices, symlinks */
+	f2 = mk(fs, E2_ROOT_INO, "fifo", S_IFIFO | 0644);
+	assert_int_equal(e2_getattr(fs, f2, &st), 0);
+	assert_true(S_ISFIFO(st.st_mode));
+	mk(fs, E2_ROOT_INO, "sock", S_IFSOCK | 0644);
+	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "cdev", S_IFCHR | 0600, makedev(4, 5), 0, 0,
+				  &st),
+			 0);
+	assert_int_equal(st.st_rdev, makedev(4, 5));
+	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "bdev", S_IFBLK | 0600,
+				  makedev(259, 70000), 0, 0, &st),
+			 0);
+	assert_int_equal(e2_getattr(fs, (uint32_t)st.st_ino, &st), 0);
+	assert_int_equal(st.st_rdev, makedev(259, 70000));
+	{
+		char target[300], out[300];
+
+		memset(target, 'x', sizeof(target) - 1);
+		target[sizeof(target) - 1] = 0;
+		assert_int_equal(e2_symlink(fs, E2_ROOT_INO, "slow", target, 0, 0, &st), 0);
+		assert_int_equal(e2_readlink(fs, (uint32_t)st.st_ino, out, sizeof(out)), 299);
+		assert_memory_equal(out, target, 299);
+		assert_int_equal(e2_symlink(fs, E2_ROOT_INO, "fast", "abc", 0, 0, &st), 0);
+		assert_int_equal(e2_readlink(fs, (uint32_t)st.st_ino, out, sizeof(out)), 3);
+	}
+	close_check(fs);
+	assert_int_equal(sh("debugfs -R 'stat /bdev' %s 2>/dev/null | grep -q "
+			    "'Device major/minor number: 259:70000'", img), 0);
+	assert_int_equal(sh("debugfs -R 'cat /slow' %s >/dev/null 2>&1", img), 0);
+}
+
+static void test_rename(void **state)
+{
+	struct e2fs *fs;
+	struct stat st;
+	uint32_t a, b, x, y, z;
+
+	(void)state;
+	mkimg("8M", "");
+	fs = open_img();
+	a = mk(fs, E2_ROOT_INO, "a", S_IFDIR | 0755);
+	b = mk(fs, E2_ROOT_INO, "b", S_IFDIR | 0755);
+	x = mk(fs, a, "x", S_IFREG | 0644);
+	y = mk(fs, a, "y", S_IFREG | 0644);
+	/* plain, within a directory */
+	assert_int_equal(e2_rename(fs, a, "x", a, "x2", 0), 0);
+	assert_int_equal(e2_lookup(fs, a, "x", &st), -ENOENT);
+	assert_int_equal(e2_lookup(fs, a, "x2", &st), 0);
+	assert_int_equal(st.st_ino, x);
+	/* over an existing file */
+	assert_int_equal(e2_rename(fs, a, "x2", a, "y", E2_RENAME_NOREPLACE), -EEXIST);
+	assert_int_equal(e2_rename(fs, a, "x2", a, "y", 0), 0);
+	assert_int_equal(e2_lookup(fs, a, "y", &st), 0);
+	assert_int_equal(st.st_ino, x);
+	assert_int_equal(e2_forget(fs, y, 1), 0);
+	/* a directory across parents, and into its own subtree */
+	z = mk(fs, a, "z", S_IFDIR | 0755);
+	mk(fs, z, "inner", S_IFDIR | 0755);
+	assert_int_equal(e2_rename(fs, a, "z", z, "zz", 0), -EINVAL);
+	assert_int_equal(e2_rename(fs, E2_ROOT_INO, "a", z, "zz", 0), -EINVAL);
+	assert_int_equal(e2_rename(fs, a, "z", b, "z", 0), 0);
+	assert_int_equal(e2_getattr(fs, a, &st), 0);
+	assert_int_equal(st.st_nlink, 2);
+	assert_int_equal(e2_getattr(fs, b, &st), 0);
+	assert_int_equal(st.st_nlink, 3);
+	assert_int_equal(e2_lookup(fs, z, "..", &st), 0);
+	assert_int_equal(st.st_ino, b);
+	/* directory over an empty directory, and over a non-empty one */
+	mk(fs, a, "empty", S_IFDIR | 0755);
+	assert_int_equal(e2_rename(fs, b, "z", a, "empty", 0), 0);
+	assert_int_equal(e2_getattr(fs, a, &st), 0);
+	assert_int_equal(st.st_nlink, 3);
+	assert_int_equal(e2_getattr(fs, b, &st), 0);
+	assert_int_equal(st.st_nlink, 2);
+	mk(fs, b, "full", S_IFDIR | 0755);
+	mk(fs, a, "full2", S_IFDIR | 0755);
+	assert_int_equal(e2_rename(fs, b, "full", a, "empty", 0), -ENOTEMPTY);
+	assert_int_equal(e2_rename(fs, a, "y", a, "empty", 0), -EISDIR);
+	assert_int_equal(e2_rename(fs, a, "empty", a, "y", 0), -ENOTDIR);
+	/* exchange a file and a directory across parents */
+	assert_int_equal(e2_rename(fs, a, "y", b, "full", E2_RENAME_EXCHANGE), 0);
+	assert_int_equal(e2_lookup(fs, b, "full", &st), 0);
+	assert_int_equal(st.st_ino, x);
+	assert_int_equal(e2_lookup(fs, a, "y", &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(e2_lookup(fs, (uint32_t)st.st_ino, "..", &st), 0);
+	assert_int_equal(st.st_ino, a);
+	close_check(fs);
+}
+
+static void test_big_directory_and_htree(void **state)
+{
+	char dir[64], name[64];
+	struct e2fs *fs;
+	struct stat st;
+	uint32_t d;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "/tmp/e2basic.%d.h", (int)getpid());
+	assert_int_equal(sh("rm -rf %s && mkdir -p %s/h && cd %s/h && "
+			    "for i in $(seq 1 400); do : > f$i; done", dir, dir, dir), 0);
+	mkimg("8M", "");
+	/* e2fsck -D builds the htree index mke2fs -d does not */
+	assert_int_equal(sh("mke2fs -q -t ext2 -F -b 1024 -N 4096 -d %s %s 8M >/dev/null 2>&1 && "
+			    "{ e2fsck -fyD %s >/dev/null 2>&1; [ $? -le 1 ]; } && "
+			    "debugfs -R 'stat /h' %s 2>/dev/null | grep -q 'Flags: 0x1000'",
+			    dir, img, img, img),
+			 0);
+	fs = open_img();
+	assert_int_equal(e2_lookup(fs, E2_ROOT_INO, "h", &st), 0);
+	d = (uint32_t)st.st_ino;
+	for (int i = 1; i <= 400; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		assert_int_equal(e2_lookup(fs, d, name, &st), 0);
+	}
+	for (int i = 401; i <= 3000; i++) {
+		snprintf(name, sizeof(name), "a-rather-longer-name-%d", i);
+		mk(fs, d, name, S_IFREG | 0644);
+	}
+	for (int i = 1; i <= 400; i += 2) {
+		snprintf(name, sizeof(name), "f%d", i);
+		assert_int_equal(e2_unlink(fs, d, name), 0);
+	}
+	for (int i = 401; i <= 3000; i++) {
+		snprintf(name, sizeof(name), "a-rather-longer-name-%d", i);
+		assert_int_equal(e2_lookup(fs, d, name, &st), 0);
+	}
+	close_check(fs);
+	assert_int_equal(sh("debugfs -R 'stat /h' %s 2>/dev/null | grep -q 'Flags: 0x1000'",
+			    img),
+			 1);
+	sh("rm -rf %s", dir);
+}
+
+static void test_enospc(void **state)
+{
+	static char chunk[65536];
+	struct e2fs *fs;
+	struct stat st;
+	uint32_t f;
+	ssize_t w;
+	off_t off = 0;
+	int i, r;
+
+	(void)state;
+	mkimg("2M", "-N 64");
+	fs = open_img();
+	f = mk(fs, E2_ROOT_INO, "fill", S_IFREG | 0644);
+	while ((w = e2_write(fs, f, chunk, sizeof(chunk), off)) > 0)
+		off += w;
+	assert_int_equal(w, -ENOSPC);
+	assert_true(off > 1500000);
+	assert_int_equal(e2_mkdir(fs, E2_ROOT_INO, "d", 0755, 0, 0, &st), -ENOSPC);
+	for (i = 0; i < 200; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "n%d", i);
+		r = e2_mknod(fs, E2_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st);
+		if (r)
+			break;
+	}
+	assert_int_equal(r, -ENOSPC);
+	close_check(fs);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_open_refuses_features),
+		cmocka_unit_test(test_open_busy),
+		cmocka_unit_test(test_read_populated),
+		cmocka_unit_test(test_create_write_remove),
+		cmocka_unit_test(test_rename),
+		cmocka_unit_test(test_big_directory_and_htree),
+		cmocka_unit_test(test_enospc),
+	};
+	int r = cmocka_run_group_tests(tests, NULL, NULL);
+
+	unlink(img);
+	return r;
+}
