@@ -1,0 +1,291 @@
+/* pgrun: run a command, and everything it starts, inside a patchgroup. */
+#include <argp.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "cliopt.h"
+#include "pgcli.h"
+
+/* pgrun's own failures: the status env(1) and timeout(1) use, so that a
+ * script can tell them from the command's. */
+#define PGRUN_EXIT_FAIL 125
+#define PGRUN_EXIT_NOEXEC 126
+#define PGRUN_EXIT_NOTFOUND 127
+#define AFTER_MAX 64
+
+enum { KEY_ID_FILE = 0x100, KEY_ID_FD, KEY_FSYNC };
+
+static struct {
+	pg_t group;
+	pg_t after[AFTER_MAX];
+	int nafter;
+	int print_id;
+	const char *id_file;
+	int id_fd;
+	int sync;
+	int fsync_order; /* -1: leave as inherited */
+	char **cmd;
+} o = { .id_fd = -1, .fsync_order = -1 };
+
+static pid_t child;
+
+static const struct argp_option options[] = {
+	{ NULL, 0, NULL, 0, "Group:", 1 },
+	{ "group", 'g', "ID", 0, "Engage the existing group ID instead of creating one", 1 },
+	{ "after", 'a', "ID", 0,
+	  "The new group's changes reach disk after those of group ID (repeatable)", 1 },
+	{ "sync", 's', NULL, 0, "Wait until the group's changes are durable before exiting", 1 },
+	{ "fsync", KEY_FSYNC, "order|keep", 0,
+	  "order: an fsync inside COMMAND returns at once and orders later changes "
+	  "after earlier ones; keep: fsync is a real fsync (default)", 1 },
+	{ NULL, 0, NULL, 0, "Group id output:", 2 },
+	{ "print-id", 'p', NULL, 0,
+	  "Print the group id on standard output before running COMMAND", 2 },
+	{ "id-file", KEY_ID_FILE, "FILE", 0, "Write the group id to FILE", 2 },
+	{ "id-fd", KEY_ID_FD, "N", 0, "Write the group id to file descriptor N and close it", 2 },
+	{ 0 }
+};
+
+static error_t parse(int key, char *arg, struct argp_state *state)
+{
+	pg_t id;
+	char *end;
+	long v;
+
+	switch (key) {
+	case 'g':
+	case 'a':
+		if (pgcli_parse_id(arg, &id) < 0)
+			argp_error(state, "invalid group id '%s'", arg);
+		if (key == 'g') {
+			o.group = id;
+		} else {
+			if (o.nafter == AFTER_MAX)
+				argp_error(state, "too many --after options (at most %d)",
+					   AFTER_MAX);
+			o.after[o.nafter++] = id;
+		}
+		return 0;
+	case 's':
+		o.sync = 1;
+		return 0;
+	case KEY_FSYNC:
+		if (!strcmp(arg, "order"))
+			o.fsync_order = 1;
+		else if (!strcmp(arg, "keep"))
+			o.fsync_order = 0;
+		else
+			argp_error(state, "--fsync takes 'order' or 'keep', not '%s'", arg);
+		return 0;
+	case 'p':
+		o.print_id = 1;
+		return 0;
+	case KEY_ID_FILE:
+		o.id_file = arg;
+		return 0;
+	case KEY_ID_FD:
+		errno = 0;
+		v = strtol(arg, &end, 10);
+		if (errno || *end || v < 0 || v > 1 << 20 || end == arg)
+			argp_error(state, "invalid file descriptor '%s'", arg);
+		o.id_fd = (int)v;
+		return 0;
+	case ARGP_KEY_ARG:
+		/* Everything from COMMAND on belongs to COMMAND. */
+		o.cmd = &state->argv[state->next - 1];
+		state->next = state->argc;
+		return 0;
+	case ARGP_KEY_END:
+		if (!o.cmd)
+			argp_error(state, "no COMMAND given");
+		return 0;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+}
+
+static const struct argp_child children[] = {
+	{ &cliopt_dir_argp, 0, NULL, 0 },
+	{ 0 }
+};
+
+const char *argp_program_version = "pgrun (fstitch) " FSTITCH_VERSION;
+
+static const struct argp argp = {
+	options, parse, "[--] COMMAND [ARG...]",
+	"Run COMMAND, and every process it starts, inside a patchgroup on an "
+	"fstitch mount: their changes reach disk after those of every --after "
+	"group, and before those of any group that later names this one as a "
+	"before.\v"
+	"Exit status: COMMAND's own (128+N when it was killed by signal N); "
+	"125 when pgrun itself fails, 126 when COMMAND cannot be run, 127 when "
+	"it is not found, 64 for a usage error.  With --print-id the id is the "
+	"first line of standard output, before anything COMMAND prints.",
+	children, NULL, NULL
+};
+
+static void forward(int sig)
+{
+	if (child > 0)
+		kill(child, sig);
+}
+
+static int tell_id(pg_t id)
+{
+	int fd;
+
+	if (o.print_id) {
+		printf("%lld\n", (long long)id);
+		if (fflush(stdout) == EOF) {
+			cli_error_errno(errno, "cannot print the group id");
+			return -1;
+		}
+	}
+	if (o.id_file) {
+		fd = open(o.id_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+		if (fd < 0 || dprintf(fd, "%lld\n", (long long)id) < 0 || close(fd) < 0) {
+			cli_error_errno(errno, "cannot write the group id to '%s'", o.id_file);
+			return -1;
+		}
+	}
+	if (o.id_fd >= 0) {
+		if (dprintf(o.id_fd, "%lld\n", (long long)id) < 0) {
+			cli_error_errno(errno, "cannot write the group id to fd %d", o.id_fd);
+			return -1;
+		}
+		/* Closed so that a reader of a pipe sees the end. */
+		close(o.id_fd);
+	}
+	return 0;
+}
+
+/* Run the command as a child and reap every descendant (pgrun is their
+ * subreaper).  Returns the exit status pgrun should pass on. */
+static int run(void)
+{
+	struct sigaction sa = { .sa_handler = forward };
+	int pfd[2], st = 0, cst = -1, err = 0;
+	pid_t pid;
+
+	if (pipe2(pfd, O_CLOEXEC) < 0) {
+		cli_error_errno(errno, "cannot create a pipe");
+		return PGRUN_EXIT_FAIL;
+	}
+	child = fork();
+	if (child < 0) {
+		cli_error_errno(errno, "cannot fork");
+		return PGRUN_EXIT_FAIL;
+	}
+	if (child == 0) {
+		close(pfd[0]);
+		execvp(o.cmd[0], o.cmd);
+		err = errno;
+		if (write(pfd[1], &err, sizeof(err)) < 0)
+			_exit(PGRUN_EXIT_NOEXEC);
+		_exit(err == ENOENT ? PGRUN_EXIT_NOTFOUND : PGRUN_EXIT_NOEXEC);
+	}
+	close(pfd[1]);
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	/* The terminal sends SIGINT and SIGQUIT to the command as well: let
+	 * it decide, and report what it did. */
+	signal(SIGINT, SIG_IGN);
+	signal(SIGQUIT, SIG_IGN);
+	if (read(pfd[0], &err, sizeof(err)) == sizeof(err))
+		cli_error_errno(err, "cannot run '%s'", o.cmd[0]);
+	close(pfd[0]);
+	for (;;) {
+		pid = waitpid(-1, &st, 0);
+		if (pid < 0) {
+			if (errno == EINTR)
+				continue;
+			break; /* ECHILD: every descendant is gone */
+		}
+		if (pid == child) {
+			cst = st;
+			child = 0;
+		}
+	}
+	if (WIFSIGNALED(cst))
+		return 128 + WTERMSIG(cst);
+	return WEXITSTATUS(cst);
+}
+
+int main(int argc, char **argv)
+{
+	char why[160];
+	pg_t id;
+	int i, r, status;
+	bool created = false;
+
+	argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, NULL);
+	r = pgcli_use_dir(cliopt.dir);
+	if (r < 0) {
+		cli_error_errno(r, "cannot use '%s'", cliopt.dir);
+		return PGRUN_EXIT_FAIL;
+	}
+	if (o.group) {
+		id = o.group;
+	} else {
+		id = pg_create();
+		if (id < 0) {
+			cli_error("cannot create a group: %s", pgcli_why(why, sizeof(why), errno, 0));
+			return PGRUN_EXIT_FAIL;
+		}
+		created = true;
+	}
+	for (i = 0; i < o.nafter; i++) {
+		if (pg_depend(o.after[i], id) < 0) {
+			r = errno;
+			cli_error("cannot add dependency %lld -> %lld: %s", (long long)o.after[i],
+				  (long long)id,
+				  pgcli_why(why, sizeof(why), r,
+					    pgcli_depend_culprit(r, o.after[i], id)));
+			goto fail;
+		}
+	}
+	if (o.fsync_order >= 0 && pg_fsync_policy(o.fsync_order ? PG_FSYNC_ORDER
+								: PG_FSYNC_KEEP) < 0) {
+		cli_error("cannot set the fsync policy: %s", pgcli_why(why, sizeof(why), errno, id));
+		goto fail;
+	}
+	if (pg_engage(id) < 0) {
+		cli_error("cannot engage group %lld: %s", (long long)id,
+			  pgcli_why(why, sizeof(why), errno, id));
+		goto fail;
+	}
+	if (tell_id(id) < 0)
+		goto fail;
+	/* Children that daemonise are reparented to us, not to init: they
+	 * stay in the group's process tree and we wait for them too. */
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+		cli_error_errno(errno, "cannot become a subreaper (daemons may escape)");
+	status = run();
+	if (pg_disengage(id) < 0 && errno != ENOTCONN) {
+		cli_error("cannot disengage group %lld: %s", (long long)id,
+			  pgcli_why(why, sizeof(why), errno, id));
+		status = PGRUN_EXIT_FAIL;
+	}
+	if (o.sync && pg_sync(id) < 0) {
+		cli_error("cannot sync group %lld: %s", (long long)id,
+			  pgcli_why(why, sizeof(why), errno, id));
+		status = PGRUN_EXIT_FAIL;
+	}
+	if (created && pg_close(id) < 0) {
+		cli_error("cannot close group %lld: %s", (long long)id,
+			  pgcli_why(why, sizeof(why), errno, id));
+		status = PGRUN_EXIT_FAIL;
+	}
+	return status;
+fail:
+	if (created)
+		pg_close(id);
+	return PGRUN_EXIT_FAIL;
+}

@@ -1,0 +1,27 @@
+# bash completion for pgdepend
+
+_pgdepend()
+{
+	local cur prev words cword
+	_init_completion || return
+
+	case $prev in
+	-C | --directory)
+		_filedir -d
+		return
+		;;
+	esac
+	case $cur in
+	--directory=*)
+		cur=${cur#*=}
+		_filedir -d
+		return
+		;;
+	-*)
+		COMPREPLY=($(compgen -W '--directory --help --usage --version' -- "$cur"))
+		return
+		;;
+	esac
+	# Operands are group ids: nothing to offer.
+} &&
+	complete -F _pgdepend pgdepend

@@ -1,0 +1,63 @@
+# bash completion for pgrun
+
+_pgrun()
+{
+	local cur prev words cword
+	_init_completion || return
+
+	# Once COMMAND has started, complete it as a command line of its own.
+	local i
+	for ((i = 1; i < cword; i++)); do
+		case ${words[i]} in
+		-g | -a | -C | --group | --after | --directory | --id-file | --id-fd | --fsync)
+			((i++))
+			;;
+		--)
+			_command_offset $((i + 1))
+			return
+			;;
+		-*) ;;
+		*)
+			_command_offset $i
+			return
+			;;
+		esac
+	done
+
+	case $prev in
+	--fsync)
+		COMPREPLY=($(compgen -W 'order keep' -- "$cur"))
+		return
+		;;
+	-C | --directory)
+		_filedir -d
+		return
+		;;
+	--id-file)
+		_filedir
+		return
+		;;
+	-g | --group | -a | --after | --id-fd)
+		return
+		;;
+	esac
+
+	case $cur in
+	--fsync=*)
+		COMPREPLY=($(compgen -W 'order keep' -- "${cur#*=}"))
+		return
+		;;
+	--directory=*)
+		cur=${cur#*=}
+		_filedir -d
+		return
+		;;
+	-*)
+		COMPREPLY=($(compgen -W '--group --after --sync --fsync --print-id
+			--id-file --id-fd --directory --help --usage --version' -- "$cur"))
+		return
+		;;
+	esac
+	COMPREPLY=($(compgen -c -- "$cur"))
+} &&
+	complete -F _pgrun pgrun

@@ -1,0 +1,262 @@
+/* The control socket: transport and server threads (see ctl.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include "ctl.h"
+
+struct conn {
+	struct ctl_server *s;
+	int fd;
+	struct ctl_peer peer;
+	struct conn *next;
+};
+
+struct ctl_server {
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	int lfd;
+	int stopfd[2];
+	ctl_handler fn;
+	void *arg;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t gone;
+	struct conn *conns;
+	size_t nconns;
+	bool stopping;
+};
+
+static int make_addr(const char *path, struct sockaddr_un *sa)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sa->sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa->sun_path, path);
+	return 0;
+}
+
+static void *conn_main(void *arg)
+{
+	struct conn *c = arg, **pp;
+	struct ctl_server *s = c->s;
+	struct ctl_req req;
+	struct ctl_rep rep;
+	ssize_t n;
+
+	for (;;) {
+		n = recv(c->fd, &req, sizeof(req), 0);
+		if (n <= 0)
+			break;
+		memset(&rep, 0, sizeof(rep));
+		rep.magic = CTL_MAGIC;
+		rep.version = CTL_VERSION;
+		if ((size_t)n != sizeof(req) || req.magic != CTL_MAGIC ||
+		    req.version != CTL_VERSION) {
+			rep.err = EPROTO;
+		} else {
+			rep.op = req.op;
+			s->fn(s->arg, &c->peer, &req, &rep);
+		}
+		if (send(c->fd, &rep, sizeof(rep), MSG_NOSIGNAL) != sizeof(rep))
+			break;
+	}
+	pthread_mutex_lock(&s->lock);
+	for (pp = &s->conns; *pp != c; pp = &(*pp)->next)
+		;
+	*pp = c->next;
+	s->nconns--;
+	close(c->fd);
+	pthread_cond_broadcast(&s->gone);
+	pthread_mutex_unlock(&s->lock);
+	free(c);
+	return NULL;
+}
+
+static void *accept_main(void *arg)
+{
+	struct ctl_server *s = arg;
+	struct pollfd pf[2] = { { .fd = s->lfd, .events = POLLIN },
+				{ .fd = s->stopfd[0], .events = POLLIN } };
+	struct ucred cr;
+	socklen_t len;
+	pthread_attr_t attr;
+	pthread_t t;
+	struct conn *c;
+	int fd;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	for (;;) {
+		if (poll(pf, 2, -1) < 0)
+			continue;
+		if (pf[1].revents)
+			break;
+		fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		len = sizeof(cr);
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0) {
+			close(fd);
+			continue;
+		}
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->s = s;
+		c->fd = fd;
+		c->peer.pid = cr.pid;
+		c->peer.uid = cr.uid;
+		c->peer.gid = cr.gid;
+		pthread_mutex_lock(&s->lock);
+		c->next = s->conns;
+		s->conns = c;
+		s->nconns++;
+		if (pthread_create(&t, &attr, conn_main, c) != 0) {
+			s->conns = c->next;
+			s->nconns--;
+			close(fd);
+			free(c);
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+	pthread_attr_destroy(&attr);
+	return NULL;
+}
+
+int ctl_server_start(const char *path, ctl_handler fn, void *arg, struct ctl_server **out)
+{
+	struct ctl_server *s = calloc(1, sizeof(*s));
+	struct sockaddr_un sa;
+	struct stat st;
+	int r;
+
+	if (!s)
+		return -ENOMEM;
+	s->lfd = -1;
+	s->stopfd[0] = s->stopfd[1] = -1;
+	r = make_addr(path, &sa);
+	if (r < 0)
+		goto fail;
+	strcpy(s->path, path);
+	/* A socket left by a daemon that died is ours to replace; anything
+	 * else at that path is not. */
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			r = -EEXIST;
+			goto fail;
+		}
+		unlink(path);
+	}
+	s->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (s->lfd < 0 || pipe2(s->stopfd, O_CLOEXEC) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	if (bind(s->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	if (chmod(path, 0666) < 0 || listen(s->lfd, 64) < 0) {
+		r = -errno;
+		unlink(path);
+		goto fail;
+	}
+	s->fn = fn;
+	s->arg = arg;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->gone, NULL);
+	r = -pthread_create(&s->thread, NULL, accept_main, s);
+	if (r < 0) {
+		unlink(path);
+		goto fail;
+	}
+	*out = s;
+	return 0;
+fail:
+	if (s->lfd >= 0)
+		close(s->lfd);
+	if (s->stopfd[0] >= 0) {
+		close(s->stopfd[0]);
+		close(s->stopfd[1]);
+	}
+	free(s);
+	return r;
+}
+
+void ctl_server_stop(struct ctl_server *s)
+{
+	struct conn *c;
+	char b = 1;
+
+	if (!s)
+		return;
+	if (write(s->stopfd[1], &b, 1) < 0) {
+		/* A pipe with room for one byte cannot fail here. */
+	}
+	pthread_join(s->thread, NULL);
+	unlink(s->path);
+	close(s->lfd);
+	pthread_mutex_lock(&s->lock);
+	/* Wake every connection thread; one that is answering a request
+	 * finishes it first and then sees the end of its socket. */
+	for (c = s->conns; c; c = c->next)
+		shutdown(c->fd, SHUT_RDWR);
+	while (s->nconns)
+		pthread_cond_wait(&s->gone, &s->lock);
+	pthread_mutex_unlock(&s->lock);
+	close(s->stopfd[0]);
+	close(s->stopfd[1]);
+	pthread_cond_destroy(&s->gone);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+int ctl_connect(const char *path, int *fd)
+{
+	struct sockaddr_un sa;
+	int r, s;
+
+	r = make_addr(path, &sa);
+	if (r < 0)
+		return r;
+	s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -errno;
+	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		r = -errno;
+		close(s);
+		return r;
+	}
+	*fd = s;
+	return 0;
+}
+
+int ctl_call(int fd, const struct ctl_req *req, struct ctl_rep *rep)
+{
+	struct ctl_rep r;
+	ssize_t n;
+
+	if (send(fd, req, sizeof(*req), MSG_NOSIGNAL) != sizeof(*req))
+		return -errno ? -errno : -EIO;
+	do
+		n = recv(fd, &r, sizeof(r), 0);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	if (n == 0)
+		return -ECONNRESET;
+	if ((size_t)n != sizeof(r) || r.magic != CTL_MAGIC || r.version != CTL_VERSION)
+		return -EPROTO;
+	*rep = r;
+	return 0;
+}

@@ -1,0 +1,114 @@
+/* The control protocol between fstitch-mount and its clients (pgrun,
+ * pgdepend, the C API, fstitch-stat).
+ *
+ * Transport: a unix SOCK_SEQPACKET socket, so every message arrives whole.
+ * Each request is one struct ctl_req; each gets exactly one struct ctl_rep.
+ * Both start with CTL_MAGIC and CTL_VERSION; a server refuses a request of
+ * another version with EPROTO (and says which version it speaks in the
+ * reply's version field), a client refuses such a reply the same way.  All
+ * integers are in host byte order: the socket never leaves the machine.
+ *
+ * Who is asking comes from the kernel (SO_PEERCRED: uid, gid and the pid of
+ * the process that connected), never from the message.  A client that forks
+ * must therefore connect again from the child.
+ */
+#ifndef FSTITCH_CTL_H
+#define FSTITCH_CTL_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CTL_MAGIC 0x46535443u /* "FSTC" */
+#define CTL_VERSION 1
+
+enum ctl_op {
+	CTL_HELLO = 1,    /* nothing: checks the version */
+	CTL_CREATE,       /* -> id */
+	CTL_DEPEND,       /* a: before, b: after */
+	CTL_ENGAGE,       /* a: group, for the calling process */
+	CTL_DISENGAGE,    /* a: group, for the calling process */
+	CTL_SYNC,         /* a: group; the reply waits for durability */
+	CTL_CLOSE,        /* a: group */
+	CTL_INFO,         /* a: group -> info */
+	CTL_FSYNC_POLICY, /* a: enum ctl_fsync, for the calling process */
+	CTL_SUMMARY,      /* -> summary (for fstitch-stat) */
+	CTL_NEXT,         /* a: id -> info of the known group with the smallest
+			   * id >= a (ENOENT past the last): lists groups */
+	CTL_OP_MAX
+};
+
+enum ctl_fsync {
+	CTL_FSYNC_KEEP = 0,  /* fsync is a real fsync */
+	CTL_FSYNC_ORDER = 1, /* fsync is an ordering point */
+};
+
+struct ctl_req {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t op;
+	uint32_t flags;
+	uint32_t reserved;
+	int64_t a, b;
+};
+
+/* Same bits as enum pg_state. */
+struct ctl_info {
+	int64_t id;
+	uint32_t owner;
+	uint32_t state;
+	uint32_t engaged;
+	uint32_t nbefores;
+	uint32_t nafters;
+	uint32_t reserved;
+	uint64_t nchanges;
+};
+
+struct ctl_summary {
+	uint64_t groups;   /* known: open, or closed and not yet durable */
+	uint64_t closed;   /* of which closed */
+	uint64_t sealed;   /* of which sealed (have afters) */
+	uint64_t engaged;  /* of which engaged by some process */
+	uint64_t scopes;   /* processes with a scope of their own */
+	int64_t last_id;   /* the highest id handed out (0: none yet) */
+};
+
+struct ctl_rep {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t op;
+	int32_t err;    /* 0 or a positive errno */
+	uint32_t reserved;
+	int64_t id;     /* CTL_CREATE */
+	struct ctl_info info; /* CTL_INFO, CTL_NEXT */
+	struct ctl_summary summary; /* CTL_SUMMARY */
+};
+
+struct ctl_peer {
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+};
+
+/* Fill in rep (already zeroed, magic/version/op set) for req from peer.
+ * May block (CTL_SYNC). */
+typedef void (*ctl_handler)(void *arg, const struct ctl_peer *peer, const struct ctl_req *req,
+			    struct ctl_rep *rep);
+
+struct ctl_server;
+
+/* Listen on path (a stale socket there is replaced; any other file is left
+ * alone and gives -EEXIST) with mode 0666: anyone may connect, and each
+ * request is checked against the peer's uid.  One thread accepts, one
+ * thread per connection answers. */
+int ctl_server_start(const char *path, ctl_handler fn, void *arg, struct ctl_server **out);
+/* Stop accepting, close every connection, wait for the threads (a request
+ * being answered finishes first), remove the socket file. */
+void ctl_server_stop(struct ctl_server *s);
+
+/* Client side.  Connect to path: the fd is close-on-exec. */
+int ctl_connect(const char *path, int *fd);
+/* One request, one reply.  Returns 0 (rep filled, rep->err may be set),
+ * -EPROTO for a reply of another version, or -errno of the transport. */
+int ctl_call(int fd, const struct ctl_req *req, struct ctl_rep *rep);
+
+#endif

@@ -1,0 +1,205 @@
+/* The public patchgroup API (<fstitch/patchgroup.h>): a client of the
+ * daemon's control socket.  One connection per process, made on first use
+ * and made again after a fork, because the daemon knows the caller by the
+ * pid of the process that connected (SO_PEERCRED). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+#include "ctl.h"
+#include "fstitch/patchgroup.h"
+#include "pgsrv.h"
+
+static pthread_mutex_t api_lock = PTHREAD_MUTEX_INITIALIZER;
+static int api_fd = -1;
+static pid_t api_pid;
+static char *api_where; /* pg_set_control()'s argument, or NULL */
+
+/* A fork while another thread is inside call() must not leave the child
+ * with the lock taken forever. */
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&api_lock);
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&api_lock);
+}
+
+static void fork_child(void)
+{
+	pthread_mutex_unlock(&api_lock);
+}
+
+__attribute__((constructor)) static void api_init(void)
+{
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+/* The socket named by where: where itself if it is a socket, else the
+ * value of the control attribute of the file system holding where. */
+static int socket_of(const char *where, char *buf, size_t size)
+{
+	struct stat st;
+	ssize_t n;
+
+	if (stat(where, &st) < 0)
+		return -errno;
+	if (S_ISSOCK(st.st_mode)) {
+		if (strlen(where) >= size)
+			return -ENAMETOOLONG;
+		strcpy(buf, where);
+		return 0;
+	}
+	n = getxattr(where, PGSRV_XATTR, buf, size - 1);
+	if (n < 0)
+		return errno == ENODATA || errno == ENOTSUP || errno == ERANGE ? -ENXIO : -errno;
+	buf[n] = '\0';
+	return 0;
+}
+
+static int connect_now(void)
+{
+	const char *where = api_where;
+	char path[256];
+	int r, fd;
+
+	if (!where)
+		where = getenv("FSTITCH_CONTROL");
+	if (!where || !*where)
+		where = ".";
+	r = socket_of(where, path, sizeof(path));
+	if (r < 0)
+		return r;
+	r = ctl_connect(path, &fd);
+	if (r < 0)
+		return r == -ENOENT || r == -ECONNREFUSED ? -ENXIO : r;
+	api_fd = fd;
+	api_pid = getpid();
+	return 0;
+}
+
+/* Send one request; returns 0 or -errno (the daemon's refusal or the
+ * transport's failure). */
+static int call(uint16_t op, int64_t a, int64_t b, struct ctl_rep *out)
+{
+	struct ctl_req req = { .magic = CTL_MAGIC, .version = CTL_VERSION, .op = op,
+			       .a = a, .b = b };
+	struct ctl_rep rep;
+	int r;
+
+	pthread_mutex_lock(&api_lock);
+	if (api_fd >= 0 && api_pid != getpid()) {
+		/* A forked child: the inherited socket names the parent. */
+		close(api_fd);
+		api_fd = -1;
+	}
+	if (api_fd < 0) {
+		r = connect_now();
+		if (r < 0)
+			goto out;
+	}
+	r = ctl_call(api_fd, &req, &rep);
+	if (r < 0) {
+		close(api_fd);
+		api_fd = -1;
+		goto out;
+	}
+	r = -rep.err;
+	if (r == 0 && out)
+		*out = rep;
+out:
+	pthread_mutex_unlock(&api_lock);
+	return r;
+}
+
+static int ret(int r)
+{
+	if (r < 0) {
+		errno = -r;
+		return -1;
+	}
+	return 0;
+}
+
+pg_t pg_create(void)
+{
+	struct ctl_rep rep;
+	int r = call(CTL_CREATE, 0, 0, &rep);
+
+	if (r < 0) {
+		errno = -r;
+		return -1;
+	}
+	return rep.id;
+}
+
+int pg_depend(pg_t before, pg_t after)
+{
+	return ret(call(CTL_DEPEND, before, after, NULL));
+}
+
+int pg_engage(pg_t pg)
+{
+	return ret(call(CTL_ENGAGE, pg, 0, NULL));
+}
+
+int pg_disengage(pg_t pg)
+{
+	return ret(call(CTL_DISENGAGE, pg, 0, NULL));
+}
+
+int pg_sync(pg_t pg)
+{
+	return ret(call(CTL_SYNC, pg, 0, NULL));
+}
+
+int pg_close(pg_t pg)
+{
+	return ret(call(CTL_CLOSE, pg, 0, NULL));
+}
+
+int pg_fsync_policy(enum pg_fsync_policy policy)
+{
+	return ret(call(CTL_FSYNC_POLICY, policy, 0, NULL));
+}
+
+int pg_status(pg_t pg, struct pg_status *st)
+{
+	struct ctl_rep rep;
+	int r = call(CTL_INFO, pg, 0, &rep);
+
+	if (r < 0)
+		return ret(r);
+	st->id = rep.info.id;
+	st->owner = rep.info.owner;
+	st->state = rep.info.state;
+	st->engaged = rep.info.engaged;
+	st->nbefores = rep.info.nbefores;
+	st->nafters = rep.info.nafters;
+	st->nchanges = rep.info.nchanges;
+	return 0;
+}
+
+int pg_set_control(const char *path)
+{
+	char *dup = NULL;
+
+	if (path) {
+		dup = strdup(path);
+		if (!dup)
+			return ret(-ENOMEM);
+	}
+	pthread_mutex_lock(&api_lock);
+	free(api_where);
+	api_where = dup;
+	if (api_fd >= 0)
+		close(api_fd);
+	api_fd = -1;
+	pthread_mutex_unlock(&api_lock);
+	return 0;
+}

@@ -1,0 +1,398 @@
+/* The daemon side of patchgroups: ties the group engine (pg.c), the
+ * per-process scopes (scope.c) and the control socket (ctl.c) together. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "ctl.h"
+#include "pg.h"
+#include "pgsrv.h"
+#include "scope.h"
+
+/* A process's own scope: the groups it engages and its fsync policy.  A
+ * process gets one on its first engage, disengage or policy call, copied
+ * from the scope it inherited (as fork copies a file table). */
+struct pscope {
+	struct scope_key key;
+	struct pg_group *g[PG_ENGAGE_MAX];
+	size_t ng;
+	bool fsync_order;
+	struct pg_chain *chain;
+};
+
+struct pgsrv {
+	struct cache *c;
+	struct pgeng *eng;
+	struct scope_tab *scopes;
+	struct ctl_server *ctl;
+	pthread_mutex_t lock; /* the contents of every pscope */
+	char sock[108];
+};
+
+static __thread struct pg_op tls_op;
+
+static void drop_scope(struct pgsrv *srv, struct pscope *ps)
+{
+	size_t i;
+
+	for (i = 0; i < ps->ng; i++)
+		pgeng_disengage(srv->eng, ps->g[i]);
+	pgeng_chain_release(srv->eng, ps->chain);
+	free(ps);
+}
+
+/* The watcher saw process key exit: its engagements end with it. */
+static void on_exit_cb(void *arg, struct scope_key key)
+{
+	struct pgsrv *srv = arg;
+	struct pscope *ps;
+
+	pthread_mutex_lock(&srv->lock);
+	ps = scope_del(srv->scopes, key);
+	if (ps)
+		drop_scope(srv, ps);
+	pthread_mutex_unlock(&srv->lock);
+}
+
+/* The scope that applies to pid (its own or inherited), or NULL.  Called
+ * with srv->lock held. */
+static struct pscope *applying_scope(struct pgsrv *srv, pid_t pid)
+{
+	struct scope_key key;
+
+	if (scope_resolve(srv->scopes, pid, &key) <= 0)
+		return NULL;
+	return scope_get(srv->scopes, key);
+}
+
+/* pid's own scope, made from what it inherits if it has none yet.  Called
+ * with srv->lock held. */
+static int own_scope(struct pgsrv *srv, pid_t pid, struct pscope **out)
+{
+	struct pscope *ps, *parent;
+	struct scope_key key;
+	size_t i;
+	int r;
+
+	if (pid <= 0)
+		return -ESRCH;
+	r = scope_key_of(srv->scopes, pid, &key);
+	if (r < 0)
+		return r;
+	ps = scope_get(srv->scopes, key);
+	if (ps) {
+		*out = ps;
+		return 0;
+	}
+	parent = applying_scope(srv, pid);
+	ps = calloc(1, sizeof(*ps));
+	if (!ps)
+		return -ENOMEM;
+	ps->key = key;
+	if (parent) {
+		for (i = 0; i < parent->ng; i++) {
+			pgeng_engage_again(srv->eng, parent->g[i]);
+			ps->g[ps->ng++] = parent->g[i];
+		}
+		ps->fsync_order = parent->fsync_order;
+		ps->chain = parent->chain;
+		if (ps->chain)
+			pgeng_chain_retain(ps->chain);
+	}
+	r = scope_add(srv->scopes, key, ps);
+	if (r < 0) {
+		drop_scope(srv, ps);
+		return r;
+	}
+	*out = ps;
+	return 0;
+}
+
+static int do_engage(struct pgsrv *srv, const struct ctl_peer *peer, int64_t id)
+{
+	struct pg_group *g;
+	struct pscope *ps;
+	size_t i;
+	int r;
+
+	pthread_mutex_lock(&srv->lock);
+	/* The group's rules first, so that a refused engage creates no scope. */
+	r = pgeng_engage(srv->eng, id, peer->uid, &g);
+	if (r < 0)
+		goto out;
+	r = own_scope(srv, peer->pid, &ps);
+	if (r < 0) {
+		pgeng_disengage(srv->eng, g);
+		goto out;
+	}
+	for (i = 0; i < ps->ng; i++) {
+		if (ps->g[i] == g) {
+			pgeng_disengage(srv->eng, g); /* engaged already */
+			goto out;
+		}
+	}
+	if (ps->ng == PG_ENGAGE_MAX) {
+		pgeng_disengage(srv->eng, g);
+		r = -EMLINK;
+		goto out;
+	}
+	ps->g[ps->ng++] = g;
+out:
+	pthread_mutex_unlock(&srv->lock);
+	return r;
+}
+
+static int do_disengage(struct pgsrv *srv, const struct ctl_peer *peer, int64_t id)
+{
+	struct pscope *ps;
+	size_t i;
+	int r = -ENOTCONN;
+
+	if (id <= 0)
+		return -EINVAL;
+	pthread_mutex_lock(&srv->lock);
+	ps = applying_scope(srv, peer->pid);
+	for (i = 0; ps && i < ps->ng; i++)
+		if (pgeng_group_id(ps->g[i]) == id)
+			break;
+	if (!ps || i == ps->ng)
+		goto out;
+	r = own_scope(srv, peer->pid, &ps);
+	if (r < 0)
+		goto out;
+	r = -ENOTCONN;
+	for (i = 0; i < ps->ng; i++) {
+		if (pgeng_group_id(ps->g[i]) == id) {
+			pgeng_disengage(srv->eng, ps->g[i]);
+			ps->g[i] = ps->g[--ps->ng];
+			r = 0;
+			break;
+		}
+	}
+out:
+	pthread_mutex_unlock(&srv->lock);
+	return r;
+}
+
+static int do_policy(struct pgsrv *srv, const struct ctl_peer *peer, int64_t policy)
+{
+	struct pscope *ps;
+	int r;
+
+	if (policy != CTL_FSYNC_KEEP && policy != CTL_FSYNC_ORDER)
+		return -EINVAL;
+	pthread_mutex_lock(&srv->lock);
+	r = own_scope(srv, peer->pid, &ps);
+	if (r < 0)
+		goto out;
+	if (policy == CTL_FSYNC_ORDER && !ps->chain) {
+		r = pgeng_chain_create(srv->eng, &ps->chain);
+		if (r < 0)
+			goto out;
+	}
+	if (policy == CTL_FSYNC_KEEP) {
+		pgeng_chain_release(srv->eng, ps->chain);
+		ps->chain = NULL;
+	}
+	ps->fsync_order = policy == CTL_FSYNC_ORDER;
+out:
+	pthread_mutex_unlock(&srv->lock);
+	return r;
+}
+
+static void handle(void *arg, const struct ctl_peer *peer, const struct ctl_req *req,
+		   struct ctl_rep *rep)
+{
+	struct pgsrv *srv = arg;
+	struct pg_summary sum;
+	struct pg_info in;
+	int r;
+
+	switch (req->op) {
+	case CTL_HELLO:
+		r = 0;
+		break;
+	case CTL_CREATE:
+		r = pgeng_group_create(srv->eng, peer->uid, &rep->id);
+		break;
+	case CTL_DEPEND:
+		r = pgeng_depend(srv->eng, req->a, req->b, peer->uid);
+		break;
+	case CTL_ENGAGE:
+		r = do_engage(srv, peer, req->a);
+		break;
+	case CTL_DISENGAGE:
+		r = do_disengage(srv, peer, req->a);
+		break;
+	case CTL_SYNC:
+		r = pgeng_sync(srv->eng, req->a, peer->uid);
+		break;
+	case CTL_CLOSE:
+		r = pgeng_close(srv->eng, req->a, peer->uid);
+		break;
+	case CTL_SUMMARY:
+		pgeng_summary(srv->eng, &sum);
+		rep->summary.groups = sum.groups;
+		rep->summary.closed = sum.closed;
+		rep->summary.sealed = sum.sealed;
+		rep->summary.engaged = sum.engaged;
+		rep->summary.last_id = sum.last_id;
+		rep->summary.scopes = scope_count(srv->scopes);
+		r = 0;
+		break;
+	case CTL_INFO:
+	case CTL_NEXT:
+		if (req->op == CTL_INFO)
+			r = pgeng_info(srv->eng, req->a, &in);
+		else
+			r = pgeng_info_next(srv->eng, req->a, &in);
+		if (r == 0) {
+			rep->info.id = in.id;
+			rep->info.owner = in.owner;
+			rep->info.state = in.state;
+			rep->info.engaged = in.engaged;
+			rep->info.nbefores = in.nbefores;
+			rep->info.nafters = in.nafters;
+			rep->info.nchanges = in.nchanges;
+		}
+		break;
+	case CTL_FSYNC_POLICY:
+		r = do_policy(srv, peer, req->a);
+		break;
+	default:
+		r = -EOPNOTSUPP;
+		break;
+	}
+	rep->err = r < 0 ? -r : 0;
+}
+
+static void default_path(char *buf, size_t size)
+{
+	const char *dir = NULL;
+
+	if (geteuid() == 0 && (mkdir("/run/fstitch", 0755) == 0 || errno == EEXIST))
+		dir = "/run/fstitch";
+	if (!dir)
+		dir = getenv("XDG_RUNTIME_DIR");
+	if (!dir || !*dir)
+		dir = "/tmp";
+	snprintf(buf, size, "%s/fstitch-%ld.ctl", dir, (long)getpid());
+}
+
+int pgsrv_create(struct e2fs *fs, const char *mountpoint, const char *sockpath,
+		 struct pgsrv **out)
+{
+	struct pgsrv *srv = calloc(1, sizeof(*srv));
+	int r;
+
+	(void)mountpoint;
+	if (!srv)
+		return -ENOMEM;
+	pthread_mutex_init(&srv->lock, NULL);
+	srv->c = e2_cache(fs);
+	if (sockpath) {
+		if (strlen(sockpath) >= sizeof(srv->sock)) {
+			r = -ENAMETOOLONG;
+			goto fail;
+		}
+		strcpy(srv->sock, sockpath);
+	} else {
+		default_path(srv->sock, sizeof(srv->sock));
+	}
+	r = pgeng_create(srv->c, &srv->eng);
+	if (r < 0)
+		goto fail;
+	r = scope_tab_create(NULL, true, on_exit_cb, srv, &srv->scopes);
+	if (r < 0)
+		goto fail_eng;
+	r = ctl_server_start(srv->sock, handle, srv, &srv->ctl);
+	if (r < 0)
+		goto fail_scopes;
+	*out = srv;
+	return 0;
+fail_scopes:
+	scope_tab_destroy(srv->scopes);
+fail_eng:
+	pgeng_destroy(srv->eng);
+fail:
+	pthread_mutex_destroy(&srv->lock);
+	free(srv);
+	return r;
+}
+
+static void drop_each(void *arg, struct scope_key key, void *data)
+{
+	struct pgsrv *srv = arg;
+
+	if (scope_del(srv->scopes, key) == data)
+		drop_scope(srv, data);
+}
+
+void pgsrv_destroy(struct pgsrv *srv)
+{
+	if (!srv)
+		return;
+	ctl_server_stop(srv->ctl);
+	pthread_mutex_lock(&srv->lock);
+	scope_each(srv->scopes, drop_each, srv);
+	pthread_mutex_unlock(&srv->lock);
+	scope_tab_destroy(srv->scopes);
+	pgeng_destroy(srv->eng);
+	pthread_mutex_destroy(&srv->lock);
+	free(srv);
+}
+
+void pgsrv_enter(struct pgsrv *srv, pid_t pid)
+{
+	struct scope_key key;
+	struct pscope *ps;
+
+	if (!srv || pid <= 0 || scope_count(srv->scopes) == 0)
+		return;
+	/* The /proc walk runs without the lock; the scope it names may have
+	 * ended since, which scope_get() then reports. */
+	if (scope_resolve(srv->scopes, pid, &key) <= 0)
+		return;
+	pthread_mutex_lock(&srv->lock);
+	ps = scope_get(srv->scopes, key);
+	if (ps && (ps->ng || ps->chain))
+		pgeng_op_begin(srv->eng, &tls_op, ps->g, ps->ng, ps->chain);
+	pthread_mutex_unlock(&srv->lock);
+}
+
+void pgsrv_leave(struct pgsrv *srv)
+{
+	if (srv && tls_op.on)
+		pgeng_op_end(&tls_op);
+}
+
+bool pgsrv_fsync_order(struct pgsrv *srv, pid_t pid)
+{
+	struct pg_chain *ch = NULL;
+	struct pscope *ps;
+	int r;
+
+	if (!srv || pid <= 0 || scope_count(srv->scopes) == 0)
+		return false;
+	pthread_mutex_lock(&srv->lock);
+	ps = applying_scope(srv, pid);
+	if (ps && ps->fsync_order && ps->chain) {
+		ch = ps->chain;
+		pgeng_chain_retain(ch);
+	}
+	pthread_mutex_unlock(&srv->lock);
+	if (!ch)
+		return false;
+	/* On failure the caller does a real fsync, which is always safe. */
+	r = pgeng_chain_order(srv->eng, ch);
+	pgeng_chain_release(srv->eng, ch);
+	return r == 0;
+}
+
+const char *pgsrv_socket_path(const struct pgsrv *srv)
+{
+	return srv->sock;
+}

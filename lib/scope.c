@@ -1,0 +1,488 @@
+/* Caller resolution and process-exit watching for patchgroup scopes. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include "scope.h"
+
+#define ANCESTRY_MAX 128
+#define CACHE_SLOTS 256
+
+struct entry {
+	struct scope_key key;
+	uint64_t since; /* clock ticks since boot when the scope was made */
+	void *data;
+	int pidfd;
+	struct entry *next;
+};
+
+struct cslot {
+	pid_t tid;
+	uint64_t tstart;
+	uint64_t gen;
+	bool found;
+	struct scope_key key;
+};
+
+struct scope_tab {
+	char root[256];
+	pthread_mutex_t lock;
+	struct entry *ht[256];
+	size_t count;
+	atomic_size_t acount;   /* count, readable without the lock */
+	uint64_t gen;           /* bumped on every add and del */
+	struct cslot cache[CACHE_SLOTS];
+	bool watch;
+	int evfd;
+	pthread_t thread;
+	atomic_bool stop;
+	scope_exit_fn fn;
+	void *arg;
+};
+
+static int read_file(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, size - 1);
+	if (n < 0) {
+		int r = -errno;
+
+		close(fd);
+		return r;
+	}
+	close(fd);
+	buf[n] = '\0';
+	return 0;
+}
+
+int proc_stat(const char *root, pid_t pid, pid_t *ppid, uint64_t *start)
+{
+	char path[300], buf[1024], *p, *save = NULL, *tok;
+	unsigned long long st = 0;
+	long pp = -1;
+	int r, field;
+
+	snprintf(path, sizeof(path), "%s/%d/stat", root, (int)pid);
+	r = read_file(path, buf, sizeof(buf));
+	if (r < 0)
+		return r;
+	/* The command name is in parentheses and may itself contain spaces
+	 * and ')': the fields start after the last ')'. */
+	p = strrchr(buf, ')');
+	if (!p)
+		return -EPROTO;
+	field = 3;
+	for (tok = strtok_r(p + 1, " ", &save); tok; tok = strtok_r(NULL, " ", &save), field++) {
+		if (field == 4)
+			pp = strtol(tok, NULL, 10);
+		if (field == 22) {
+			st = strtoull(tok, NULL, 10);
+			break;
+		}
+	}
+	if (field != 22 || pp < 0)
+		return -EPROTO;
+	*ppid = (pid_t)pp;
+	*start = st;
+	return 0;
+}
+
+int proc_tgid(const char *root, pid_t tid, pid_t *tgid)
+{
+	char path[300], buf[2048], *p;
+	int r;
+
+	snprintf(path, sizeof(path), "%s/%d/status", root, (int)tid);
+	r = read_file(path, buf, sizeof(buf));
+	if (r < 0)
+		return r;
+	p = strstr(buf, "\nTgid:");
+	if (!p)
+		return -EPROTO;
+	*tgid = (pid_t)strtol(p + 6, NULL, 10);
+	return *tgid > 0 ? 0 : -EPROTO;
+}
+
+int proc_ancestry(const char *root, pid_t tid, struct scope_key *keys, size_t max, size_t *n)
+{
+	pid_t pid, ppid;
+	uint64_t start;
+	size_t k = 0;
+	int r;
+
+	r = proc_tgid(root, tid, &pid);
+	if (r < 0)
+		return r;
+	while (pid > 0 && k < max) {
+		r = proc_stat(root, pid, &ppid, &start);
+		if (r < 0) {
+			/* An ancestor that vanished mid-walk: its children were
+			 * reparented, so what we have so far is the answer. */
+			if (k > 0)
+				break;
+			return r;
+		}
+		keys[k].pid = pid;
+		keys[k].start = start;
+		k++;
+		if (pid == 1 || ppid == pid)
+			break;
+		pid = ppid;
+	}
+	*n = k;
+	return 0;
+}
+
+static size_t eslot(struct scope_key key)
+{
+	return ((unsigned)key.pid * 2654435761u) >> 24;
+}
+
+static struct entry **efind(struct scope_tab *t, struct scope_key key)
+{
+	struct entry **pp = &t->ht[eslot(key)];
+
+	while (*pp && ((*pp)->key.pid != key.pid || (*pp)->key.start != key.start))
+		pp = &(*pp)->next;
+	return pp;
+}
+
+static void *watcher(void *arg)
+{
+	struct scope_tab *t = arg;
+	struct pollfd *pf = NULL;
+	struct scope_key *keys = NULL;
+	size_t cap = 0, n, i;
+	struct entry *e;
+	uint64_t v;
+
+	while (!atomic_load(&t->stop)) {
+		pthread_mutex_lock(&t->lock);
+		if (t->count + 1 > cap) {
+			size_t nc = (t->count + 1) * 2;
+			struct pollfd *np = realloc(pf, nc * sizeof(*np));
+			struct scope_key *nk;
+
+			if (np)
+				pf = np;
+			nk = np ? realloc(keys, nc * sizeof(*nk)) : NULL;
+			if (nk) {
+				keys = nk;
+				cap = nc;
+			}
+		}
+		pf[0].fd = t->evfd;
+		pf[0].events = POLLIN;
+		n = 1;
+		for (i = 0; i < 256; i++) {
+			for (e = t->ht[i]; e; e = e->next) {
+				if (e->pidfd < 0 || n >= cap)
+					continue;
+				pf[n].fd = e->pidfd;
+				pf[n].events = POLLIN;
+				keys[n] = e->key;
+				n++;
+			}
+		}
+		pthread_mutex_unlock(&t->lock);
+		if (poll(pf, n, -1) < 0)
+			continue;
+		if (pf[0].revents & POLLIN) {
+			if (read(t->evfd, &v, sizeof(v)) < 0)
+				v = 0;
+		}
+		/* A key that was deleted meanwhile is simply not found by the
+		 * callback's scope_del(). */
+		for (i = 1; i < n; i++)
+			if (pf[i].revents & (POLLIN | POLLHUP | POLLERR))
+				t->fn(t->arg, keys[i]);
+	}
+	free(pf);
+	free(keys);
+	return NULL;
+}
+
+static void poke(struct scope_tab *t)
+{
+	uint64_t one = 1;
+
+	if (t->watch && write(t->evfd, &one, sizeof(one)) < 0) {
+		/* The counter cannot overflow in practice; a lost poke only
+		 * delays noticing an exit until the next one. */
+	}
+}
+
+int scope_tab_create(const char *root, bool watch, scope_exit_fn fn, void *arg,
+		     struct scope_tab **out)
+{
+	struct scope_tab *t = calloc(1, sizeof(*t));
+	int r;
+
+	if (!t)
+		return -ENOMEM;
+	snprintf(t->root, sizeof(t->root), "%s", root ? root : "/proc");
+	pthread_mutex_init(&t->lock, NULL);
+	t->gen = 1;
+	t->fn = fn;
+	t->arg = arg;
+	t->evfd = -1;
+	if (watch) {
+		t->evfd = eventfd(0, EFD_CLOEXEC);
+		if (t->evfd < 0) {
+			r = -errno;
+			goto fail;
+		}
+		t->watch = true;
+		r = -pthread_create(&t->thread, NULL, watcher, t);
+		if (r < 0) {
+			close(t->evfd);
+			goto fail;
+		}
+	}
+	*out = t;
+	return 0;
+fail:
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+	return r;
+}
+
+void scope_tab_destroy(struct scope_tab *t)
+{
+	struct entry *e, *nx;
+	size_t i;
+
+	if (!t)
+		return;
+	if (t->watch) {
+		atomic_store(&t->stop, true);
+		poke(t);
+		pthread_join(t->thread, NULL);
+		close(t->evfd);
+	}
+	for (i = 0; i < 256; i++) {
+		for (e = t->ht[i]; e; e = nx) {
+			nx = e->next;
+			if (e->pidfd >= 0)
+				close(e->pidfd);
+			free(e);
+		}
+	}
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}
+
+/* Now, in the unit of /proc/PID/stat's start time: clock ticks of the
+ * boot-time clock. */
+static uint64_t now_ticks(void)
+{
+	struct timespec ts;
+	long hz = sysconf(_SC_CLK_TCK);
+
+	if (hz <= 0)
+		hz = 100;
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (uint64_t)ts.tv_sec * (uint64_t)hz + (uint64_t)ts.tv_nsec / (1000000000u / hz);
+}
+
+int scope_add(struct scope_tab *t, struct scope_key key, void *data)
+{
+	return scope_add_since(t, key, now_ticks(), data);
+}
+
+int scope_add_since(struct scope_tab *t, struct scope_key key, uint64_t since, void *data)
+{
+	struct entry *e;
+	pid_t ppid;
+	uint64_t start;
+	int r = 0;
+
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->key = key;
+	e->since = since;
+	e->data = data;
+	e->pidfd = -1;
+	if (t->watch) {
+		e->pidfd = (int)syscall(SYS_pidfd_open, key.pid, 0);
+		if (e->pidfd < 0) {
+			r = errno == ESRCH ? -ESRCH : -errno;
+			goto fail;
+		}
+		/* The pid may have been reused between the caller reading its
+		 * start time and the pidfd: check it names the same process. */
+		r = proc_stat(t->root, key.pid, &ppid, &start);
+		if (r < 0 || start != key.start) {
+			r = -ESRCH;
+			goto fail;
+		}
+	}
+	pthread_mutex_lock(&t->lock);
+	if (*efind(t, key)) {
+		pthread_mutex_unlock(&t->lock);
+		r = -EEXIST;
+		goto fail;
+	}
+	e->next = t->ht[eslot(key)];
+	t->ht[eslot(key)] = e;
+	t->count++;
+	atomic_store(&t->acount, t->count);
+	t->gen++;
+	pthread_mutex_unlock(&t->lock);
+	poke(t);
+	return 0;
+fail:
+	if (e->pidfd >= 0)
+		close(e->pidfd);
+	free(e);
+	return r;
+}
+
+void *scope_get(struct scope_tab *t, struct scope_key key)
+{
+	struct entry *e;
+
+	pthread_mutex_lock(&t->lock);
+	e = *efind(t, key);
+	pthread_mutex_unlock(&t->lock);
+	return e ? e->data : NULL;
+}
+
+void *scope_del(struct scope_tab *t, struct scope_key key)
+{
+	struct entry **pp, *e;
+	void *data = NULL;
+
+	pthread_mutex_lock(&t->lock);
+	pp = efind(t, key);
+	e = *pp;
+	if (e) {
+		*pp = e->next;
+		t->count--;
+		atomic_store(&t->acount, t->count);
+		t->gen++;
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (e) {
+		data = e->data;
+		if (e->pidfd >= 0)
+			close(e->pidfd);
+		free(e);
+		poke(t);
+	}
+	return data;
+}
+
+size_t scope_count(struct scope_tab *t)
+{
+	return atomic_load(&t->acount);
+}
+
+void scope_each(struct scope_tab *t, void (*fn)(void *arg, struct scope_key key, void *data),
+		void *arg)
+{
+	struct scope_key *keys = NULL;
+	struct entry *e;
+	size_t n = 0, i;
+	void *d;
+
+	pthread_mutex_lock(&t->lock);
+	keys = calloc(t->count + 1, sizeof(*keys));
+	for (i = 0; keys && i < 256; i++)
+		for (e = t->ht[i]; e; e = e->next)
+			keys[n++] = e->key;
+	pthread_mutex_unlock(&t->lock);
+	for (i = 0; i < n; i++) {
+		d = scope_get(t, keys[i]);
+		if (d)
+			fn(arg, keys[i], d);
+	}
+	free(keys);
+}
+
+int scope_key_of(struct scope_tab *t, pid_t pid, struct scope_key *key)
+{
+	pid_t ppid;
+	uint64_t start;
+	int r = proc_stat(t->root, pid, &ppid, &start);
+
+	if (r < 0)
+		return r == -ENOENT ? -ESRCH : r;
+	key->pid = pid;
+	key->start = start;
+	return 0;
+}
+
+int scope_resolve(struct scope_tab *t, pid_t tid, struct scope_key *key)
+{
+	struct scope_key chain[ANCESTRY_MAX];
+	struct cslot *cs;
+	uint64_t tstart, gen;
+	pid_t ppid;
+	size_t n, i;
+	int r;
+
+	/* The common case costs nothing: no scope, no /proc reads. */
+	if (tid <= 0 || atomic_load(&t->acount) == 0)
+		return 0;
+	r = proc_stat(t->root, tid, &ppid, &tstart);
+	if (r < 0)
+		return 0; /* the thread is gone: it can belong to no scope */
+	cs = &t->cache[(unsigned)tid % CACHE_SLOTS];
+	pthread_mutex_lock(&t->lock);
+	if (cs->tid == tid && cs->tstart == tstart && cs->gen == t->gen) {
+		r = cs->found;
+		if (r)
+			*key = cs->key;
+		pthread_mutex_unlock(&t->lock);
+		return r;
+	}
+	gen = t->gen;
+	pthread_mutex_unlock(&t->lock);
+
+	r = proc_ancestry(t->root, tid, chain, ANCESTRY_MAX, &n);
+	if (r < 0)
+		return 0;
+	pthread_mutex_lock(&t->lock);
+	r = 0;
+	for (i = 0; i < n; i++) {
+		struct entry *e = *efind(t, chain[i]);
+
+		if (!e)
+			continue;
+		/* Engagement reaches only descendants started after it: a
+		 * process already running below the scope's owner (started
+		 * before the scope was made) stays outside. */
+		if (i == 0 || chain[i - 1].start >= e->since) {
+			*key = chain[i];
+			r = 1;
+		}
+		break;
+	}
+	/* Cache only an answer computed against the current set of scopes;
+	 * one that raced with a change is used once and dropped. */
+	if (gen == t->gen) {
+		cs->tid = tid;
+		cs->tstart = tstart;
+		cs->gen = gen;
+		cs->found = r;
+		if (r)
+			cs->key = *key;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return r;
+}

@@ -1,0 +1,76 @@
+/* Which process a file-system request comes from, and which patchgroup
+ * scope applies to it (design.md §5, "Scope").
+ *
+ * FUSE names the caller by thread id.  A scope belongs to a process, named
+ * by its pid AND its start time (field 22 of /proc/PID/stat), so that a
+ * reused pid is never taken for the process that had it before.  A process
+ * without a scope of its own inherits the scope of its nearest ancestor that
+ * has one: resolution walks the PPid chain.  Answers are cached per thread
+ * (thread id and start time) until the set of scopes changes.
+ *
+ * The table holds an opaque pointer per scope; it never looks inside.  With
+ * watching on, a thread polls a pidfd per scope and reports each exit
+ * through the exit callback (which normally calls scope_del()).
+ *
+ * Locking: the table has its own lock; every call may be made from any
+ * thread.  The exit callback is called with no lock held.
+ */
+#ifndef FSTITCH_SCOPE_H
+#define FSTITCH_SCOPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct scope_tab;
+
+struct scope_key {
+	pid_t pid;
+	uint64_t start; /* clock ticks since boot */
+};
+
+/* Read /proc/PID/stat under root ("/proc" normally): parent pid and start
+ * time.  -ENOENT/-ESRCH when the process is gone, -EPROTO when the file
+ * cannot be parsed. */
+int proc_stat(const char *root, pid_t pid, pid_t *ppid, uint64_t *start);
+/* The thread group (process) of thread tid, from /proc/TID/status. */
+int proc_tgid(const char *root, pid_t tid, pid_t *tgid);
+/* The process of thread tid and its ancestors, nearest first, up to and
+ * including pid 1 or max entries.  *n gets the count. */
+int proc_ancestry(const char *root, pid_t tid, struct scope_key *keys, size_t max, size_t *n);
+
+typedef void (*scope_exit_fn)(void *arg, struct scope_key key);
+
+/* root NULL means "/proc".  With watch, exits are reported through fn from
+ * a thread of the table's own. */
+int scope_tab_create(const char *root, bool watch, scope_exit_fn fn, void *arg,
+		     struct scope_tab **out);
+/* Stop the watcher and free the table (not the data pointers). */
+void scope_tab_destroy(struct scope_tab *t);
+
+/* Register data as the scope of process key, made now.  -EEXIST if it has
+ * one, -ESRCH if the process is gone (or its pid now names another
+ * process).  A scope applies to its process and to descendants started at
+ * or after the moment it was made (`since`, in the clock ticks of
+ * /proc/PID/stat's start time; scope_add_since() is for tests). */
+int scope_add(struct scope_tab *t, struct scope_key key, void *data);
+int scope_add_since(struct scope_tab *t, struct scope_key key, uint64_t since, void *data);
+/* The data of process key, or NULL. */
+void *scope_get(struct scope_tab *t, struct scope_key key);
+/* Unregister; returns the data, or NULL if there was none. */
+void *scope_del(struct scope_tab *t, struct scope_key key);
+size_t scope_count(struct scope_tab *t);
+/* Every registered key, for teardown: calls fn for each. */
+void scope_each(struct scope_tab *t, void (*fn)(void *arg, struct scope_key key, void *data),
+		void *arg);
+
+/* Find the scope that applies to thread tid: its process's own or the
+ * nearest ancestor's, if the ancestor's child on the way down was started
+ * after that scope was made.  Returns 1 and *key when there is one, 0 when there is
+ * none (including tid 0 and vanished threads), or -errno. */
+int scope_resolve(struct scope_tab *t, pid_t tid, struct scope_key *key);
+/* Key of process pid as it is now (its current start time). */
+int scope_key_of(struct scope_tab *t, pid_t pid, struct scope_key *key);
+
+#endif

@@ -1,0 +1,146 @@
+#!/usr/bin/env bats
+# pgdepend (and pgcreate): the patchgroup rules of design.md §5 through the
+# shell, each refusal with its message and exit status, and that a refused
+# call changes nothing.
+
+load common
+
+setup() {
+	common_setup
+	PGRUN=$(fstitch_cmd pgrun)
+	PGCREATE=$(fstitch_cmd pgcreate)
+	PGDEPEND=$(fstitch_cmd pgdepend)
+	PGCLOSE=$(fstitch_cmd pgclose)
+	PGSYNC=$(fstitch_cmd pgsync)
+	PGSTATUS=$FSTITCH_TOOLS/pgstatus
+	IMG=$SCRATCH/fs.img
+	MNT=$SCRATCH/mnt
+	make_image "$IMG" 32M
+	fstitch_mount_start "$IMG" "$MNT"
+	cd "$MNT"
+}
+
+teardown() {
+	cd /
+	common_teardown
+	fstitch_mount_reap
+}
+
+# refused BEFORE AFTER WHY: pgdepend refuses with exit 1, says WHY, and
+# neither group changes.
+refused() {
+	local b=$1 a=$2 why=$3 sb sa
+	sb=$("$PGSTATUS" "$b" 2>/dev/null || true)
+	sa=$("$PGSTATUS" "$a" 2>/dev/null || true)
+	run -1 --separate-stderr "$PGDEPEND" "$b" "$a"
+	assert_equal "$stderr" "pgdepend: cannot add dependency $b -> $a: $why"
+	assert_equal "$output" ""
+	assert_equal "$("$PGSTATUS" "$b" 2>/dev/null || true)" "$sb"
+	assert_equal "$("$PGSTATUS" "$a" 2>/dev/null || true)" "$sa"
+}
+
+@test "pgcreate prints new positive ids, never the same twice" {
+	run -0 "$PGCREATE"
+	a=$output
+	assert_regex "$a" '^[1-9][0-9]*$'
+	run -0 "$PGCREATE"
+	[ "$output" -gt "$a" ]
+	run -0 "$PGSTATUS" "$a"
+	assert_output --regexp "^id=$a owner=0 engaged=0 befores=0 afters=0 changes=0 state=open$"
+	run -64 "$PGCREATE" extra
+	run -64 "$PGCREATE" --after 0
+}
+
+@test "a dependency seals the before and is counted on both sides" {
+	a=$("$PGCREATE")
+	b=$("$PGCREATE")
+	run -0 "$PGDEPEND" "$a" "$b"
+	assert_output ""
+	run -0 "$PGSTATUS" "$a"
+	assert_output --regexp 'afters=1 .*state=sealed$'
+	run -0 "$PGSTATUS" "$b"
+	assert_output --partial "befores=1"
+	# the same pair again is not an error and adds nothing
+	run -0 "$PGDEPEND" "$a" "$b"
+	run -0 "$PGSTATUS" "$b"
+	assert_output --partial "befores=1"
+	# a before may have several afters
+	c=$("$PGCREATE" --after "$a")
+	run -0 "$PGSTATUS" "$a"
+	assert_output --partial "afters=2"
+}
+
+@test "a group cannot depend on itself" {
+	a=$("$PGCREATE")
+	refused "$a" "$a" "a group cannot depend on itself"
+}
+
+@test "unknown groups are refused, naming the unknown one" {
+	a=$("$PGCREATE")
+	refused 9999 "$a" "group 9999 does not exist or is closed"
+	refused "$a" 9999 "group 9999 does not exist or is closed"
+}
+
+@test "an after that already has afters is refused" {
+	a=$("$PGCREATE")
+	b=$("$PGCREATE")
+	c=$("$PGCREATE")
+	"$PGDEPEND" "$b" "$c"
+	refused "$a" "$b" "group $b is sealed: it has afters"
+}
+
+@test "an after that already carries a change is refused" {
+	a=$("$PGCREATE")
+	b=$("$PGCREATE")
+	"$PGRUN" --group "$b" -- sh -c 'echo x >f'
+	refused "$a" "$b" "group $b already has changes"
+	# an engaged after without changes is fine
+	c=$("$PGCREATE")
+	"$PGRUN" --group "$c" -- "$PGDEPEND" "$a" "$c"
+	run -0 "$PGSTATUS" "$c"
+	assert_output --partial "befores=1"
+}
+
+@test "a before that is engaged by anyone is refused" {
+	a=$("$PGCREATE")
+	b=$("$PGCREATE")
+	"$PGRUN" --group "$a" -- sh -c 'touch ready; while [ ! -e go ]; do sleep 0.05; done' &
+	pid=$!
+	for ((n = 0; n < 200; n++)); do [ -e ready ] && break; sleep 0.05; done
+	refused "$a" "$b" "group $a is engaged"
+	touch go
+	wait "$pid"
+	run -0 "$PGDEPEND" "$a" "$b"
+}
+
+@test "a sealed group can never be engaged again" {
+	a=$("$PGCREATE")
+	b=$("$PGCREATE")
+	"$PGDEPEND" "$a" "$b"
+	run -125 --separate-stderr "$PGRUN" --group "$a" -- touch f
+	assert_equal "$stderr" "pgrun: cannot engage group $a: group $a is sealed: it has afters"
+	assert [ ! -e f ]
+}
+
+@test "a closed group is no after, but still a before until it is forgotten" {
+	a=$("$PGCREATE")
+	b=$("$PGCREATE")
+	run -0 "$PGCLOSE" "$a"
+	refused "$b" "$a" "group $a does not exist or is closed"
+	run -1 --separate-stderr "$PGCLOSE" "$a"
+	assert_equal "$stderr" "pgclose: cannot close group $a: group $a does not exist or is closed"
+	run -0 "$PGDEPEND" "$a" "$b"
+}
+
+@test "usage errors exit 64" {
+	run -64 "$PGDEPEND"
+	run -64 "$PGDEPEND" 1
+	run -64 "$PGDEPEND" 1 2 3
+	run -64 --separate-stderr "$PGDEPEND" 1 x
+	assert_equal "${stderr_lines[0]}" "pgdepend: invalid group id 'x'"
+	run -64 "$PGDEPEND" 0 1
+	run -64 "$PGSYNC"
+	run -64 "$PGCLOSE" -- -3
+	run -0 "$PGDEPEND" --help
+	assert_output --partial "Exit status"
+}

@@ -1,0 +1,816 @@
+/* Patchgroups in the engine (lib/pg.c) and caller resolution (lib/scope.c),
+ * with no daemon: the rules of design.md §5 with their errnos, "a refused
+ * call changes nothing", ordering of a random DAG of groups checked on every
+ * crash state of a recorder log (and shown to fail with ordering off), and
+ * the pid-and-start-time logic of scopes over a fake /proc.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "bdev.h"
+#include "cache.h"
+#include "crashsim.h"
+#include "e2.h"
+#include "e2test_util.h"
+#include "pg.h"
+#include "scope.h"
+
+#define BS 1024
+#define NBLOCKS 64
+
+struct fx {
+	struct bdev *rec;
+	struct cache *c;
+	struct pgeng *e;
+};
+
+static void fx_open(struct fx *f, enum consistency mode)
+{
+	struct bdev *mem;
+	struct cache_opts co = { .consistency = mode, .flush_interval_ms = 60000 };
+
+	assert_int_equal(bdev_mem_create(BS, NBLOCKS, NULL, 0, &mem), 0);
+	assert_int_equal(bdev_recorder_create(mem, &f->rec), 0);
+	assert_int_equal(cache_create(f->rec, &co, &f->c), 0);
+	assert_int_equal(pgeng_create(f->c, &f->e), 0);
+}
+
+static void fx_close(struct fx *f)
+{
+	pgeng_destroy(f->e);
+	cache_sync(f->c);
+	cache_destroy(f->c);
+	bdev_destroy(f->rec);
+}
+
+/* One byte at (blk, off) set to v, as a change made by a process that has
+ * groups g[0..ng) engaged. */
+static void write_in(struct fx *f, struct pg_group **g, size_t ng, uint64_t blk, uint32_t off,
+		     uint8_t v)
+{
+	struct pg_op op = { 0 };
+	struct cblock *b;
+
+	pgeng_op_begin(f->e, &op, g, ng, NULL);
+	assert_int_equal(cache_get(f->c, blk, &b), 0);
+	assert_int_equal(patch_create_byte(f->c, b, off, 1, &v, NULL, 0, NULL), 0);
+	cache_put(f->c, b);
+	pgeng_op_end(&op);
+	assert_int_equal(op.lost, 0);
+}
+
+static void assert_same(struct fx *f, int64_t id, const struct pg_info *was)
+{
+	struct pg_info now;
+
+	assert_int_equal(pgeng_info(f->e, id, &now), 0);
+	assert_int_equal(now.id, was->id);
+	assert_int_equal(now.owner, was->owner);
+	assert_int_equal(now.state, was->state);
+	assert_int_equal(now.engaged, was->engaged);
+	assert_int_equal(now.nbefores, was->nbefores);
+	assert_int_equal(now.nafters, was->nafters);
+	assert_int_equal(now.nchanges, was->nchanges);
+}
+
+static void snap(struct fx *f, int64_t id, struct pg_info *in)
+{
+	memset(in, 0, sizeof(*in));
+	assert_int_equal(pgeng_info(f->e, id, in), 0);
+}
+
+static void test_ids(void **state)
+{
+	struct fx f;
+	int64_t a, b, c;
+	struct pg_info in;
+
+	fx_open(&f, CONSISTENCY_SOFTUPDATES);
+	assert_int_equal(pgeng_group_create(f.e, 0, &a), 0);
+	assert_int_equal(pgeng_group_create(f.e, 0, &b), 0);
+	assert_true(a > 0);
+	assert_true(b > a);
+	/* Ids are never reused, even after a group is closed and forgotten. */
+	assert_int_equal(pgeng_close(f.e, a, 0), 0);
+	assert_int_equal(cache_sync(f.c), 0);
+	assert_int_equal(pgeng_group_create(f.e, 0, &c), 0);
+	assert_true(c > b);
+	snap(&f, a, &in);
+	assert_true(in.state & PG_ST_RETIRED);
+	assert_int_equal(pgeng_info(f.e, c + 1, &in), -ENOENT);
+	assert_int_equal(pgeng_info(f.e, 0, &in), -EINVAL);
+	assert_int_equal(pgeng_info(f.e, -3, &in), -EINVAL);
+	/* listing skips the forgotten group */
+	assert_int_equal(pgeng_info_next(f.e, 1, &in), 0);
+	assert_int_equal(in.id, b);
+	assert_int_equal(pgeng_info_next(f.e, b + 1, &in), 0);
+	assert_int_equal(in.id, c);
+	assert_int_equal(pgeng_info_next(f.e, c + 1, &in), -ENOENT);
+	{
+		struct pg_summary sum;
+
+		pgeng_summary(f.e, &sum);
+		assert_int_equal(sum.groups, 2);
+		assert_int_equal(sum.closed, 0);
+		assert_int_equal(sum.last_id, c);
+	}
+	fx_close(&f);
+}
+
+static void test_depend_refusals(void **state)
+{
+	struct fx f;
+	int64_t a, b, x, y;
+	struct pg_group *g;
+	struct pg_info ia, ib, ix, iy;
+
+	fx_open(&f, CONSISTENCY_SOFTUPDATES);
+	assert_int_equal(pgeng_group_create(f.e, 0, &a), 0);
+	assert_int_equal(pgeng_group_create(f.e, 0, &b), 0);
+	snap(&f, a, &ia);
+	snap(&f, b, &ib);
+
+	/* A == B */
+	assert_int_equal(pgeng_depend(f.e, a, a, 0), -ELOOP);
+	/* unknown and invalid ids */
+	assert_int_equal(pgeng_depend(f.e, a, 999, 0), -ENOENT);
+	assert_int_equal(pgeng_depend(f.e, 999, a, 0), -ENOENT);
+	assert_int_equal(pgeng_depend(f.e, 0, a, 0), -EINVAL);
+	assert_int_equal(pgeng_depend(f.e, a, -1, 0), -EINVAL);
+	assert_same(&f, a, &ia);
+	assert_same(&f, b, &ib);
+
+	/* B engaged at that moment */
+	assert_int_equal(pgeng_engage(f.e, b, 0, &g), 0);
+	snap(&f, a, &ia);
+	snap(&f, b, &ib);
+	assert_int_equal(pgeng_depend(f.e, b, a, 0), -EBUSY);
+	assert_same(&f, a, &ia);
+	assert_same(&f, b, &ib);
+	pgeng_disengage(f.e, g);
+	assert_int_equal(pgeng_depend(f.e, b, a, 0), 0);
+	snap(&f, b, &ib);
+	assert_true(ib.state & PG_ST_SEALED);
+	assert_int_equal(ib.nafters, 1);
+	snap(&f, a, &ia);
+	assert_int_equal(ia.nbefores, 1);
+
+	/* Rule 2: a sealed group can never be engaged again. */
+	assert_int_equal(pgeng_engage(f.e, b, 0, &g), -EROFS);
+	assert_same(&f, b, &ib);
+
+	/* A already has afters: x -> b refused, since b has an after (a). */
+	assert_int_equal(pgeng_group_create(f.e, 0, &x), 0);
+	snap(&f, x, &ix);
+	assert_int_equal(pgeng_depend(f.e, x, b, 0), -EROFS);
+	assert_same(&f, x, &ix);
+	assert_same(&f, b, &ib);
+
+	/* Rule 3: the first change releases a group: no more befores. */
+	assert_int_equal(pgeng_group_create(f.e, 0, &y), 0);
+	assert_int_equal(pgeng_engage(f.e, y, 0, &g), 0);
+	write_in(&f, &g, 1, 3, 0, 7);
+	pgeng_disengage(f.e, g);
+	snap(&f, y, &iy);
+	assert_true(iy.state & PG_ST_RELEASED);
+	assert_int_equal(iy.nchanges, 1);
+	snap(&f, x, &ix);
+	assert_int_equal(pgeng_depend(f.e, x, y, 0), -EALREADY);
+	assert_same(&f, x, &ix);
+	assert_same(&f, y, &iy);
+	/* An engaged but unchanged group may still gain befores. */
+	assert_int_equal(pgeng_engage(f.e, x, 0, &g), 0);
+	assert_int_equal(pgeng_depend(f.e, y, x, 0), 0);
+	pgeng_disengage(f.e, g);
+	fx_close(&f);
+}
+
+static void test_access(void **state)
+{
+	struct fx f;
+	int64_t a, b, r;
+	struct pg_group *g;
+	struct pg_info ia, ib;
+
+	fx_open(&f, CONSISTENCY_SOFTUPDATES);
+	assert_int_equal(pgeng_group_create(f.e, 1000, &a), 0);
+	assert_int_equal(pgeng_group_create(f.e, 1001, &b), 0);
+	assert_int_equal(pgeng_group_create(f.e, 1001, &r), 0);
+	snap(&f, a, &ia);
+	snap(&f, b, &ib);
+	assert_int_equal(ia.owner, 1000);
+	/* uid 1001 may touch b but not a, in either role. */
+	assert_int_equal(pgeng_depend(f.e, a, b, 1001), -EPERM);
+	assert_int_equal(pgeng_depend(f.e, b, a, 1001), -EPERM);
+	assert_int_equal(pgeng_engage(f.e, a, 1001, &g), -EPERM);
+	assert_int_equal(pgeng_sync(f.e, a, 1001), -EPERM);
+	assert_int_equal(pgeng_close(f.e, a, 1001), -EPERM);
+	assert_same(&f, a, &ia);
+	assert_same(&f, b, &ib);
+	/* the owner may, and root may */
+	assert_int_equal(pgeng_sync(f.e, a, 1000), 0);
+	assert_int_equal(pgeng_depend(f.e, r, b, 1001), 0);
+	assert_int_equal(pgeng_depend(f.e, a, b, 0), 0);
+	assert_int_equal(pgeng_engage(f.e, a, 0, &g), -EROFS); /* now sealed */
+	assert_int_equal(pgeng_close(f.e, a, 1000), 0);
+	fx_close(&f);
+}
+
+static void test_closed_and_retired(void **state)
+{
+	struct fx f;
+	int64_t a, b, c;
+	struct pg_group *g;
+	struct pg_info in;
+
+	fx_open(&f, CONSISTENCY_SOFTUPDATES);
+	assert_int_equal(pgeng_group_create(f.e, 0, &a), 0);
+	assert_int_equal(pgeng_group_create(f.e, 0, &b), 0);
+	assert_int_equal(pgeng_engage(f.e, a, 0, &g), 0);
+	write_in(&f, &g, 1, 5, 0, 1);
+	pgeng_disengage(f.e, g);
+	assert_int_equal(pgeng_close(f.e, a, 0), 0);
+	/* closed: no engage, not an after, no second close ... */
+	assert_int_equal(pgeng_engage(f.e, a, 0, &g), -ENOENT);
+	assert_int_equal(pgeng_depend(f.e, b, a, 0), -ENOENT);
+	assert_int_equal(pgeng_close(f.e, a, 0), -ENOENT);
+	/* ... but still a before, and syncable, while not yet durable */
+	snap(&f, a, &in);
+	assert_false(in.state & PG_ST_RETIRED);
+	assert_int_equal(pgeng_depend(f.e, a, b, 0), 0);
+	assert_int_equal(pgeng_sync(f.e, a, 0), 0);
+	/* durable: forgotten; naming it as a before is a no-op */
+	snap(&f, a, &in);
+	assert_true(in.state & PG_ST_RETIRED);
+	assert_int_equal(pgeng_group_create(f.e, 0, &c), 0);
+	assert_int_equal(pgeng_depend(f.e, a, c, 0), 0);
+	snap(&f, c, &in);
+	assert_int_equal(in.nbefores, 0);
+	assert_int_equal(pgeng_sync(f.e, a, 0), 0);
+	fx_close(&f);
+}
+
+/* pgeng_sync(B) makes B's changes and its befores' durable, including a
+ * before's befores reached through a before that made no change. */
+static void test_sync_befores(void **state)
+{
+	struct fx f;
+	int64_t x, m, b;
+	struct pg_group *g;
+
+	fx_open(&f, CONSISTENCY_SOFTUPDATES);
+	assert_int_equal(pgeng_group_create(f.e, 0, &x), 0);
+	assert_int_equal(pgeng_group_create(f.e, 0, &m), 0);
+	assert_int_equal(pgeng_group_create(f.e, 0, &b), 0);
+	assert_int_equal(pgeng_engage(f.e, x, 0, &g), 0);
+	write_in(&f, &g, 1, 10, 0, 0x11);
+	pgeng_disengage(f.e, g);
+	assert_int_equal(pgeng_depend(f.e, x, m, 0), 0);
+	assert_int_equal(pgeng_depend(f.e, m, b, 0), 0); /* m has no change */
+	assert_int_equal(pgeng_sync(f.e, b, 0), 0);      /* b has no change */
+	/* The recorder log shows block 10 written and a barrier after it. */
+	{
+		size_t i, n = bdev_recorder_count(f.rec);
+		bool written = false, barrier_after = false;
+
+		for (i = 0; i < n; i++) {
+			const struct rec_event *ev = bdev_recorder_event(f.rec, i);
+
+			if (ev->kind == REC_WRITE && ev->blkno == 10 &&
+			    ((const uint8_t *)ev->data)[0] == 0x11)
+				written = true;
+			if (ev->kind == REC_BARRIER && written)
+				barrier_after = true;
+		}
+		assert_true(written);
+		assert_true(barrier_after);
+	}
+	fx_close(&f);
+}
+
+/* ---- ordering over crash states ---------------------------------------- */
+
+#define DAG_GROUPS 7
+#define DAG_WRITES 3
+
+struct dag {
+	int ngroups;
+	bool before[DAG_GROUPS][DAG_GROUPS]; /* transitive: before[i][j] = i before j */
+	int nw[DAG_GROUPS];
+	uint64_t blk[DAG_GROUPS][DAG_WRITES];
+	uint32_t off[DAG_GROUPS][DAG_WRITES];
+	uint8_t val[DAG_GROUPS][DAG_WRITES];
+	size_t states, violations;
+};
+
+static bool present(const struct dag *d, const struct crash_state *st, int g, int w)
+{
+	const uint8_t *img = st->image;
+
+	return img[d->blk[g][w] * st->block_size + d->off[g][w]] == d->val[g][w];
+}
+
+static int dag_check(const struct crash_state *st, void *arg)
+{
+	struct dag *d = arg;
+	int g, b, w, v;
+	bool any, bad = false;
+
+	d->states++;
+	for (g = 0; g < d->ngroups && !bad; g++) {
+		any = false;
+		for (w = 0; w < d->nw[g]; w++)
+			any |= present(d, st, g, w);
+		if (!any)
+			continue;
+		for (b = 0; b < d->ngroups && !bad; b++) {
+			if (!d->before[b][g])
+				continue;
+			for (v = 0; v < d->nw[b]; v++)
+				if (!present(d, st, b, v))
+					bad = true;
+		}
+	}
+	if (bad)
+		d->violations++;
+	return 0;
+}
+
+/* Build a random DAG the way scripts do (pgrun --after): each group gains
+ * its befores, runs, is closed; then enumerate every crash state. */
+static void run_dag(enum consistency mode, uint64_t seed, struct dag *d)
+{
+	struct fx f;
+	struct e2t_rng rng;
+	struct pg_group *g;
+	int64_t id[DAG_GROUPS];
+	struct crash_opts co = { .max_exhaustive = 8, .samples = 48, .seed = seed };
+	size_t n;
+	int i, j, k, w;
+	uint32_t used[NBLOCKS] = { 0 };
+
+	memset(d, 0, sizeof(*d));
+	d->ngroups = DAG_GROUPS;
+	e2t_rng_seed(&rng, seed);
+	fx_open(&f, mode);
+	for (j = 0; j < DAG_GROUPS; j++) {
+		assert_int_equal(pgeng_group_create(f.e, 0, &id[j]), 0);
+		for (i = 0; i < j; i++) {
+			if (e2t_rng_below(&rng, 3) == 0) {
+				assert_int_equal(pgeng_depend(f.e, id[i], id[j], 0), 0);
+				d->before[i][j] = true;
+			}
+		}
+		/* Some groups make no change: ordering must pass through. */
+		d->nw[j] = (int)e2t_rng_below(&rng, DAG_WRITES + 1);
+		if (j == 1)
+			d->nw[j] = 0;
+		assert_int_equal(pgeng_engage(f.e, id[j], 0, &g), 0);
+		for (w = 0; w < d->nw[j]; w++) {
+			/* few blocks, so groups share blocks and the cache must
+			 * roll changes back */
+			uint64_t blk = 1 + e2t_rng_below(&rng, 4);
+
+			d->blk[j][w] = blk;
+			d->off[j][w] = used[blk]++;
+			d->val[j][w] = (uint8_t)(1 + e2t_rng_below(&rng, 255));
+			write_in(&f, &g, 1, blk, d->off[j][w], d->val[j][w]);
+		}
+		pgeng_disengage(f.e, g);
+		assert_int_equal(pgeng_close(f.e, id[j], 0), 0);
+		/* Sometimes let the flusher write what is ready, so that
+		 * groups straddle rounds. */
+		if (e2t_rng_below(&rng, 3) == 0)
+			assert_int_equal(cache_flush_round(f.c, NULL), 0);
+	}
+	assert_int_equal(cache_sync(f.c), 0);
+	/* transitive closure */
+	for (k = 0; k < DAG_GROUPS; k++)
+		for (i = 0; i < DAG_GROUPS; i++)
+			for (j = 0; j < DAG_GROUPS; j++)
+				if (d->before[i][k] && d->before[k][j])
+					d->before[i][j] = true;
+	assert_int_equal(crash_enumerate(f.rec, &co, dag_check, d, &n), 0);
+	assert_int_equal(n, d->states);
+	pgeng_destroy(f.e);
+	cache_destroy(f.c);
+	bdev_destroy(f.rec);
+}
+
+static void test_dag_order(void **state)
+{
+	uint64_t seed0 = e2t_seed("PG_SEED", 0x5eed);
+	size_t states = 0, runs = (size_t)e2t_env_long("PG_DAG_RUNS", 200), i;
+	struct dag d;
+
+	for (i = 0; i < runs; i++) {
+		run_dag(CONSISTENCY_SOFTUPDATES, seed0 + i, &d);
+		if (d.violations)
+			fail_msg("seed %llu: %zu of %zu crash states break group order",
+				 (unsigned long long)(seed0 + i), d.violations, d.states);
+		states += d.states;
+	}
+	assert_true(states > runs);
+	printf("# dag order: %zu runs, %zu crash states checked, 0 violations\n", runs, states);
+}
+
+/* The same checker must see violations when ordering is off: otherwise
+ * the test above could not fail. */
+static void test_dag_order_none_fails(void **state)
+{
+	uint64_t seed0 = e2t_seed("PG_SEED", 0x5eed);
+	size_t states = 0, bad = 0, runs = (size_t)e2t_env_long("PG_DAG_RUNS", 200), i;
+	struct dag d;
+
+	for (i = 0; i < runs; i++) {
+		run_dag(CONSISTENCY_NONE, seed0 + i, &d);
+		states += d.states;
+		bad += d.violations;
+	}
+	printf("# dag order, consistency=none: %zu crash states, %zu violations\n", states, bad);
+	assert_true(bad > 0);
+}
+
+/* fsync=order: a chain orders every later change after every earlier one. */
+static void chain_run(enum consistency mode, struct dag *d)
+{
+	struct fx f;
+	struct pg_chain *ch;
+	struct pg_op op = { 0 };
+	struct cblock *b;
+	uint8_t v;
+	int i;
+	struct crash_opts co = { .max_exhaustive = 8, .samples = 48, .seed = 7 };
+
+	memset(d, 0, sizeof(*d));
+	fx_open(&f, mode);
+	assert_int_equal(pgeng_chain_create(f.e, &ch), 0);
+	/* Treat each fsync-delimited epoch as a "group" for the checker. */
+	d->ngroups = 4;
+	for (i = 0; i < 4; i++) {
+		uint64_t blk = 1 + (uint64_t)(3 - i) % 4; /* later epochs, lower blocks */
+
+		d->nw[i] = 1;
+		d->blk[i][0] = blk;
+		d->off[i][0] = 0;
+		d->val[i][0] = v = (uint8_t)(0x40 + i);
+		pgeng_op_begin(f.e, &op, NULL, 0, ch);
+		assert_int_equal(cache_get(f.c, blk, &b), 0);
+		assert_int_equal(patch_create_byte(f.c, b, 0, 1, &v, NULL, 0, NULL), 0);
+		cache_put(f.c, b);
+		pgeng_op_end(&op);
+		assert_int_equal(pgeng_chain_order(f.e, ch), 0);
+		for (int j = 0; j < i; j++)
+			d->before[j][i] = true;
+	}
+	pgeng_chain_release(f.e, ch);
+	assert_int_equal(cache_sync(f.c), 0);
+	assert_int_equal(crash_enumerate(f.rec, &co, dag_check, d, NULL), 0);
+	fx_close(&f);
+}
+
+static void test_chain_order(void **state)
+{
+	struct dag d;
+
+	chain_run(CONSISTENCY_SOFTUPDATES, &d);
+	assert_int_equal(d.violations, 0);
+	assert_true(d.states >= 4);
+	chain_run(CONSISTENCY_NONE, &d);
+	printf("# fsync=order chain: consistency=none breaks %zu of %zu states\n", d.violations,
+	       d.states);
+	assert_true(d.violations > 0);
+}
+
+/* ---- the atomic replace, at library level ----------------------------- */
+
+/* What `a=$(pgrun --print-id -- sh -c 'cat new > f.tmp'); pgrun --after "$a"
+ * -- mv f.tmp f` does, through the ext2 module: at every crash state f must
+ * hold the complete old or the complete new contents. */
+
+#define OLD_LEN 5000
+#define NEW_LEN 9000
+
+struct arep {
+	size_t states, bad, missing, torn;
+};
+
+static void *arep_img;
+static size_t arep_len;
+
+static int arep_check(const struct crash_state *cs, void *arg)
+{
+	struct arep *a = arg;
+	struct e2_opts o = { .readonly = true, .no_flusher = true };
+	static uint8_t buf[NEW_LEN + 1];
+	struct bdev *mem;
+	struct e2fs *fs;
+	struct stat st;
+	ssize_t n;
+	size_t i, want;
+	uint8_t c;
+	bool ok = true;
+
+	a->states++;
+	assert_int_equal(bdev_mem_create(cs->block_size, 0, cs->image, cs->image_len, &mem), 0);
+	if (e2_open_bdev(mem, &o, &fs) != 0) {
+		a->bad++;
+		return 0;
+	}
+	if (e2_lookup(fs, E2_ROOT_INO, "f", &st) != 0) {
+		a->missing++;
+		ok = false;
+		goto out;
+	}
+	n = e2_read(fs, (uint32_t)st.st_ino, buf, sizeof(buf), 0);
+	e2_forget(fs, (uint32_t)st.st_ino, 1);
+	want = n == OLD_LEN ? OLD_LEN : NEW_LEN;
+	c = n == OLD_LEN ? 'o' : 'n';
+	if (n != OLD_LEN && n != NEW_LEN)
+		ok = false;
+	for (i = 0; ok && i < want; i++)
+		if (buf[i] != c)
+			ok = false;
+	if (!ok)
+		a->torn++;
+out:
+	if (!ok)
+		a->bad++;
+	e2_abandon(fs);
+	return 0;
+}
+
+static void arep_run(enum consistency cons, bool groups, struct arep *a)
+{
+	struct e2_opts o = { .consistency = cons, .no_flusher = true };
+	struct crash_opts co = { .max_exhaustive = 10, .samples = 64, .seed = 11 };
+	static uint8_t data[NEW_LEN];
+	struct bdev *mem, *rec;
+	struct e2fs *fs;
+	struct pgeng *e;
+	struct pg_group *ga, *gb;
+	struct pg_op op = { 0 };
+	struct stat st;
+	int64_t ia, ib;
+
+	memset(a, 0, sizeof(*a));
+	assert_int_equal(bdev_mem_create(BS, 0, arep_img, arep_len, &mem), 0);
+	assert_int_equal(bdev_recorder_create(mem, &rec), 0);
+	assert_int_equal(e2_open_bdev(rec, &o, &fs), 0);
+	assert_int_equal(pgeng_create(e2_cache(fs), &e), 0);
+	/* the old file, durable before the log starts */
+	memset(data, 'o', OLD_LEN);
+	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "f", S_IFREG | 0644, 0, 0, 0, &st), 0);
+	assert_int_equal(e2_write(fs, (uint32_t)st.st_ino, data, OLD_LEN, 0), OLD_LEN);
+	e2_forget(fs, (uint32_t)st.st_ino, 1);
+	assert_int_equal(e2_sync(fs), 0);
+	assert_int_equal(bdev_recorder_reset(rec), 0);
+
+	/* group a: the new contents in f.tmp */
+	assert_int_equal(pgeng_group_create(e, 0, &ia), 0);
+	assert_int_equal(pgeng_engage(e, ia, 0, &ga), 0);
+	memset(data, 'n', NEW_LEN);
+	if (groups)
+		pgeng_op_begin(e, &op, &ga, 1, NULL);
+	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "f.tmp", S_IFREG | 0644, 0, 0, 0, &st), 0);
+	assert_int_equal(e2_write(fs, (uint32_t)st.st_ino, data, NEW_LEN, 0), NEW_LEN);
+	e2_forget(fs, (uint32_t)st.st_ino, 1);
+	if (groups)
+		pgeng_op_end(&op);
+	pgeng_disengage(e, ga);
+	assert_int_equal(pgeng_close(e, ia, 0), 0);
+
+	/* group b, after a: the rename over f */
+	assert_int_equal(pgeng_group_create(e, 0, &ib), 0);
+	assert_int_equal(pgeng_depend(e, ia, ib, 0), 0);
+	assert_int_equal(pgeng_engage(e, ib, 0, &gb), 0);
+	if (groups)
+		pgeng_op_begin(e, &op, &gb, 1, NULL);
+	assert_int_equal(e2_rename(fs, E2_ROOT_INO, "f.tmp", E2_ROOT_INO, "f", 0), 0);
+	if (groups)
+		pgeng_op_end(&op);
+	pgeng_disengage(e, gb);
+	assert_int_equal(pgeng_close(e, ib, 0), 0);
+
+	assert_int_equal(e2_sync(fs), 0);
+	assert_int_equal(crash_enumerate(rec, &co, arep_check, a, NULL), 0);
+	pgeng_destroy(e);
+	assert_int_equal(e2_close(fs), 0);
+}
+
+static void test_atomic_replace(void **state)
+{
+	struct arep a;
+
+	assert_int_equal(e2t_mkfs_mem(2048, BS, NULL, &arep_img, &arep_len), 0);
+	arep_run(CONSISTENCY_SOFTUPDATES, true, &a);
+	printf("# atomic replace with groups: %zu crash states, %zu bad\n", a.states, a.bad);
+	assert_true(a.states > 2);
+	assert_int_equal(a.bad, 0);
+	arep_run(CONSISTENCY_NONE, true, &a);
+	printf("# atomic replace, consistency=none: %zu crash states, %zu bad "
+	       "(%zu without f, %zu torn)\n", a.states, a.bad, a.missing, a.torn);
+	assert_true(a.bad > 0);
+	arep_run(CONSISTENCY_SOFTUPDATES, false, &a);
+	printf("# atomic replace, soft updates but no groups: %zu crash states, %zu bad\n",
+	       a.states, a.bad);
+	free(arep_img);
+}
+
+/* ---- scopes over a fake /proc ------------------------------------------ */
+
+static char *fake_root;
+
+static void fake_proc(pid_t pid, pid_t tgid, pid_t ppid, uint64_t start, const char *comm)
+{
+	char path[512], buf[1024];
+
+	snprintf(path, sizeof(path), "%s/%d", fake_root, (int)pid);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/%d/stat", fake_root, (int)pid);
+	snprintf(buf, sizeof(buf),
+		 "%d (%s) S %d %d %d 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 %llu 1000 "
+		 "100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n",
+		 (int)pid, comm, (int)ppid, (int)tgid, (int)tgid, (unsigned long long)start);
+	assert_int_equal(e2t_write_file(path, buf, strlen(buf)), 0);
+	snprintf(path, sizeof(path), "%s/%d/status", fake_root, (int)pid);
+	snprintf(buf, sizeof(buf), "Name:\t%s\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t%d\n"
+		 "Ngid:\t0\nPid:\t%d\nPPid:\t%d\n", comm, (int)tgid, (int)pid, (int)ppid);
+	assert_int_equal(e2t_write_file(path, buf, strlen(buf)), 0);
+}
+
+static void test_proc_parse(void **state)
+{
+	pid_t pp, tg;
+	uint64_t st;
+
+	fake_root = e2t_tmpdir_new("pgproc");
+	assert_non_null(fake_root);
+	/* A command name with spaces and a ')' must not shift the fields. */
+	fake_proc(42, 42, 7, 123456, "we) ird (name");
+	assert_int_equal(proc_stat(fake_root, 42, &pp, &st), 0);
+	assert_int_equal(pp, 7);
+	assert_int_equal(st, 123456);
+	assert_int_equal(proc_tgid(fake_root, 42, &tg), 0);
+	assert_int_equal(tg, 42);
+	assert_int_equal(proc_stat(fake_root, 43, &pp, &st), -ENOENT);
+	/* the real /proc: ourselves */
+	assert_int_equal(proc_stat("/proc", getpid(), &pp, &st), 0);
+	assert_int_equal(pp, getppid());
+	assert_int_equal(proc_tgid("/proc", getpid(), &tg), 0);
+	assert_int_equal(tg, getpid());
+	e2t_rm_rf(fake_root);
+	free(fake_root);
+}
+
+static void test_scope_resolve(void **state)
+{
+	struct scope_tab *t;
+	struct scope_key k, got;
+	int data = 1;
+
+	fake_root = e2t_tmpdir_new("pgscope");
+	assert_non_null(fake_root);
+	/* init(1) -> shell(50) -> pgrun(100) -> sh(200) -> cp(300), and a
+	 * thread 301 of cp; 400 is a sibling of pgrun. */
+	fake_proc(1, 1, 0, 1, "init");
+	fake_proc(50, 50, 1, 10, "bash");
+	fake_proc(100, 100, 50, 20, "pgrun");
+	fake_proc(200, 200, 100, 30, "sh");
+	fake_proc(300, 300, 200, 40, "cp");
+	fake_proc(301, 300, 200, 41, "cp");
+	fake_proc(400, 400, 50, 25, "other");
+	assert_int_equal(scope_tab_create(fake_root, false, NULL, NULL, &t), 0);
+	/* no scope at all: nothing found, nothing read */
+	assert_int_equal(scope_resolve(t, 300, &got), 0);
+
+	k.pid = 100;
+	k.start = 20;
+	assert_int_equal(scope_add_since(t, k, 22, &data), 0);
+	assert_int_equal(scope_add_since(t, k, 22, &data), -EEXIST);
+	assert_int_equal(scope_resolve(t, 300, &got), 1);
+	assert_int_equal(got.pid, 100);
+	assert_int_equal(scope_resolve(t, 301, &got), 1); /* a thread */
+	assert_int_equal(got.pid, 100);
+	assert_int_equal(scope_resolve(t, 100, &got), 1); /* itself */
+	assert_int_equal(scope_resolve(t, 400, &got), 0); /* outside */
+	assert_int_equal(scope_resolve(t, 50, &got), 0);  /* the parent */
+	assert_int_equal(scope_resolve(t, 0, &got), 0);   /* writeback */
+	assert_int_equal(scope_resolve(t, 999, &got), 0); /* gone */
+	/* cached answers agree */
+	assert_int_equal(scope_resolve(t, 300, &got), 1);
+
+	/* pid 100 exits and the pid is reused by another process started
+	 * later; a new child 500 of it must not inherit the old scope. */
+	fake_proc(100, 100, 50, 90, "reused");
+	fake_proc(500, 500, 100, 95, "child");
+	assert_int_equal(scope_resolve(t, 500, &got), 0);
+	assert_int_equal(scope_resolve(t, 100, &got), 0);
+	/* the nearest scope wins */
+	k.pid = 200;
+	k.start = 30;
+	assert_int_equal(scope_add_since(t, k, 35, &data), 0);
+	fake_proc(100, 100, 50, 20, "pgrun");
+	assert_int_equal(scope_resolve(t, 300, &got), 1);
+	assert_int_equal(got.pid, 200);
+	assert_ptr_equal(scope_del(t, k), &data);
+	assert_null(scope_del(t, k));
+	assert_int_equal(scope_resolve(t, 300, &got), 1);
+	assert_int_equal(got.pid, 100);
+	assert_int_equal(scope_count(t), 1);
+	/* a child that was already running when its parent's scope was made
+	 * stays outside (sh 200 started at 30, the scope of 200 at 35: cp 300
+	 * started at 40 is inside, a child 210 started at 33 is not) */
+	k.pid = 200;
+	k.start = 30;
+	assert_int_equal(scope_add_since(t, k, 35, &data), 0);
+	fake_proc(210, 210, 200, 33, "early");
+	assert_int_equal(scope_resolve(t, 210, &got), 0);
+	assert_int_equal(scope_resolve(t, 300, &got), 1);
+	assert_int_equal(got.pid, 200);
+	scope_tab_destroy(t);
+	e2t_rm_rf(fake_root);
+	free(fake_root);
+}
+
+/* With watching on, a real child's exit is reported. */
+static int exits;
+static struct scope_key exited;
+static struct scope_tab *watched;
+
+static void on_exit_cb(void *arg, struct scope_key key)
+{
+	struct scope_tab **tp = arg;
+
+	if (scope_del(*tp, key)) {
+		exited = key;
+		__atomic_add_fetch(&exits, 1, __ATOMIC_SEQ_CST);
+	}
+}
+
+static void test_scope_exit_watch(void **state)
+{
+	struct scope_key k, wrong;
+	int data = 0, i, fds[2];
+	pid_t pid;
+	char c;
+
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(fds[1]);
+		if (read(fds[0], &c, 1) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	close(fds[0]);
+	assert_int_equal(scope_tab_create(NULL, true, on_exit_cb, &watched, &watched), 0);
+	assert_int_equal(scope_key_of(watched, pid, &k), 0);
+	/* a key whose start time does not match names no living process */
+	wrong = k;
+	wrong.start++;
+	assert_int_equal(scope_add(watched, wrong, &data), -ESRCH);
+	assert_int_equal(scope_add(watched, k, &data), 0);
+	assert_int_equal(scope_count(watched), 1);
+	close(fds[1]); /* the child exits */
+	for (i = 0; i < 500 && !__atomic_load_n(&exits, __ATOMIC_SEQ_CST); i++)
+		usleep(10000);
+	assert_int_equal(exits, 1);
+	assert_int_equal(exited.pid, pid);
+	assert_int_equal(exited.start, k.start);
+	assert_int_equal(scope_count(watched), 0);
+	waitpid(pid, NULL, 0);
+	scope_tab_destroy(watched);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_ids),
+		cmocka_unit_test(test_depend_refusals),
+		cmocka_unit_test(test_access),
+		cmocka_unit_test(test_closed_and_retired),
+		cmocka_unit_test(test_sync_befores),
+		cmocka_unit_test(test_dag_order),
+		cmocka_unit_test(test_dag_order_none_fails),
+		cmocka_unit_test(test_chain_order),
+		cmocka_unit_test(test_atomic_replace),
+		cmocka_unit_test(test_proc_parse),
+		cmocka_unit_test(test_scope_resolve),
+		cmocka_unit_test(test_scope_exit_watch),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
