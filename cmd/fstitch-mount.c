@@ -1,0 +1,1157 @@
+/* fstitch-mount: serve an ext2 image through FUSE with dependency-ordered
+ * write-back.  FUSE glue only: options are decided in lib/mountopt.c, the
+ * source in lib/source.c, everything about the file system in lib/e2.c.
+ */
+#define FUSE_USE_VERSION 314
+
+#include <argp.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <libgen.h>
+#include <limits.h>
+#include <linux/fs.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "e2.h"
+#include "mountopt.h"
+#include "pgsrv.h"
+#include "source.h"
+
+#define PROG "fstitch-mount"
+
+enum exit_status {
+	EXIT_OK = 0,     /* mounted; in the foreground: unmounted cleanly */
+	EXIT_FAIL = 1,   /* failure while serving, or the final flush failed */
+	EXIT_OPEN = 8,   /* SOURCE cannot be opened as an fstitch file system */
+	EXIT_MOUNT = 32, /* the mount itself failed */
+	EXIT_USAGE = 64, /* bad command line */
+};
+
+/* The daemon is the only writer of the image, so what the kernel caches
+ * can only go stale through requests it sends us itself. */
+#define ENTRY_TIMEOUT 30.0
+#define ATTR_TIMEOUT 30.0
+#define NEG_TIMEOUT 10.0
+#define MAX_WRITE (1U << 20)
+/* The ext2 module serialises operations under one lock, so extra threads
+ * only let a request that waits (an fsync, a disk read, a full cache) not
+ * hold up the others.  More than two costs: the kernel hands each request
+ * to the longest-idle reader, and on a 2-core machine untar ran 3x slower
+ * with 4 or 16 threads than with 1 or 2. */
+#define MAX_THREADS 2
+
+struct args {
+	const char *source;
+	const char *mountpoint;
+	struct mountopt mo;
+	bool foreground;
+	bool single;
+	unsigned max_threads;
+	bool fake; /* mount helper's -f: check everything, mount nothing */
+};
+
+static struct {
+	struct e2fs *fs;
+	struct pgsrv *srv;
+	bool use_syslog;
+	const char *source;
+} D;
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (D.use_syslog) {
+		vsyslog(LOG_ERR, fmt, ap);
+	} else {
+		fputs(PROG ": ", stderr);
+		vfprintf(stderr, fmt, ap);
+		fputc('\n', stderr);
+	}
+	va_end(ap);
+}
+
+/* ---- inode numbers ------------------------------------------------------ */
+
+/* FUSE names the root 1; ext2 names it 2 (1 is the bad-blocks inode, which
+ * is never exposed).  Every other number is the same on both sides. */
+static uint32_t in_ino(fuse_ino_t ino)
+{
+	return ino == FUSE_ROOT_ID ? E2_ROOT_INO : (uint32_t)ino;
+}
+
+static fuse_ino_t out_ino(uint32_t ino)
+{
+	return ino == E2_ROOT_INO ? FUSE_ROOT_ID : ino;
+}
+
+/* ---- replies ------------------------------------------------------------ */
+
+/* The one place errors turn into FUSE replies; the e2 layer already speaks
+ * -errno, so only an EIO needs more: its explanation goes to the log. */
+static void reply_err(fuse_req_t req, int r, const char *op)
+{
+	if (r == -EIO)
+		say("%s: %s", op, e2_error(D.fs));
+	fuse_reply_err(req, r < 0 ? -r : r);
+}
+
+/* Reply with an entry that carries one e2 reference, dropping it again if
+ * the kernel never sees the reply (an interrupted request). */
+static void reply_entry(fuse_req_t req, const struct stat *st)
+{
+	struct fuse_entry_param e;
+
+	memset(&e, 0, sizeof(e));
+	e.ino = out_ino((uint32_t)st->st_ino);
+	e.attr = *st;
+	e.attr_timeout = ATTR_TIMEOUT;
+	e.entry_timeout = ENTRY_TIMEOUT;
+	if (fuse_reply_entry(req, &e) != 0)
+		e2_forget(D.fs, (uint32_t)st->st_ino, 1);
+}
+
+/* Patchgroups see every request that may change the file system, under the
+ * calling process's scope. */
+static void enter(fuse_req_t req)
+{
+	if (D.srv)
+		pgsrv_enter(D.srv, fuse_req_ctx(req)->pid);
+}
+
+static void leave(void)
+{
+	if (D.srv)
+		pgsrv_leave(D.srv);
+}
+
+/* The owner of a new inode.  In a kernel file system the VFS applies the
+ * set-group-ID directory rule (inode_init_owner); under FUSE that is the
+ * server's job: a new inode in such a directory takes the directory's group,
+ * and a new directory keeps the bit. */
+static void new_owner(fuse_req_t req, fuse_ino_t parent, mode_t *mode, gid_t *gid)
+{
+	struct stat dir;
+
+	*gid = fuse_req_ctx(req)->gid;
+	if (e2_getattr(D.fs, in_ino(parent), &dir) == 0 && (dir.st_mode & S_ISGID)) {
+		*gid = dir.st_gid;
+		if (S_ISDIR(*mode))
+			*mode |= S_ISGID;
+	}
+}
+
+/* ---- operations --------------------------------------------------------- */
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	conn->max_write = MAX_WRITE;
+	/* ext2 keeps whole seconds: let the kernel round the same way. */
+	conn->time_gran = 1000000000;
+	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO;
+	/* Writes from the kernel's writeback cache arrive with pid 0 and so
+	 * could never join the writer's patchgroup (design.md §5). */
+	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	/* Locks stay in the kernel, which is right for a single-host file
+	 * system with one daemon. */
+	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct stat st;
+	int r = e2_lookup(D.fs, in_ino(parent), name, &st);
+
+	if (r == -ENOENT) {
+		struct fuse_entry_param e;
+
+		/* A negative entry: the kernel may remember the name is absent. */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = NEG_TIMEOUT;
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	if (r < 0)
+		reply_err(req, r, "lookup");
+	else
+		reply_entry(req, &st);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	e2_forget(D.fs, in_ino(ino), nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	for (size_t i = 0; i < count; i++)
+		e2_forget(D.fs, in_ino(forgets[i].ino), forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stat st;
+	int r = e2_getattr(D.fs, in_ino(ino), &st);
+
+	if (r < 0)
+		reply_err(req, r, "getattr");
+	else
+		fuse_reply_attr(req, &st, ATTR_TIMEOUT);
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	static const struct {
+		int fuse;
+		unsigned e2;
+	} map[] = {
+		{ FUSE_SET_ATTR_MODE, E2_SET_MODE },
+		{ FUSE_SET_ATTR_UID, E2_SET_UID },
+		{ FUSE_SET_ATTR_GID, E2_SET_GID },
+		{ FUSE_SET_ATTR_SIZE, E2_SET_SIZE },
+		{ FUSE_SET_ATTR_ATIME, E2_SET_ATIME },
+		{ FUSE_SET_ATTR_MTIME, E2_SET_MTIME },
+		{ FUSE_SET_ATTR_CTIME, E2_SET_CTIME },
+		{ FUSE_SET_ATTR_ATIME_NOW, E2_SET_ATIME_NOW },
+		{ FUSE_SET_ATTR_MTIME_NOW, E2_SET_MTIME_NOW },
+	};
+	unsigned set = 0;
+	struct stat st;
+	int r;
+
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (to_set & map[i].fuse)
+			set |= map[i].e2;
+	enter(req);
+	r = e2_setattr(D.fs, in_ino(ino), attr, set, &st);
+	leave();
+	if (r < 0)
+		reply_err(req, r, "setattr");
+	else
+		fuse_reply_attr(req, &st, ATTR_TIMEOUT);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	char buf[PATH_MAX + 1];
+	int r = e2_readlink(D.fs, in_ino(ino), buf, sizeof(buf) - 1);
+
+	if (r < 0) {
+		reply_err(req, r, "readlink");
+		return;
+	}
+	buf[r] = '\0';
+	fuse_reply_readlink(req, buf);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		     dev_t rdev)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct stat st;
+	gid_t gid;
+	int r;
+
+	new_owner(req, parent, &mode, &gid);
+	enter(req);
+	r = e2_mknod(D.fs, in_ino(parent), name, mode, rdev, ctx->uid, gid, &st);
+	leave();
+	if (r < 0)
+		reply_err(req, r, "mknod");
+	else
+		reply_entry(req, &st);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct stat st;
+	gid_t gid;
+	int r;
+
+	mode |= S_IFDIR;
+	new_owner(req, parent, &mode, &gid);
+	enter(req);
+	r = e2_mkdir(D.fs, in_ino(parent), name, mode, ctx->uid, gid, &st);
+	leave();
+	if (r < 0)
+		reply_err(req, r, "mkdir");
+	else
+		reply_entry(req, &st);
+}
+
+static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent,
+		       const char *name)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	mode_t mode = S_IFLNK;
+	struct stat st;
+	gid_t gid;
+	int r;
+
+	new_owner(req, parent, &mode, &gid);
+	enter(req);
+	r = e2_symlink(D.fs, in_ino(parent), name, target, ctx->uid, gid, &st);
+	leave();
+	if (r < 0)
+		reply_err(req, r, "symlink");
+	else
+		reply_entry(req, &st);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct stat st;
+	int r;
+
+	enter(req);
+	r = e2_link(D.fs, in_ino(ino), in_ino(newparent), newname, &st);
+	leave();
+	if (r < 0)
+		reply_err(req, r, "link");
+	else
+		reply_entry(req, &st);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	int r;
+
+	enter(req);
+	r = e2_unlink(D.fs, in_ino(parent), name);
+	leave();
+	reply_err(req, r, "unlink");
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	int r;
+
+	enter(req);
+	r = e2_rmdir(D.fs, in_ino(parent), name);
+	leave();
+	reply_err(req, r, "rmdir");
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	unsigned f = 0;
+	int r;
+
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (flags & RENAME_NOREPLACE)
+		f |= E2_RENAME_NOREPLACE;
+	if (flags & RENAME_EXCHANGE)
+		f |= E2_RENAME_EXCHANGE;
+	enter(req);
+	r = e2_rename(D.fs, in_ino(parent), name, in_ino(newparent), newname, f);
+	leave();
+	reply_err(req, r, "rename");
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	uint32_t e2ino = in_ino(ino);
+	int r = e2_open_inode(D.fs, e2ino);
+
+	if (r < 0) {
+		reply_err(req, r, "open");
+		return;
+	}
+	/* With atomic_o_trunc the kernel leaves O_TRUNC to us, so that the
+	 * open and the truncation are one request. */
+	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY) {
+		struct stat attr, st;
+
+		memset(&attr, 0, sizeof(attr));
+		clock_gettime(CLOCK_REALTIME, &attr.st_ctim);
+		enter(req);
+		r = e2_setattr(D.fs, e2ino, &attr,
+			       E2_SET_SIZE | E2_SET_MTIME_NOW | E2_SET_CTIME, &st);
+		leave();
+		if (r < 0) {
+			e2_release_inode(D.fs, e2ino);
+			reply_err(req, r, "open");
+			return;
+		}
+	}
+	/* Only our own writes change a file, and they pass through the
+	 * kernel's page cache, so it stays valid across opens. */
+	fi->keep_cache = 1;
+	if (fuse_reply_open(req, fi) != 0)
+		e2_release_inode(D.fs, e2ino);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct fuse_entry_param e;
+	struct stat st;
+	uint32_t ino;
+	gid_t gid;
+	int r;
+
+	mode = S_IFREG | (mode & 07777);
+	new_owner(req, parent, &mode, &gid);
+	enter(req);
+	r = e2_mknod(D.fs, in_ino(parent), name, mode, 0, ctx->uid, gid, &st);
+	leave();
+	if (r < 0) {
+		reply_err(req, r, "create");
+		return;
+	}
+	ino = (uint32_t)st.st_ino;
+	r = e2_open_inode(D.fs, ino);
+	if (r < 0) {
+		e2_forget(D.fs, ino, 1);
+		reply_err(req, r, "create");
+		return;
+	}
+	memset(&e, 0, sizeof(e));
+	e.ino = out_ino(ino);
+	e.attr = st;
+	e.attr_timeout = ATTR_TIMEOUT;
+	e.entry_timeout = ENTRY_TIMEOUT;
+	fi->keep_cache = 1;
+	if (fuse_reply_create(req, &e, fi) != 0) {
+		e2_release_inode(D.fs, ino);
+		e2_forget(D.fs, ino, 1);
+	}
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	char *buf = malloc(size ? size : 1);
+	ssize_t n;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	n = e2_read(D.fs, in_ino(ino), buf, size, off);
+	if (n < 0)
+		reply_err(req, (int)n, "read");
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	ssize_t n;
+
+	enter(req);
+	n = e2_write(D.fs, in_ino(ino), buf, size, off);
+	leave();
+	if (n < 0)
+		reply_err(req, (int)n, "write");
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	/* close() is not a durability point; fsync is. */
+	fuse_reply_err(req, 0);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	e2_release_inode(D.fs, in_ino(ino));
+	fuse_reply_err(req, 0);
+}
+
+static void do_fsync(fuse_req_t req, fuse_ino_t ino, int datasync)
+{
+	int r;
+
+	/* In a scope with --fsync=order the fsync becomes an ordering point
+	 * and returns at once; pgsrv has already recorded it. */
+	if (D.srv && pgsrv_fsync_order(D.srv, fuse_req_ctx(req)->pid)) {
+		fuse_reply_err(req, 0);
+		return;
+	}
+	r = e2_fsync(D.fs, in_ino(ino), datasync != 0);
+	if (r < 0)
+		say("fsync of inode %u failed: %s", in_ino(ino), strerror(-r));
+	reply_err(req, r, "fsync");
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	do_fsync(req, ino, datasync);
+}
+
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+			struct fuse_file_info *fi)
+{
+	do_fsync(req, ino, datasync);
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	/* The kernel invalidates its cached listing whenever it changes the
+	 * directory itself, and nothing else can. */
+	fi->cache_readdir = 1;
+	fi->keep_cache = 1;
+	fuse_reply_open(req, fi);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, 0);
+}
+
+/* Directory listing: e2_readdir's callback runs under the file system's
+ * lock, so entries are first collected here, and attributes looked up
+ * (readdirplus) only after it returns. */
+struct dir_ent {
+	uint32_t ino;
+	mode_t type;
+	off_t next;
+	size_t name_off;
+};
+
+struct dir_fill {
+	fuse_req_t req;
+	bool plus;
+	size_t size;  /* reply buffer size */
+	size_t used;  /* bytes the collected entries need in the reply */
+	struct dir_ent *ents;
+	size_t n, cap;
+	char *names;
+	size_t names_len, names_cap;
+	int err;
+};
+
+static int dir_collect(const struct e2_dirent *d, void *arg)
+{
+	struct dir_fill *f = arg;
+	char name[256];
+	size_t len = d->name_len < sizeof(name) - 1 ? d->name_len : sizeof(name) - 1;
+	size_t need;
+
+	memcpy(name, d->name, len);
+	name[len] = '\0';
+	need = f->plus ? fuse_add_direntry_plus(f->req, NULL, 0, name, NULL, 0)
+		       : fuse_add_direntry(f->req, NULL, 0, name, NULL, 0);
+	if (f->used + need > f->size)
+		return 1;
+	if (f->n == f->cap) {
+		size_t cap = f->cap ? 2 * f->cap : 64;
+		struct dir_ent *e = realloc(f->ents, cap * sizeof(*e));
+
+		if (!e)
+			goto nomem;
+		f->ents = e;
+		f->cap = cap;
+	}
+	if (f->names_len + len + 1 > f->names_cap) {
+		size_t cap = f->names_cap ? 2 * f->names_cap : 4096;
+		char *s;
+
+		while (cap < f->names_len + len + 1)
+			cap *= 2;
+		s = realloc(f->names, cap);
+		if (!s)
+			goto nomem;
+		f->names = s;
+		f->names_cap = cap;
+	}
+	memcpy(f->names + f->names_len, name, len + 1);
+	f->ents[f->n] = (struct dir_ent){ .ino = d->ino, .type = d->type, .next = d->next,
+					  .name_off = f->names_len };
+	f->names_len += len + 1;
+	f->n++;
+	f->used += need;
+	return 0;
+nomem:
+	f->err = -ENOMEM;
+	return 1;
+}
+
+static bool is_dot_or_dotdot(const char *name)
+{
+	return name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
+{
+	struct dir_fill f = { .req = req, .plus = plus, .size = size };
+	uint32_t dir = in_ino(ino);
+	char *buf = NULL;
+	size_t pos = 0;
+	int r;
+
+	r = e2_readdir(D.fs, dir, off, dir_collect, &f);
+	if (r == 0)
+		r = f.err;
+	if (r < 0)
+		goto fail;
+	buf = malloc(size ? size : 1);
+	if (!buf) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	for (size_t i = 0; i < f.n; i++) {
+		const char *name = f.names + f.ents[i].name_off;
+		size_t len;
+
+		if (plus) {
+			struct fuse_entry_param e;
+
+			memset(&e, 0, sizeof(e));
+			/* "." and ".." carry no attributes (ino 0): the kernel
+			 * skips them and takes no lookup reference. */
+			if (!is_dot_or_dotdot(name)) {
+				r = e2_lookup(D.fs, dir, name, &e.attr);
+				if (r < 0) {
+					/* Gone since the listing: leave it out of
+					 * this batch rather than fail the call. */
+					if (r == -ENOENT)
+						continue;
+					if (pos)
+						break;
+					goto fail;
+				}
+				e.ino = out_ino((uint32_t)e.attr.st_ino);
+				e.attr_timeout = ATTR_TIMEOUT;
+				e.entry_timeout = ENTRY_TIMEOUT;
+			} else {
+				e.attr.st_ino = f.ents[i].ino;
+				e.attr.st_mode = f.ents[i].type;
+			}
+			len = fuse_add_direntry_plus(req, buf + pos, size - pos, name, &e,
+						     f.ents[i].next);
+			if (len > size - pos) {
+				if (e.ino)
+					e2_forget(D.fs, (uint32_t)e.attr.st_ino, 1);
+				break;
+			}
+		} else {
+			struct stat st;
+
+			memset(&st, 0, sizeof(st));
+			st.st_ino = f.ents[i].ino;
+			st.st_mode = f.ents[i].type;
+			len = fuse_add_direntry(req, buf + pos, size - pos, name, &st,
+						f.ents[i].next);
+			if (len > size - pos)
+				break;
+		}
+		pos += len;
+	}
+	/* If the reply cannot be delivered, the kernel took none of the lookup
+	 * references readdirplus made; libfuse gives us no way to tell which,
+	 * and an interrupted readdir is rare, so they stay (an inode stays
+	 * cached until unmount, never freed too early). */
+	fuse_reply_buf(req, buf, pos);
+	goto out;
+fail:
+	reply_err(req, r, "readdir");
+out:
+	free(buf);
+	free(f.ents);
+	free(f.names);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, true);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs sv;
+	int r = e2_statfs(D.fs, &sv);
+
+	if (r < 0)
+		reply_err(req, r, "statfs");
+	else
+		fuse_reply_statfs(req, &sv);
+}
+
+/* The only extended attribute: where the patchgroup control socket is, so
+ * that pgrun finds the daemon from any path inside the mount.  It is not
+ * listed by listxattr, so that cp -a and rsync -X do not copy it onto other
+ * file systems as an ordinary attribute. */
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	const char *val;
+	size_t len;
+
+	if (!D.srv || strcmp(name, PGSRV_XATTR) != 0) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	val = pgsrv_socket_path(D.srv);
+	len = strlen(val);
+	if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, val, len);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	if (size == 0)
+		fuse_reply_xattr(req, 0);
+	else
+		fuse_reply_buf(req, NULL, 0);
+}
+
+static const struct fuse_lowlevel_ops ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.readlink = op_readlink,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.unlink = op_unlink,
+	.rmdir = op_rmdir,
+	.symlink = op_symlink,
+	.rename = op_rename,
+	.link = op_link,
+	.open = op_open,
+	.read = op_read,
+	.write = op_write,
+	.flush = op_flush,
+	.release = op_release,
+	.fsync = op_fsync,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
+	.releasedir = op_releasedir,
+	.fsyncdir = op_fsyncdir,
+	.statfs = op_statfs,
+	.create = op_create,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+};
+
+/* ---- command line ------------------------------------------------------- */
+
+const char *argp_program_version = PROG " " FSTITCH_VERSION;
+
+static const char doc[] =
+	"Mount the ext2 file system in SOURCE (an image file, a block device, "
+	"LABEL=label or UUID=uuid) on MOUNTPOINT through FUSE, writing changes "
+	"back in dependency order (soft updates).\v"
+	"Options for -o: consistency=softupdates|none, cache=SIZE (K, M, G), "
+	"flush_interval=SECONDS, ro, rw, allow_other, fsname=NAME, subtype=NAME, "
+	"and the kernel's mount flags (nosuid, nodev, noexec, noatime, ...).\n\n"
+	"Exit status:\n"
+	"  0   mounted (in the foreground: unmounted and flushed)\n"
+	"  1   failure while serving, or the final flush failed\n"
+	"  8   SOURCE cannot be opened as an fstitch file system\n"
+	"  32  the mount failed\n"
+	"  64  bad command line";
+
+enum { OPT_SINGLE = 's', OPT_MAX_THREADS = 256 };
+
+static const struct argp_option options[] = {
+	{ "options", 'o', "OPTS", 0, "Mount options, comma separated (see below)", 0 },
+	{ "foreground", 'f', NULL, 0, "Stay in the foreground", 0 },
+	{ "debug", 'd', NULL, 0, "Print every FUSE request (implies -f)", 0 },
+	{ "single-thread", OPT_SINGLE, NULL, 0, "Serve one request at a time", 0 },
+	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Serve up to N requests at once (default 2)", 0 },
+	{ NULL, 0, NULL, 0, NULL, 0 },
+};
+
+static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fputs(PROG ": ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	exit(EXIT_USAGE);
+}
+
+static void parse_o(struct args *a, const char *opts)
+{
+	struct mountopt_error err;
+	int r = mountopt_parse(&a->mo, opts, &err);
+
+	if (r == -ENOMEM) {
+		fprintf(stderr, PROG ": out of memory\n");
+		exit(EXIT_FAIL);
+	}
+	if (r == 0)
+		return;
+	switch (err.kind) {
+	case MOUNTOPT_UNKNOWN:
+		usage_error("unknown option '%s'", err.name);
+	case MOUNTOPT_NEED_VALUE:
+		usage_error("option '%s' needs a value", err.name);
+	case MOUNTOPT_NO_VALUE:
+		usage_error("option '%s' takes no value", err.name);
+	default:
+		usage_error("bad value for option '%s': '%s'", err.name, err.value);
+	}
+}
+
+static error_t parse_opt(int key, char *arg, struct argp_state *state)
+{
+	struct args *a = state->input;
+
+	switch (key) {
+	case 'o':
+		parse_o(a, arg);
+		break;
+	case 'f':
+		a->foreground = true;
+		break;
+	case 'd':
+		a->mo.debug = true;
+		a->foreground = true;
+		break;
+	case OPT_SINGLE:
+		a->single = true;
+		break;
+	case OPT_MAX_THREADS: {
+		char *end;
+		unsigned long n;
+
+		errno = 0;
+		n = strtoul(arg, &end, 10);
+		if (errno || end == arg || *end || n < 1 || n > 1024 || arg[0] == '-')
+			usage_error("bad value for option '--max-threads': '%s'", arg);
+		a->max_threads = (unsigned)n;
+		break;
+	}
+	case ARGP_KEY_ARG:
+		if (state->arg_num == 0)
+			a->source = arg;
+		else if (state->arg_num == 1)
+			a->mountpoint = arg;
+		else
+			argp_error(state, "extra operand '%s'", arg);
+		break;
+	case ARGP_KEY_END:
+		if (state->arg_num < 2)
+			argp_error(state, "%s", state->arg_num ? "missing MOUNTPOINT"
+							       : "missing SOURCE and MOUNTPOINT");
+		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+/* Invoked by mount(8) as /sbin/mount.fuse.fstitch: the helper convention is
+ * "SOURCE DIR [-sfnv] [-N ns] [-o opts] [-t type]", and the helper goes into
+ * the background by itself. */
+static void parse_helper(struct args *a, int argc, char **argv)
+{
+	int c;
+
+	opterr = 0;
+	while ((c = getopt(argc, argv, "sfnvo:t:N:")) != -1) {
+		switch (c) {
+		case 'o':
+			parse_o(a, optarg);
+			break;
+		case 'f':
+			a->fake = true;
+			break;
+		case 't':
+			if (strcmp(optarg, "fuse.fstitch") != 0 && strcmp(optarg, "fstitch") != 0)
+				usage_error("cannot mount type '%s'", optarg);
+			break;
+		case 'N':
+			usage_error("mount namespaces (-N) are not supported");
+		case 's': /* sloppy; every option we do not know is an error anyway */
+		case 'n': /* no mtab: there is none */
+		case 'v':
+			break;
+		default:
+			usage_error("unknown option '-%c'", optopt);
+		}
+	}
+	if (argc - optind != 2)
+		usage_error("usage: %s SOURCE MOUNTPOINT [-o OPTS]", argv[0]);
+	a->source = argv[optind];
+	a->mountpoint = argv[optind + 1];
+}
+
+/* ---- starting and stopping ---------------------------------------------- */
+
+/* Go into the background before anything is opened, so that the flusher
+ * and socket threads are started in the process that keeps running.  The
+ * parent waits until the child reports the mount live (one byte on the
+ * pipe) or exits, and takes the child's exit status as its own. */
+static int daemon_fork(void)
+{
+	int fds[2], status;
+	pid_t pid;
+	char c;
+
+	if (pipe2(fds, O_CLOEXEC) < 0) {
+		say("cannot create a pipe: %s", strerror(errno));
+		exit(EXIT_FAIL);
+	}
+	pid = fork();
+	if (pid < 0) {
+		say("cannot fork: %s", strerror(errno));
+		exit(EXIT_FAIL);
+	}
+	if (pid == 0) {
+		close(fds[0]);
+		setsid();
+		return fds[1];
+	}
+	close(fds[1]);
+	if (read(fds[0], &c, 1) == 1)
+		_exit(EXIT_OK);
+	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status))
+		_exit(EXIT_FAIL);
+	_exit(WEXITSTATUS(status));
+}
+
+/* The mount is live: detach from the terminal and release the parent. */
+static void daemon_ready(int fd)
+{
+	int null = open("/dev/null", O_RDWR);
+
+	if (chdir("/") < 0) {
+		/* not fatal: only keeps a directory busy */
+	}
+	openlog(PROG, LOG_PID, LOG_DAEMON);
+	D.use_syslog = true;
+	if (null >= 0) {
+		dup2(null, STDIN_FILENO);
+		dup2(null, STDOUT_FILENO);
+		dup2(null, STDERR_FILENO);
+		if (null > STDERR_FILENO)
+			close(null);
+	}
+	if (write(fd, "", 1) != 1) {
+		/* the parent is gone; nobody to tell */
+	}
+	close(fd);
+}
+
+static int open_fs(const struct args *a, const struct source *src)
+{
+	struct e2_opts eo = {
+		.consistency = a->mo.consistency,
+		.flush_interval_ms = a->mo.flush_interval_ms,
+		.readonly = a->mo.readonly,
+	};
+	uint32_t bs = 0;
+	int r;
+
+	/* cache= is in bytes; e2 counts blocks, whose size only the
+	 * superblock knows.  If it cannot be read, e2_open explains. */
+	if (a->mo.cache_bytes && source_block_size(src->path, &bs) == 0)
+		eo.cache_blocks = mountopt_cache_blocks(&a->mo, bs);
+	r = e2_open(src->path, &eo, &D.fs);
+	if (r == 0)
+		return 0;
+	if (r == -EBUSY)
+		say("'%s' is already in use (mounted by another fstitch-mount?)", a->source);
+	else if (r == -EOPNOTSUPP || r == -EUCLEAN || r == -EINVAL)
+		say("cannot open '%s': %s", a->source, e2_open_error());
+	else
+		say("cannot open '%s': %s", a->source, strerror(-r));
+	return r;
+}
+
+static int check_source(const char *spec, struct source *src)
+{
+	int r = source_resolve(spec, src);
+
+	if (r == 0)
+		return 0;
+	if (source_is_tag(spec) && r == -ENOENT)
+		say("cannot find '%s': no block device has this %.*s", spec,
+		    (int)(strchr(spec, '=') - spec), spec);
+	else if (r == -EINVAL)
+		say("bad source '%s': empty name", spec);
+	else if (r == -EISDIR)
+		say("cannot open '%s': is a directory, not an image file or block device", spec);
+	else if (r == -ENODEV)
+		say("cannot open '%s': not an image file or block device", spec);
+	else
+		say("cannot open '%s': %s", spec, strerror(-r));
+	return r;
+}
+
+int main(int argc, char **argv)
+{
+	static struct argp argp = { options, parse_opt, "SOURCE MOUNTPOINT", doc, NULL, NULL,
+				    NULL };
+	struct fuse_args fargs = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_session *se = NULL;
+	struct fuse_loop_config *cfg = NULL;
+	struct source src = { .path = NULL };
+	struct args a = { .source = NULL };
+	char *mnt = NULL, *fopts = NULL, *base;
+	int status = EXIT_FAIL, ready_fd = -1, r;
+	struct stat st;
+
+	mountopt_init(&a.mo);
+	argp_err_exit_status = EXIT_USAGE;
+	base = strrchr(argv[0], '/');
+	base = base ? base + 1 : argv[0];
+	if (strncmp(base, "mount.", 6) == 0)
+		parse_helper(&a, argc, argv);
+	else
+		argp_parse(&argp, argc, argv, 0, NULL, &a);
+	if (a.mo.debug)
+		a.foreground = true;
+
+	if (check_source(a.source, &src) < 0) {
+		status = EXIT_OPEN;
+		goto out;
+	}
+	D.source = src.path;
+	/* The mount point is checked before the image is opened, so that a
+	 * typo leaves the image untouched. */
+	mnt = realpath(a.mountpoint, NULL);
+	if (!mnt || stat(mnt, &st) < 0) {
+		say("bad mount point '%s': %s", a.mountpoint, strerror(errno));
+		status = EXIT_MOUNT;
+		goto out;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		say("bad mount point '%s': %s", a.mountpoint, strerror(ENOTDIR));
+		status = EXIT_MOUNT;
+		goto out;
+	}
+	r = mountopt_fuse_string(&a.mo, src.path, &fopts);
+	if (r < 0) {
+		say("%s", strerror(-r));
+		goto out;
+	}
+	if (a.fake) {
+		status = EXIT_OK;
+		goto out;
+	}
+	if (!a.foreground)
+		ready_fd = daemon_fork();
+
+	if (open_fs(&a, &src) < 0) {
+		status = EXIT_OPEN;
+		goto out;
+	}
+	if (fuse_opt_add_arg(&fargs, PROG) || fuse_opt_add_arg(&fargs, "-o") ||
+	    fuse_opt_add_arg(&fargs, fopts) || (a.mo.debug && fuse_opt_add_arg(&fargs, "-d"))) {
+		say("out of memory");
+		goto out_close;
+	}
+	se = fuse_session_new(&fargs, &ops, sizeof(ops), NULL);
+	if (!se) {
+		say("cannot start a FUSE session (options: %s)", fopts);
+		status = EXIT_MOUNT;
+		goto out_close;
+	}
+	if (fuse_set_signal_handlers(se) != 0) {
+		say("cannot set signal handlers");
+		goto out_destroy;
+	}
+	if (fuse_session_mount(se, mnt) != 0) {
+		say("cannot mount on '%s'", a.mountpoint);
+		status = EXIT_MOUNT;
+		goto out_signals;
+	}
+	/* Patchgroups are an addition: the file system works without them. */
+	r = pgsrv_create(D.fs, mnt, NULL, &D.srv);
+	if (r < 0) {
+		D.srv = NULL;
+		if (r != -ENOSYS)
+			say("patchgroups disabled: cannot start the control socket: %s",
+			    strerror(-r));
+	}
+	if (ready_fd >= 0)
+		daemon_ready(ready_fd);
+
+	if (a.single) {
+		r = fuse_session_loop(se);
+	} else {
+		cfg = fuse_loop_cfg_create();
+		if (!cfg) {
+			say("out of memory");
+			r = -ENOMEM;
+		} else {
+			fuse_loop_cfg_set_max_threads(cfg, a.max_threads ? a.max_threads
+									  : MAX_THREADS);
+			fuse_loop_cfg_set_clone_fd(cfg, 0);
+			r = fuse_session_loop_mt(se, cfg);
+			fuse_loop_cfg_destroy(cfg);
+		}
+	}
+	/* A positive value is the signal that ended the loop: a normal stop. */
+	status = r < 0 ? EXIT_FAIL : EXIT_OK;
+	if (r < 0)
+		say("serving requests failed: %s", strerror(-r));
+	fuse_session_unmount(se);
+	if (D.srv) {
+		pgsrv_destroy(D.srv);
+		D.srv = NULL;
+	}
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_destroy:
+	fuse_session_destroy(se);
+out_close:
+	/* Everything dirty goes to disk in dependency order, with barriers. */
+	r = e2_close(D.fs);
+	D.fs = NULL;
+	if (r < 0) {
+		say("final flush of '%s' failed: %s; the image may be missing recent changes",
+		    a.source, strerror(-r));
+		if (status == EXIT_OK)
+			status = EXIT_FAIL;
+	}
+out:
+	fuse_opt_free_args(&fargs);
+	free(fopts);
+	free(mnt);
+	source_free(&src);
+	mountopt_free(&a.mo);
+	return status;
+}

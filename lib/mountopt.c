@@ -1,0 +1,351 @@
+/* Parsing and validating fstitch-mount's -o options (see mountopt.h). */
+#include "mountopt.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Options that go to the kernel through libfuse unchanged.  Anything not
+ * listed here, not ours and not mount(8)'s is refused, so that a typo is an
+ * error at mount time rather than a libfuse message or a silent no-op. */
+static const char *const fuse_flags[] = {
+	"allow_other", "allow_root", "auto_unmount",
+	"rw", "suid", "nosuid", "dev", "nodev", "exec", "noexec",
+	"async", "sync", "dirsync", "atime", "noatime", "diratime", "nodiratime",
+	"relatime", "norelatime", "strictatime", "nostrictatime",
+	"lazytime", "nolazytime",
+};
+static const char *const fuse_valued[] = { "fsname", "subtype", "max_read" };
+
+/* mount(8) and fstab options that mean nothing to the file system: mount(8)
+ * itself acts on them (or mount.fuse3 strips them), but a helper may still
+ * see them, so they are accepted and dropped. */
+static const char *const mount_flags[] = {
+	"defaults", "auto", "noauto", "user", "nouser", "users", "owner",
+	"group", "nofail", "_netdev", "nosymfollow",
+};
+
+static bool in_list(const char *s, const char *const *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(s, list[i]) == 0)
+			return true;
+	return false;
+}
+
+#define IN_LIST(s, list) in_list((s), (list), sizeof(list) / sizeof((list)[0]))
+
+void mountopt_init(struct mountopt *mo)
+{
+	memset(mo, 0, sizeof(*mo));
+	mo->consistency = CONSISTENCY_SOFTUPDATES;
+}
+
+void mountopt_free(struct mountopt *mo)
+{
+	free(mo->fuse_opts);
+	mo->fuse_opts = NULL;
+}
+
+const char *mountopt_consistency_name(enum consistency c)
+{
+	return c == CONSISTENCY_NONE ? "none" : "softupdates";
+}
+
+int mountopt_parse_size(const char *s, uint64_t *out)
+{
+	uint64_t v = 0, mult = 1;
+	const char *p = s;
+
+	if (!isdigit((unsigned char)*p))
+		return -EINVAL;
+	for (; isdigit((unsigned char)*p); p++) {
+		if (v > (UINT64_MAX - 9) / 10)
+			return -EINVAL;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	switch (toupper((unsigned char)*p)) {
+	case 'K':
+		mult = 1ULL << 10;
+		break;
+	case 'M':
+		mult = 1ULL << 20;
+		break;
+	case 'G':
+		mult = 1ULL << 30;
+		break;
+	case 'T':
+		mult = 1ULL << 40;
+		break;
+	case '\0':
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (mult != 1) {
+		p++;
+		if (strcmp(p, "iB") == 0 || strcmp(p, "B") == 0 || strcmp(p, "b") == 0)
+			p += strlen(p);
+		if (*p)
+			return -EINVAL;
+	}
+	if (v > UINT64_MAX / mult)
+		return -EINVAL;
+	*out = v * mult;
+	return 0;
+}
+
+int mountopt_parse_seconds(const char *s, unsigned *ms)
+{
+	uint64_t sec = 0, frac = 0;
+	unsigned ndigits = 0;
+	const char *p = s;
+
+	if (!isdigit((unsigned char)*p))
+		return -EINVAL;
+	for (; isdigit((unsigned char)*p); p++) {
+		sec = sec * 10 + (uint64_t)(*p - '0');
+		if (sec > MOUNTOPT_FLUSH_MAX_MS / 1000)
+			return -EINVAL;
+	}
+	if (*p == '.') {
+		for (p++; isdigit((unsigned char)*p); p++) {
+			if (++ndigits > 3)
+				return -EINVAL;
+			frac = frac * 10 + (uint64_t)(*p - '0');
+		}
+		if (ndigits == 0)
+			return -EINVAL;
+		for (unsigned i = ndigits; i < 3; i++)
+			frac *= 10;
+	}
+	if (*p)
+		return -EINVAL;
+	sec = sec * 1000 + frac;
+	/* 0 would mean "the default" further down, which is not what someone
+	 * writing flush_interval=0 expects, so it is refused. */
+	if (sec == 0 || sec > MOUNTOPT_FLUSH_MAX_MS)
+		return -EINVAL;
+	*ms = (unsigned)sec;
+	return 0;
+}
+
+static void set_err(struct mountopt_error *err, enum mountopt_err kind, const char *name,
+		    const char *value)
+{
+	if (!err)
+		return;
+	err->kind = kind;
+	snprintf(err->name, sizeof(err->name), "%s", name);
+	snprintf(err->value, sizeof(err->value), "%s", value ? value : "");
+}
+
+/* Append one option to the pass-through string, escaping it again. */
+static int append_fuse(struct mountopt *mo, const char *opt)
+{
+	size_t old = mo->fuse_opts ? strlen(mo->fuse_opts) : 0;
+	size_t need = old + 1 + 2 * strlen(opt) + 1;
+	char *s = realloc(mo->fuse_opts, need), *d;
+
+	if (!s)
+		return -ENOMEM;
+	d = s + old;
+	if (old)
+		*d++ = ',';
+	for (const char *p = opt; *p; p++) {
+		if (*p == ',' || *p == '\\')
+			*d++ = '\\';
+		*d++ = *p;
+	}
+	*d = '\0';
+	mo->fuse_opts = s;
+	return 0;
+}
+
+/* One option, already unescaped: name, and value after '=' or NULL. */
+static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
+{
+	char *eq = strchr(opt, '=');
+	const char *val = NULL;
+	uint64_t size;
+	unsigned ms;
+
+	if (eq) {
+		*eq = '\0';
+		val = eq + 1;
+	}
+	if (strcmp(opt, "consistency") == 0) {
+		if (!val)
+			goto need_value;
+		if (strcmp(val, "softupdates") == 0)
+			mo->consistency = CONSISTENCY_SOFTUPDATES;
+		else if (strcmp(val, "none") == 0)
+			mo->consistency = CONSISTENCY_NONE;
+		else
+			goto bad_value;
+		return 0;
+	}
+	if (strcmp(opt, "cache") == 0) {
+		if (!val)
+			goto need_value;
+		if (mountopt_parse_size(val, &size) < 0 || size < MOUNTOPT_CACHE_MIN ||
+		    size > MOUNTOPT_CACHE_MAX)
+			goto bad_value;
+		mo->cache_bytes = size;
+		return 0;
+	}
+	if (strcmp(opt, "flush_interval") == 0) {
+		if (!val)
+			goto need_value;
+		if (mountopt_parse_seconds(val, &ms) < 0)
+			goto bad_value;
+		mo->flush_interval_ms = ms;
+		return 0;
+	}
+	if (strcmp(opt, "ro") == 0 || strcmp(opt, "rw") == 0) {
+		if (val)
+			goto no_value;
+		mo->readonly = opt[1] == 'o';
+		return 0; /* added to the libfuse string at the end */
+	}
+	if (strcmp(opt, "debug") == 0) {
+		if (val)
+			goto no_value;
+		mo->debug = true;
+		return 0;
+	}
+	if (strcmp(opt, "default_permissions") == 0) {
+		/* Always on: the kernel checks permissions, as the daemon is the
+		 * file system's only writer and trusts the caller's credentials. */
+		if (val)
+			goto no_value;
+		return 0;
+	}
+	if (IN_LIST(opt, mount_flags) || strncmp(opt, "x-", 2) == 0 ||
+	    strcmp(opt, "comment") == 0)
+		return 0;
+	if (IN_LIST(opt, fuse_flags)) {
+		if (val)
+			goto no_value;
+		return append_fuse(mo, opt);
+	}
+	if (IN_LIST(opt, fuse_valued)) {
+		if (!val)
+			goto need_value;
+		if (!*val)
+			goto bad_value;
+		if (strcmp(opt, "max_read") == 0) {
+			char num[32];
+
+			if (mountopt_parse_size(val, &size) < 0 || size < 4096 ||
+			    size > (1U << 30))
+				goto bad_value;
+			/* libfuse wants plain bytes */
+			snprintf(num, sizeof(num), "max_read=%llu", (unsigned long long)size);
+			return append_fuse(mo, num);
+		}
+		if (strcmp(opt, "fsname") == 0)
+			mo->has_fsname = true;
+		if (strcmp(opt, "subtype") == 0)
+			mo->has_subtype = true;
+		*eq = '=';
+		return append_fuse(mo, opt);
+	}
+	set_err(err, MOUNTOPT_UNKNOWN, opt, val);
+	return -EINVAL;
+need_value:
+	set_err(err, MOUNTOPT_NEED_VALUE, opt, NULL);
+	return -EINVAL;
+no_value:
+	set_err(err, MOUNTOPT_NO_VALUE, opt, val);
+	return -EINVAL;
+bad_value:
+	set_err(err, MOUNTOPT_BAD_VALUE, opt, val);
+	return -EINVAL;
+}
+
+int mountopt_parse(struct mountopt *mo, const char *opts, struct mountopt_error *err)
+{
+	size_t len = strlen(opts);
+	char *buf = malloc(len + 1);
+	const char *p = opts;
+	int ret = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	if (err)
+		err->kind = MOUNTOPT_OK;
+	while (*p) {
+		char *d = buf;
+
+		/* One option up to an unescaped comma; "\x" stands for x. */
+		while (*p && *p != ',') {
+			if (*p == '\\' && p[1])
+				p++;
+			*d++ = *p++;
+		}
+		*d = '\0';
+		if (*p == ',')
+			p++;
+		if (!*buf)
+			continue;
+		ret = parse_one(mo, buf, err);
+		if (ret < 0)
+			goto out;
+	}
+out:
+	free(buf);
+	return ret;
+}
+
+size_t mountopt_cache_blocks(const struct mountopt *mo, uint32_t block_size)
+{
+	uint64_t n;
+
+	if (!mo->cache_bytes || !block_size)
+		return 0;
+	n = mo->cache_bytes / block_size;
+	if (n < 64)
+		n = 64;
+	if (n > SIZE_MAX)
+		n = SIZE_MAX;
+	return (size_t)n;
+}
+
+int mountopt_fuse_string(const struct mountopt *mo, const char *fsname, char **out)
+{
+	struct mountopt tmp = { .fuse_opts = NULL };
+	int ret;
+
+	if (mo->fuse_opts) {
+		tmp.fuse_opts = strdup(mo->fuse_opts);
+		if (!tmp.fuse_opts)
+			return -ENOMEM;
+	}
+	ret = append_fuse(&tmp, mo->readonly ? "ro" : "rw");
+	if (!ret)
+		ret = append_fuse(&tmp, "default_permissions");
+	if (!ret && !mo->has_fsname && fsname) {
+		char *s = malloc(strlen(fsname) + sizeof("fsname="));
+
+		if (!s) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		strcpy(s, "fsname=");
+		strcat(s, fsname);
+		ret = append_fuse(&tmp, s);
+		free(s);
+	}
+	if (!ret && !mo->has_subtype)
+		ret = append_fuse(&tmp, "subtype=fstitch");
+out:
+	if (ret < 0) {
+		free(tmp.fuse_opts);
+		return ret;
+	}
+	*out = tmp.fuse_opts;
+	return 0;
+}

@@ -1,0 +1,84 @@
+/* fstitch-mount's -o options: parsing, validation and the decisions that
+ * follow from them (which options go to the kernel through libfuse, which
+ * are fstitch's own, which belong to mount(8) and are dropped).  No FUSE in
+ * here, so the unit tests drive it directly.
+ *
+ * An option string is a comma-separated list as mount(8) passes it; "\,"
+ * stands for a literal comma inside a value (fsname=a\,b).
+ */
+#ifndef FSTITCH_MOUNTOPT_H
+#define FSTITCH_MOUNTOPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "cache.h"
+
+/* Limits for the values, checked by mountopt_parse(). */
+#define MOUNTOPT_CACHE_MIN (1ULL << 20)            /* 1 MiB */
+#define MOUNTOPT_CACHE_MAX (1ULL << 40)            /* 1 TiB */
+#define MOUNTOPT_FLUSH_MAX_MS (24U * 3600U * 1000U) /* one day */
+
+struct mountopt {
+	enum consistency consistency; /* default CONSISTENCY_SOFTUPDATES */
+	uint64_t cache_bytes;         /* 0: the library's default */
+	unsigned flush_interval_ms;   /* 0: the library's default */
+	bool readonly;
+	bool debug;                   /* "debug" given as -o debug */
+	bool has_fsname;              /* the user chose fsname= */
+	bool has_subtype;             /* the user chose subtype= */
+	char *fuse_opts;              /* options for libfuse, comma separated,
+				       * escaped; NULL when none */
+};
+
+enum mountopt_err {
+	MOUNTOPT_OK = 0,
+	MOUNTOPT_UNKNOWN,     /* no such option */
+	MOUNTOPT_BAD_VALUE,   /* the value does not parse or is out of range */
+	MOUNTOPT_NEED_VALUE,  /* "cache" without "=..." */
+	MOUNTOPT_NO_VALUE,    /* "ro=1": the option takes no value */
+};
+
+/* What went wrong, for the caller's message: the option's name and the value
+ * as given (both NUL terminated, truncated to fit). */
+struct mountopt_error {
+	enum mountopt_err kind;
+	char name[64];
+	char value[192];
+};
+
+/* Set the defaults.  Call once before mountopt_parse(). */
+void mountopt_init(struct mountopt *mo);
+/* Free what mountopt_parse() allocated; mo may be parsed into again after
+ * mountopt_init(). */
+void mountopt_free(struct mountopt *mo);
+
+/* Parse one -o argument into mo (may be called once per -o; later options
+ * override earlier ones).  Returns 0; -EINVAL with *err filled in for an
+ * unknown option or a bad value (mo is then partly updated: the caller
+ * stops anyway); -ENOMEM.  err may be NULL. */
+int mountopt_parse(struct mountopt *mo, const char *opts, struct mountopt_error *err);
+
+/* A size: decimal digits with an optional K, M, G or T suffix (powers of
+ * 1024, optionally followed by "iB" or "B"); plain numbers are bytes.
+ * Returns 0 or -EINVAL (empty, junk, overflow). */
+int mountopt_parse_size(const char *s, uint64_t *out);
+/* Seconds as a decimal with up to three fractional digits ("5", "0.25"),
+ * converted to milliseconds.  Returns 0 or -EINVAL (junk, more than three
+ * fractional digits, zero, more than MOUNTOPT_FLUSH_MAX_MS). */
+int mountopt_parse_seconds(const char *s, unsigned *ms);
+
+/* The cache size in blocks of block_size bytes (at least 64), or 0 when
+ * cache= was not given. */
+size_t mountopt_cache_blocks(const struct mountopt *mo, uint32_t block_size);
+
+/* Build the option string handed to libfuse: the pass-through options, then
+ * default_permissions, fsname=<fsname> and subtype=fstitch unless the user
+ * set them.  Commas and backslashes in fsname are escaped.  *out is
+ * malloc'ed and owned by the caller.  Returns 0 or -ENOMEM. */
+int mountopt_fuse_string(const struct mountopt *mo, const char *fsname, char **out);
+
+/* Name of a consistency mode as the option spells it. */
+const char *mountopt_consistency_name(enum consistency c);
+
+#endif

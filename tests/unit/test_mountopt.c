@@ -1,0 +1,331 @@
+/* fstitch-mount's option parser (lib/mountopt.c). */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "mountopt.h"
+
+static int parse(struct mountopt *mo, const char *s, struct mountopt_error *err)
+{
+	mountopt_init(mo);
+	return mountopt_parse(mo, s, err);
+}
+
+static void test_defaults(void **state)
+{
+	struct mountopt mo;
+
+	assert_int_equal(parse(&mo, "", NULL), 0);
+	assert_int_equal(mo.consistency, CONSISTENCY_SOFTUPDATES);
+	assert_int_equal(mo.cache_bytes, 0);
+	assert_int_equal(mo.flush_interval_ms, 0);
+	assert_false(mo.readonly);
+	assert_null(mo.fuse_opts);
+	assert_int_equal(mountopt_cache_blocks(&mo, 4096), 0);
+	mountopt_free(&mo);
+}
+
+static void test_consistency(void **state)
+{
+	struct mountopt mo;
+	struct mountopt_error err;
+
+	assert_int_equal(parse(&mo, "consistency=none", &err), 0);
+	assert_int_equal(mo.consistency, CONSISTENCY_NONE);
+	/* later options override earlier ones, across -o arguments too */
+	assert_int_equal(mountopt_parse(&mo, "consistency=softupdates", &err), 0);
+	assert_int_equal(mo.consistency, CONSISTENCY_SOFTUPDATES);
+	mountopt_free(&mo);
+
+	assert_int_equal(parse(&mo, "consistency=journal", &err), -EINVAL);
+	assert_int_equal(err.kind, MOUNTOPT_BAD_VALUE);
+	assert_string_equal(err.name, "consistency");
+	assert_string_equal(err.value, "journal");
+	mountopt_free(&mo);
+
+	assert_int_equal(parse(&mo, "consistency", &err), -EINVAL);
+	assert_int_equal(err.kind, MOUNTOPT_NEED_VALUE);
+	mountopt_free(&mo);
+
+	assert_int_equal(parse(&mo, "consistency=", &err), -EINVAL);
+	assert_int_equal(err.kind, MOUNTOPT_BAD_VALUE);
+	mountopt_free(&mo);
+	assert_string_equal(mountopt_consistency_name(CONSISTENCY_NONE), "none");
+	assert_string_equal(mountopt_consistency_name(CONSISTENCY_SOFTUPDATES), "softupdates");
+}
+
+static void test_sizes(void **state)
+{
+	static const struct {
+		const char *s;
+		int ret;
+		uint64_t v;
+	} cases[] = {
+		{ "0", 0, 0 },
+		{ "4096", 0, 4096 },
+		{ "64K", 0, 64ULL << 10 },
+		{ "64k", 0, 64ULL << 10 },
+		{ "256M", 0, 256ULL << 20 },
+		{ "256MiB", 0, 256ULL << 20 },
+		{ "2G", 0, 2ULL << 30 },
+		{ "2GB", 0, 2ULL << 30 },
+		{ "1T", 0, 1ULL << 40 },
+		{ "", -EINVAL, 0 },
+		{ "abc", -EINVAL, 0 },
+		{ "-5M", -EINVAL, 0 },
+		{ " 5M", -EINVAL, 0 },
+		{ "5X", -EINVAL, 0 },
+		{ "5MM", -EINVAL, 0 },
+		{ "5Mx", -EINVAL, 0 },
+		{ "1.5M", -EINVAL, 0 },
+		{ "18446744073709551616", -EINVAL, 0 }, /* 2^64 */
+		{ "17179869184G", -EINVAL, 0 },         /* 2^64 bytes */
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint64_t v = 12345;
+		int r = mountopt_parse_size(cases[i].s, &v);
+
+		if (r != cases[i].ret)
+			fail_msg("size '%s': got %d, want %d", cases[i].s, r, cases[i].ret);
+		if (r == 0 && v != cases[i].v)
+			fail_msg("size '%s': got %llu", cases[i].s, (unsigned long long)v);
+		if (r < 0 && v != 12345)
+			fail_msg("size '%s': output written on failure", cases[i].s);
+	}
+}
+
+static void test_cache(void **state)
+{
+	struct mountopt mo;
+	struct mountopt_error err;
+
+	assert_int_equal(parse(&mo, "cache=64M", &err), 0);
+	assert_int_equal(mo.cache_bytes, 64ULL << 20);
+	assert_int_equal(mountopt_cache_blocks(&mo, 4096), 16384);
+	assert_int_equal(mountopt_cache_blocks(&mo, 1024), 65536);
+	mountopt_free(&mo);
+
+	/* the brief's example message comes from these fields */
+	assert_int_equal(parse(&mo, "cache=abc", &err), -EINVAL);
+	assert_int_equal(err.kind, MOUNTOPT_BAD_VALUE);
+	assert_string_equal(err.name, "cache");
+	assert_string_equal(err.value, "abc");
+	mountopt_free(&mo);
+
+	/* too small to hold a working set, too large to be meant */
+	assert_int_equal(parse(&mo, "cache=4K", &err), -EINVAL);
+	assert_int_equal(err.kind, MOUNTOPT_BAD_VALUE);
+	mountopt_free(&mo);
+	assert_int_equal(parse(&mo, "cache=2T", &err), -EINVAL);
+	mountopt_free(&mo);
+	assert_int_equal(parse(&mo, "cache=1M", &err), 0);
+	assert_int_equal(mountopt_cache_blocks(&mo, 65536), 64); /* floor */
+	mountopt_free(&mo);
+}
+
+static void test_seconds(void **state)
+{
+	static const struct {
+		const char *s;
+		int ret;
+		unsigned ms;
+	} cases[] = {
+		{ "5", 0, 5000 },
+		{ "0.25", 0, 250 },
+		{ "0.001", 0, 1 },
+		{ "1.5", 0, 1500 },
+		{ "3600", 0, 3600000 },
+		{ "86400", 0, 86400000 },
+		{ "0", -EINVAL, 0 },
+		{ "0.0", -EINVAL, 0 },
+		{ "0.0001", -EINVAL, 0 },
+		{ "86401", -EINVAL, 0 },
+		{ "99999999999999999999", -EINVAL, 0 },
+		{ "1.", -EINVAL, 0 },
+		{ ".5", -EINVAL, 0 },
+		{ "5s", -EINVAL, 0 },
+		{ "-1", -EINVAL, 0 },
+		{ "", -EINVAL, 0 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		unsigned ms = 777;
+		int r = mountopt_parse_seconds(cases[i].s, &ms);
+
+		if (r != cases[i].ret)
+			fail_msg("seconds '%s': got %d, want %d", cases[i].s, r, cases[i].ret);
+		if (r == 0 && ms != cases[i].ms)
+			fail_msg("seconds '%s': got %u ms", cases[i].s, ms);
+		if (r < 0 && ms != 777)
+			fail_msg("seconds '%s': output written on failure", cases[i].s);
+	}
+}
+
+static void test_flush_interval(void **state)
+{
+	struct mountopt mo;
+	struct mountopt_error err;
+
+	assert_int_equal(parse(&mo, "flush_interval=30", &err), 0);
+	assert_int_equal(mo.flush_interval_ms, 30000);
+	mountopt_free(&mo);
+	assert_int_equal(parse(&mo, "flush_interval=soon", &err), -EINVAL);
+	assert_int_equal(err.kind, MOUNTOPT_BAD_VALUE);
+	assert_string_equal(err.name, "flush_interval");
+	assert_string_equal(err.value, "soon");
+	mountopt_free(&mo);
+}
+
+static void test_ro_rw(void **state)
+{
+	struct mountopt mo;
+	struct mountopt_error err;
+	char *s = NULL;
+
+	assert_int_equal(parse(&mo, "ro", &err), 0);
+	assert_true(mo.readonly);
+	assert_int_equal(mountopt_fuse_string(&mo, "/img", &s), 0);
+	assert_non_null(strstr(s, "ro,"));
+	assert_null(strstr(s, "rw"));
+	free(s);
+	assert_int_equal(mountopt_parse(&mo, "rw", &err), 0);
+	assert_false(mo.readonly);
+	mountopt_free(&mo);
+
+	assert_int_equal(parse(&mo, "ro=1", &err), -EINVAL);
+	assert_int_equal(err.kind, MOUNTOPT_NO_VALUE);
+	assert_string_equal(err.name, "ro");
+	mountopt_free(&mo);
+}
+
+static void test_unknown(void **state)
+{
+	struct mountopt mo;
+	struct mountopt_error err;
+
+	assert_int_equal(parse(&mo, "ro,bogus,cache=8M", &err), -EINVAL);
+	assert_int_equal(err.kind, MOUNTOPT_UNKNOWN);
+	assert_string_equal(err.name, "bogus");
+	mountopt_free(&mo);
+	/* options only fuse2 or the high-level API knew are refused too */
+	assert_int_equal(parse(&mo, "nonempty", &err), -EINVAL);
+	assert_int_equal(err.kind, MOUNTOPT_UNKNOWN);
+	mountopt_free(&mo);
+	assert_int_equal(parse(&mo, "allow_other=yes", &err), -EINVAL);
+	assert_int_equal(err.kind, MOUNTOPT_NO_VALUE);
+	mountopt_free(&mo);
+}
+
+static void test_mount8_options_dropped(void **state)
+{
+	struct mountopt mo;
+	struct mountopt_error err;
+	char *s = NULL;
+
+	/* what an fstab line hands a helper: none of it reaches libfuse */
+	assert_int_equal(parse(&mo, "defaults,noauto,user,nofail,_netdev,x-systemd.automount,"
+				    "comment=fstitch",
+			       &err),
+			 0);
+	assert_null(mo.fuse_opts);
+	assert_int_equal(mountopt_fuse_string(&mo, "/img", &s), 0);
+	assert_string_equal(s, "rw,default_permissions,fsname=/img,subtype=fstitch");
+	free(s);
+	mountopt_free(&mo);
+}
+
+static void test_fuse_passthrough(void **state)
+{
+	struct mountopt mo;
+	struct mountopt_error err;
+	char *s = NULL;
+
+	assert_int_equal(parse(&mo, "allow_other,nosuid,nodev,noatime,default_permissions", &err),
+			 0);
+	assert_string_equal(mo.fuse_opts, "allow_other,nosuid,nodev,noatime");
+	assert_int_equal(mountopt_fuse_string(&mo, "/srv/a.img", &s), 0);
+	assert_string_equal(s, "allow_other,nosuid,nodev,noatime,rw,default_permissions,"
+			       "fsname=/srv/a.img,subtype=fstitch");
+	free(s);
+	mountopt_free(&mo);
+}
+
+static void test_fsname_escaping(void **state)
+{
+	struct mountopt mo;
+	struct mountopt_error err;
+	char *s = NULL;
+
+	/* a comma in the image's name must not split the libfuse option */
+	assert_int_equal(parse(&mo, "", &err), 0);
+	assert_int_equal(mountopt_fuse_string(&mo, "/tmp/a,b\\c.img", &s), 0);
+	assert_string_equal(s, "rw,default_permissions,fsname=/tmp/a\\,b\\\\c.img,"
+			       "subtype=fstitch");
+	free(s);
+	mountopt_free(&mo);
+
+	/* the user's own fsname and subtype win, escaped commas survive */
+	assert_int_equal(parse(&mo, "fsname=my\\,disk,subtype=x", &err), 0);
+	assert_true(mo.has_fsname);
+	assert_true(mo.has_subtype);
+	assert_int_equal(mountopt_fuse_string(&mo, "/img", &s), 0);
+	assert_string_equal(s, "fsname=my\\,disk,subtype=x,rw,default_permissions");
+	free(s);
+	mountopt_free(&mo);
+
+	assert_int_equal(parse(&mo, "fsname=", &err), -EINVAL);
+	assert_int_equal(err.kind, MOUNTOPT_BAD_VALUE);
+	mountopt_free(&mo);
+}
+
+static void test_empty_items_and_debug(void **state)
+{
+	struct mountopt mo;
+	struct mountopt_error err;
+
+	assert_int_equal(parse(&mo, ",,cache=2M,,debug,", &err), 0);
+	assert_int_equal(mo.cache_bytes, 2ULL << 20);
+	assert_true(mo.debug);
+	mountopt_free(&mo);
+}
+
+static void test_max_read(void **state)
+{
+	struct mountopt mo;
+	struct mountopt_error err;
+
+	assert_int_equal(parse(&mo, "max_read=128K", &err), 0);
+	assert_string_equal(mo.fuse_opts, "max_read=131072");
+	mountopt_free(&mo);
+	assert_int_equal(parse(&mo, "max_read=12", &err), -EINVAL);
+	assert_int_equal(err.kind, MOUNTOPT_BAD_VALUE);
+	mountopt_free(&mo);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_consistency),
+		cmocka_unit_test(test_sizes),
+		cmocka_unit_test(test_cache),
+		cmocka_unit_test(test_seconds),
+		cmocka_unit_test(test_flush_interval),
+		cmocka_unit_test(test_ro_rw),
+		cmocka_unit_test(test_unknown),
+		cmocka_unit_test(test_mount8_options_dropped),
+		cmocka_unit_test(test_fuse_passthrough),
+		cmocka_unit_test(test_fsname_escaping),
+		cmocka_unit_test(test_empty_items_and_debug),
+		cmocka_unit_test(test_max_read),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
