@@ -12,6 +12,9 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 BINDIR ?= $(PREFIX)/bin
 SBINDIR ?= $(PREFIX)/sbin
+# mount(8) looks for its helpers (mount.fuse.fstitch) only in /sbin, whatever
+# the prefix, as ntfs-3g's rootsbindir does.
+MOUNTHELPERDIR ?= /sbin
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 MANDIR ?= $(PREFIX)/share/man
@@ -131,14 +134,15 @@ PG_MANLINKS := pg_depend pg_engage pg_disengage pg_sync pg_close pg_set_control 
 	pg_fsync_policy pg_status
 
 install: all
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(LIBDIR) \
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MOUNTHELPERDIR) \
+		$(DESTDIR)$(LIBDIR) \
 		$(DESTDIR)$(INCLUDEDIR)/fstitch $(DESTDIR)$(PKGCONFIGDIR) \
 		$(DESTDIR)$(BASHCOMPDIR)
 	for c in $(CMDS); do install -m 755 $$c $(DESTDIR)$(BINDIR)/; done
 	[ ! -e $(BUILD)/bin/fstitch-mkfs ] || \
 		ln -sf $(BINDIR)/fstitch-mkfs $(DESTDIR)$(SBINDIR)/mkfs.fstitch
 	[ ! -e $(BUILD)/bin/fstitch-mount ] || \
-		ln -sf $(BINDIR)/fstitch-mount $(DESTDIR)$(SBINDIR)/mount.fuse.fstitch
+		ln -sf $(BINDIR)/fstitch-mount $(DESTDIR)$(MOUNTHELPERDIR)/mount.fuse.fstitch
 	install -m 644 $(LIBA) $(DESTDIR)$(LIBDIR)/
 	install -m 755 $(LIBSO) $(DESTDIR)$(LIBDIR)/
 	ln -sf libfstitch.so.0 $(DESTDIR)$(LIBDIR)/libfstitch.so
@@ -152,10 +156,12 @@ install: all
 	for f in completions/*.bash; do [ -e "$$f" ] || continue; \
 		n=$$(basename $$f .bash); \
 		install -m 644 $$f $(DESTDIR)$(BASHCOMPDIR)/$$n; done
+	[ ! -e completions/fstitch-mkfs.bash ] || \
+		ln -sf fstitch-mkfs $(DESTDIR)$(BASHCOMPDIR)/mkfs.fstitch
 
 uninstall:
 	for c in $(CMDS); do rm -f $(DESTDIR)$(BINDIR)/$${c##*/}; done
-	rm -f $(DESTDIR)$(SBINDIR)/mkfs.fstitch $(DESTDIR)$(SBINDIR)/mount.fuse.fstitch
+	rm -f $(DESTDIR)$(SBINDIR)/mkfs.fstitch $(DESTDIR)$(MOUNTHELPERDIR)/mount.fuse.fstitch
 	rm -f $(DESTDIR)$(LIBDIR)/libfstitch.a $(DESTDIR)$(LIBDIR)/libfstitch.so*
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/fstitch
 	rm -f $(DESTDIR)$(PKGCONFIGDIR)/fstitch.pc
@@ -164,6 +170,7 @@ uninstall:
 	for f in $(PG_MANLINKS); do rm -f $(DESTDIR)$(MANDIR)/man3/$$f.3; done
 	for f in completions/*.bash; do [ -e "$$f" ] || continue; \
 		rm -f $(DESTDIR)$(BASHCOMPDIR)/$$(basename $$f .bash); done
+	rm -f $(DESTDIR)$(BASHCOMPDIR)/mkfs.fstitch
 
 format:
 	clang-format -i lib/*.[ch] lib/fstitch/*.h cmd/*.c tests/unit/*.[ch]

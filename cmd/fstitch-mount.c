@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
-#include <libgen.h>
 #include <limits.h>
 #include <linux/fs.h>
 #include <stdarg.h>
@@ -25,6 +24,7 @@
 #include "e2.h"
 #include "mountopt.h"
 #include "pgsrv.h"
+#include "reclog.h"
 #include "source.h"
 
 #define PROG "fstitch-mount"
@@ -45,9 +45,9 @@ enum exit_status {
 #define MAX_WRITE (1U << 20)
 /* The ext2 module serialises operations under one lock, so extra threads
  * only let a request that waits (an fsync, a disk read, a full cache) not
- * hold up the others.  More than two costs: the kernel hands each request
- * to the longest-idle reader, and on a 2-core machine untar ran 3x slower
- * with 4 or 16 threads than with 1 or 2. */
+ * hold up the others.  More than two costs: the kernel wakes the idle
+ * readers in turn, so consecutive requests land on cold threads, and on a
+ * 2-core machine untar ran 3x slower with 4 or 16 threads than with 1 or 2. */
 #define MAX_THREADS 2
 
 struct args {
@@ -64,7 +64,6 @@ static struct {
 	struct e2fs *fs;
 	struct pgsrv *srv;
 	bool use_syslog;
-	const char *source;
 } D;
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -537,6 +536,8 @@ struct dir_ent {
 	mode_t type;
 	off_t next;
 	size_t name_off;
+	uint32_t ref; /* readdirplus: the inode whose lookup reference the
+		       * reply carries, 0 for none */
 };
 
 struct dir_fill {
@@ -607,7 +608,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 	struct dir_fill f = { .req = req, .plus = plus, .size = size };
 	uint32_t dir = in_ino(ino);
 	char *buf = NULL;
-	size_t pos = 0;
+	size_t pos = 0, i;
 	int r;
 
 	r = e2_readdir(D.fs, dir, off, dir_collect, &f);
@@ -620,7 +621,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 		r = -ENOMEM;
 		goto fail;
 	}
-	for (size_t i = 0; i < f.n; i++) {
+	for (i = 0; i < f.n; i++) {
 		const char *name = f.names + f.ents[i].name_off;
 		size_t len;
 
@@ -655,6 +656,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 					e2_forget(D.fs, (uint32_t)e.attr.st_ino, 1);
 				break;
 			}
+			f.ents[i].ref = e.ino ? (uint32_t)e.attr.st_ino : 0;
 		} else {
 			struct stat st;
 
@@ -668,11 +670,12 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 		}
 		pos += len;
 	}
-	/* If the reply cannot be delivered, the kernel took none of the lookup
-	 * references readdirplus made; libfuse gives us no way to tell which,
-	 * and an interrupted readdir is rare, so they stay (an inode stays
-	 * cached until unmount, never freed too early). */
-	fuse_reply_buf(req, buf, pos);
+	/* An undelivered reply (an interrupted request) hands the kernel none
+	 * of the lookup references readdirplus took. */
+	if (fuse_reply_buf(req, buf, pos) != 0 && plus)
+		for (size_t j = 0; j < i && j < f.n; j++)
+			if (f.ents[j].ref)
+				e2_forget(D.fs, f.ents[j].ref, 1);
 	goto out;
 fail:
 	reply_err(req, r, "readdir");
@@ -988,7 +991,12 @@ static int open_fs(const struct args *a, const struct source *src)
 	 * superblock knows.  If it cannot be read, e2_open explains. */
 	if (a->mo.cache_bytes && source_block_size(src->path, &bs) == 0)
 		eo.cache_blocks = mountopt_cache_blocks(&a->mo, bs);
-	r = e2_open(src->path, &eo, &D.fs);
+	/* Tests only: FSTITCH_RECORD=LOG records every block write and
+	 * barrier and saves the log at unmount, for crash-state checks. */
+	if (getenv("FSTITCH_RECORD"))
+		r = reclog_e2_open(src->path, getenv("FSTITCH_RECORD"), &eo, &D.fs);
+	else
+		r = e2_open(src->path, &eo, &D.fs);
 	if (r == 0)
 		return 0;
 	if (r == -EBUSY)
@@ -1037,6 +1045,9 @@ int main(int argc, char **argv)
 	argp_err_exit_status = EXIT_USAGE;
 	base = strrchr(argv[0], '/');
 	base = base ? base + 1 : argv[0];
+	/* getopt names the program by argv[0]: make it "fstitch-mount:",
+	 * not the path it was run by */
+	argv[0] = base;
 	if (strncmp(base, "mount.", 6) == 0)
 		parse_helper(&a, argc, argv);
 	else
@@ -1048,7 +1059,6 @@ int main(int argc, char **argv)
 		status = EXIT_OPEN;
 		goto out;
 	}
-	D.source = src.path;
 	/* The mount point is checked before the image is opened, so that a
 	 * typo leaves the image untouched. */
 	mnt = realpath(a.mountpoint, NULL);

@@ -33,7 +33,7 @@ static struct {
 	char **cmd;
 } o = { .id_fd = -1, .fsync_order = -1 };
 
-static pid_t child;
+static volatile pid_t child; /* read by the signal handler */
 
 static const struct argp_option options[] = {
 	{ NULL, 0, NULL, 0, "Group:", 1 },

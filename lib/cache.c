@@ -8,6 +8,7 @@
 #include "cache_int.h"
 
 #define DATA_ALIGN 4096
+#define MAX_DEFERS 2
 
 /* The cache whose lock this thread holds.  Scope callbacks run under the
  * lock and call back into patch_add_depend() and friends, which must then
@@ -304,10 +305,10 @@ static void evict(struct cache *c)
 
 static void rollback(uint8_t *copy, const struct patch *p)
 {
-	if (p->flags & PF_NRB)
+	if (p->flags & (PF_NRB | PF_HARD))
 		return; /* cannot happen: nothing of its block is written without it */
 	if (p->type == PT_BYTE) {
-		memcpy(copy + p->off, p->undo, p->len);
+		memcpy(copy + p->off, p->undo, patch_len(p));
 	} else {
 		uint8_t *w = copy + p->off;
 
@@ -342,51 +343,73 @@ static int round_scratch(struct cache *c)
 	return 0;
 }
 
-static int reserve_round_patches(struct cache *c, size_t more)
+static int grow_vec(struct patch ***v, size_t *cap, size_t need)
 {
-	struct patch **v;
-	size_t cap;
+	struct patch **nv;
+	size_t ncap;
 
-	if (c->r_np + more <= c->r_cap)
+	if (need <= *cap)
 		return 0;
-	cap = c->r_cap ? c->r_cap : 256;
-	while (cap < c->r_np + more)
-		cap *= 2;
-	v = realloc(c->r_patches, cap * sizeof(*v));
-	if (!v)
+	ncap = *cap ? *cap : 256;
+	while (ncap < need)
+		ncap *= 2;
+	nv = realloc(*v, ncap * sizeof(*nv));
+	if (!nv)
 		return -ENOMEM;
-	c->r_patches = v;
-	c->r_cap = cap;
+	*v = nv;
+	*cap = ncap;
 	return 0;
 }
 
 /* Choose the patches of b to write now: those with no unwritten before
- * elsewhere whose same-block befores are all chosen too.  The list is in
- * sequence order and same-block edges point backwards, so one pass
- * decides, marking the same-block afters of every patch left out. */
-static void choose_patches(struct cache *c, struct cblock *b)
+ * elsewhere whose same-block befores are all chosen too, and (for a
+ * targeted round) older than limit; hard patches are in every write.  The
+ * list is in sequence order and same-block edges point backwards, so one
+ * pass decides, marking the same-block afters of every patch left out.
+ * Those left out are collected in r_roll, oldest first.  Returns whether a
+ * patch older than limit was chosen. */
+static bool choose_patches(struct cache *c, struct cblock *b, uint64_t limit)
 {
 	struct patch *p;
+	bool useful = false;
 	uint32_t i;
 
+	c->r_nroll = 0;
+	c->r_pinned = false;
 	for (p = b->phead; p; p = p->bnext) {
-		bool in = p->npend_ext == 0 && !(p->flags & PF_BLOCKED);
+		/* (a patch of a failed round may be on disk already: keep
+		 * it there rather than roll it back) */
+		bool in = p->npend_ext == 0 && !(p->flags & PF_BLOCKED) &&
+			  (p->seq < limit || (p->flags & (PF_HARD | PF_WRITTEN)));
 
 		p->flags &= ~PF_BLOCKED;
 		if (in) {
 			p->flags |= PF_INFLIGHT;
 			c->r_patches[c->r_np++] = p;
+			useful |= p->seq < limit;
 			continue;
 		}
-		for (i = 0; i < p->nafters; i++)
-			if (p->afters[i]->block == b)
-				p->afters[i]->flags |= PF_BLOCKED;
+		c->r_roll[c->r_nroll++] = p;
+		if (p->flags & PF_PINNED)
+			c->r_pinned = true;
+		for (i = 0; i < p->nafters; i++) {
+			struct patch *a = patch_after(p, i);
+
+			if (a->block == b)
+				a->flags |= PF_BLOCKED;
+		}
 	}
+	return useful;
 }
 
-static int round_locked(struct cache *c, size_t *nwritten)
+/* One round.  With limit < UINT64_MAX, a targeted round: only patches
+ * older than limit (everything a patch with that sequence number can
+ * depend on) are wanted, and blocks with none of those are left alone. */
+static int round_locked(struct cache *c, size_t *nwritten, uint64_t limit)
 {
-	size_t n = 0, nrolled = 0, i;
+	struct cblock *next;
+	size_t n = 0, nrolled = 0, ndeferred = 0, i;
+	bool defer = true, useful;
 	int err, werr;
 
 	while (c->round_busy)
@@ -395,14 +418,16 @@ static int round_locked(struct cache *c, size_t *nwritten)
 	if (err)
 		return err;
 	c->r_np = 0;
-	while (c->ready_head && n < c->opts.round_max_blocks) {
-		struct cblock *b = c->ready_head;
+again:
+	for (next = c->ready_head; next && n < c->opts.round_max_blocks;) {
+		struct cblock *b = next;
 		size_t start = c->r_np;
-		struct patch *p;
 		uint8_t *copy;
-		bool rolled = false;
 
-		if (reserve_round_patches(c, b->npatches))
+		next = b->rnext;
+
+		if (grow_vec(&c->r_patches, &c->r_cap, c->r_np + b->npatches) ||
+		    grow_vec(&c->r_roll, &c->r_rollcap, b->npatches))
 			break;
 		if (!c->r_copies[n]) {
 			void *m;
@@ -412,31 +437,51 @@ static int round_locked(struct cache *c, size_t *nwritten)
 			c->r_copies[n] = m;
 			c->r_ncopies++;
 		}
+		useful = choose_patches(c, b, limit);
+		/* A block that needs a rollback now may well not after this
+		 * round: put it off (twice at most) while other blocks have
+		 * work, to save the second write (design.md §7: rollback
+		 * writes under 2%).  Not if what it rolls back may wait for a
+		 * held patch: that may take any time. */
+		if (useful && c->r_nroll && !c->r_pinned && defer && b->defers < MAX_DEFERS) {
+			b->defers++;
+			ndeferred++;
+			useful = false;
+		}
+		if (!useful) {
+			/* nothing wanted here: undo the choice */
+			for (i = start; i < c->r_np; i++)
+				c->r_patches[i]->flags &= ~PF_INFLIGHT;
+			c->r_np = start;
+			continue;
+		}
+		b->defers = 0;
 		b->flags |= BF_INFLIGHT;
 		ready_update(c, b);
-		choose_patches(c, b);
 		copy = c->r_copies[n];
 		memcpy(copy, b->data, c->bs);
 		/* Newest first, so each undo sees the bytes it was taken
 		 * from. */
-		for (p = b->ptail; p; p = p->bprev) {
-			if (!(p->flags & PF_INFLIGHT)) {
-				rollback(copy, p);
-				rolled = true;
-			}
-		}
-		nrolled += rolled;
+		for (i = c->r_nroll; i-- > 0;)
+			rollback(copy, c->r_roll[i]);
+		nrolled += c->r_nroll > 0;
 		c->r_blocks[n] = b;
 		c->r_pstart[n] = start;
 		c->r_writes[n].blkno = b->blkno;
 		c->r_writes[n].data = copy;
 		n++;
 	}
+	if (n == 0 && ndeferred) {
+		/* only blocks needing rollbacks: write them after all */
+		defer = false;
+		ndeferred = 0;
+		goto again;
+	}
 	c->r_pstart[n] = c->r_np;
 	if (n == 0) {
 		if (nwritten)
 			*nwritten = 0;
-		return c->ready_head ? -ENOMEM : 0;
+		return c->ready_head && limit == UINT64_MAX ? -ENOMEM : 0;
 	}
 
 	c->round_busy = true;
@@ -472,6 +517,8 @@ static int round_locked(struct cache *c, size_t *nwritten)
 		struct cblock *b = c->r_blocks[i];
 
 		b->flags &= ~BF_INFLIGHT;
+		if (!err)
+			block_prune_committed(c, b);
 		ready_update(c, b);
 		if (idle_clean(b))
 			lru_add(c, b);
@@ -493,7 +540,7 @@ int cache_flush_round(struct cache *c, size_t *nwritten)
 	int err;
 
 	cache_lock(c, &taken);
-	err = round_locked(c, nwritten);
+	err = round_locked(c, nwritten, UINT64_MAX);
 	cache_unlock(c, taken);
 	return err;
 }
@@ -515,7 +562,7 @@ int cache_sync(struct cache *c)
 			err = -EAGAIN;
 			break;
 		}
-		err = round_locked(c, NULL);
+		err = round_locked(c, NULL, UINT64_MAX);
 		if (err)
 			break;
 	}
@@ -526,6 +573,7 @@ int cache_sync(struct cache *c)
 int cache_sync_patch(struct cache *c, struct patch *p)
 {
 	bool taken;
+	size_t nw;
 	int err = 0;
 
 	if (!p)
@@ -544,7 +592,12 @@ int cache_sync_patch(struct cache *c, struct patch *p)
 			err = -EAGAIN;
 			break;
 		}
-		err = round_locked(c, NULL);
+		/* Everything p depends on is older than p: write only that
+		 * (not a global sync).  Should that find nothing, a full
+		 * round makes sure of progress. */
+		err = round_locked(c, &nw, p->seq + 1);
+		if (!err && nw == 0 && !(p->flags & PF_COMMITTED))
+			err = round_locked(c, NULL, UINT64_MAX);
 		if (err)
 			break;
 	}
@@ -574,7 +627,7 @@ static void dirty_wait(struct cache *c)
 			}
 			c->st_dirty_waits++;
 			pthread_cond_timedwait(&c->round_cond, &c->lock, &ts);
-		} else if (round_locked(c, NULL)) {
+		} else if (round_locked(c, NULL, UINT64_MAX)) {
 			return;
 		}
 	}
@@ -699,7 +752,7 @@ static void *flusher_main(void *arg)
 		 * writable as rounds commit.  On an error, wait for the
 		 * next interval before trying again. */
 		while (!c->flusher_stop && c->ready_head)
-			if (round_locked(c, NULL))
+			if (round_locked(c, NULL, UINT64_MAX))
 				break;
 	}
 	io_unlock(c);
@@ -817,6 +870,7 @@ void cache_destroy(struct cache *c)
 	free(c->r_writes);
 	free(c->r_pstart);
 	free(c->r_patches);
+	free(c->r_roll);
 	free(c->work);
 	pthread_cond_destroy(&c->io_cond);
 	pthread_cond_destroy(&c->round_cond);

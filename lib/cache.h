@@ -123,6 +123,7 @@ struct patch_scope {
 /* Set (or, with NULL, clear) the calling thread's scope. */
 void cache_set_scope(struct patch_scope *s);
 
+/* Take another reference: only while holding one, or in a scope callback. */
 void patch_retain(struct patch *p);
 /* Drop a reference; NULL is a no-op. */
 void patch_release(struct cache *c, struct patch *p);
@@ -132,14 +133,21 @@ bool patch_committed(const struct patch *p);
 /* ---- writing ----------------------------------------------------------- */
 
 /* Run one round: write every block that has ready patches (up to
- * round_max_blocks), one barrier, commit.  *nwritten (if not NULL) gets the
+ * round_max_blocks), one barrier, commit.  (A block that would be written
+ * with patches rolled back is put off for up to two rounds while other
+ * blocks can be written, since the round may make it wholly ready.)  *nwritten (if not NULL) gets the
  * number of block writes.  Waits if another round is in flight.  On a write
  * or barrier error nothing of the round is committed and the error is
  * returned. */
 int cache_flush_round(struct cache *c, size_t *nwritten);
-/* Rounds until nothing is dirty.  Returns the first error. */
+/* Rounds until nothing is dirty.  Returns the first error (and stops
+ * there), or -EAGAIN when what is left dirty waits, directly or not, for a
+ * held empty patch, so that no round can write it. */
 int cache_sync(struct cache *c);
-/* Rounds until p and everything it depends on are durable. */
+/* Rounds until p and everything it depends on are durable.  The rounds
+ * write only patches older than p (all p can depend on), not everything
+ * dirty.  For a held p: until everything it depends on is durable.
+ * Errors as cache_sync(). */
 int cache_sync_patch(struct cache *c, struct patch *p);
 
 /* ---- counters ---------------------------------------------------------- */

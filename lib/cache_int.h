@@ -46,22 +46,27 @@ enum patch_flags {
 				* later patch of the block depends on it */
 	PF_PINNED = 1 << 8,    /* may wait for a held empty patch (never
 				* cleared: only used to be careful) */
+	PF_AFTV = 1 << 9,      /* afters are in aft.v (else aft.one) */
+	PF_INSET = 1 << 10,    /* scratch: in the dependency set being built */
 	PF_WRITTEN = 1 << 6,   /* written in a round whose barrier failed: it
 				* may be on disk, so it must never gain a
 				* dependency (no soft merge into it) */
 };
 
 struct patch {
-	struct patch *bnext, *bprev; /* block list; slab free list */
+	struct patch *bnext;         /* block list; slab free list */
 	struct cblock *block;        /* NULL for empty patches */
-	struct patch **afters;       /* patches that depend on this one */
 	union {
-		uint8_t *undo;       /* soft byte patch: len bytes */
+		struct patch *one;   /* without PF_AFTV: nafters <= 1 */
+		struct patch **v;    /* with PF_AFTV: room for afters_cap() */
+	} aft;                       /* patches that depend on this one */
+	union {
+		uint8_t *undo;       /* soft byte patch (not NRB): len bytes */
 		uint32_t mask;       /* bit patch */
 	};
 	uint64_t seq;
-	uint32_t off, len;           /* byte range in the block */
-	uint32_t nafters, cafters;
+	uint16_t off, lenm1;         /* byte range in the block: [off, off+len) */
+	uint32_t nafters;
 	uint32_t npend_ext;          /* uncommitted befores elsewhere */
 	uint32_t npend_blk;          /* uncommitted befores on this block */
 	uint32_t refs;               /* caller references */
@@ -69,6 +74,16 @@ struct patch {
 	uint8_t type;
 	uint8_t committed;           /* read without the lock */
 };
+
+/* Room in aft.v holding n afters: 4, then doubling. */
+static inline uint32_t afters_cap(uint32_t n)
+{
+	uint32_t cap = 4;
+
+	while (cap < n)
+		cap *= 2;
+	return cap;
+}
 
 enum block_flags {
 	BF_READING = 1 << 0, /* being read in; wait on io_cond */
@@ -86,13 +101,15 @@ struct cblock {
 	struct cblock *rprev, *rnext;    /* ready list */
 	struct cblock *dprev, *dnext;    /* dirty list, oldest dirtied first */
 	uint64_t dirty_ns;               /* CLOCK_MONOTONIC ns when it became dirty */
-	struct patch *phead, *ptail;     /* uncommitted patches, by seq */
+	struct patch *phead, *ptail;     /* uncommitted patches, by seq
+					  * (singly linked) */
 	struct patch *hard;              /* the hard patch changes merge into */
 	struct patch *nrb;               /* the NRB patch, if any */
 	uint32_t refs;
 	uint32_t npatches;
 	uint32_t nroots;                 /* patches with no uncommitted before */
-	uint32_t flags;
+	uint16_t flags;
+	uint16_t defers;                 /* rounds this block was put off */
 };
 
 struct bchunk;
@@ -136,6 +153,9 @@ struct cache {
 	size_t *r_pstart;
 	struct patch **r_patches;
 	size_t r_np, r_cap;
+	struct patch **r_roll;        /* one block's patches to roll back */
+	size_t r_nroll, r_rollcap;
+	bool r_pinned;                /* one of them may wait for a hold */
 	struct patch **work;          /* empty patches to commit */
 	size_t nwork, cwork;
 
@@ -154,7 +174,7 @@ static inline uint32_t patch_nafters(const struct patch *p)
 
 static inline struct patch *patch_after(const struct patch *p, uint32_t i)
 {
-	return p->afters[i];
+	return (p->flags & PF_AFTV) ? p->aft.v[i] : p->aft.one;
 }
 
 static inline uint32_t patch_off(const struct patch *p)
@@ -164,7 +184,7 @@ static inline uint32_t patch_off(const struct patch *p)
 
 static inline uint32_t patch_len(const struct patch *p)
 {
-	return p->len;
+	return (uint32_t)p->lenm1 + 1;
 }
 
 /* cache.c */
@@ -179,6 +199,9 @@ void stats_engine(struct cache *c, int64_t delta);
 
 /* patch.c */
 void patch_commit(struct cache *c, struct patch *p);
+/* After a round committed patches of b: drop them from its list (freeing
+ * those nobody references). */
+void block_prune_committed(struct cache *c, struct cblock *b);
 void patch_free_all(struct cache *c);
 
 #endif

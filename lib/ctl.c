@@ -43,6 +43,41 @@ static int make_addr(const char *path, struct sockaddr_un *sa)
 	return 0;
 }
 
+/* The payload a handler attached to the reply it is answering: the
+ * handler runs on the connection's own thread. */
+static __thread struct {
+	void *buf;
+	size_t len;
+} tls_payload;
+
+void ctl_reply_payload(void *buf, size_t len)
+{
+	free(tls_payload.buf);
+	tls_payload.buf = buf;
+	tls_payload.len = len;
+}
+
+/* Send (or, when send is false, drop) the attached payload.  0 or -1. */
+static int send_payload(int fd, bool send_it)
+{
+	char *b = tls_payload.buf;
+	size_t len = tls_payload.len, off = 0, n;
+	int r = 0;
+
+	tls_payload.buf = NULL;
+	tls_payload.len = 0;
+	while (send_it && off < len) {
+		n = len - off < CTL_PAYLOAD_CHUNK ? len - off : CTL_PAYLOAD_CHUNK;
+		if (send(fd, b + off, n, MSG_NOSIGNAL) != (ssize_t)n) {
+			r = -1;
+			break;
+		}
+		off += n;
+	}
+	free(b);
+	return r;
+}
+
 static void *conn_main(void *arg)
 {
 	struct conn *c = arg, **pp;
@@ -65,7 +100,11 @@ static void *conn_main(void *arg)
 			rep.op = req.op;
 			s->fn(s->arg, &c->peer, &req, &rep);
 		}
-		if (send(c->fd, &rep, sizeof(rep), MSG_NOSIGNAL) != sizeof(rep))
+		if (send(c->fd, &rep, sizeof(rep), MSG_NOSIGNAL) != sizeof(rep)) {
+			send_payload(c->fd, false);
+			break;
+		}
+		if (send_payload(c->fd, rep.err == 0) < 0)
 			break;
 	}
 	pthread_mutex_lock(&s->lock);
@@ -238,6 +277,44 @@ int ctl_connect(const char *path, int *fd)
 		return r;
 	}
 	*fd = s;
+	return 0;
+}
+
+int ctl_call_payload(int fd, const struct ctl_req *req, struct ctl_rep *rep, void **buf,
+		     size_t *len, size_t max)
+{
+	size_t want, off = 0;
+	char *b;
+	ssize_t n;
+	int r;
+
+	*buf = NULL;
+	*len = 0;
+	r = ctl_call(fd, req, rep);
+	if (r < 0 || rep->err)
+		return r;
+	if (rep->id < 0 || (uint64_t)rep->id > max)
+		return -EMSGSIZE;
+	want = (size_t)rep->id;
+	if (want == 0)
+		return 0;
+	b = malloc(want);
+	if (!b)
+		return -ENOMEM;
+	/* Each message is one chunk; asking for the rest takes it whole. */
+	while (off < want) {
+		do
+			n = recv(fd, b + off, want - off, 0);
+		while (n < 0 && errno == EINTR);
+		if (n <= 0) {
+			r = n < 0 ? -errno : -ECONNRESET;
+			free(b);
+			return r;
+		}
+		off += (size_t)n;
+	}
+	*buf = b;
+	*len = want;
 	return 0;
 }
 

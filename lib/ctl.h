@@ -15,6 +15,7 @@
 #ifndef FSTITCH_CTL_H
 #define FSTITCH_CTL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -34,6 +35,8 @@ enum ctl_op {
 	CTL_SUMMARY,      /* -> summary (for fstitch-stat) */
 	CTL_NEXT,         /* a: id -> info of the known group with the smallest
 			   * id >= a (ENOENT past the last): lists groups */
+	CTL_STATS,        /* a: view, b: block, flags: limit -> rep.id bytes of
+			   * payload follow the reply (fstitch-stat, inspect.h) */
 	CTL_OP_MAX
 };
 
@@ -70,6 +73,7 @@ struct ctl_summary {
 	uint64_t engaged;  /* of which engaged by some process */
 	uint64_t scopes;   /* processes with a scope of their own */
 	int64_t last_id;   /* the highest id handed out (0: none yet) */
+	uint64_t fsync_ordered; /* fsyncs turned into ordering points */
 };
 
 struct ctl_rep {
@@ -105,10 +109,25 @@ int ctl_server_start(const char *path, ctl_handler fn, void *arg, struct ctl_ser
  * being answered finishes first), remove the socket file. */
 void ctl_server_stop(struct ctl_server *s);
 
+/* Replies with a payload (CTL_STATS): the reply's id gives the payload's
+ * length, and its bytes follow in messages of at most CTL_PAYLOAD_CHUNK
+ * bytes each.  A reply with err set carries none. */
+#define CTL_PAYLOAD_CHUNK 65536
+/* Server, from inside a handler: send the malloc'd buf[0..len) after the
+ * reply.  The server frees buf, also when it cannot be sent. */
+void ctl_reply_payload(void *buf, size_t len);
+
 /* Client side.  Connect to path: the fd is close-on-exec. */
 int ctl_connect(const char *path, int *fd);
 /* One request, one reply.  Returns 0 (rep filled, rep->err may be set),
  * -EPROTO for a reply of another version, or -errno of the transport. */
 int ctl_call(int fd, const struct ctl_req *req, struct ctl_rep *rep);
+/* ctl_call, then receive the rep->id bytes of payload that follow a reply
+ * without err into a malloc'd *buf (NULL for none; the caller frees it).
+ * -EMSGSIZE for a length below 0 or above max, -ECONNRESET if the daemon
+ * goes away in between; after an error the connection is out of step and
+ * must be closed. */
+int ctl_call_payload(int fd, const struct ctl_req *req, struct ctl_rep *rep, void **buf,
+		     size_t *len, size_t max);
 
 #endif

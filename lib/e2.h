@@ -35,6 +35,7 @@ struct e2_opts {
 	unsigned flush_interval_ms; /* 0: default (5 s) */
 	bool readonly;
 	bool no_flusher;            /* tests: no background thread */
+	size_t round_max_blocks;    /* 0: default; tests use small values */
 };
 
 /* Open an image file or block device (exclusively locked; -EBUSY if another
@@ -57,6 +58,11 @@ const char *e2_error(const struct e2fs *fs);
 /* Same for a failed e2_open (fs is not available then): thread-local. */
 const char *e2_open_error(void);
 struct cache *e2_cache(struct e2fs *fs);
+/* True if the file system was not marked clean when it was opened (a crash
+ * or a kill left it mounted): e2fsck should repair it before more changes,
+ * since the benign damage of a crash (an unconnected directory, say) can
+ * turn harmful if the file system keeps running on top of it. */
+bool e2_was_unclean(const struct e2fs *fs);
 
 int e2_lookup(struct e2fs *fs, uint32_t parent, const char *name, struct stat *st);
 int e2_forget(struct e2fs *fs, uint32_t ino, uint64_t nlookup);

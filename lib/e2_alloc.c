@@ -30,8 +30,7 @@ static uint32_t find_zero(const uint8_t *map, uint32_t start, uint32_t end)
 	return end;
 }
 
-static int flip(struct e2fs *fs, uint32_t blk, uint32_t bit, struct patch *dep,
-		struct patch **out)
+static int flip(struct e2fs *fs, uint32_t blk, uint32_t bit, struct patch *dep, struct patch **out)
 {
 	struct cblock *b;
 	int r;
@@ -89,8 +88,8 @@ static int balloc_group(struct e2fs *fs, uint32_t g, uint32_t from, uint32_t *bl
 	return -ENOSPC;
 found:
 	dep = bitclr_dep(fs, gr->first + i);
-	r = patch_create_bit(fs->c, b, (i / 32) * 4, 1u << (i % 32), dep ? &dep : NULL,
-			     dep ? 1 : 0, bit);
+	r = patch_create_bit(fs->c, b, (i / 32) * 4, 1u << (i % 32), dep ? &dep : NULL, dep ? 1 : 0,
+			     bit);
 	cache_put(fs->c, b);
 	if (r)
 		return r;
@@ -203,8 +202,7 @@ static struct patch *bitclr_dep(struct e2fs *fs, uint64_t key)
 	return f ? live(f->bitclr) : NULL;
 }
 
-static void freed_remember(struct e2fs *fs, uint64_t key, struct patch *clear,
-			   struct patch *bitclr)
+static void freed_remember(struct e2fs *fs, uint64_t key, struct patch *clear, struct patch *bitclr)
 {
 	struct e2_freed *f;
 
@@ -279,8 +277,7 @@ int e2_bfree(struct e2fs *fs, uint32_t blk, struct patch *clear)
 	return e2_gd_write(fs, g);
 }
 
-static int ialloc_group(struct e2fs *fs, uint32_t g, bool dir, uint32_t *ino,
-			struct patch **bit)
+static int ialloc_group(struct e2fs *fs, uint32_t g, bool dir, uint32_t *ino, struct patch **bit)
 {
 	struct e2_group *gr = &fs->g[g];
 	struct patch *dep;
@@ -309,8 +306,8 @@ static int ialloc_group(struct e2fs *fs, uint32_t g, bool dir, uint32_t *ino,
 	return -ENOSPC;
 found:
 	dep = bitclr_dep(fs, E2_FREED_INODE | (g * fs->ipg + i + 1));
-	r = patch_create_bit(fs->c, b, (i / 32) * 4, 1u << (i % 32), dep ? &dep : NULL,
-			     dep ? 1 : 0, bit);
+	r = patch_create_bit(fs->c, b, (i / 32) * 4, 1u << (i % 32), dep ? &dep : NULL, dep ? 1 : 0,
+			     bit);
 	cache_put(fs->c, b);
 	if (r)
 		return r;
@@ -325,8 +322,7 @@ found:
 
 /* Directories spread out (the group with the most free blocks among those
  * with at least average free inodes); files stay with their parent. */
-int e2_ialloc(struct e2fs *fs, uint32_t parent, bool dir, uint32_t *ino,
-	      struct patch **bit)
+int e2_ialloc(struct e2fs *fs, uint32_t parent, bool dir, uint32_t *ino, struct patch **bit)
 {
 	uint32_t g0 = (parent - 1) / fs->ipg;
 	int r;
@@ -390,7 +386,7 @@ int e2_ifree_bit(struct e2fs *fs, uint32_t ino, bool dir, struct patch *clear)
 int e2_block_init(struct e2fs *fs, uint32_t blk, const void *data, struct e2_deps *deps,
 		  struct patch **out)
 {
-	struct e2_deps local = { 0 };
+	struct e2_deps local = {0};
 	struct e2_deps *d = deps ? deps : &local;
 	struct patch *fd = e2_freed_dep(fs, blk);
 	struct cblock *b;

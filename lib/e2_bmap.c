@@ -36,7 +36,7 @@ static int plan_add(struct plan *pl, uint32_t parent, uint32_t idx, uint32_t pbl
 		pl->e = ne;
 		pl->cap = cap;
 	}
-	pl->e[pl->n++] = (struct plan_ent){ parent, idx, pblk, bit, init };
+	pl->e[pl->n++] = (struct plan_ent){parent, idx, pblk, bit, init};
 	return 0;
 }
 
@@ -159,6 +159,32 @@ int e2_bmap(struct e2fs *fs, struct e2_inode *ip, uint64_t lblk, uint32_t *pblk)
 	return walk(fs, ip, lblk, NULL, pblk, &parent, &idx, &level, &depth);
 }
 
+int e2_bmap_cur(struct e2fs *fs, struct e2_inode *ip, uint64_t lblk, uint32_t *pblk,
+		struct e2_bcursor *cur)
+{
+	uint32_t parent, idx, v;
+	int level, depth, r;
+
+	if (cur->blk && lblk >= cur->base && lblk - cur->base < fs->apb) {
+		r = read_slot(fs, ip, cur->blk, (uint32_t)(lblk - cur->base), &v);
+		if (r)
+			return r;
+		if (v && !e2_block_ok(fs, v))
+			return e2_err(fs, -EIO, "inode %u: block %u out of range", ip->ino, v);
+		*pblk = v;
+		return 0;
+	}
+	r = walk(fs, ip, lblk, NULL, pblk, &parent, &idx, &level, &depth);
+	if (r)
+		return r;
+	cur->blk = 0;
+	if (depth > 1 && level == depth - 1) {
+		cur->blk = parent;
+		cur->base = lblk - idx;
+	}
+	return 0;
+}
+
 static uint32_t inode_goal(const struct e2fs *fs, const struct e2_inode *ip)
 {
 	if (ip->last_pblk)
@@ -173,9 +199,9 @@ static uint32_t inode_goal(const struct e2fs *fs, const struct e2_inode *ip)
 int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_t size,
 		    uint64_t off, bool dir, struct e2_deps *extra, struct patch **linked)
 {
-	struct e2_deps all = { 0 };
-	struct plan ind = { 0 }, dat = { 0 };
-	struct e2_deps ideps = { 0 }, cdeps = { 0 };
+	struct e2_deps all = {0};
+	struct plan ind = {0}, dat = {0};
+	struct e2_deps ideps = {0}, cdeps = {0};
 	struct ext2_inode nw;
 	struct patch *ip_patch = NULL, *lf = NULL;
 	uint8_t *tmp = NULL, *zero = NULL;
@@ -214,8 +240,8 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 		if (r)
 			break;
 		if (pblk) {
-			r = e2_patch(fs, pblk, boff, len, (const uint8_t *)buf + (pos - off),
-				     extra, &p);
+			r = e2_patch(fs, pblk, boff, len, (const uint8_t *)buf + (pos - off), extra,
+				     &p);
 			if (r)
 				break;
 			e2_isync_add(fs, ip, p);
@@ -293,8 +319,7 @@ stop:
 			patch_release(fs->c, ideps.p[i]);
 		ideps.n = 0;
 	}
-	nw.i_blocks = htole32(le32toh(nw.i_blocks) +
-			      (uint32_t)((ind.n + dat.n) * (fs->bs / 512)));
+	nw.i_blocks = htole32(le32toh(nw.i_blocks) + (uint32_t)((ind.n + dat.n) * (fs->bs / 512)));
 	nw.i_mtime = nw.i_ctime = htole32(e2_now());
 	for (int k = 0; k < 2; k++) {
 		struct plan *pl = k ? &dat : &ind;
@@ -395,8 +420,7 @@ static int fl_push(uint32_t **a, size_t *n, size_t *cap, uint32_t v)
 }
 
 /* Collect blk and, for level > 0, everything below it. */
-static int collect(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, int level,
-		   struct flist *fl)
+static int collect(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, int level, struct flist *fl)
 {
 	struct cblock *b;
 	uint32_t *kids;
@@ -453,7 +477,7 @@ static void fl_free(struct flist *fl)
 
 int e2_free_all_blocks(struct e2fs *fs, struct e2_inode *ip, struct patch *clear)
 {
-	struct flist fl = { 0 };
+	struct flist fl = {0};
 	int r = 0, r2;
 
 	for (int i = 0; i < EXT2_N_BLOCKS; i++) {
@@ -485,7 +509,7 @@ static int trunc_partial(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, int
 {
 	uint64_t span = 1;
 	uint32_t *kids = NULL, first = UINT32_MAX;
-	struct flist fl = { 0 };
+	struct flist fl = {0};
 	struct cblock *b;
 	struct patch *p = NULL;
 	int r;
@@ -544,10 +568,10 @@ out:
 int e2_truncate_locked(struct e2fs *fs, struct e2_inode *ip, uint64_t size)
 {
 	uint64_t old = e2_isize(&ip->d), keep, a = fs->apb;
-	uint64_t base[3] = { E2_NDIR, E2_NDIR + a, E2_NDIR + a + a * a };
-	uint64_t span[3] = { a, a * a, a * a * a };
-	struct e2_deps clears = { 0 };
-	struct flist top = { 0 };
+	uint64_t base[3] = {E2_NDIR, E2_NDIR + a, E2_NDIR + a + a * a};
+	uint64_t span[3] = {a, a * a, a * a * a};
+	struct e2_deps clears = {0};
+	struct flist top = {0};
 	struct ext2_inode nw;
 	struct patch *ipp = NULL, *lf = NULL;
 	uint32_t nfreed = 0;

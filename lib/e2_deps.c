@@ -60,8 +60,8 @@ int e2_patch(struct e2fs *fs, uint32_t blk, uint32_t off, uint32_t len, const vo
 	r = cache_get(fs->c, blk, &b);
 	if (r)
 		return e2_err(fs, r, "cannot read block %u", blk);
-	r = patch_create_byte(fs->c, b, off, len, data, deps ? deps->p : NULL,
-			      deps ? deps->n : 0, out);
+	r = patch_create_byte(fs->c, b, off, len, data, deps ? deps->p : NULL, deps ? deps->n : 0,
+			      out);
 	cache_put(fs->c, b);
 	return r;
 }

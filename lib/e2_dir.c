@@ -21,21 +21,28 @@ struct dent {
 uint8_t e2_ftype(mode_t mode)
 {
 	switch (mode & S_IFMT) {
-	case S_IFREG: return EXT2_FT_REG_FILE;
-	case S_IFDIR: return EXT2_FT_DIR;
-	case S_IFCHR: return EXT2_FT_CHRDEV;
-	case S_IFBLK: return EXT2_FT_BLKDEV;
-	case S_IFIFO: return EXT2_FT_FIFO;
-	case S_IFSOCK: return EXT2_FT_SOCK;
-	case S_IFLNK: return EXT2_FT_SYMLINK;
+	case S_IFREG:
+		return EXT2_FT_REG_FILE;
+	case S_IFDIR:
+		return EXT2_FT_DIR;
+	case S_IFCHR:
+		return EXT2_FT_CHRDEV;
+	case S_IFBLK:
+		return EXT2_FT_BLKDEV;
+	case S_IFIFO:
+		return EXT2_FT_FIFO;
+	case S_IFSOCK:
+		return EXT2_FT_SOCK;
+	case S_IFLNK:
+		return EXT2_FT_SYMLINK;
 	}
 	return EXT2_FT_UNKNOWN;
 }
 
 static mode_t ftype_mode(uint8_t t)
 {
-	static const mode_t m[] = { 0, S_IFREG, S_IFDIR, S_IFCHR, S_IFBLK, S_IFIFO, S_IFSOCK,
-				    S_IFLNK };
+	static const mode_t m[] = {0,	    S_IFREG, S_IFDIR,  S_IFCHR,
+				   S_IFBLK, S_IFIFO, S_IFSOCK, S_IFLNK};
 
 	return t < sizeof(m) / sizeof(m[0]) ? m[t] : 0;
 }
@@ -76,10 +83,9 @@ static int parse(struct e2fs *fs, struct e2_inode *dir, uint32_t lblk, const uin
 	}
 	return 0;
 bad:
-	return e2_err(fs, -EIO,
-		      "directory %u block %u offset %u: bad entry (rec_len %u, name_len %u)",
-		      dir->ino, lblk, off, off + 8 <= fs->bs ? de->rec : 0,
-		      off + 8 <= fs->bs ? de->nlen : 0);
+	return e2_err(
+	    fs, -EIO, "directory %u block %u offset %u: bad entry (rec_len %u, name_len %u)",
+	    dir->ino, lblk, off, off + 8 <= fs->bs ? de->rec : 0, off + 8 <= fs->bs ? de->nlen : 0);
 }
 
 static int dir_block(struct e2fs *fs, struct e2_inode *dir, uint32_t lblk, uint32_t *pblk)
@@ -167,8 +173,8 @@ static struct e2_dname **dix_find(struct e2_dindex *dix, const char *name, size_
 }
 
 /* Largest record that fits in the block, from its entries. */
-static int block_room(struct e2fs *fs, struct e2_inode *dir, uint32_t lblk,
-		      const uint8_t *data, uint32_t *room)
+static int block_room(struct e2fs *fs, struct e2_inode *dir, uint32_t lblk, const uint8_t *data,
+		      uint32_t *room)
 {
 	struct dent de;
 	uint32_t best = 0;
@@ -347,8 +353,7 @@ static int add_in_block(struct e2fs *fs, struct e2_inode *dir, uint32_t lblk, ui
 		}
 	}
 	if (off >= fs->bs) {
-		r = e2_err(fs, -EIO, "directory %u: index out of step at block %u", dir->ino,
-			   lblk);
+		r = e2_err(fs, -EIO, "directory %u: index out of step at block %u", dir->ino, lblk);
 		goto out;
 	}
 	memcpy(buf, cblock_data(b), fs->bs);
@@ -440,8 +445,8 @@ int e2_dir_prepare(struct e2fs *fs, struct e2_inode *dir, size_t len, struct pat
 	return dir_append(fs, dir, linked);
 }
 
-int e2_dir_add(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
-	       uint32_t ino, mode_t mode, struct e2_deps *deps, struct patch **out)
+int e2_dir_add(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len, uint32_t ino,
+	       mode_t mode, struct e2_deps *deps, struct patch **out)
 {
 	uint32_t need = REC_LEN(len), lblk, pblk, pos;
 	uint8_t ftype = e2_ftype(mode);
@@ -651,8 +656,8 @@ int e2_dir_get_dotdot(struct e2fs *fs, struct e2_inode *dir, uint32_t *parent)
 	return 0;
 }
 
-int e2_dir_set_dotdot(struct e2fs *fs, struct e2_inode *dir, uint32_t parent,
-		      struct e2_deps *deps, struct patch **out)
+int e2_dir_set_dotdot(struct e2fs *fs, struct e2_inode *dir, uint32_t parent, struct e2_deps *deps,
+		      struct patch **out)
 {
 	struct e2_dname **pp;
 	struct cblock *b;
@@ -668,8 +673,7 @@ int e2_dir_set_dotdot(struct e2fs *fs, struct e2_inode *dir, uint32_t parent,
 	r = dotdot(fs, dir, &b, &off);
 	if (r)
 		return r;
-	r = patch_create_byte(fs->c, b, off, 4, &v, deps ? deps->p : NULL, deps ? deps->n : 0,
-			      out);
+	r = patch_create_byte(fs->c, b, off, 4, &v, deps ? deps->p : NULL, deps ? deps->n : 0, out);
 	cache_put(fs->c, b);
 	if (r)
 		return r;
@@ -745,8 +749,7 @@ int e2_dir_iterate(struct e2fs *fs, struct e2_inode *dir, off_t off,
 			return r;
 		r = cache_get(fs->c, pblk, &b);
 		if (r)
-			return e2_err(fs, r, "directory %u: cannot read block %u", dir->ino,
-				      pblk);
+			return e2_err(fs, r, "directory %u: cannot read block %u", dir->ino, pblk);
 		for (uint32_t o = 0; o < fs->bs && !stop; o += de.rec) {
 			struct e2_dirent d;
 

@@ -44,7 +44,8 @@ static void irelease(struct e2fs *fs, struct e2_inode *ip)
 	patch_release(fs->c, ip->init);
 	patch_release(fs->c, ip->clear);
 	patch_release(fs->c, ip->sync);
-	ip->init = ip->clear = ip->sync = NULL;
+	patch_release(fs->c, ip->sync_last);
+	ip->init = ip->clear = ip->sync = ip->sync_last = NULL;
 	e2_dindex_free(ip->dix);
 	ip->dix = NULL;
 }
@@ -67,6 +68,7 @@ int e2_iget(struct e2fs *fs, uint32_t ino, struct e2_inode **out)
 			 * start again from what is on disk. */
 			irelease(fs, ip);
 			ip->freed = false;
+			ip->unlinked = false;
 			ip->last_pblk = 0;
 			r = iread(fs, ip);
 			if (r)
@@ -126,18 +128,32 @@ int e2_iwrite(struct e2fs *fs, struct e2_inode *ip, const struct ext2_inode *nw,
 }
 
 /* Record p as one of ip's changes, for e2_fsync: an empty patch that
- * nothing depends on collects them (patch_add_depend is allowed on it). */
+ * nothing depends on collects them (patch_add_depend is allowed on it).
+ * Only for inodes that have been fsynced once: the first fsync of an inode
+ * syncs everything, so bulk writers that never fsync pay nothing. */
 void e2_isync_add(struct e2fs *fs, struct e2_inode *ip, struct patch *p)
 {
-	if (!p || patch_committed(p) || fs->opts.consistency == CONSISTENCY_NONE)
+	if (!ip->sync_track || !p || patch_committed(p) || fs->opts.consistency == CONSISTENCY_NONE)
 		return;
-	if (ip->sync && !patch_committed(ip->sync) &&
-	    patch_add_depend(fs->c, ip->sync, p) == 0)
+	if (p == ip->sync_last)
+		return; /* merged into the patch added just before */
+	patch_retain(p);
+	patch_release(fs->c, ip->sync_last);
+	ip->sync_last = p;
+	if (ip->sync && !patch_committed(ip->sync) && patch_add_depend(fs->c, ip->sync, p) == 0)
 		return;
-	patch_release(fs->c, ip->sync);
-	ip->sync = NULL;
-	if (patch_create_empty(fs->c, &p, 1, &ip->sync))
-		ip->sync = NULL; /* fsync falls back to a full sync */
+	{
+		/* Something depends on the old set already: chain a new one
+		 * after it, so fsync still covers everything. */
+		struct patch *d[2] = {ip->sync, p}, *np = NULL;
+
+		if (patch_create_empty(fs->c, d, 2, &np)) {
+			ip->sync_all = true;
+			return;
+		}
+		patch_release(fs->c, ip->sync);
+		ip->sync = np;
+	}
 }
 
 /* Initialise a newly allocated inode in full (the extra bytes of large
@@ -272,7 +288,7 @@ int e2_ifree(struct e2fs *fs, struct e2_inode *ip)
 
 int e2_iunref(struct e2fs *fs, struct e2_inode *ip)
 {
-	if (ip->freed || ip->nlookup || ip->nopen || e2_ilinks(&ip->d) || fs->ro)
+	if (!ip->unlinked || ip->freed || ip->nlookup || ip->nopen || e2_ilinks(&ip->d) || fs->ro)
 		return 0;
 	if (!ip->d.i_mode)
 		return 0;
@@ -301,8 +317,12 @@ void e2_icache_trim(struct e2fs *fs)
 		while (*pp) {
 			struct e2_inode *ip = *pp;
 
-			if (!ip->nlookup && !ip->nopen && ip->ino != E2_ROOT_INO &&
-			    (ip->freed || e2_ilinks(&ip->d)))
+			e2_patch_drop_committed(fs, &ip->init);
+			e2_patch_drop_committed(fs, &ip->clear);
+			/* An inode whose initialisation is still pending must
+			 * stay: a new entry for it has to wait for that patch. */
+			if (!ip->nlookup && !ip->nopen && ip->ino != E2_ROOT_INO && !ip->init &&
+			    !ip->clear && (ip->freed || !ip->unlinked))
 				idrop(fs, pp);
 			else
 				pp = &ip->hnext;

@@ -14,11 +14,11 @@
 #include "cache.h"
 #include "e2.h"
 
-#define E2_NDIR 12 /* direct block pointers */
-#define E2_IND 12
-#define E2_DIND 13
-#define E2_TIND 14
-#define E2_LINK_MAX 32000
+#define E2_NDIR		    12 /* direct block pointers */
+#define E2_IND		    12
+#define E2_DIND		    13
+#define E2_TIND		    14
+#define E2_LINK_MAX	    32000
 #define E2_FAST_SYMLINK_MAX 59
 
 /* A growable list of patch references: the dependencies of the next patch. */
@@ -53,18 +53,24 @@ struct e2_inode {
 	struct ext2_inode d; /* on-disk copy (little-endian), kept current */
 	uint64_t nlookup;
 	unsigned nopen;
-	bool freed;          /* links reached 0 and inode returned to bitmap */
+	bool freed;	     /* links reached 0 and inode returned to bitmap */
+	bool unlinked;	     /* its last link went in this session: free it
+			      * once unreferenced (never an inode found with
+			      * links 0 on disk, whose blocks may be reused) */
 	struct patch *init;  /* a new entry for this inode must wait for it */
 	struct patch *clear; /* the inode-clear patch once links reached 0 */
 	struct e2_dindex *dix;
-	struct patch *sync; /* empty patch over this inode's changes (fsync) */
-	uint32_t last_pblk; /* allocation goal: after the last block placed */
+	struct patch *sync;	 /* empty patch over this inode's changes (fsync) */
+	struct patch *sync_last; /* last patch added to sync (held) */
+	bool sync_track;	 /* fsync was used: collect changes in sync */
+	bool sync_all;		 /* sync lost track (no memory): fsync syncs all */
+	uint32_t last_pblk;	 /* allocation goal: after the last block placed */
 };
 
 struct e2_group {
 	uint32_t block_bitmap, inode_bitmap, inode_table;
 	uint32_t free_blocks, free_inodes, used_dirs;
-	uint32_t bhint, ihint; /* first bit that may be free */
+	uint32_t bhint, ihint;	 /* first bit that may be free */
 	uint32_t first, nblocks; /* blocks of the group */
 };
 
@@ -86,7 +92,7 @@ struct e2fs {
 	char err[256];
 
 	struct ext2_super_block sb; /* in-memory copy of the on-disk fields */
-	uint16_t mount_state;       /* s_state seen at mount */
+	uint16_t mount_state;	    /* s_state seen at mount */
 	uint32_t bs, apb, ngroups, bpg, ipg, isize, ipb, itb;
 	uint32_t first_data, nblocks, ninodes, first_ino, gdt_blocks, reserved_gdt;
 	uint32_t sb_blk, sb_off; /* where the primary superblock lives */
@@ -102,8 +108,7 @@ struct e2fs {
 };
 
 /* e2_super.c */
-int e2_err(struct e2fs *fs, int err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+int e2_err(struct e2fs *fs, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void e2_set_open_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int e2_sb_write_counts(struct e2fs *fs);
 int e2_gd_write(struct e2fs *fs, uint32_t g);
@@ -113,8 +118,8 @@ bool e2_block_ok(const struct e2fs *fs, uint32_t blk);
 uint32_t e2_now(void);
 
 /* e2_deps.c */
-int e2_deps_add(struct e2_deps *d, struct patch *p);     /* takes p's ref */
-int e2_deps_addref(struct e2_deps *d, struct patch *p);  /* retains p */
+int e2_deps_add(struct e2_deps *d, struct patch *p);	/* takes p's ref */
+int e2_deps_addref(struct e2_deps *d, struct patch *p); /* retains p */
 void e2_deps_free(struct e2fs *fs, struct e2_deps *d);
 /* Drop *pp if it has committed (keeps pinned lists short). */
 void e2_patch_drop_committed(struct e2fs *fs, struct patch **pp);
@@ -145,8 +150,7 @@ bool e2_fast_symlink(const struct e2fs *fs, const struct ext2_inode *d);
 /* e2_alloc.c */
 int e2_balloc(struct e2fs *fs, uint32_t goal, uint32_t *blk, struct patch **bit);
 int e2_bfree(struct e2fs *fs, uint32_t blk, struct patch *clear);
-int e2_ialloc(struct e2fs *fs, uint32_t parent, bool dir, uint32_t *ino,
-	      struct patch **bit);
+int e2_ialloc(struct e2fs *fs, uint32_t parent, bool dir, uint32_t *ino, struct patch **bit);
 int e2_ifree_bit(struct e2fs *fs, uint32_t ino, bool dir, struct patch *clear);
 struct patch *e2_freed_dep(struct e2fs *fs, uint32_t blk);
 void e2_freed_destroy(struct e2fs *fs);
@@ -155,6 +159,14 @@ int e2_block_init(struct e2fs *fs, uint32_t blk, const void *data, struct e2_dep
 
 /* e2_bmap.c */
 int e2_bmap(struct e2fs *fs, struct e2_inode *ip, uint64_t lblk, uint32_t *pblk);
+/* The indirect block that mapped the last lblk, so that a run of reads maps
+ * each further block with one lookup instead of a walk from the inode. */
+struct e2_bcursor {
+	uint64_t base; /* first lblk the block maps */
+	uint32_t blk;  /* 0: empty */
+};
+int e2_bmap_cur(struct e2fs *fs, struct e2_inode *ip, uint64_t lblk, uint32_t *pblk,
+		struct e2_bcursor *cur);
 uint64_t e2_max_lblk(const struct e2fs *fs);
 int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_t size,
 		    uint64_t off, bool dir, struct e2_deps *extra, struct patch **linked);
@@ -169,14 +181,14 @@ struct e2_dloc {
 int e2_dir_lookup(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
 		  struct e2_dloc *loc);
 int e2_dir_prepare(struct e2fs *fs, struct e2_inode *dir, size_t len, struct patch **linked);
-int e2_dir_add(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
-	       uint32_t ino, mode_t mode, struct e2_deps *deps, struct patch **out);
+int e2_dir_add(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len, uint32_t ino,
+	       mode_t mode, struct e2_deps *deps, struct patch **out);
 int e2_dir_remove(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
 		  struct e2_deps *deps, struct patch **out);
 int e2_dir_retarget(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
 		    uint32_t ino, mode_t mode, struct e2_deps *deps, struct patch **out);
-int e2_dir_set_dotdot(struct e2fs *fs, struct e2_inode *dir, uint32_t parent,
-		      struct e2_deps *deps, struct patch **out);
+int e2_dir_set_dotdot(struct e2fs *fs, struct e2_inode *dir, uint32_t parent, struct e2_deps *deps,
+		      struct patch **out);
 int e2_dir_get_dotdot(struct e2fs *fs, struct e2_inode *dir, uint32_t *parent);
 int e2_dir_empty(struct e2fs *fs, struct e2_inode *dir);
 int e2_dir_new_block(struct e2fs *fs, uint32_t ino, uint32_t parent, uint8_t *blk);
@@ -185,5 +197,20 @@ int e2_dir_iterate(struct e2fs *fs, struct e2_inode *dir, off_t off,
 		   int (*fn)(const struct e2_dirent *d, void *arg), void *arg);
 void e2_dindex_free(struct e2_dindex *dix);
 uint8_t e2_ftype(mode_t mode);
+
+/* e2.c: shared by the operation files */
+void e2_lock(struct e2fs *fs);
+void e2_unlock(struct e2fs *fs);
+int e2_check_name(const char *name, size_t *len);
+bool e2_dot_or_dotdot(const char *name);
+int e2_get_live(struct e2fs *fs, uint32_t ino, struct e2_inode **out);
+int e2_get_dir(struct e2fs *fs, uint32_t ino, struct e2_inode **out);
+int e2_entry_inode(struct e2fs *fs, struct e2_inode *dir, const struct e2_dloc *loc,
+		   const char *name, struct e2_inode **out);
+int e2_add_links(struct e2fs *fs, struct e2_inode *ip, int delta, struct e2_deps *deps,
+		 struct patch **out);
+int e2_drop_last_link(struct e2fs *fs, struct e2_inode *ip, struct e2_deps *deps);
+int e2_unlink_inode(struct e2fs *fs, struct e2_inode *ip, struct patch *removal);
+int e2_touch_dir(struct e2fs *fs, struct e2_inode *dir);
 
 #endif

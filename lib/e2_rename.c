@@ -13,7 +13,7 @@
 static int links(struct e2fs *fs, struct e2_inode *ip, int delta, struct patch *d1,
 		 struct patch *d2, struct patch *d3, struct patch **out)
 {
-	struct e2_deps d = { 0 };
+	struct e2_deps d = {0};
 	struct ext2_inode nw = ip->d;
 	int r;
 
@@ -52,6 +52,17 @@ static int is_ancestor(struct e2fs *fs, uint32_t a, uint32_t d)
 	return e2_err(fs, -EIO, "directory %u: '..' chain loops", d);
 }
 
+static int in_use(struct e2fs *fs, struct e2_inode *dir, uint32_t ino, const char *name,
+		  struct e2_inode **out)
+{
+	int r = e2_iget(fs, ino, out);
+
+	if (!r && ((*out)->freed || !(*out)->d.i_mode || !e2_ilinks(&(*out)->d)))
+		r = e2_err(fs, -EIO, "directory %u: entry '%s' names free inode %u", dir->ino, name,
+			   ino);
+	return r;
+}
+
 static int deps2(struct e2fs *fs, struct e2_deps *d, struct patch *a, struct patch *b)
 {
 	int r = e2_deps_addref(d, a);
@@ -63,11 +74,10 @@ static int deps2(struct e2fs *fs, struct e2_deps *d, struct patch *a, struct pat
 }
 
 /* Unlink the replaced target t (its entry now names another inode: o). */
-static int drop_target(struct e2fs *fs, struct e2_inode *p2, struct e2_inode *t,
-		       struct patch *o)
+static int drop_target(struct e2fs *fs, struct e2_inode *p2, struct e2_inode *t, struct patch *o)
 {
 	struct ext2_inode nw = t->d;
-	struct e2_deps d = { 0 };
+	struct e2_deps d = {0};
 	struct patch *c = NULL;
 	bool dir = e2_idir(t);
 	int r;
@@ -88,6 +98,7 @@ static int drop_target(struct e2fs *fs, struct e2_inode *p2, struct e2_inode *t,
 		goto out;
 	patch_release(fs->c, t->clear);
 	t->clear = c;
+	t->unlinked = true;
 	e2_dindex_free(t->dix);
 	t->dix = NULL;
 	if (dir) /* t's ".." stops counting once t is cleared */
@@ -103,7 +114,7 @@ int e2_rename(struct e2fs *fs, uint32_t parent, const char *name, uint32_t newpa
 	      const char *newname, unsigned flags)
 {
 	struct e2_inode *p1, *p2, *s, *t = NULL;
-	struct e2_deps d = { 0 };
+	struct e2_deps d = {0};
 	struct patch *l2 = NULL, *l1 = NULL, *n = NULL, *dd = NULL, *rm = NULL;
 	struct patch *ls = NULL, *lt = NULL, *o1 = NULL, *o2 = NULL, *dt = NULL;
 	struct patch *linked = NULL;
@@ -142,7 +153,7 @@ int e2_rename(struct e2fs *fs, uint32_t parent, const char *name, uint32_t newpa
 	}
 	r = e2_dir_lookup(fs, p1, name, len1, &loc1);
 	if (!r)
-		r = e2_iget(fs, loc1.ino, &s);
+		r = in_use(fs, p1, loc1.ino, name, &s);
 	if (r)
 		goto out;
 	r = e2_dir_lookup(fs, p2, newname, len2, &loc2);
@@ -150,7 +161,7 @@ int e2_rename(struct e2fs *fs, uint32_t parent, const char *name, uint32_t newpa
 		goto out;
 	exists = !r;
 	if (exists) {
-		r = e2_iget(fs, loc2.ino, &t);
+		r = in_use(fs, p2, loc2.ino, newname, &t);
 		if (r)
 			goto out;
 	}
@@ -257,8 +268,7 @@ int e2_rename(struct e2fs *fs, uint32_t parent, const char *name, uint32_t newpa
 		}
 		/* The old entry goes once the new one and the moved
 		 * directory's new ".." are on disk. */
-		if ((r = deps2(fs, &d, n, dd)) ||
-		    (r = e2_dir_remove(fs, p1, name, len1, &d, &rm)))
+		if ((r = deps2(fs, &d, n, dd)) || (r = e2_dir_remove(fs, p1, name, len1, &d, &rm)))
 			goto out;
 		if (sdir && moved && (r = links(fs, p1, -1, dd, rm, NULL, NULL)))
 			goto out;
@@ -286,8 +296,7 @@ int e2_rename(struct e2fs *fs, uint32_t parent, const char *name, uint32_t newpa
 		e2_deps_free(fs, &d);
 		/* The old entry goes once the new one and the moved
 		 * directory's new ".." are on disk. */
-		if ((r = deps2(fs, &d, n, dd)) ||
-		    (r = e2_dir_remove(fs, p1, name, len1, &d, &rm)))
+		if ((r = deps2(fs, &d, n, dd)) || (r = e2_dir_remove(fs, p1, name, len1, &d, &rm)))
 			goto out;
 		if (sdir && moved && (r = links(fs, p1, -1, dd, rm, NULL, NULL)))
 			goto out;

@@ -44,6 +44,13 @@ struct cache *e2_cache(struct e2fs *fs)
 	return fs->c;
 }
 
+bool e2_was_unclean(const struct e2fs *fs)
+{
+	uint16_t st = fs->ro ? le16toh(fs->sb.s_state) : fs->mount_state;
+
+	return !(st & EXT2_VALID_FS) || (st & EXT2_ERROR_FS);
+}
+
 uint32_t e2_now(void)
 {
 	return (uint32_t)time(NULL);
@@ -82,8 +89,7 @@ bool e2_block_ok(const struct e2fs *fs, uint32_t blk)
 		return false;
 	if (blk >= gr->inode_table && blk < gr->inode_table + fs->itb)
 		return false;
-	if (e2_group_has_super(fs, g) &&
-	    blk < gr->first + 1 + fs->gdt_blocks + fs->reserved_gdt)
+	if (e2_group_has_super(fs, g) && blk < gr->first + 1 + fs->gdt_blocks + fs->reserved_gdt)
 		return false;
 	return true;
 }
@@ -94,51 +100,51 @@ struct feature {
 };
 
 static const struct feature incompat_names[] = {
-	{ EXT2_FEATURE_INCOMPAT_COMPRESSION, "compression" },
-	{ EXT3_FEATURE_INCOMPAT_RECOVER, "needs_recovery" },
-	{ EXT3_FEATURE_INCOMPAT_JOURNAL_DEV, "journal_dev" },
-	{ EXT2_FEATURE_INCOMPAT_META_BG, "meta_bg" },
-	{ EXT3_FEATURE_INCOMPAT_EXTENTS, "extents" },
-	{ EXT4_FEATURE_INCOMPAT_64BIT, "64bit" },
-	{ EXT4_FEATURE_INCOMPAT_MMP, "mmp" },
-	{ EXT4_FEATURE_INCOMPAT_FLEX_BG, "flex_bg" },
-	{ EXT4_FEATURE_INCOMPAT_EA_INODE, "ea_inode" },
-	{ EXT4_FEATURE_INCOMPAT_DIRDATA, "dirdata" },
-	{ EXT4_FEATURE_INCOMPAT_CSUM_SEED, "metadata_csum_seed" },
-	{ EXT4_FEATURE_INCOMPAT_LARGEDIR, "large_dir" },
-	{ EXT4_FEATURE_INCOMPAT_INLINE_DATA, "inline_data" },
-	{ EXT4_FEATURE_INCOMPAT_ENCRYPT, "encrypt" },
-	{ EXT4_FEATURE_INCOMPAT_CASEFOLD, "casefold" },
-	{ 0, NULL },
+    {EXT2_FEATURE_INCOMPAT_COMPRESSION, "compression"},
+    {EXT3_FEATURE_INCOMPAT_RECOVER, "needs_recovery"},
+    {EXT3_FEATURE_INCOMPAT_JOURNAL_DEV, "journal_dev"},
+    {EXT2_FEATURE_INCOMPAT_META_BG, "meta_bg"},
+    {EXT3_FEATURE_INCOMPAT_EXTENTS, "extents"},
+    {EXT4_FEATURE_INCOMPAT_64BIT, "64bit"},
+    {EXT4_FEATURE_INCOMPAT_MMP, "mmp"},
+    {EXT4_FEATURE_INCOMPAT_FLEX_BG, "flex_bg"},
+    {EXT4_FEATURE_INCOMPAT_EA_INODE, "ea_inode"},
+    {EXT4_FEATURE_INCOMPAT_DIRDATA, "dirdata"},
+    {EXT4_FEATURE_INCOMPAT_CSUM_SEED, "metadata_csum_seed"},
+    {EXT4_FEATURE_INCOMPAT_LARGEDIR, "large_dir"},
+    {EXT4_FEATURE_INCOMPAT_INLINE_DATA, "inline_data"},
+    {EXT4_FEATURE_INCOMPAT_ENCRYPT, "encrypt"},
+    {EXT4_FEATURE_INCOMPAT_CASEFOLD, "casefold"},
+    {0, NULL},
 };
 
 static const struct feature rocompat_names[] = {
-	{ 0x0004, "btree_dir" },
-	{ EXT4_FEATURE_RO_COMPAT_HUGE_FILE, "huge_file" },
-	{ EXT4_FEATURE_RO_COMPAT_GDT_CSUM, "uninit_bg (gdt_csum)" },
-	{ EXT4_FEATURE_RO_COMPAT_DIR_NLINK, "dir_nlink" },
-	{ EXT4_FEATURE_RO_COMPAT_EXTRA_ISIZE, "extra_isize" },
-	{ EXT4_FEATURE_RO_COMPAT_HAS_SNAPSHOT, "snapshot" },
-	{ EXT4_FEATURE_RO_COMPAT_QUOTA, "quota" },
-	{ EXT4_FEATURE_RO_COMPAT_BIGALLOC, "bigalloc" },
-	{ EXT4_FEATURE_RO_COMPAT_METADATA_CSUM, "metadata_csum" },
-	{ EXT4_FEATURE_RO_COMPAT_REPLICA, "replica" },
-	{ EXT4_FEATURE_RO_COMPAT_READONLY, "read-only" },
-	{ EXT4_FEATURE_RO_COMPAT_PROJECT, "project" },
-	{ EXT4_FEATURE_RO_COMPAT_SHARED_BLOCKS, "shared_blocks" },
-	{ EXT4_FEATURE_RO_COMPAT_VERITY, "verity" },
-	{ EXT4_FEATURE_RO_COMPAT_ORPHAN_PRESENT, "orphan_present" },
-	{ 0, NULL },
+    {0x0004, "btree_dir"},
+    {EXT4_FEATURE_RO_COMPAT_HUGE_FILE, "huge_file"},
+    {EXT4_FEATURE_RO_COMPAT_GDT_CSUM, "uninit_bg (gdt_csum)"},
+    {EXT4_FEATURE_RO_COMPAT_DIR_NLINK, "dir_nlink"},
+    {EXT4_FEATURE_RO_COMPAT_EXTRA_ISIZE, "extra_isize"},
+    {EXT4_FEATURE_RO_COMPAT_HAS_SNAPSHOT, "snapshot"},
+    {EXT4_FEATURE_RO_COMPAT_QUOTA, "quota"},
+    {EXT4_FEATURE_RO_COMPAT_BIGALLOC, "bigalloc"},
+    {EXT4_FEATURE_RO_COMPAT_METADATA_CSUM, "metadata_csum"},
+    {EXT4_FEATURE_RO_COMPAT_REPLICA, "replica"},
+    {EXT4_FEATURE_RO_COMPAT_READONLY, "read-only"},
+    {EXT4_FEATURE_RO_COMPAT_PROJECT, "project"},
+    {EXT4_FEATURE_RO_COMPAT_SHARED_BLOCKS, "shared_blocks"},
+    {EXT4_FEATURE_RO_COMPAT_VERITY, "verity"},
+    {EXT4_FEATURE_RO_COMPAT_ORPHAN_PRESENT, "orphan_present"},
+    {0, NULL},
 };
 
 /* Compat features change the layout in ways our checks or our writes would
  * get wrong; refused although older drivers could ignore them. */
 static const struct feature compat_names[] = {
-	{ EXT4_FEATURE_COMPAT_SPARSE_SUPER2, "sparse_super2" },
-	{ EXT4_FEATURE_COMPAT_FAST_COMMIT, "fast_commit" },
-	{ EXT4_FEATURE_COMPAT_ORPHAN_FILE, "orphan_file" },
-	{ EXT2_FEATURE_COMPAT_EXCLUDE_BITMAP, "exclude_bitmap" },
-	{ 0, NULL },
+    {EXT4_FEATURE_COMPAT_SPARSE_SUPER2, "sparse_super2"},
+    {EXT4_FEATURE_COMPAT_FAST_COMMIT, "fast_commit"},
+    {EXT4_FEATURE_COMPAT_ORPHAN_FILE, "orphan_file"},
+    {EXT2_FEATURE_COMPAT_EXCLUDE_BITMAP, "exclude_bitmap"},
+    {0, NULL},
 };
 
 static int refuse(uint32_t bits, const struct feature *tab, const char *kind)
@@ -179,8 +185,7 @@ static int check_features(struct e2fs *fs)
 		return r;
 	for (int i = 0; compat_names[i].name; i++)
 		if (compat & compat_names[i].bit) {
-			e2_set_open_error("feature '%s' is not supported",
-					  compat_names[i].name);
+			e2_set_open_error("feature '%s' is not supported", compat_names[i].name);
 			return -EOPNOTSUPP;
 		}
 	/* A journal that is clean (no needs_recovery, refused above) is
@@ -237,8 +242,8 @@ static int check_geometry(struct e2fs *fs)
 		return -EUCLEAN;
 	}
 	if (fs->bpg == 0 || fs->bpg > 8 * fs->bs || fs->ipg == 0 || fs->ipg > 8 * fs->bs) {
-		e2_set_open_error("corrupt superblock: %u blocks, %u inodes per group",
-				  fs->bpg, fs->ipg);
+		e2_set_open_error("corrupt superblock: %u blocks, %u inodes per group", fs->bpg,
+				  fs->ipg);
 		return -EUCLEAN;
 	}
 	if (fs->isize < 128 || fs->isize > fs->bs || (fs->isize & (fs->isize - 1))) {
@@ -312,23 +317,20 @@ static int load_groups(struct e2fs *fs)
 		}
 		gd = (const struct ext2_group_desc *)cblock_data(b) + g % per;
 		gr->first = fs->first_data + g * fs->bpg;
-		gr->nblocks = fs->nblocks - gr->first < fs->bpg ? fs->nblocks - gr->first
-								: fs->bpg;
+		gr->nblocks = fs->nblocks - gr->first < fs->bpg ? fs->nblocks - gr->first : fs->bpg;
 		gr->block_bitmap = le32toh(gd->bg_block_bitmap);
 		gr->inode_bitmap = le32toh(gd->bg_inode_bitmap);
 		gr->inode_table = le32toh(gd->bg_inode_table);
 		gr->free_blocks = le16toh(gd->bg_free_blocks_count);
 		gr->free_inodes = le16toh(gd->bg_free_inodes_count);
 		gr->used_dirs = le16toh(gd->bg_used_dirs_count);
-		meta_end = gr->first + (e2_group_has_super(fs, g)
-						? 1 + fs->gdt_blocks + fs->reserved_gdt
-						: 0);
+		meta_end = gr->first +
+			   (e2_group_has_super(fs, g) ? 1 + fs->gdt_blocks + fs->reserved_gdt : 0);
 		if (g == 0 && fs->first_data == 0)
 			meta_end = 1 + fs->gdt_blocks + fs->reserved_gdt;
 #define IN_GROUP(x) ((x) >= meta_end && (x) < gr->first + gr->nblocks)
 		if (!IN_GROUP(gr->block_bitmap) || !IN_GROUP(gr->inode_bitmap) ||
-		    !IN_GROUP(gr->inode_table) ||
-		    !IN_GROUP(gr->inode_table + fs->itb - 1) ||
+		    !IN_GROUP(gr->inode_table) || !IN_GROUP(gr->inode_table + fs->itb - 1) ||
 		    gr->block_bitmap == gr->inode_bitmap ||
 		    (gr->block_bitmap >= gr->inode_table &&
 		     gr->block_bitmap < gr->inode_table + fs->itb) ||
@@ -362,10 +364,10 @@ static int sb_write(struct e2fs *fs, size_t off, size_t len, struct patch **out)
 			(const uint8_t *)&fs->sb + off, NULL, out);
 }
 
-#define SB_RANGE(a, b)                                                           \
-	offsetof(struct ext2_super_block, a),                                    \
-		offsetof(struct ext2_super_block, b) + sizeof(((struct ext2_super_block *)0)->b) - \
-			offsetof(struct ext2_super_block, a)
+#define SB_RANGE(a, b)                                                                             \
+	offsetof(struct ext2_super_block, a), offsetof(struct ext2_super_block, b) +               \
+						  sizeof(((struct ext2_super_block *)0)->b) -      \
+						  offsetof(struct ext2_super_block, a)
 
 /* Free counts need no ordering (fsck recomputes them): dependency-free
  * patches, which the engine merges into one hard patch per block. */
@@ -386,7 +388,7 @@ int e2_gd_write(struct e2fs *fs, uint32_t g)
 	v[2] = htole16((uint16_t)fs->g[g].used_dirs);
 	return e2_patch(fs, fs->first_data + 1 + g / per,
 			(g % per) * sizeof(struct ext2_group_desc) +
-				offsetof(struct ext2_group_desc, bg_free_blocks_count),
+			    offsetof(struct ext2_group_desc, bg_free_blocks_count),
 			sizeof(v), v, NULL, NULL);
 }
 
@@ -439,10 +441,9 @@ static void fs_free(struct e2fs *fs)
 
 int e2_open_bdev(struct bdev *dev, const struct e2_opts *opts, struct e2fs **out)
 {
-	struct e2_opts dflt = { 0 };
-	struct cache_opts co = { 0 };
+	struct e2_opts dflt = {0};
+	struct cache_opts co = {0};
 	struct e2fs *fs;
-	struct cblock *b = NULL;
 	int r;
 
 	e2_set_open_error("%s", "");
@@ -493,6 +494,7 @@ int e2_open_bdev(struct bdev *dev, const struct e2_opts *opts, struct e2fs **out
 	co.max_blocks = opts->cache_blocks;
 	co.flush_interval_ms = opts->flush_interval_ms;
 	co.consistency = opts->consistency;
+	co.round_max_blocks = opts->round_max_blocks;
 	r = cache_create(dev, &co, &fs->c);
 	if (r) {
 		e2_set_open_error("cannot create block cache: %s", strerror(-r));
@@ -534,7 +536,6 @@ int e2_open_bdev(struct bdev *dev, const struct e2_opts *opts, struct e2fs **out
 			goto fail;
 		}
 	}
-	(void)b;
 	*out = fs;
 	return 0;
 fail:
@@ -572,7 +573,7 @@ int e2_close(struct e2fs *fs)
 		/* Orphans: unlinked inodes still referenced when we stop. */
 		for (size_t i = 0; i < fs->ibuckets; i++)
 			for (struct e2_inode *ip = fs->itab[i]; ip; ip = ip->hnext)
-				if (!ip->freed && e2_ilinks(&ip->d) == 0 && ip->d.i_mode) {
+				if (ip->unlinked && !ip->freed) {
 					ip->nlookup = 0;
 					ip->nopen = 0;
 					r2 = e2_ifree(fs, ip);
@@ -669,6 +670,12 @@ int e2_fsync(struct e2fs *fs, uint32_t ino, bool datasync)
 		return e2_sync(fs);
 	pthread_mutex_lock(&fs->lock);
 	r = e2_iget(fs, ino, &ip);
+	if (!r && (ip->sync_all || !ip->sync_track)) {
+		ip->sync_all = false;
+		ip->sync_track = true;
+		pthread_mutex_unlock(&fs->lock);
+		return e2_sync(fs);
+	}
 	if (!r) {
 		p = ip->sync;
 		ip->sync = NULL; /* later changes start a new set */

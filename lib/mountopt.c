@@ -24,7 +24,7 @@ static const char *const fuse_valued[] = { "fsname", "subtype", "max_read" };
  * see them, so they are accepted and dropped. */
 static const char *const mount_flags[] = {
 	"defaults", "auto", "noauto", "user", "nouser", "users", "owner",
-	"group", "nofail", "_netdev", "nosymfollow",
+	"group", "nofail", "_netdev",
 };
 
 static bool in_list(const char *s, const char *const *list, size_t n)

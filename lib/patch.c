@@ -13,6 +13,17 @@ void cache_set_scope(struct patch_scope *s)
 	tls_scope = s;
 }
 
+static uint32_t plen(const struct patch *p)
+{
+	return (uint32_t)p->lenm1 + 1;
+}
+
+static void set_range(struct patch *p, uint32_t off, uint32_t len)
+{
+	p->off = (uint16_t)off;
+	p->lenm1 = (uint16_t)(len - 1);
+}
+
 /* ---- allocation -------------------------------------------------------- */
 
 /* Patches come from slabs: one malloc per thousand patches instead of one
@@ -52,17 +63,36 @@ static struct patch *patch_alloc(struct cache *c, enum patch_type type)
 	return p;
 }
 
+static bool has_undo(const struct patch *p)
+{
+	return p->type == PT_BYTE && !(p->flags & (PF_HARD | PF_NRB)) && p->undo;
+}
+
+static void free_undo(struct cache *c, struct patch *p)
+{
+	if (!has_undo(p))
+		return;
+	c->st.undo_bytes -= plen(p);
+	stats_engine(c, -(int64_t)plen(p));
+	free(p->undo);
+	p->undo = NULL;
+}
+
+static void free_afters(struct cache *c, struct patch *p)
+{
+	if (p->flags & PF_AFTV) {
+		stats_engine(c, -(int64_t)(afters_cap(p->nafters) * sizeof(struct patch *)));
+		free(p->aft.v);
+		p->flags &= ~PF_AFTV;
+	}
+	p->aft.v = NULL;
+	p->nafters = 0;
+}
+
 static void patch_free(struct cache *c, struct patch *p)
 {
-	if (p->type == PT_BYTE && p->undo) {
-		c->st.undo_bytes -= p->len;
-		stats_engine(c, -(int64_t)p->len);
-		free(p->undo);
-	}
-	if (p->afters) {
-		stats_engine(c, -(int64_t)(p->cafters * sizeof(*p->afters)));
-		free(p->afters);
-	}
+	free_undo(c, p);
+	free_afters(c, p);
 	if (p->type == PT_BYTE)
 		c->st.patches_byte--;
 	else if (p->type == PT_BIT)
@@ -95,9 +125,10 @@ void patch_free_all(struct cache *c)
 
 			if (!(p->flags & PF_ALLOC))
 				continue;
-			if (p->type == PT_BYTE)
+			if (has_undo(p))
 				free(p->undo);
-			free(p->afters);
+			if (p->flags & PF_AFTV)
+				free(p->aft.v);
 		}
 		free(s);
 	}
@@ -112,33 +143,54 @@ static bool is_root(const struct patch *p)
 	return p->npend_ext == 0 && p->npend_blk == 0;
 }
 
-/* Make room for one more after, so that adding edges later cannot fail
- * half way through a change. */
+static struct patch *last_after(const struct patch *d)
+{
+	return d->nafters ? patch_after(d, d->nafters - 1) : NULL;
+}
+
+/* Make room in d for one more after, so that adding edges later cannot
+ * fail half way through a change.  Harmless to repeat. */
 static int reserve_after(struct cache *c, struct patch *d)
 {
 	struct patch **v;
-	uint32_t cap;
+	uint32_t n = d->nafters, cap;
 
-	if (d->nafters < d->cafters)
+	if (!(d->flags & PF_AFTV)) {
+		if (n == 0)
+			return 0; /* fits inline */
+		v = malloc(4 * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		v[0] = d->aft.one;
+		d->aft.v = v;
+		d->flags |= PF_AFTV;
+		stats_engine(c, 4 * sizeof(*v));
 		return 0;
-	cap = d->cafters ? d->cafters * 2 : 2;
-	v = realloc(d->afters, cap * sizeof(*v));
+	}
+	cap = afters_cap(n);
+	if (n < cap)
+		return 0;
+	/* n == cap: the room doubles (afters_cap(n + 1) == 2 * cap) */
+	v = realloc(d->aft.v, 2 * cap * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
-	stats_engine(c, (int64_t)((cap - d->cafters) * sizeof(*v)));
-	d->afters = v;
-	d->cafters = cap;
+	d->aft.v = v;
+	stats_engine(c, (int64_t)(cap * sizeof(*v)));
 	return 0;
 }
 
-/* after waits for before.  Room must have been reserved. */
+/* `after` waits for `before`.  Room must have been reserved. */
 static void add_edge(struct patch *before, struct patch *after)
 {
 	/* Repeated changes with the same dependency are common (a run of
 	 * writes to one file); the last entry catches most duplicates. */
-	if (before->nafters && before->afters[before->nafters - 1] == after)
+	if (last_after(before) == after)
 		return;
-	before->afters[before->nafters++] = after;
+	if (before->flags & PF_AFTV)
+		before->aft.v[before->nafters] = after;
+	else
+		before->aft.one = after;
+	before->nafters++;
 	if (before->block && before->block == after->block)
 		after->npend_blk++;
 	else
@@ -161,19 +213,17 @@ static void depset_init(struct depset *s)
 
 static void depset_done(struct depset *s)
 {
+	size_t i;
+
+	for (i = 0; i < s->n; i++)
+		s->v[i]->flags &= ~PF_INSET;
 	if (s->v != s->inl)
 		free(s->v);
 }
 
-static int depset_add(struct depset *s, struct patch *p)
+/* Add p to a set whose members are known to be distinct (no flag). */
+static int plainset_add(struct depset *s, struct patch *p)
 {
-	size_t i;
-
-	/* Duplicates would only cost edges; look for them in small sets. */
-	if (s->n <= 32)
-		for (i = 0; i < s->n; i++)
-			if (s->v[i] == p)
-				return 0;
 	if (s->n == s->cap) {
 		struct patch **v;
 
@@ -190,6 +240,50 @@ static int depset_add(struct depset *s, struct patch *p)
 		s->cap *= 2;
 	}
 	s->v[s->n++] = p;
+	return 0;
+}
+
+static int depset_add(struct depset *s, struct patch *p)
+{
+	int err;
+
+	/* Each patch at most once, so each edge is reserved and added once. */
+	if (p->flags & PF_INSET)
+		return 0;
+	err = plainset_add(s, p);
+	if (!err)
+		p->flags |= PF_INSET;
+	return err;
+}
+
+
+/* Is t known to depend on d already?  Only d's newest afters are looked
+ * at: enough for the common case, a run of changes made with the same
+ * dependencies (a patchgroup's befores, say). */
+static bool already_before(const struct patch *d, const struct patch *t)
+{
+	uint32_t i, n = d->nafters, lo = n > 8 ? n - 8 : 0;
+
+	for (i = n; i-- > lo;)
+		if (patch_after(d, i) == t)
+			return true;
+	return false;
+}
+
+/* Reserve room for edges from every patch in ds (except a) to a. */
+static int reserve_all(struct cache *c, const struct depset *ds, struct patch *a)
+{
+	size_t i;
+	int err;
+
+	for (i = 0; i < ds->n; i++) {
+		/* (no edge is added where there is one already) */
+		if (ds->v[i] == a || already_before(ds->v[i], a))
+			continue;
+		err = reserve_after(c, ds->v[i]);
+		if (err)
+			return err;
+	}
 	return 0;
 }
 
@@ -210,26 +304,8 @@ static int work_push(struct cache *c, struct patch *p)
 	return 0;
 }
 
-static void unlink_from_block(struct cache *c, struct patch *p)
-{
-	struct cblock *b = p->block;
-
-	if (p->bprev)
-		p->bprev->bnext = p->bnext;
-	else
-		b->phead = p->bnext;
-	if (p->bnext)
-		p->bnext->bprev = p->bprev;
-	else
-		b->ptail = p->bprev;
-	p->bnext = p->bprev = NULL;
-	b->npatches--;
-	if (b->hard == p)
-		b->hard = NULL;
-	if (b->nrb == p)
-		b->nrb = NULL;
-}
-
+/* Mark p committed and release what waits for it.  A block patch stays on
+ * its block's list (which is singly linked) until the round prunes it. */
 static void commit_one(struct cache *c, struct patch *p)
 {
 	struct cblock *b = p->block;
@@ -240,17 +316,16 @@ static void commit_one(struct cache *c, struct patch *p)
 	__atomic_store_n(&p->committed, 1, __ATOMIC_RELEASE);
 	c->st.patches_committed++;
 	if (b) {
-		unlink_from_block(c, p);
+		b->npatches--;
 		b->nroots--;
-		if (p->type == PT_BYTE && p->undo) {
-			c->st.undo_bytes -= p->len;
-			stats_engine(c, -(int64_t)p->len);
-			free(p->undo);
-			p->undo = NULL;
-		}
+		if (b->hard == p)
+			b->hard = NULL;
+		if (b->nrb == p)
+			b->nrb = NULL;
+		free_undo(c, p);
 	}
 	for (i = 0; i < p->nafters; i++) {
-		struct patch *a = p->afters[i];
+		struct patch *a = patch_after(p, i);
 
 		if (b && a->block == b)
 			a->npend_blk--;
@@ -270,18 +345,8 @@ static void commit_one(struct cache *c, struct patch *p)
 				patch_commit(c, a);
 		}
 	}
-	if (p->afters) {
-		stats_engine(c, -(int64_t)(p->cafters * sizeof(*p->afters)));
-		free(p->afters);
-		p->afters = NULL;
-		p->nafters = p->cafters = 0;
-	}
-	if (b) {
-		if (b->npatches == 0)
-			block_became_clean(c, b);
-		ready_update(c, b);
-	}
-	if (__atomic_load_n(&p->refs, __ATOMIC_ACQUIRE) == 0)
+	free_afters(c, p);
+	if (!b && __atomic_load_n(&p->refs, __ATOMIC_ACQUIRE) == 0)
 		patch_free(c, p);
 }
 
@@ -294,11 +359,32 @@ void patch_commit(struct cache *c, struct patch *p)
 		commit_one(c, c->work[--c->nwork]);
 }
 
+void block_prune_committed(struct cache *c, struct cblock *b)
+{
+	struct patch **pp = &b->phead, *p;
+
+	b->ptail = NULL;
+	while ((p = *pp)) {
+		if (!(p->flags & PF_COMMITTED)) {
+			b->ptail = p;
+			pp = &p->bnext;
+			continue;
+		}
+		*pp = p->bnext;
+		p->bnext = NULL;
+		if (__atomic_load_n(&p->refs, __ATOMIC_ACQUIRE) == 0)
+			patch_free(c, p);
+	}
+	if (b->npatches == 0)
+		block_became_clean(c, b);
+	ready_update(c, b);
+}
+
 /* ---- changes ----------------------------------------------------------- */
 
 static bool overlaps(const struct patch *q, uint32_t off, uint32_t len)
 {
-	return q->off < off + len && off < q->off + q->len;
+	return q->off < off + len && off < q->off + plen(q);
 }
 
 static void apply_change(struct cblock *b, enum patch_type type, uint32_t off,
@@ -319,16 +405,16 @@ static void apply_change(struct cblock *b, enum patch_type type, uint32_t off,
 
 enum merge { NO_MERGE, MERGE, MERGE_RENUMBER };
 
+
+
 /* Can the change (type, off, len) with dependencies ds merge into the soft
  * patch t without a cycle and without breaking rollback order?  Nothing
  * newer than t may overlap the change itself (the caller picks t so). */
-static enum merge can_merge_soft(struct cblock *b, struct patch *t, enum patch_type type,
-				 uint32_t off, uint32_t len, const struct depset *ds,
-				 bool pinned)
+static enum merge can_merge_soft(struct patch *t, enum patch_type type, uint32_t off,
+				 uint32_t len, const struct depset *ds)
 {
 	enum merge how = MERGE;
-	bool adds = false;
-	uint32_t lo, hi;
+	uint32_t lo, hi, tend = t->off + plen(t);
 	struct patch *q;
 	size_t i;
 
@@ -341,36 +427,41 @@ static enum merge can_merge_soft(struct cblock *b, struct patch *t, enum patch_t
 	if (type == PT_BIT && t->type == PT_BIT && t->off != off)
 		return NO_MERGE;
 	for (i = 0; i < ds->n; i++) {
-		if (ds->v[i] == t)
+		struct patch *d = ds->v[i];
+
+		if (d == t || already_before(d, t))
 			continue;
-		adds = true;
+		/* Never make t's changes wait for a held patch they did not
+		 * wait for: that would pin them (and a patchgroup's sync)
+		 * indefinitely. */
+		if (d->flags & (PF_HELD | PF_PINNED))
+			return NO_MERGE;
 		/* Only older befores keep the graph ordered by sequence
 		 * number, unless t can take a new number. */
-		if (ds->v[i]->seq >= t->seq)
+		if (d->seq >= t->seq)
 			how = MERGE_RENUMBER;
 	}
-	/* Never make t's changes wait for a held patch they did not wait
-	 * for: that would pin them (and a patchgroup's sync) indefinitely. */
-	if (adds && pinned)
-		return NO_MERGE;
 	if (how == MERGE_RENUMBER && t->nafters)
 		return NO_MERGE;
-	if (t->type == PT_BIT || (t->flags & PF_NRB))
-		return how; /* no undo range to keep in order */
+	if (t->type == PT_BIT || (t->flags & PF_NRB)) {
+		/* no undo range to keep in order; an NRB patch with no
+		 * afters is the only patch of its block */
+		return how;
+	}
 	/* t's undo will grow to cover the whole span.  Nothing newer than t
 	 * may touch the bytes it gains, or rolling t back would undo that
 	 * too.  (Within t's old range the order is already right.)  If t
 	 * moves to the tail, nothing newer may overlap any of it. */
 	lo = t->off < off ? t->off : off;
-	hi = t->off + t->len > off + len ? t->off + t->len : off + len;
-	for (q = b->ptail; q && q != t; q = q->bprev) {
+	hi = tend > off + len ? tend : off + len;
+	for (q = t->bnext; q; q = q->bnext) {
 		if (q->flags & PF_HARD)
 			continue;
 		if (how == MERGE_RENUMBER && overlaps(q, lo, hi - lo))
 			return NO_MERGE;
 		if (lo < t->off && overlaps(q, lo, t->off - lo))
 			return NO_MERGE;
-		if (hi > t->off + t->len && overlaps(q, t->off + t->len, hi - t->off - t->len))
+		if (hi > tend && overlaps(q, tend, hi - tend))
 			return NO_MERGE;
 	}
 	return how;
@@ -382,15 +473,15 @@ static enum merge can_merge_soft(struct cblock *b, struct patch *t, enum patch_t
 
 static bool cheap_widen(const struct patch *t, uint32_t off, uint32_t len)
 {
-	uint32_t lo, hi;
+	uint32_t lo, hi, tend = t->off + plen(t);
 
-	if (t->flags & (PF_HARD | PF_NRB))
-		return !(t->flags & PF_HARD);
-	if (t->type == PT_BIT)
+	if (t->flags & PF_HARD)
+		return false;
+	if (t->type == PT_BIT || (t->flags & PF_NRB))
 		return true; /* can_merge_soft checks the word */
 	lo = t->off < off ? t->off : off;
-	hi = t->off + t->len > off + len ? t->off + t->len : off + len;
-	return (hi - lo) - t->len <= MAX_WIDEN;
+	hi = tend > off + len ? tend : off + len;
+	return (hi - lo) - plen(t) <= MAX_WIDEN;
 }
 
 /* Give t the next sequence number and the tail of its block's list.  Only
@@ -399,52 +490,51 @@ static bool cheap_widen(const struct patch *t, uint32_t off, uint32_t len)
 static void renumber(struct cache *c, struct patch *t)
 {
 	struct cblock *b = t->block;
+	struct patch **pp;
 
 	t->seq = ++c->seq;
 	if (b->ptail == t)
 		return;
-	if (t->bprev)
-		t->bprev->bnext = t->bnext;
-	else
-		b->phead = t->bnext;
-	t->bnext->bprev = t->bprev;
+	for (pp = &b->phead; *pp != t; pp = &(*pp)->bnext)
+		;
+	*pp = t->bnext;
 	t->bnext = NULL;
-	t->bprev = b->ptail;
 	b->ptail->bnext = t;
 	b->ptail = t;
 }
 
-/* Widen t's undo range to cover [off, off+len) with the current bytes. */
-static int widen_undo(struct cache *c, struct cblock *b, struct patch *t,
-		      uint32_t off, uint32_t len)
+/* Widen t's range (and undo, if it has any) to cover [off, off+len) with
+ * the current bytes. */
+static int widen(struct cache *c, struct cblock *b, struct patch *t, uint32_t off,
+		 uint32_t len)
 {
-	uint32_t lo, hi;
+	uint32_t lo, hi, tend = t->off + plen(t);
 	uint8_t *u;
 
 	lo = t->off < off ? t->off : off;
-	hi = t->off + t->len > off + len ? t->off + t->len : off + len;
-	if (lo == t->off && hi == t->off + t->len)
+	hi = tend > off + len ? tend : off + len;
+	if (lo == t->off && hi == tend)
 		return 0;
-	u = malloc(hi - lo);
-	if (!u)
-		return -ENOMEM;
-	/* Bytes outside t's old range are unchanged by t: their value
-	 * before t is their value now. */
-	memcpy(u, b->data + lo, hi - lo);
-	memcpy(u + (t->off - lo), t->undo, t->len);
-	free(t->undo);
-	c->st.undo_bytes += (hi - lo) - t->len;
-	stats_engine(c, (int64_t)((hi - lo) - t->len));
-	t->undo = u;
-	t->off = lo;
-	t->len = hi - lo;
+	if (has_undo(t)) {
+		u = malloc(hi - lo);
+		if (!u)
+			return -ENOMEM;
+		/* Bytes outside t's old range are unchanged by t: their
+		 * value before t is their value now. */
+		memcpy(u, b->data + lo, hi - lo);
+		memcpy(u + (t->off - lo), t->undo, plen(t));
+		free(t->undo);
+		c->st.undo_bytes += (hi - lo) - plen(t);
+		stats_engine(c, (int64_t)((hi - lo) - plen(t)));
+		t->undo = u;
+	}
+	set_range(t, lo, hi - lo);
 	return 0;
 }
 
 static void append_to_block(struct cache *c, struct cblock *b, struct patch *p)
 {
 	p->block = b;
-	p->bprev = b->ptail;
 	p->bnext = NULL;
 	if (b->ptail)
 		b->ptail->bnext = p;
@@ -455,6 +545,73 @@ static void append_to_block(struct cache *c, struct cblock *b, struct patch *p)
 		block_became_dirty(c, b);
 }
 
+/* A new patch carrying the change.  Undo data is taken before the change
+ * is applied (by the caller). */
+static int new_patch(struct cache *c, struct cblock *b, enum patch_type type, uint32_t off,
+		     uint32_t len, uint32_t mask, const struct depset *ds, bool pinned,
+		     struct patch **out)
+{
+	struct patch *p;
+	size_t i;
+	int err;
+
+	p = patch_alloc(c, type);
+	if (!p)
+		return -ENOMEM;
+	set_range(p, off, len);
+	if (ds->n == 0) {
+		/* Nothing to wait for and nothing to be rolled back for: no
+		 * undo needed, and one hard patch per block suffices. */
+		p->flags |= PF_HARD;
+		c->st.patches_hard++;
+	} else {
+		c->st.patches_soft++;
+		if (pinned)
+			p->flags |= PF_PINNED;
+		if (type == PT_BIT) {
+			p->mask = mask;
+		} else if (b->npatches == 0 && (!pinned || len == c->bs)) {
+			/* The block has nothing else to write: rather than
+			 * keep undo data, hold back every later change of
+			 * the block until this one can be written.  If that
+			 * may take a held patch's time, only for a change of
+			 * the whole block (a freshly written data block, whose
+			 * later changes are its owner's). */
+			p->flags |= PF_NRB;
+			c->st.patches_nrb++;
+		} else {
+			p->undo = malloc(len);
+			if (!p->undo) {
+				err = -ENOMEM;
+				goto fail;
+			}
+			memcpy(p->undo, b->data + off, len);
+			c->st.undo_bytes += len;
+			stats_engine(c, len);
+		}
+		err = reserve_all(c, ds, p);
+		if (err)
+			goto fail;
+	}
+	c->st.patches_created++;
+	append_to_block(c, b, p);
+	if (p->flags & PF_HARD)
+		b->hard = p;
+	if (p->flags & PF_NRB)
+		b->nrb = p;
+	for (i = 0; i < ds->n; i++)
+		add_edge(ds->v[i], p);
+	if (is_root(p)) {
+		b->nroots++;
+		ready_update(c, b);
+	}
+	*out = p;
+	return 0;
+fail:
+	patch_free(c, p);
+	return err;
+}
+
 static int make_change(struct cache *c, struct cblock *b, enum patch_type type,
 		       uint32_t off, uint32_t len, const void *data, uint32_t mask,
 		       struct patch *const *deps, size_t ndeps, struct patch **out)
@@ -462,13 +619,14 @@ static int make_change(struct cache *c, struct cblock *b, enum patch_type type,
 	struct patch_scope *scope = tls_scope;
 	struct patch *const *sdeps = NULL;
 	struct patch *res = NULL, *cand = NULL, *q;
-	struct depset ds;
+	struct depset ds, ov;
 	size_t nsdeps = 0, i;
-	enum merge how;
+	enum merge how = NO_MERGE;
 	bool taken, pinned = false;
 	int err = 0;
 
 	depset_init(&ds);
+	depset_init(&ov);
 	cache_lock(c, &taken);
 	if (scope && scope->befores)
 		nsdeps = scope->befores(scope, &sdeps);
@@ -494,49 +652,47 @@ static int make_change(struct cache *c, struct cblock *b, enum patch_type type,
 	}
 	/* Same-block ordering: the change must not reach disk without the
 	 * older changes it overlaps, or their rollback would undo it. */
-	for (q = b->ptail; q; q = q->bprev) {
+	for (q = b->phead; q; q = q->bnext) {
 		if ((q->flags & PF_HARD) || !overlaps(q, off, len))
 			continue;
-		if (!cand)
-			cand = q;
+		cand = q; /* the newest one, in the end */
 		/* Flips of distinct bits commute.  Flips of the same bit do
 		 * not: a flip means "set" or "clear" only after the flips of
 		 * that bit before it. */
 		if (type == PT_BIT && q->type == PT_BIT && !(q->mask & mask))
 			continue;
-		err = depset_add(&ds, q);
+		/* An older overlapping patch q itself waits for is implied:
+		 * without this, n rewrites of one range that cannot merge
+		 * (chained patchgroups) would make n^2 edges. */
+		for (i = 0; i < ov.n;) {
+			if (already_before(ov.v[i], q))
+				ov.v[i] = ov.v[--ov.n];
+			else
+				i++;
+		}
+		err = plainset_add(&ov, q);
 		if (err)
 			goto out;
 	}
-collected:
-	for (i = 0; i < ds.n; i++) {
+	for (i = 0; i < ov.n; i++) {
+		err = depset_add(&ds, ov.v[i]);
+		if (err)
+			goto out;
+	}
+	for (i = 0; i < ds.n; i++)
 		if (ds.v[i]->flags & (PF_HELD | PF_PINNED))
 			pinned = true;
-		err = reserve_after(c, ds.v[i]);
-		if (err)
-			goto out;
-	}
-
+collected:
 	if (ds.n == 0) {
-		/* Nothing to wait for and nothing to be rolled back for:
-		 * no undo needed, and one hard patch per block suffices. */
 		if (b->hard && !(b->hard->flags & PF_INFLIGHT)) {
 			res = b->hard;
 			c->st.patches_merged++;
-		} else {
-			res = patch_alloc(c, type);
-			if (!res) {
-				err = -ENOMEM;
-				goto out;
-			}
-			res->flags |= PF_HARD;
-			c->st.patches_hard++;
-			c->st.patches_created++;
-			append_to_block(c, b, res);
-			b->hard = res;
-			b->nroots++;
-			ready_update(c, b);
+			apply_change(b, type, off, len, data, mask);
+			goto done;
 		}
+		err = new_patch(c, b, type, off, len, mask, &ds, false, &res);
+		if (err)
+			goto out;
 		apply_change(b, type, off, len, data, mask);
 		goto done;
 	}
@@ -545,39 +701,32 @@ collected:
 	 * overlaps none, into the block's NRB patch; else into the newest
 	 * patch of the block if that costs little undo data.  (Nothing is
 	 * newer than the tail, so the change is in order there too.) */
-	how = NO_MERGE;
 	if (!cand)
 		cand = b->nrb;
 	if (cand)
-		how = can_merge_soft(b, cand, type, off, len, &ds, pinned);
-	if (how == NO_MERGE && b->ptail && b->ptail != cand &&
-	    cheap_widen(b->ptail, off, len)) {
+		how = can_merge_soft(cand, type, off, len, &ds);
+	if (how == NO_MERGE && b->ptail && b->ptail != cand && cheap_widen(b->ptail, off, len)) {
 		cand = b->ptail;
-		how = can_merge_soft(b, cand, type, off, len, &ds, pinned);
+		how = can_merge_soft(cand, type, off, len, &ds);
 	}
 	if (how != NO_MERGE) {
 		bool was_root = is_root(cand);
 
-		if (cand->type == PT_BYTE && !(cand->flags & PF_NRB)) {
-			err = widen_undo(c, b, cand, off, len);
-			if (err)
-				goto out;
-		} else if (cand->type == PT_BIT) {
+		err = reserve_all(c, &ds, cand);
+		if (err)
+			goto out;
+		if (cand->type == PT_BIT) {
 			cand->mask ^= mask;
 		} else {
-			/* NRB: keep the range covering every change */
-			uint32_t lo = cand->off < off ? cand->off : off;
-			uint32_t hi = cand->off + cand->len > off + len ?
-					      cand->off + cand->len : off + len;
-
-			cand->off = lo;
-			cand->len = hi - lo;
+			err = widen(c, b, cand, off, len);
+			if (err)
+				goto out;
 		}
 		if (how == MERGE_RENUMBER)
 			renumber(c, cand);
 		apply_change(b, type, off, len, data, mask);
 		for (i = 0; i < ds.n; i++)
-			if (ds.v[i] != cand)
+			if (ds.v[i] != cand && !already_before(ds.v[i], cand))
 				add_edge(ds.v[i], cand);
 		if (pinned)
 			cand->flags |= PF_PINNED;
@@ -589,43 +738,10 @@ collected:
 		res = cand;
 		goto done;
 	}
-
-	res = patch_alloc(c, type);
-	if (!res) {
-		err = -ENOMEM;
+	err = new_patch(c, b, type, off, len, mask, &ds, pinned, &res);
+	if (err)
 		goto out;
-	}
-	c->st.patches_soft++;
-	res->off = off;
-	res->len = len;
-	if (pinned)
-		res->flags |= PF_PINNED;
-	if (type == PT_BYTE && b->npatches == 0 && !pinned) {
-		/* The block has nothing else to write: rather than keep
-		 * undo data, hold back every later change to the block
-		 * until this one can be written (cache_int.h). */
-		res->flags |= PF_NRB;
-		b->nrb = res;
-		c->st.patches_nrb++;
-	} else if (type == PT_BYTE) {
-		res->undo = malloc(len);
-		if (!res->undo) {
-			patch_free(c, res);
-			err = -ENOMEM;
-			goto out;
-		}
-		memcpy(res->undo, b->data + off, len);
-		c->st.undo_bytes += len;
-		stats_engine(c, len);
-	} else {
-		res->mask = mask;
-	}
-	c->st.patches_created++;
-	append_to_block(c, b, res);
 	apply_change(b, type, off, len, data, mask);
-	for (i = 0; i < ds.n; i++)
-		add_edge(ds.v[i], res);
-	/* (every dependency is uncommitted, so res is not a root) */
 done:
 	if (scope && scope->created)
 		scope->created(scope, res);
@@ -634,8 +750,10 @@ done:
 		*out = res;
 	}
 out:
+	depset_done(&ds); /* under the lock: it writes the patches' flags */
+	if (ov.v != ov.inl)
+		free(ov.v);
 	cache_unlock(c, taken);
-	depset_done(&ds);
 	return err;
 }
 
@@ -660,7 +778,7 @@ static int make_empty(struct cache *c, struct patch *const *deps, size_t ndeps,
 		      bool held, struct patch **out)
 {
 	struct depset ds;
-	struct patch *p;
+	struct patch *p = NULL;
 	bool taken;
 	size_t i;
 	int err = 0;
@@ -676,14 +794,16 @@ static int make_empty(struct cache *c, struct patch *const *deps, size_t ndeps,
 			err = depset_add(&ds, deps[i]);
 			if (err)
 				goto out;
-			err = reserve_after(c, deps[i]);
-			if (err)
-				goto out;
 		}
 	}
 	p = patch_alloc(c, PT_EMPTY);
 	if (!p) {
 		err = -ENOMEM;
+		goto out;
+	}
+	err = reserve_all(c, &ds, p);
+	if (err) {
+		patch_free(c, p);
 		goto out;
 	}
 	c->st.patches_created++;
@@ -699,8 +819,8 @@ static int make_empty(struct cache *c, struct patch *const *deps, size_t ndeps,
 		patch_commit(c, p);
 	*out = p;
 out:
+	depset_done(&ds); /* under the lock: it writes the patches' flags */
 	cache_unlock(c, taken);
-	depset_done(&ds);
 	return err;
 }
 
@@ -751,9 +871,11 @@ int patch_add_depend(struct cache *c, struct patch *after, struct patch *before)
 	}
 	if (c->opts.consistency == CONSISTENCY_NONE)
 		goto out;
-	err = reserve_after(c, before);
-	if (err)
-		goto out;
+	if (last_after(before) != after) {
+		err = reserve_after(c, before);
+		if (err)
+			goto out;
+	}
 	/* Nothing depends on `after`, so it may take a new, larger number:
 	 * every edge still points to a smaller one (cache_int.h). */
 	after->seq = ++c->seq;
@@ -778,6 +900,8 @@ void patch_release(struct cache *c, struct patch *p)
 	if (!p)
 		return;
 	cache_lock(c, &taken);
+	/* (A round commits and prunes its patches under one hold of the
+	 * lock, so a committed patch seen here is on no block list.) */
 	if (__atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) == 0 &&
 	    (p->flags & PF_COMMITTED))
 		patch_free(c, p);

@@ -29,19 +29,28 @@ struct pg_group {
 };
 
 struct pg_chain {
-	unsigned refs; /* under the engine lock */
+	unsigned refs; /* atomic: scopes and operations in flight */
 	_Atomic(struct patch *) tail;
 	struct patch *order;
+};
+
+struct uidcount {
+	uid_t uid;
+	size_t n;
 };
 
 struct pgeng {
 	struct cache *c;
 	pthread_mutex_t lock;
+	struct uidcount *uc; /* known groups per owner (not root) */
+	size_t nuc, capuc, uid_limit;
 	int64_t next_id;
 	struct pg_group **ht;
 	size_t htsize, ngroups;
 	struct pg_group *all;
-	struct pg_group *closing;
+	/* Closed groups waiting to be durable, oldest first. */
+	struct pg_group *closing, *closing_tail;
+	size_t nclosing;
 };
 
 int pgeng_create(struct cache *c, struct pgeng **out)
@@ -58,6 +67,7 @@ int pgeng_create(struct cache *c, struct pgeng **out)
 	}
 	e->c = c;
 	e->next_id = 1;
+	e->uid_limit = PG_UID_GROUPS;
 	pthread_mutex_init(&e->lock, NULL);
 	*out = e;
 	return 0;
@@ -150,6 +160,37 @@ static bool durable(const struct pg_group *g)
 	return true;
 }
 
+/* The count of uid's known groups, made if need be (NULL: no memory). */
+static struct uidcount *uid_slot(struct pgeng *e, uid_t uid, bool make)
+{
+	size_t i;
+
+	for (i = 0; i < e->nuc; i++)
+		if (e->uc[i].uid == uid)
+			return &e->uc[i];
+	if (!make)
+		return NULL;
+	if (e->nuc == e->capuc) {
+		size_t n = e->capuc ? e->capuc * 2 : 8;
+		struct uidcount *v = realloc(e->uc, n * sizeof(*v));
+
+		if (!v)
+			return NULL;
+		e->uc = v;
+		e->capuc = n;
+	}
+	e->uc[e->nuc].uid = uid;
+	e->uc[e->nuc].n = 0;
+	return &e->uc[e->nuc++];
+}
+
+void pgeng_set_uid_limit(struct pgeng *e, size_t limit)
+{
+	pthread_mutex_lock(&e->lock);
+	e->uid_limit = limit ? limit : PG_UID_GROUPS;
+	pthread_mutex_unlock(&e->lock);
+}
+
 static void free_group(struct pgeng *e, struct pg_group *g)
 {
 	size_t i;
@@ -179,22 +220,43 @@ static void forget(struct pgeng *e, struct pg_group *g)
 	if (g->next)
 		g->next->prev = g->prev;
 	e->ngroups--;
+	if (g->owner) {
+		struct uidcount *u = uid_slot(e, g->owner, false);
+
+		if (u && u->n)
+			u->n--;
+	}
 	free_group(e, g);
 }
 
+#define SWEEP_BATCH 64
+
 /* Forget closed groups that are durable and unused: their ids stay valid as
- * no-op befores (find() returns 1 for them). */
+ * no-op befores (find() returns 1 for them).  Looks at a bounded batch from
+ * the front of the queue and sends the rest to the back, so every call
+ * costs O(1) however many groups are waiting, and every group is seen. */
 static void sweep(struct pgeng *e)
 {
-	struct pg_group **pp = &e->closing, *g;
+	size_t n = e->nclosing < SWEEP_BATCH ? e->nclosing : SWEEP_BATCH;
+	struct pg_group *g;
 
-	while ((g = *pp)) {
+	while (n--) {
+		g = e->closing;
+		e->closing = g->cnext;
+		if (!e->closing)
+			e->closing_tail = NULL;
+		g->cnext = NULL;
+		e->nclosing--;
 		if (!g->engaged && !g->active && durable(g)) {
-			*pp = g->cnext;
 			forget(e, g);
-		} else {
-			pp = &g->cnext;
+			continue;
 		}
+		if (e->closing_tail)
+			e->closing_tail->cnext = g;
+		else
+			e->closing = g;
+		e->closing_tail = g;
+		e->nclosing++;
 	}
 }
 
@@ -202,6 +264,7 @@ int pgeng_group_create(struct pgeng *e, uid_t owner, int64_t *id)
 {
 	struct pg_group *g = calloc(1, sizeof(*g));
 	struct patch *tail = NULL;
+	struct uidcount *u = NULL;
 	size_t s;
 	int r;
 
@@ -209,6 +272,12 @@ int pgeng_group_create(struct pgeng *e, uid_t owner, int64_t *id)
 		return -ENOMEM;
 	pthread_mutex_lock(&e->lock);
 	sweep(e);
+	if (owner) {
+		u = uid_slot(e, owner, true);
+		r = !u ? -ENOMEM : u->n >= e->uid_limit ? -EDQUOT : 0;
+		if (r < 0)
+			goto fail;
+	}
 	r = patch_create_empty_held(e->c, NULL, 0, &g->head);
 	if (r < 0)
 		goto fail;
@@ -232,6 +301,8 @@ int pgeng_group_create(struct pgeng *e, uid_t owner, int64_t *id)
 	e->all = g;
 	if (++e->ngroups > e->htsize)
 		grow(e);
+	if (u)
+		u->n++;
 	*id = g->id;
 	pthread_mutex_unlock(&e->lock);
 	return 0;
@@ -339,8 +410,13 @@ int pgeng_close(struct pgeng *e, int64_t id, uid_t uid)
 	if (r < 0)
 		goto out;
 	g->closed = true;
-	g->cnext = e->closing;
-	e->closing = g;
+	g->cnext = NULL;
+	if (e->closing_tail)
+		e->closing_tail->cnext = g;
+	else
+		e->closing = g;
+	e->closing_tail = g;
+	e->nclosing++;
 	maybe_let_go(e, g);
 	sweep(e);
 out:
@@ -348,12 +424,13 @@ out:
 	return r;
 }
 
-/* Replace a held tail by a new one that depends on it, and let the old one
- * go, so that it can commit while the group keeps collecting changes.  The
- * new tail is published before the edge is added: a created() hook that
- * still saw the old tail ran entirely before patch_add_depend() took the
- * cache lock, so the old tail never gains a dependency after it has a
- * dependent.  Returns the old tail, whose reference passes to the caller. */
+/* Publish a new, empty, held tail in *slot and hand back the old one (its
+ * reference passes to the caller), so that the old one can stop gaining
+ * changes and commit while changes keep being collected.  The new tail is
+ * published before the caller makes anything depend on the old one: a
+ * created() hook that still saw the old tail ran entirely under the cache
+ * lock before the caller's patch_add_depend()/patch_create_empty() took it,
+ * so the old tail never gains a dependency after it has a dependent. */
 static int swap_tail(struct pgeng *e, _Atomic(struct patch *) *slot, struct patch **old)
 {
 	struct patch *t2, *t1;
@@ -493,6 +570,37 @@ void pgeng_summary(struct pgeng *e, struct pg_summary *out)
 	pthread_mutex_unlock(&e->lock);
 }
 
+int pgeng_view(struct pgeng *e, size_t max,
+	       int (*fn)(void *arg, const struct pg_view *v, size_t n, size_t total), void *arg)
+{
+	struct pg_view *v = NULL;
+	struct pg_group *g;
+	size_t n = 0;
+	int r;
+
+	pthread_mutex_lock(&e->lock);
+	if (max > e->ngroups)
+		max = e->ngroups;
+	if (max) {
+		v = calloc(max, sizeof(*v));
+		if (!v) {
+			r = -ENOMEM;
+			goto out;
+		}
+	}
+	/* e->all has the newest group first. */
+	for (g = e->all; g && n < max; g = g->next, n++) {
+		fill_info(g, &v[n].info);
+		v[n].head = g->head;
+		v[n].tail = atomic_load(&g->tail);
+	}
+	r = fn(arg, v, n, e->ngroups);
+out:
+	pthread_mutex_unlock(&e->lock);
+	free(v);
+	return r;
+}
+
 int pgeng_engage(struct pgeng *e, int64_t id, uid_t uid, struct pg_group **out)
 {
 	struct pg_group *g;
@@ -561,8 +669,7 @@ int pgeng_chain_create(struct pgeng *e, struct pg_chain **out)
 
 void pgeng_chain_retain(struct pg_chain *ch)
 {
-	/* Callers hold a reference already; the count is guarded by the
-	 * engine lock only where it can reach zero. */
+	/* Callers hold a reference already, so the count cannot be zero. */
 	__atomic_add_fetch(&ch->refs, 1, __ATOMIC_SEQ_CST);
 }
 
@@ -704,6 +811,7 @@ void pgeng_destroy(struct pgeng *e)
 		free_group(e, g);
 	}
 	free(e->ht);
+	free(e->uc);
 	pthread_mutex_destroy(&e->lock);
 	free(e);
 }

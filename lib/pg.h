@@ -26,6 +26,8 @@
  *            and can never be engaged again
  *   EALREADY the after already carries a change (it was released)
  *   EMLINK   too many groups engaged by one process (PG_ENGAGE_MAX)
+ *   EDQUOT   (create) the owner, not root, already has PG_UID_GROUPS groups
+ *            that are open or not yet durable
  *   ENOTCONN (disengage) the group is not engaged by the calling process
  *   ENOMEM
  * A refused call changes nothing.
@@ -47,6 +49,9 @@ struct pg_group;
 struct pg_chain;
 
 #define PG_ENGAGE_MAX 64
+/* Groups one user (not root) may have open or not yet durable: a bound on
+ * the daemon's memory that no user can lift for the others. */
+#define PG_UID_GROUPS 65536
 
 enum pg_state {
 	PG_ST_CLOSED = 1 << 0,   /* the handle was dropped */
@@ -73,6 +78,8 @@ void pgeng_destroy(struct pgeng *e);
 
 /* A new open group owned by uid; *id > 0, never reused by this engine. */
 int pgeng_group_create(struct pgeng *e, uid_t owner, int64_t *id);
+/* Change the per-user bound (tests); 0 restores PG_UID_GROUPS. */
+void pgeng_set_uid_limit(struct pgeng *e, size_t limit);
 /* after's changes reach disk only after all of before's (and, through its
  * head, all of before's own befores).  A closed group that is already
  * durable may be named as before: a no-op that returns 0. */
@@ -93,6 +100,19 @@ struct pg_summary {
 	int64_t last_id;
 };
 void pgeng_summary(struct pgeng *e, struct pg_summary *out);
+
+/* For fstitch-stat (inspect.c): a group and the patches that stand for it
+ * (identities only, to label held patches). */
+struct pg_view {
+	struct pg_info info;
+	const struct patch *head, *tail;
+};
+/* Call fn(arg, v, n, total) with the engine lock held; v describes up to
+ * max of the `total` known groups, newest first.  fn may take the cache
+ * lock (order: engine, then cache), must be quick and must not call
+ * pgeng_*.  Returns fn's result, or -ENOMEM. */
+int pgeng_view(struct pgeng *e, size_t max,
+	       int (*fn)(void *arg, const struct pg_view *v, size_t n, size_t total), void *arg);
 
 /* ---- engagement (used by the scope layer) ------------------------------ */
 

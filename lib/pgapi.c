@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "ctl.h"
 #include "fstitch/patchgroup.h"
+#include "pgcli.h"
 #include "pgsrv.h"
 
 static pthread_mutex_t api_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -60,6 +61,11 @@ static int socket_of(const char *where, char *buf, size_t size)
 		return errno == ENODATA || errno == ENOTSUP || errno == ERANGE ? -ENXIO : -errno;
 	buf[n] = '\0';
 	return 0;
+}
+
+int pgcli_socket(const char *where, char *buf, size_t size)
+{
+	return socket_of(where, buf, size);
 }
 
 static int connect_now(void)

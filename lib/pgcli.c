@@ -60,6 +60,9 @@ const char *pgcli_why(char *buf, size_t size, int err, pg_t id)
 	case EMLINK:
 		snprintf(buf, size, "too many groups engaged by this process");
 		break;
+	case EDQUOT:
+		snprintf(buf, size, "too many groups not yet on disk for this user");
+		break;
 	case ENXIO:
 		snprintf(buf, size, "not inside an fstitch mount (use -C DIR or FSTITCH_CONTROL)");
 		break;

@@ -12,6 +12,11 @@
 /* A group id as the shell writes it: a positive decimal integer.  0 or
  * -EINVAL. */
 int pgcli_parse_id(const char *s, pg_t *id);
+/* The control socket for where: where itself if it is a socket, else the
+ * one named by the user.fstitch.control attribute of where (any path in an
+ * fstitch mount).  buf gets the path.  0, -ENXIO if where is in no fstitch
+ * mount, or -errno (e.g. -ENOENT). */
+int pgcli_socket(const char *where, char *buf, size_t size);
 /* Point the API at dir (from -C), or leave the default when dir is NULL.
  * 0 or -errno. */
 int pgcli_use_dir(const char *dir);

@@ -1,6 +1,8 @@
 /* The daemon side of patchgroups: ties the group engine (pg.c), the
  * per-process scopes (scope.c) and the control socket (ctl.c) together. */
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "ctl.h"
+#include "inspect.h"
 #include "pg.h"
 #include "pgsrv.h"
 #include "scope.h"
@@ -30,6 +33,7 @@ struct pgsrv {
 	struct ctl_server *ctl;
 	pthread_mutex_t lock; /* the contents of every pscope */
 	char sock[108];
+	uint64_t fsync_ordered; /* atomic */
 };
 
 static __thread struct pg_op tls_op;
@@ -241,6 +245,7 @@ static void handle(void *arg, const struct ctl_peer *peer, const struct ctl_req 
 		rep->summary.engaged = sum.engaged;
 		rep->summary.last_id = sum.last_id;
 		rep->summary.scopes = scope_count(srv->scopes);
+		rep->summary.fsync_ordered = __atomic_load_n(&srv->fsync_ordered, __ATOMIC_RELAXED);
 		r = 0;
 		break;
 	case CTL_INFO:
@@ -262,11 +267,40 @@ static void handle(void *arg, const struct ctl_peer *peer, const struct ctl_req 
 	case CTL_FSYNC_POLICY:
 		r = do_policy(srv, peer, req->a);
 		break;
+	case CTL_STATS:
+		r = inspect_serve(srv->c, srv->eng, req, rep);
+		break;
 	default:
 		r = -EOPNOTSUPP;
 		break;
 	}
 	rep->err = r < 0 ? -r : 0;
+}
+
+/* Remove the sockets of daemons that died without cleaning up (SIGKILL):
+ * "fstitch-PID.ctl" whose PID no longer runs.  Best effort. */
+static void remove_stale(const char *dir)
+{
+	char path[300];
+	struct dirent *d;
+	DIR *dp = opendir(dir);
+	long pid;
+	char *end;
+
+	if (!dp)
+		return;
+	while ((d = readdir(dp))) {
+		if (strncmp(d->d_name, "fstitch-", 8) != 0)
+			continue;
+		pid = strtol(d->d_name + 8, &end, 10);
+		if (pid <= 0 || strcmp(end, ".ctl") != 0)
+			continue;
+		if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
+		unlink(path);
+	}
+	closedir(dp);
 }
 
 static void default_path(char *buf, size_t size)
@@ -279,6 +313,7 @@ static void default_path(char *buf, size_t size)
 		dir = getenv("XDG_RUNTIME_DIR");
 	if (!dir || !*dir)
 		dir = "/tmp";
+	remove_stale(dir);
 	snprintf(buf, size, "%s/fstitch-%ld.ctl", dir, (long)getpid());
 }
 
@@ -389,6 +424,8 @@ bool pgsrv_fsync_order(struct pgsrv *srv, pid_t pid)
 	/* On failure the caller does a real fsync, which is always safe. */
 	r = pgeng_chain_order(srv->eng, ch);
 	pgeng_chain_release(srv->eng, ch);
+	if (r == 0)
+		__atomic_add_fetch(&srv->fsync_ordered, 1, __ATOMIC_RELAXED);
 	return r == 0;
 }
 

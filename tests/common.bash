@@ -102,20 +102,27 @@ file_sum() {
 
 # fsck_run IMAGE: run `e2fsck -fn IMAGE` and classify what it found:
 #   clean      e2fsck found nothing (exit 0)
-#   benign     only what a soft-updates crash may leave (design.md §3):
-#              bitmap differences that are all "-" (leaked blocks/inodes),
-#              free-block/free-inode/directory summary counts wrong,
-#              unattached inodes, a link count higher than the number of
-#              links found
+#   benign     only what a soft-updates crash may leave (design.md §3), each a
+#              leak or a count e2fsck recomputes:
+#                - bitmap differences that are all "-" (leaked blocks/inodes)
+#                - free-block/free-inode/directory summary counts wrong
+#                - unattached inodes; a deleted inode with zero dtime
+#                - a link count higher than the links found
+#                - "Inode N, i_blocks is A, should be B." with A > B
+#                - an unconnected directory, a ".." that e2fsck would
+#                  repoint, a second name for a directory (the states a
+#                  directory rename or rmdir passes through)
 #   dangerous  anything else: a "+" bitmap difference, a deleted or unused
-#              inode in a directory, a link count that is too low, a
-#              corrupted directory, an unconnected directory, anything
-#              unexpected, or e2fsck failing to run (exit 8 or more)
+#              inode in a directory, a link count or i_blocks that is too
+#              low, a corrupted directory, anything unexpected, a non-zero
+#              exit with no finding at all, or e2fsck failing (exit >= 8)
+# The same rules as tests/unit/e2test_util.c (classify_line); keep the two
+# in step.
 # Sets FSCK_CLASS (the word), FSCK_OUT (a file with e2fsck's full output)
 # and FSCK_WHY (the lines that made it dangerous).  Returns 0 whatever the
 # class; call it directly, not in $(...), to keep the variables.
 fsck_run() {
-	local img=$1 rc line is should tok
+	local img=$1 rc line is should tok findings=0
 	FSCK_OUT=$(mktemp "${BATS_TEST_TMPDIR:-/tmp}/fsck.XXXXXX")
 	FSCK_WHY=
 	# (bats runs with errexit: keep the status without tripping it)
@@ -138,11 +145,19 @@ fsck_run() {
 		case $line in
 		'' | 'e2fsck '[0-9]* | 'Pass '[0-9]*': '* | \
 			[A-Z]*'? no' | [A-Z]*'? yes' | \
-			*': ********** WARNING: Filesystem still has errors **********' | \
-			*': '[0-9]*'/'[0-9]*' files ('*' non-contiguous), '[0-9]*'/'[0-9]*' blocks' | \
-			'Free blocks count wrong'* | 'Free inodes count wrong'* | \
-			'Directories count wrong for group'* | \
-			'Unattached inode '[0-9]* | 'Unattached zero-length inode '[0-9]*)
+			*'**********'* | *' non-contiguous), '*)
+			continue
+			;;
+		esac
+		findings=$((findings + 1))
+		case $line in
+		'Free blocks count wrong'* | 'Free inodes count wrong'* | \
+			*'count wrong for group'* | \
+			'Unattached inode '[0-9]* | 'Unattached zero-length inode '[0-9]* | \
+			'Deleted inode '[0-9]*' has zero dtime'* | \
+			'Unconnected directory inode '[0-9]* | \
+			"'..' in "*', should be '* | \
+			"Entry '"*') is a link to directory '*)
 			continue
 			;;
 		'Block bitmap differences:'* | 'Inode bitmap differences:'*)
@@ -160,8 +175,10 @@ fsck_run() {
 			done
 			continue
 			;;
-		'Inode '[0-9]*' ref count is '[0-9]*', should be '[0-9]*.)
-			is=${line#* ref count is }
+		'Inode '[0-9]*' ref count is '[0-9]*', should be '[0-9]*. | \
+			'Inode '[0-9]*', i_blocks is '[0-9]*', should be '[0-9]*.)
+			# Too high is a leak; too low frees something still in use.
+			is=${line#* is }
 			is=${is%%,*}
 			should=${line##*should be }
 			should=${should%.}
@@ -171,6 +188,10 @@ fsck_run() {
 		FSCK_CLASS=dangerous
 		FSCK_WHY+="$line"$'\n'
 	done <"$FSCK_OUT"
+	if [ $findings -eq 0 ]; then
+		FSCK_CLASS=dangerous
+		FSCK_WHY="e2fsck exit status $rc without any finding"
+	fi
 	return 0
 }
 

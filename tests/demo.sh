@@ -64,6 +64,11 @@ printf '    %d files, %d directories in %s s\n' \
 	"$(find "$MNT" -type f | wc -l)" "$(find "$MNT" -type d | wc -l)" \
 	"$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')"
 
+if [ -x "$BIN/fstitch-stat" ]; then
+	step "the patch engine right after the extraction (fstitch-stat)"
+	"$BIN/fstitch-stat" "$MNT" | sed 's/^/    /' || true
+fi
+
 step "atomic update of config.txt: write a temporary file, then rename it over"
 printf 'version=1\n' >"$MNT/config.txt"
 printf 'version=2\n' >"$DEMO/new.txt"

@@ -262,19 +262,22 @@ assert_one_line_error() {
 }
 
 @test "the Linux kernel mounts the image as ext2 and reads back what it wrote" {
-	"$MKFS" -q "$IMG" 16M
-	kernel_mount "$IMG" "$SCRATCH/mnt"
-	run -0 findmnt -n -o FSTYPE "$SCRATCH/mnt"
-	assert_output ext2
-	[ -d "$SCRATCH/mnt/lost+found" ]
-	seq 1 20000 >"$SCRATCH/mnt/numbers"
-	mkdir "$SCRATCH/mnt/dir"
-	echo hello >"$SCRATCH/mnt/dir/greeting"
-	kernel_umount "$SCRATCH/mnt"
-	assert_fsck_clean "$IMG"
-	run -0 --separate-stderr debugfs -R "cat /dir/greeting" "$IMG"
-	assert_output hello
-	run -0 bash -c "debugfs -R 'cat /numbers' '$IMG' 2>/dev/null | cmp - <(seq 1 20000)"
+	for bs in 1024 4096; do
+		rm -f "$IMG"
+		"$MKFS" -q -b "$bs" "$IMG" 16M
+		kernel_mount "$IMG" "$SCRATCH/mnt"
+		run -0 findmnt -n -o FSTYPE "$SCRATCH/mnt"
+		assert_output ext2
+		[ -d "$SCRATCH/mnt/lost+found" ]
+		seq 1 20000 >"$SCRATCH/mnt/numbers"
+		mkdir "$SCRATCH/mnt/dir"
+		echo hello >"$SCRATCH/mnt/dir/greeting"
+		kernel_umount "$SCRATCH/mnt"
+		assert_fsck_clean "$IMG"
+		run -0 --separate-stderr debugfs -R "cat /dir/greeting" "$IMG"
+		assert_output hello
+		run -0 bash -c "debugfs -R 'cat /numbers' '$IMG' 2>/dev/null | cmp - <(seq 1 20000)"
+	done
 }
 
 @test "debugfs reads the root directory, lost+found and the superblock" {

@@ -144,3 +144,29 @@ refused() {
 	run -0 "$PGDEPEND" --help
 	assert_output --partial "Exit status"
 }
+
+@test "pgcreate --after that is refused leaves no group behind" {
+	a=$("$PGCREATE")
+	b=$("$PGCREATE")
+	"$PGDEPEND" "$a" "$b"
+	before=$("$PGSTATUS" --summary)
+	run -1 --separate-stderr "$PGCREATE" --after 9999
+	assert_regex "$stderr" "^pgcreate: cannot add dependency 9999 -> [0-9]+: group 9999 does not exist or is closed$"
+	assert_equal "$output" ""
+	# the group it made was closed again: nothing open was added
+	run -0 "$PGSTATUS" --summary
+	new=$(sed 's/.*last_id=\([0-9]*\).*/\1/' <<<"$output")
+	run -0 "$PGSTATUS" "$new"
+	assert_output --partial closed
+	run -0 "$PGCREATE" --after "$a"
+}
+
+@test "pgsync and pgclose name the group they could not handle" {
+	run -1 --separate-stderr "$PGSYNC" 9999
+	assert_equal "$stderr" "pgsync: cannot sync group 9999: group 9999 does not exist or is closed"
+	a=$("$PGCREATE")
+	run -1 --separate-stderr "$PGCLOSE" "$a" 9999
+	assert_equal "$stderr" "pgclose: cannot close group 9999: group 9999 does not exist or is closed"
+	run -0 "$PGSTATUS" "$a"
+	assert_output --partial closed
+}

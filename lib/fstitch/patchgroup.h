@@ -22,6 +22,8 @@
  *   EALREADY  pg_depend: the after already carries a change
  *   ENOTCONN  pg_disengage: the group is not engaged by this process
  *   EMLINK    pg_engage: too many groups engaged by this process
+ *   EDQUOT    pg_create: this user (not root) has 65536 groups open or not
+ *             yet durable
  *   ENXIO     no fstitch mount found (see pg_set_control())
  *   ECONNRESET, EPROTO  the daemon went away or speaks another version
  * A refused call changes nothing.

@@ -22,7 +22,7 @@
 #include "e2.h"
 
 #define EX_USAGE_ 64
-#define CHUNK (64 * 1024)
+#define CHUNK	  (64 * 1024)
 
 static const char *prog = "e2tool";
 
@@ -33,10 +33,9 @@ struct args {
 };
 
 static const struct argp_option options[] = {
-	{ "consistency", 'c', "MODE", 0, "softupdates (default) or none", 0 },
-	{ "cache-blocks", 'b', "N", 0, "blocks in the cache", 0 },
-	{ 0 }
-};
+    {"consistency", 'c', "MODE", 0, "softupdates (default) or none", 0},
+    {"cache-blocks", 'b', "N", 0, "blocks in the cache", 0},
+    {0}};
 
 static error_t parse_opt(int key, char *arg, struct argp_state *state)
 {
@@ -70,12 +69,15 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 }
 
 static const struct argp argp = {
-	options, parse_opt, "IMAGE put SRC_DIR DEST\nIMAGE get SRC DEST_DIR\nIMAGE ls PATH\n"
-			    "IMAGE cat PATH",
-	"Copy trees into and out of an ext2 image through libfstitch (a test tool)."
-	"\vExit status: 0 success, 1 failure, 64 usage.",
-	NULL, NULL, NULL
-};
+    options,
+    parse_opt,
+    "IMAGE put SRC_DIR DEST\nIMAGE get SRC DEST_DIR\nIMAGE ls PATH\n"
+    "IMAGE cat PATH",
+    "Copy trees into and out of an ext2 image through libfstitch (a test tool)."
+    "\vExit status: 0 success, 1 failure, 64 usage.",
+    NULL,
+    NULL,
+    NULL};
 
 /* Walk path from the root; *st gets the last component's attributes. */
 static int resolve(struct e2fs *fs, const char *path, struct stat *st)
@@ -190,7 +192,7 @@ static int put_file(struct e2fs *fs, uint32_t ino, const char *src, const struct
 		}
 	}
 	if (hs->st_size > pos) {
-		struct stat a = { .st_size = hs->st_size }, o;
+		struct stat a = {.st_size = hs->st_size}, o;
 
 		ret = e2_setattr(fs, ino, &a, E2_SET_SIZE, &o);
 	}
@@ -261,7 +263,7 @@ static int put_tree(struct e2fs *fs, const char *src, uint32_t dir)
 		/* Times last: writing into the file or directory changes them. */
 		if (!ret && !S_ISLNK(hs.st_mode))
 			ret = set_times(fs, st.st_ino, &hs);
-next:
+	next:
 		if (ret)
 			fprintf(stderr, "%s: cannot copy '%s' into the image: %s\n", prog, p,
 				strerror(-ret));
@@ -371,7 +373,7 @@ out:
 
 static int set_host_attrs(const char *dst, const struct stat *st)
 {
-	struct timespec ts[2] = { st->st_atim, st->st_mtim };
+	struct timespec ts[2] = {st->st_atim, st->st_mtim};
 
 	if (lchown(dst, st->st_uid, st->st_gid) < 0 && errno != EPERM)
 		return -errno;
@@ -436,7 +438,7 @@ static int get_tree(struct e2fs *fs, uint32_t dir, const char *dst)
 			ret = set_host_attrs(p, &st);
 		if (!ret && !S_ISDIR(st.st_mode) && st.st_nlink > 1)
 			ret = hl_add(0, 0, st.st_ino, p);
-next:
+	next:
 		if (ret)
 			fprintf(stderr, "%s: cannot copy '%s' out of the image: %s\n", prog, p,
 				strerror(-ret));
@@ -494,7 +496,7 @@ static int do_cat(struct e2fs *fs, const char *path)
 
 int main(int argc, char **argv)
 {
-	struct args a = { 0 };
+	struct args a = {0};
 	struct e2fs *fs = NULL;
 	struct stat st;
 	const char *cmd;

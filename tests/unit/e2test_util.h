@@ -11,6 +11,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* 1 when built with the address sanitizer (make asan): that run is for
+ * memory errors, so the long tests do less there. */
+#ifdef __SANITIZE_ADDRESS__
+#define E2T_SANITIZED 1
+#else
+#define E2T_SANITIZED 0
+#endif
+
 /* ---- small deterministic random numbers ------------------------------ */
 
 struct e2t_rng {
@@ -54,27 +62,27 @@ int e2t_sh(const char *cmd, char **out);
  * extra is split at spaces (may be NULL); if it starts with "-t " it
  * replaces "-t ext2".  0 or -errno / positive mke2fs
  * status; *msg (if not NULL) gets mke2fs's output. */
-int e2t_mkfs(const char *path, unsigned size_kib, unsigned block_size,
-	     const char *extra, char **msg);
+int e2t_mkfs(const char *path, unsigned size_kib, unsigned block_size, const char *extra,
+	     char **msg);
 /* The same into memory: the image bytes (malloc'd) in *img, *len. */
-int e2t_mkfs_mem(unsigned size_kib, unsigned block_size, const char *extra,
-		 void **img, size_t *len);
+int e2t_mkfs_mem(unsigned size_kib, unsigned block_size, const char *extra, void **img,
+		 size_t *len);
 
 /* ---- e2fsck ---------------------------------------------------------- */
 
 enum e2t_verdict {
-	E2T_CLEAN = 0,     /* exit 0, no findings */
-	E2T_BENIGN = 1,    /* only findings soft updates may leave */
+	E2T_CLEAN = 0,	   /* exit 0, no findings */
+	E2T_BENIGN = 1,	   /* only findings soft updates may leave */
 	E2T_DANGEROUS = 2, /* anything else, including operational errors */
 };
 
 struct e2t_fsck {
-	int status;                /* e2fsck exit status */
+	int status; /* e2fsck exit status */
 	enum e2t_verdict verdict;
 	unsigned nbenign, ndangerous;
-	char findings[2048];       /* "B: line" / "D: line", newline separated,
-				    * truncated */
-	char *output;              /* full output (malloc'd); e2t_fsck_free */
+	char findings[2048]; /* "B: line" / "D: line", newline separated,
+			      * truncated */
+	char *output;	     /* full output (malloc'd); e2t_fsck_free */
 };
 
 /* Sort e2fsck -fn output (and its exit status) into *r (output is not

@@ -35,14 +35,13 @@ static void mkimg(const char *size, const char *opts)
 {
 	snprintf(img, sizeof(img), "/tmp/e2basic.%d.img", (int)getpid());
 	unlink(img);
-	assert_int_equal(sh("mke2fs -q -t ext2 -F -b 1024 %s %s %s >/dev/null 2>&1", opts,
-			    img, size),
-			 0);
+	assert_int_equal(
+	    sh("mke2fs -q -t ext2 -F -b 1024 %s %s %s >/dev/null 2>&1", opts, img, size), 0);
 }
 
 static struct e2fs *open_img(void)
 {
-	struct e2_opts o = { .no_flusher = true };
+	struct e2_opts o = {.no_flusher = true};
 	struct e2fs *fs = NULL;
 	int r = e2_open(img, &o, &fs);
 
@@ -80,10 +79,11 @@ static uint32_t mk(struct e2fs *fs, uint32_t dir, const char *name, mode_t mode)
 
 static void test_open_refuses_features(void **state)
 {
-	static const char *feats[] = { "extents", "meta_bg,^resize_inode", "flex_bg",
-				       "metadata_csum", "huge_file", "uninit_bg" };
+	static const char *feats[] = {"extents",   "meta_bg,^resize_inode",
+				      "flex_bg",   "metadata_csum",
+				      "huge_file", "uninit_bg"};
 	struct e2fs *fs = NULL;
-	struct e2_opts o = { .no_flusher = true };
+	struct e2_opts o = {.no_flusher = true};
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(feats) / sizeof(feats[0]); i++) {
@@ -96,14 +96,16 @@ static void test_open_refuses_features(void **state)
 	}
 	mkimg("4M", "-O ^resize_inode");
 	assert_int_equal(sh("dd if=/dev/zero of=%s bs=1024 seek=1 count=1 conv=notrunc "
-			    "2>/dev/null", img), 0);
+			    "2>/dev/null",
+			    img),
+			 0);
 	assert_int_equal(e2_open(img, &o, &fs), -EINVAL);
 	assert_non_null(strstr(e2_open_error(), "magic"));
 }
 
 static void test_open_busy(void **state)
 {
-	struct e2_opts o = { .no_flusher = true };
+	struct e2_opts o = {.no_flusher = true};
 	struct e2fs *fs, *fs2 = NULL;
 
 	(void)state;
@@ -133,7 +135,7 @@ static void test_read_populated(void **state)
 	char dir[64], buf[70000], big[70000];
 	struct e2fs *fs;
 	struct stat st;
-	struct names nm = { .n = 0 };
+	struct names nm = {.n = 0};
 	uint32_t sub;
 
 	(void)state;
@@ -145,8 +147,7 @@ static void test_read_populated(void **state)
 			    dir, dir, dir, dir, 0, dir, dir, dir, dir),
 			 0);
 	mkimg("8M", "");
-	assert_int_equal(sh("mke2fs -q -t ext2 -F -b 1024 -d %s %s 8M >/dev/null 2>&1", dir,
-			    img),
+	assert_int_equal(sh("mke2fs -q -t ext2 -F -b 1024 -d %s %s 8M >/dev/null 2>&1", dir, img),
 			 0);
 	fs = open_img();
 	assert_int_equal(e2_lookup(fs, E2_ROOT_INO, "small", &st), 0);
@@ -215,6 +216,13 @@ static void test_create_write_remove(void **state)
 	/* data blocks plus one indirect and one double indirect block with
 	 * its child, in 512-byte units */
 	assert_int_equal(st.st_blocks, (293 + 1 + 2) * 2);
+	/* relatime: an access time older than the last change moves on read */
+	a.st_atime = 1000;
+	assert_int_equal(e2_setattr(fs, f, &a, E2_SET_ATIME, &st), 0);
+	assert_int_equal(st.st_atime, 1000);
+	assert_int_equal(e2_read(fs, f, back, 1, 0), 1);
+	assert_int_equal(e2_getattr(fs, f, &st), 0);
+	assert_true(st.st_atime > 1000);
 	/* overwrite in the middle and read back */
 	assert_int_equal(e2_write(fs, f, "XYZ", 3, 100000), 3);
 	assert_int_equal(e2_read(fs, f, back, 5, 99999), 5);
@@ -232,7 +240,7 @@ static void test_create_write_remove(void **state)
 	assert_int_equal(e2_setattr(fs, f, &a, E2_SET_SIZE, &st), 0);
 	assert_int_equal(e2_read(fs, f, back, 5000, 0), 5000);
 	assert_memory_equal(back, data, 1000);
-	assert_memory_equal(back + 1000, (char[4000]){ 0 }, 4000);
+	assert_memory_equal(back + 1000, (char[4000]){0}, 4000);
 	a.st_mode = 0600;
 	a.st_uid = 70000;
 	a.st_gid = 12;
@@ -260,13 +268,11 @@ static void test_create_write_remove(void **state)
 	assert_int_equal(e2_getattr(fs, f2, &st), 0);
 	assert_true(S_ISFIFO(st.st_mode));
 	mk(fs, E2_ROOT_INO, "sock", S_IFSOCK | 0644);
-	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "cdev", S_IFCHR | 0600, makedev(4, 5), 0, 0,
-				  &st),
-			 0);
+	assert_int_equal(
+	    e2_mknod(fs, E2_ROOT_INO, "cdev", S_IFCHR | 0600, makedev(4, 5), 0, 0, &st), 0);
 	assert_int_equal(st.st_rdev, makedev(4, 5));
-	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "bdev", S_IFBLK | 0600,
-				  makedev(259, 70000), 0, 0, &st),
-			 0);
+	assert_int_equal(
+	    e2_mknod(fs, E2_ROOT_INO, "bdev", S_IFBLK | 0600, makedev(259, 70000), 0, 0, &st), 0);
 	assert_int_equal(e2_getattr(fs, (uint32_t)st.st_ino, &st), 0);
 	assert_int_equal(st.st_rdev, makedev(259, 70000));
 	{
@@ -282,7 +288,9 @@ static void test_create_write_remove(void **state)
 	}
 	close_check(fs);
 	assert_int_equal(sh("debugfs -R 'stat /bdev' %s 2>/dev/null | grep -q "
-			    "'Device major/minor number: 259:70000'", img), 0);
+			    "'Device major/minor number: 259:70000'",
+			    img),
+			 0);
 	assert_int_equal(sh("debugfs -R 'cat /slow' %s >/dev/null 2>&1", img), 0);
 }
 
@@ -342,6 +350,40 @@ static void test_rename(void **state)
 	assert_true(S_ISDIR(st.st_mode));
 	assert_int_equal(e2_lookup(fs, (uint32_t)st.st_ino, "..", &st), 0);
 	assert_int_equal(st.st_ino, a);
+	/* exchange two directories across parents: both '..' and counts */
+	{
+		uint32_t p = mk(fs, E2_ROOT_INO, "p", S_IFDIR | 0755);
+		uint32_t q = mk(fs, E2_ROOT_INO, "q", S_IFDIR | 0755);
+		uint32_t pd = mk(fs, p, "pd", S_IFDIR | 0755);
+		uint32_t qd = mk(fs, q, "qd", S_IFDIR | 0755);
+
+		mk(fs, q, "qd2", S_IFDIR | 0755);
+		assert_int_equal(e2_rename(fs, p, "pd", q, "qd", E2_RENAME_EXCHANGE), 0);
+		assert_int_equal(e2_lookup(fs, q, "qd", &st), 0);
+		assert_int_equal(st.st_ino, pd);
+		assert_int_equal(e2_lookup(fs, pd, "..", &st), 0);
+		assert_int_equal(st.st_ino, q);
+		assert_int_equal(e2_lookup(fs, qd, "..", &st), 0);
+		assert_int_equal(st.st_ino, p);
+		assert_int_equal(e2_getattr(fs, p, &st), 0);
+		assert_int_equal(st.st_nlink, 3);
+		assert_int_equal(e2_getattr(fs, q, &st), 0);
+		assert_int_equal(st.st_nlink, 4);
+		/* a directory over an empty one in another parent */
+		assert_int_equal(e2_rename(fs, p, "pd", q, "qd2", 0), 0);
+		assert_int_equal(e2_getattr(fs, p, &st), 0);
+		assert_int_equal(st.st_nlink, 2);
+		assert_int_equal(e2_getattr(fs, q, &st), 0);
+		assert_int_equal(st.st_nlink, 4);
+		assert_int_equal(e2_lookup(fs, q, "qd2", &st), 0);
+		assert_int_equal(e2_lookup(fs, (uint32_t)st.st_ino, "..", &st), 0);
+		assert_int_equal(st.st_ino, q);
+		/* exchange within one directory, and onto itself */
+		assert_int_equal(e2_rename(fs, q, "qd", q, "qd2", E2_RENAME_EXCHANGE), 0);
+		assert_int_equal(e2_rename(fs, q, "qd", q, "qd", 0), 0);
+		assert_int_equal(e2_rename(fs, q, "nope", q, "x", 0), -ENOENT);
+		assert_int_equal(e2_rename(fs, q, "qd", q, "new", E2_RENAME_EXCHANGE), -ENOENT);
+	}
 	close_check(fs);
 }
 
@@ -355,7 +397,9 @@ static void test_big_directory_and_htree(void **state)
 	(void)state;
 	snprintf(dir, sizeof(dir), "/tmp/e2basic.%d.h", (int)getpid());
 	assert_int_equal(sh("rm -rf %s && mkdir -p %s/h && cd %s/h && "
-			    "for i in $(seq 1 400); do : > f$i; done", dir, dir, dir), 0);
+			    "for i in $(seq 1 400); do : > f$i; done",
+			    dir, dir, dir),
+			 0);
 	mkimg("8M", "");
 	/* e2fsck -D builds the htree index mke2fs -d does not */
 	assert_int_equal(sh("mke2fs -q -t ext2 -F -b 1024 -N 4096 -d %s %s 8M >/dev/null 2>&1 && "
@@ -383,8 +427,7 @@ static void test_big_directory_and_htree(void **state)
 		assert_int_equal(e2_lookup(fs, d, name, &st), 0);
 	}
 	close_check(fs);
-	assert_int_equal(sh("debugfs -R 'stat /h' %s 2>/dev/null | grep -q 'Flags: 0x1000'",
-			    img),
+	assert_int_equal(sh("debugfs -R 'stat /h' %s 2>/dev/null | grep -q 'Flags: 0x1000'", img),
 			 1);
 	sh("rm -rf %s", dir);
 }
@@ -420,16 +463,104 @@ static void test_enospc(void **state)
 	close_check(fs);
 }
 
+static void test_fsync_survives_crash(void **state)
+{
+	struct e2_opts o = {.no_flusher = true};
+	struct e2fs *fs;
+	struct stat st;
+	char buf[5000], back[5000];
+	uint32_t d, f;
+
+	(void)state;
+	mkimg("8M", "");
+	fs = open_img();
+	d = mk(fs, E2_ROOT_INO, "d", S_IFDIR | 0755);
+	f = mk(fs, d, "f", S_IFREG | 0644);
+	memset(buf, 'q', sizeof(buf));
+	assert_int_equal(e2_write(fs, f, buf, 100, 0), 100);
+	/* the first fsync of an inode syncs everything; later ones only the
+	 * inode's own changes */
+	assert_int_equal(e2_fsync(fs, f, false), 0);
+	assert_int_equal(e2_write(fs, f, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+	assert_int_equal(e2_fsync(fs, f, false), 0);
+	assert_int_equal(e2_fsync(fs, f, false), 0); /* nothing new: no-op */
+	assert_false(e2_was_unclean(fs));
+	e2_abandon(fs);
+	assert_int_equal(e2_open(img, &o, &fs), 0);
+	assert_true(e2_was_unclean(fs));
+	assert_int_equal(e2_lookup(fs, E2_ROOT_INO, "d", &st), 0);
+	assert_int_equal(e2_lookup(fs, (uint32_t)st.st_ino, "f", &st), 0);
+	assert_int_equal(st.st_size, sizeof(buf));
+	assert_int_equal(e2_read(fs, (uint32_t)st.st_ino, back, sizeof(back), 0),
+			 (ssize_t)sizeof(back));
+	assert_memory_equal(buf, back, sizeof(buf));
+	close_check(fs);
+}
+
+static void test_readonly_and_none(void **state)
+{
+	struct e2_opts ro = {.no_flusher = true, .readonly = true};
+	struct e2_opts none = {.no_flusher = true, .consistency = CONSISTENCY_NONE};
+	struct e2fs *fs;
+	struct stat st;
+	char buf[16];
+
+	(void)state;
+	mkimg("4M", "");
+	assert_int_equal(e2_open(img, &none, &fs), 0);
+	mk(fs, E2_ROOT_INO, "x", S_IFREG | 0644);
+	assert_int_equal(e2_write(fs, 12, "abc", 3, 0), 3);
+	assert_int_equal(e2_fsync(fs, 12, false), 0);
+	close_check(fs);
+	assert_int_equal(e2_open(img, &ro, &fs), 0);
+	assert_int_equal(e2_lookup(fs, E2_ROOT_INO, "x", &st), 0);
+	assert_int_equal(e2_read(fs, (uint32_t)st.st_ino, buf, sizeof(buf), 0), 3);
+	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "y", S_IFREG | 0644, 0, 0, 0, &st), -EROFS);
+	assert_int_equal(e2_write(fs, 12, "abc", 3, 0), -EROFS);
+	assert_int_equal(e2_unlink(fs, E2_ROOT_INO, "x"), -EROFS);
+	close_check(fs);
+}
+
+static void test_close_frees_orphans(void **state)
+{
+	static char data[40000];
+	struct e2fs *fs;
+	struct statvfs before, after;
+	uint32_t f;
+
+	(void)state;
+	mkimg("4M", "");
+	fs = open_img();
+	assert_int_equal(e2_statfs(fs, &before), 0);
+	f = mk(fs, E2_ROOT_INO, "orphan", S_IFREG | 0644);
+	assert_int_equal(e2_write(fs, f, data, sizeof(data), 0), (ssize_t)sizeof(data));
+	assert_int_equal(e2_open_inode(fs, f), 0);
+	assert_int_equal(e2_unlink(fs, E2_ROOT_INO, "orphan"), 0);
+	/* still open and looked up: nothing freed yet */
+	assert_int_equal(e2_statfs(fs, &after), 0);
+	assert_true(after.f_bfree < before.f_bfree);
+	assert_int_equal(e2_write(fs, f, data, 10, 50000), 10);
+	close_check(fs); /* e2fsck finds no leaked inode or blocks */
+	fs = open_img();
+	assert_int_equal(e2_statfs(fs, &after), 0);
+	assert_int_equal(after.f_bfree, before.f_bfree);
+	assert_int_equal(after.f_ffree, before.f_ffree);
+	close_check(fs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_open_refuses_features),
-		cmocka_unit_test(test_open_busy),
-		cmocka_unit_test(test_read_populated),
-		cmocka_unit_test(test_create_write_remove),
-		cmocka_unit_test(test_rename),
-		cmocka_unit_test(test_big_directory_and_htree),
-		cmocka_unit_test(test_enospc),
+	    cmocka_unit_test(test_open_refuses_features),
+	    cmocka_unit_test(test_open_busy),
+	    cmocka_unit_test(test_read_populated),
+	    cmocka_unit_test(test_create_write_remove),
+	    cmocka_unit_test(test_rename),
+	    cmocka_unit_test(test_big_directory_and_htree),
+	    cmocka_unit_test(test_enospc),
+	    cmocka_unit_test(test_fsync_survives_crash),
+	    cmocka_unit_test(test_readonly_and_none),
+	    cmocka_unit_test(test_close_frees_orphans),
 	};
 	int r = cmocka_run_group_tests(tests, NULL, NULL);
 

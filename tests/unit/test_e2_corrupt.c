@@ -27,14 +27,14 @@
 #include "e2.h"
 #include "e2test_util.h"
 
-#define BS 1024
-#define IMG_KIB 2048
+#define BS	 1024
+#define IMG_KIB	 2048
 #define READ_CAP (1024 * 1024)
 
-static uint8_t *g_img;
-static size_t g_len;
-static char g_label[160]; /* the image being exercised, for the hang report */
-static unsigned g_badname;  /* readdir names with NUL or '/' */
+static uint8_t *g_img, *g_img4k; /* the same tree with 1 KiB and 4 KiB blocks */
+static size_t g_len, g_len4k;
+static char g_label[160];  /* the image being exercised, for the hang report */
+static unsigned g_badname; /* readdir names with NUL or '/' */
 static char g_badname_label[160];
 
 /* ---- raw layout of the base image (parsed here, not by the library) ---- */
@@ -72,9 +72,25 @@ static struct layout L;
 
 /* What the targeted corruptions aim at. */
 enum target {
-	T_SB, T_GD, T_ROOT, T_F12K, T_F300K, T_BIG, T_SLOW, T_FAST, T_SPARSE, T_DEEP,
-	T_ROOTDIR_BLK, T_BIGDIR_BLK, T_BIGDIR_BLK2, T_IND_BLK, T_DIND_BLK, T_DIND_IND_BLK,
-	T_BLOCK_BITMAP, T_INODE_BITMAP, NTARGETS
+	T_SB,
+	T_GD,
+	T_ROOT,
+	T_F12K,
+	T_F300K,
+	T_BIG,
+	T_SLOW,
+	T_FAST,
+	T_SPARSE,
+	T_DEEP,
+	T_ROOTDIR_BLK,
+	T_BIGDIR_BLK,
+	T_BIGDIR_BLK2,
+	T_IND_BLK,
+	T_DIND_BLK,
+	T_DIND_IND_BLK,
+	T_BLOCK_BITMAP,
+	T_INODE_BITMAP,
+	NTARGETS
 };
 
 static uint64_t tgt_off[NTARGETS]; /* byte offset in the image */
@@ -136,11 +152,11 @@ static void parse_layout(void)
 	tgt_off[T_SB] = 1024;
 	tgt_off[T_GD] = (uint64_t)L.gdt * L.bs;
 	tgt_off[T_ROOT] = inode_off(2);
-#define INO(t, name)                                          \
-	do {                                                  \
-		ino = raw_lookup(2, name);                    \
-		assert_int_not_equal(ino, 0);                 \
-		tgt_off[t] = inode_off(ino);                  \
+#define INO(t, name)                                                                               \
+	do {                                                                                       \
+		ino = raw_lookup(2, name);                                                         \
+		assert_int_not_equal(ino, 0);                                                      \
+		tgt_off[t] = inode_off(ino);                                                       \
 	} while (0)
 	INO(T_F12K, "f12k");
 	INO(T_F300K, "f300k");
@@ -241,7 +257,7 @@ static void read_file(struct e2fs *fs, uint32_t ino, const struct stat *st, stru
 
 static void walk(struct e2fs *fs, uint32_t dir, int depth, struct walkstat *ws)
 {
-	struct ents e = { .n = 0 };
+	struct ents e = {.n = 0};
 
 	if (depth > 8 || ws->budget == 0)
 		return;
@@ -273,7 +289,7 @@ static void walk(struct e2fs *fs, uint32_t dir, int depth, struct walkstat *ws)
 			if (n > (long)sizeof(buf))
 				fail_msg("%s: readlink returned %ld", g_label, n);
 		}
-next:
+	next:
 		free(e.name[i]);
 	}
 }
@@ -282,7 +298,7 @@ next:
 static void scribble(struct e2fs *fs)
 {
 	static uint8_t data[20000];
-	struct stat st, a = { 0 };
+	struct stat st, a = {0};
 	struct statvfs sv;
 
 	memset(data, 0x5a, sizeof(data));
@@ -308,10 +324,11 @@ static void scribble(struct e2fs *fs)
 	chk("rename", e2_rename(fs, E2_ROOT_INO, "a", E2_ROOT_INO, "a2", 0));
 	chk("rename over", e2_rename(fs, E2_ROOT_INO, "empty", E2_ROOT_INO, "sparse", 0));
 	chk("unlink", e2_unlink(fs, E2_ROOT_INO, "hard"));
-	chk("unlink big entry", e2_unlink(fs, raw_lookup(2, "big"), "entry-with-a-longish-name-007"));
+	chk("unlink big entry",
+	    e2_unlink(fs, raw_lookup(2, "big"), "entry-with-a-longish-name-007"));
 	chk("rmdir", e2_rmdir(fs, E2_ROOT_INO, "deep"));
-	if (!chk("symlink", e2_symlink(fs, E2_ROOT_INO, "newlink", "somewhere/else/entirely", 0,
-				       0, &st)))
+	if (!chk("symlink",
+		 e2_symlink(fs, E2_ROOT_INO, "newlink", "somewhere/else/entirely", 0, 0, &st)))
 		chk("forget", e2_forget(fs, st.st_ino, 1));
 	chk("sync", e2_sync(fs));
 }
@@ -331,7 +348,7 @@ static void on_alarm(int sig)
 /* Open a copy of img and exercise it.  Returns the open result. */
 static int exercise(const uint8_t *img, size_t len, bool writes, struct walkstat *ws)
 {
-	struct e2_opts o = { .no_flusher = true };
+	struct e2_opts o = {.no_flusher = true};
 	struct bdev *mem;
 	struct e2fs *fs;
 	int ret;
@@ -372,97 +389,97 @@ struct corruption {
 };
 
 static const struct corruption targeted[] = {
-	/* superblock */
-	{ "sb magic", T_SB, 56, SET16, 0x1234, 1 },
-	{ "sb log_block_size 30", T_SB, 24, SET32, 30, 1 },
-	{ "sb log_block_size 7", T_SB, 24, SET32, 7, 1 },
-	{ "sb blocks_per_group 0", T_SB, 32, SET32, 0, 1 },
-	{ "sb inodes_per_group 0", T_SB, 40, SET32, 0, 1 },
-	{ "sb inodes_per_group huge", T_SB, 40, SET32, 0xffffffffu, 1 },
-	{ "sb blocks_count beyond device", T_SB, 4, SET32, 0x7fffffff, 1 },
-	{ "sb blocks_count tiny", T_SB, 4, SET32, 10, 0 },
-	{ "sb inodes_count 1", T_SB, 0, SET32, 1, 0 },
-	{ "sb first_data_block 5000", T_SB, 20, SET32, 5000, 1 },
-	{ "sb rev_level 7", T_SB, 76, SET32, 7, 1 },
-	{ "sb inode_size 3", T_SB, 88, SET16, 3, 1 },
-	{ "sb inode_size 100", T_SB, 88, SET16, 100, 1 },
-	{ "sb inode_size 4096", T_SB, 88, SET16, 4096, 1 },
-	{ "sb first_ino 0", T_SB, 84, SET32, 0, 0 },
-	{ "sb first_ino huge", T_SB, 84, SET32, 0xffffffffu, 0 },
-	{ "sb unknown incompat feature", T_SB, 96, OR32, 0x80000000u, -EOPNOTSUPP },
-	{ "sb free_blocks_count huge", T_SB, 12, SET32, 0xffffffffu, 0 },
-	{ "sb free_inodes_count huge", T_SB, 16, SET32, 0xffffffffu, 0 },
-	/* group descriptor */
-	{ "gd block_bitmap 0", T_GD, 0, SET32, 0, 1 },
-	{ "gd block_bitmap beyond", T_GD, 0, SET32, 0x7fffffff, 1 },
-	{ "gd inode_bitmap beyond", T_GD, 4, SET32, 0x7fffffff, 1 },
-	{ "gd inode_table beyond", T_GD, 8, SET32, 0x7fffffff, 1 },
-	{ "gd inode_table at the end", T_GD, 8, SET32, IMG_KIB - 2, 1 },
-	{ "gd block_bitmap = superblock", T_GD, 0, SET32, 1, 0 },
-	{ "gd free counts huge", T_GD, 12, SET32, 0xffffffffu, 0 },
-	/* inodes */
-	{ "root mode 0", T_ROOT, 0, SET16, 0, 0 },
-	{ "root is a regular file", T_ROOT, 0, SET16, S_IFREG | 0755, 0 },
-	{ "root size 0", T_ROOT, 4, SET32, 0, 0 },
-	{ "root block 0 beyond", T_ROOT, 40, SET32, 0x7fffffff, 0 },
-	{ "root links 0", T_ROOT, 26, SET16, 0, 0 },
-	{ "f12k block 3 beyond", T_F12K, 40 + 12, SET32, 0x7fffffff, 0 },
-	{ "f12k block 3 = superblock", T_F12K, 40 + 12, SET32, 1, 0 },
-	{ "f12k block 0 = 0xffffffff", T_F12K, 40, SET32, 0xffffffffu, 0 },
-	{ "f12k size huge", T_F12K, 4, SET32, 0xffffffffu, 0 },
-	{ "f12k size_high huge", T_F12K, 108, SET32, 0xffffffffu, 0 },
-	{ "f12k links 0", T_F12K, 26, SET16, 0, 0 },
-	{ "f12k extents flag", T_F12K, 32, OR32, 0x80000, 0 },
-	{ "f12k type bogus", T_F12K, 0, SET16, 0xf1a4, 0 },
-	{ "f12k is a directory", T_F12K, 0, SET16, S_IFDIR | 0755, 0 },
-	{ "f300k indirect beyond", T_F300K, 40 + 48, SET32, 0x7fffffff, 0 },
-	{ "f300k indirect = inode table", T_F300K, 40 + 48, SET32, 0, 0 }, /* patched below */
-	{ "f300k double indirect beyond", T_F300K, 40 + 52, SET32, 0x7fffffff, 0 },
-	{ "f300k triple indirect beyond", T_F300K, 40 + 56, SET32, 0x7fffffff, 0 },
-	{ "f300k size_high", T_F300K, 108, SET32, 1, 0 },
-	{ "big dir size 13", T_BIG, 4, SET32, 13, 0 },
-	{ "big dir size huge", T_BIG, 4, SET32, 0x7ffffc00, 0 },
-	{ "big dir block 1 beyond", T_BIG, 44, SET32, 0x7fffffff, 0 },
-	{ "big dir block 1 hole", T_BIG, 44, SET32, 0, 0 },
-	{ "big dir index flag", T_BIG, 32, OR32, 0x1000, 0 },
-	{ "big is a regular file", T_BIG, 0, SET16, S_IFREG | 0644, 0 },
-	{ "slow symlink size 5000", T_SLOW, 4, SET32, 5000, 0 },
-	{ "slow symlink size 0", T_SLOW, 4, SET32, 0, 0 },
-	{ "slow symlink block beyond", T_SLOW, 40, SET32, 0x7fffffff, 0 },
-	{ "fast symlink size 200", T_FAST, 4, SET32, 200, 0 },
-	{ "fast symlink size 59 garbage", T_FAST, 4, SET32, 59, 0 },
-	{ "sparse size_high", T_SPARSE, 108, SET32, 0x10, 0 },
-	{ "deep dir links 1", T_DEEP, 26, SET16, 1, 0 },
-	/* directory blocks */
-	{ "root dir rec_len 0", T_ROOTDIR_BLK, 4, SET16, 0, 0 },
-	{ "root dir rec_len 3", T_ROOTDIR_BLK, 4, SET16, 3, 0 },
-	{ "root dir rec_len past block", T_ROOTDIR_BLK, 4, SET16, 2000, 0 },
-	{ "root dir name_len past rec_len", T_ROOTDIR_BLK, 6, SET8, 200, 0 },
-	{ "root dir '.' inode 0", T_ROOTDIR_BLK, 0, SET32, 0, 0 },
-	{ "root dir '..' inode huge", T_ROOTDIR_BLK, 12, SET32, 0x7fffffff, 0 },
-	{ "root dir third entry inode 1", T_ROOTDIR_BLK, 24, SET32, 1, 0 },
-	{ "root dir third entry inode huge", T_ROOTDIR_BLK, 24, SET32, 0xffffffffu, 0 },
-	{ "root dir third entry rec_len 0", T_ROOTDIR_BLK, 28, SET16, 0, 0 },
-	{ "root dir third entry type 7", T_ROOTDIR_BLK, 31, SET8, 7, 0 },
-	{ "root dir second rec_len to block end", T_ROOTDIR_BLK, 16, SET16, 1012, 0 },
-	{ "root dir all 0xff", T_ROOTDIR_BLK, 0, FILL, 0xff, 0 },
-	{ "root dir all zero", T_ROOTDIR_BLK, 0, FILL, 0, 0 },
-	{ "big dir rec_len 4", T_BIGDIR_BLK, 4, SET16, 4, 0 },
-	{ "big dir rec_len odd", T_BIGDIR_BLK, 4, SET16, 13, 0 },
-	{ "big dir block 2 garbage", T_BIGDIR_BLK2, 0, FILL, 0xa5, 0 },
-	{ "big dir block 2 first rec_len 1024 name_len 255", T_BIGDIR_BLK2, 6, SET8, 255, 0 },
-	/* indirect blocks */
-	{ "indirect entries beyond", T_IND_BLK, 0, FILL, 0x7f, 0 },
-	{ "indirect first entry beyond", T_IND_BLK, 0, SET32, 0x7fffffff, 0 },
-	{ "indirect points at itself", T_IND_BLK, 0, SELF_LOOP, 0, 0 },
-	{ "double indirect points at itself", T_DIND_BLK, 0, SELF_LOOP, 0, 0 },
-	{ "double indirect all 0xff", T_DIND_BLK, 0, FILL, 0xff, 0 },
-	{ "double indirect's indirect loops", T_DIND_IND_BLK, 0, SELF_LOOP, 0, 0 },
-	/* bitmaps: wrong but well-formed; writes must still end cleanly */
-	{ "block bitmap all free", T_BLOCK_BITMAP, 0, FILL, 0, 0 },
-	{ "block bitmap all used", T_BLOCK_BITMAP, 0, FILL, 0xff, 0 },
-	{ "inode bitmap all free", T_INODE_BITMAP, 0, FILL, 0, 0 },
-	{ "inode bitmap all used", T_INODE_BITMAP, 0, FILL, 0xff, 0 },
+    /* superblock */
+    {"sb magic", T_SB, 56, SET16, 0x1234, 1},
+    {"sb log_block_size 30", T_SB, 24, SET32, 30, 1},
+    {"sb log_block_size 7", T_SB, 24, SET32, 7, 1},
+    {"sb blocks_per_group 0", T_SB, 32, SET32, 0, 1},
+    {"sb inodes_per_group 0", T_SB, 40, SET32, 0, 1},
+    {"sb inodes_per_group huge", T_SB, 40, SET32, 0xffffffffu, 1},
+    {"sb blocks_count beyond device", T_SB, 4, SET32, 0x7fffffff, 1},
+    {"sb blocks_count tiny", T_SB, 4, SET32, 10, 0},
+    {"sb inodes_count 1", T_SB, 0, SET32, 1, 0},
+    {"sb first_data_block 5000", T_SB, 20, SET32, 5000, 1},
+    {"sb rev_level 7", T_SB, 76, SET32, 7, 1},
+    {"sb inode_size 3", T_SB, 88, SET16, 3, 1},
+    {"sb inode_size 100", T_SB, 88, SET16, 100, 1},
+    {"sb inode_size 4096", T_SB, 88, SET16, 4096, 1},
+    {"sb first_ino 0", T_SB, 84, SET32, 0, 0},
+    {"sb first_ino huge", T_SB, 84, SET32, 0xffffffffu, 0},
+    {"sb unknown incompat feature", T_SB, 96, OR32, 0x80000000u, -EOPNOTSUPP},
+    {"sb free_blocks_count huge", T_SB, 12, SET32, 0xffffffffu, 0},
+    {"sb free_inodes_count huge", T_SB, 16, SET32, 0xffffffffu, 0},
+    /* group descriptor */
+    {"gd block_bitmap 0", T_GD, 0, SET32, 0, 1},
+    {"gd block_bitmap beyond", T_GD, 0, SET32, 0x7fffffff, 1},
+    {"gd inode_bitmap beyond", T_GD, 4, SET32, 0x7fffffff, 1},
+    {"gd inode_table beyond", T_GD, 8, SET32, 0x7fffffff, 1},
+    {"gd inode_table at the end", T_GD, 8, SET32, IMG_KIB - 2, 1},
+    {"gd block_bitmap = superblock", T_GD, 0, SET32, 1, 0},
+    {"gd free counts huge", T_GD, 12, SET32, 0xffffffffu, 0},
+    /* inodes */
+    {"root mode 0", T_ROOT, 0, SET16, 0, 0},
+    {"root is a regular file", T_ROOT, 0, SET16, S_IFREG | 0755, 0},
+    {"root size 0", T_ROOT, 4, SET32, 0, 0},
+    {"root block 0 beyond", T_ROOT, 40, SET32, 0x7fffffff, 0},
+    {"root links 0", T_ROOT, 26, SET16, 0, 0},
+    {"f12k block 3 beyond", T_F12K, 40 + 12, SET32, 0x7fffffff, 0},
+    {"f12k block 3 = superblock", T_F12K, 40 + 12, SET32, 1, 0},
+    {"f12k block 0 = 0xffffffff", T_F12K, 40, SET32, 0xffffffffu, 0},
+    {"f12k size huge", T_F12K, 4, SET32, 0xffffffffu, 0},
+    {"f12k size_high huge", T_F12K, 108, SET32, 0xffffffffu, 0},
+    {"f12k links 0", T_F12K, 26, SET16, 0, 0},
+    {"f12k extents flag", T_F12K, 32, OR32, 0x80000, 0},
+    {"f12k type bogus", T_F12K, 0, SET16, 0xf1a4, 0},
+    {"f12k is a directory", T_F12K, 0, SET16, S_IFDIR | 0755, 0},
+    {"f300k indirect beyond", T_F300K, 40 + 48, SET32, 0x7fffffff, 0},
+    {"f300k indirect = inode table", T_F300K, 40 + 48, SET32, 0, 0}, /* patched below */
+    {"f300k double indirect beyond", T_F300K, 40 + 52, SET32, 0x7fffffff, 0},
+    {"f300k triple indirect beyond", T_F300K, 40 + 56, SET32, 0x7fffffff, 0},
+    {"f300k size_high", T_F300K, 108, SET32, 1, 0},
+    {"big dir size 13", T_BIG, 4, SET32, 13, 0},
+    {"big dir size huge", T_BIG, 4, SET32, 0x7ffffc00, 0},
+    {"big dir block 1 beyond", T_BIG, 44, SET32, 0x7fffffff, 0},
+    {"big dir block 1 hole", T_BIG, 44, SET32, 0, 0},
+    {"big dir index flag", T_BIG, 32, OR32, 0x1000, 0},
+    {"big is a regular file", T_BIG, 0, SET16, S_IFREG | 0644, 0},
+    {"slow symlink size 5000", T_SLOW, 4, SET32, 5000, 0},
+    {"slow symlink size 0", T_SLOW, 4, SET32, 0, 0},
+    {"slow symlink block beyond", T_SLOW, 40, SET32, 0x7fffffff, 0},
+    {"fast symlink size 200", T_FAST, 4, SET32, 200, 0},
+    {"fast symlink size 59 garbage", T_FAST, 4, SET32, 59, 0},
+    {"sparse size_high", T_SPARSE, 108, SET32, 0x10, 0},
+    {"deep dir links 1", T_DEEP, 26, SET16, 1, 0},
+    /* directory blocks */
+    {"root dir rec_len 0", T_ROOTDIR_BLK, 4, SET16, 0, 0},
+    {"root dir rec_len 3", T_ROOTDIR_BLK, 4, SET16, 3, 0},
+    {"root dir rec_len past block", T_ROOTDIR_BLK, 4, SET16, 2000, 0},
+    {"root dir name_len past rec_len", T_ROOTDIR_BLK, 6, SET8, 200, 0},
+    {"root dir '.' inode 0", T_ROOTDIR_BLK, 0, SET32, 0, 0},
+    {"root dir '..' inode huge", T_ROOTDIR_BLK, 12, SET32, 0x7fffffff, 0},
+    {"root dir third entry inode 1", T_ROOTDIR_BLK, 24, SET32, 1, 0},
+    {"root dir third entry inode huge", T_ROOTDIR_BLK, 24, SET32, 0xffffffffu, 0},
+    {"root dir third entry rec_len 0", T_ROOTDIR_BLK, 28, SET16, 0, 0},
+    {"root dir third entry type 7", T_ROOTDIR_BLK, 31, SET8, 7, 0},
+    {"root dir second rec_len to block end", T_ROOTDIR_BLK, 16, SET16, 1012, 0},
+    {"root dir all 0xff", T_ROOTDIR_BLK, 0, FILL, 0xff, 0},
+    {"root dir all zero", T_ROOTDIR_BLK, 0, FILL, 0, 0},
+    {"big dir rec_len 4", T_BIGDIR_BLK, 4, SET16, 4, 0},
+    {"big dir rec_len odd", T_BIGDIR_BLK, 4, SET16, 13, 0},
+    {"big dir block 2 garbage", T_BIGDIR_BLK2, 0, FILL, 0xa5, 0},
+    {"big dir block 2 first rec_len 1024 name_len 255", T_BIGDIR_BLK2, 6, SET8, 255, 0},
+    /* indirect blocks */
+    {"indirect entries beyond", T_IND_BLK, 0, FILL, 0x7f, 0},
+    {"indirect first entry beyond", T_IND_BLK, 0, SET32, 0x7fffffff, 0},
+    {"indirect points at itself", T_IND_BLK, 0, SELF_LOOP, 0, 0},
+    {"double indirect points at itself", T_DIND_BLK, 0, SELF_LOOP, 0, 0},
+    {"double indirect all 0xff", T_DIND_BLK, 0, FILL, 0xff, 0},
+    {"double indirect's indirect loops", T_DIND_IND_BLK, 0, SELF_LOOP, 0, 0},
+    /* bitmaps: wrong but well-formed; writes must still end cleanly */
+    {"block bitmap all free", T_BLOCK_BITMAP, 0, FILL, 0, 0},
+    {"block bitmap all used", T_BLOCK_BITMAP, 0, FILL, 0xff, 0},
+    {"inode bitmap all free", T_INODE_BITMAP, 0, FILL, 0, 0},
+    {"inode bitmap all used", T_INODE_BITMAP, 0, FILL, 0xff, 0},
 };
 
 static void apply(uint8_t *img, const struct corruption *c)
@@ -541,11 +558,11 @@ static void test_corrupt_targeted(void **state)
 					 c->refuse);
 			refused += writes == 0 && ret != 0;
 		}
-		print_message("# %-45s open %s\n", c->name,
-			      ret ? e2_open_error() : "accepted");
+		print_message("# %-45s open %s\n", c->name, ret ? e2_open_error() : "accepted");
 	}
 	print_message("# %zu targeted corruptions (each read only and with writes), "
-		      "%u refused at open\n", n, refused);
+		      "%u refused at open\n",
+		      n, refused);
 	free(img);
 }
 
@@ -621,26 +638,70 @@ static void test_corrupt_random(void **state)
 	free(img);
 }
 
+/* The same kind of damage on the 4 KiB-block image, anywhere in its first
+ * 64 blocks (superblock, group table, bitmaps, inode table, directories
+ * and the first indirect blocks). */
+static void test_corrupt_random_4k(void **state)
+{
+	uint64_t seed = e2t_seed("E2_CORRUPT_SEED", 1) + 4096;
+	long count = e2t_env_long("E2_CORRUPT_RANDOM", 300) / 2;
+	uint8_t *img = malloc(g_len4k);
+	unsigned opened0 = g_st.opened, images0 = g_st.images;
+	struct walkstat ws;
+	struct e2t_rng rng;
+
+	assert_non_null(img);
+	/* the undamaged image works, or this proves nothing */
+	snprintf(g_label, sizeof(g_label), "uncorrupted 4 KiB image");
+	if (exercise(g_img4k, g_len4k, false, &ws))
+		fail_msg("the uncorrupted 4 KiB image does not open: %s", e2_open_error());
+	assert_int_equal(ws.files, 157);
+	e2t_rng_seed(&rng, seed);
+	for (long i = 0; i < count; i++) {
+		unsigned nflip = 1 + (unsigned)e2t_rng_below(&rng, 12);
+
+		memcpy(img, g_img4k, g_len4k);
+		for (unsigned k = 0; k < nflip; k++) {
+			size_t off = 1024 + e2t_rng_below(&rng, 64 * 4096 - 1024 - 4);
+
+			if (e2t_rng_below(&rng, 2))
+				img[off] = (uint8_t)e2t_rng_next(&rng);
+			else
+				put32(img + off, (uint32_t)e2t_rng_below(&rng, 4096));
+		}
+		snprintf(g_label, sizeof(g_label), "random 4 KiB image %ld (seed %llu, %u changes)",
+			 i, (unsigned long long)seed, nflip);
+		exercise(img, g_len4k, i % 2, &ws);
+	}
+	print_message("# %u random 4 KiB-block images (seed %llu): %u opened\n",
+		      g_st.images - images0 - 1, (unsigned long long)seed,
+		      g_st.opened - opened0 - 1);
+	if (g_st.opened - opened0 - 1 < (unsigned)count / 4)
+		fail_msg("only %u of %ld random 4 KiB images opened", g_st.opened - opened0 - 1,
+			 count);
+	free(img);
+}
+
 /* ---- unsupported features ----------------------------------------------- */
 
 struct feature_case {
-	const char *mkfs; /* extra mke2fs options */
+	const char *mkfs;     /* extra mke2fs options */
 	const char *names[3]; /* the error text must name one of these */
 };
 
 static const struct feature_case features[] = {
-	{ "-t ext4", { "extent", "flex_bg", "64bit" } },
-	{ "-O extents", { "extent", NULL, NULL } },
-	{ "-O 64bit,extents", { "64bit", "extent", NULL } },
-	{ "-O metadata_csum", { "metadata_csum", NULL, NULL } },
-	{ "-O flex_bg", { "flex_bg", NULL, NULL } },
+    {"-t ext4", {"extent", "flex_bg", "64bit"}},
+    {"-O extents", {"extent", NULL, NULL}},
+    {"-O 64bit,extents", {"64bit", "extent", NULL}},
+    {"-O metadata_csum", {"metadata_csum", NULL, NULL}},
+    {"-O flex_bg", {"flex_bg", NULL, NULL}},
 };
 
 static void test_unsupported_features(void **state)
 {
 	for (size_t i = 0; i < sizeof(features) / sizeof(features[0]); i++) {
 		const struct feature_case *f = &features[i];
-		struct e2_opts o = { .no_flusher = true };
+		struct e2_opts o = {.no_flusher = true};
 		struct bdev *mem;
 		struct e2fs *fs;
 		const char *msg;
@@ -678,14 +739,14 @@ static void test_unsupported_feature_bits(void **state)
 		const char *name;
 		uint32_t off, bit;
 	} bits[] = {
-		{ "extent", 96, 0x40 },
-		{ "64bit", 96, 0x80 },
-		{ "flex_bg", 96, 0x200 },
-		{ "metadata_csum", 100, 0x400 },
+	    {"extent", 96, 0x40},
+	    {"64bit", 96, 0x80},
+	    {"flex_bg", 96, 0x200},
+	    {"metadata_csum", 100, 0x400},
 	};
 
 	for (size_t i = 0; i < sizeof(bits) / sizeof(bits[0]); i++) {
-		struct e2_opts o = { .no_flusher = true };
+		struct e2_opts o = {.no_flusher = true};
 		uint8_t *img = malloc(g_len);
 		struct bdev *mem;
 		struct e2fs *fs;
@@ -717,7 +778,7 @@ static void test_unsupported_feature_bits(void **state)
 /* A journal that needs recovery cannot be ignored. */
 static void test_journal_needs_recovery(void **state)
 {
-	struct e2_opts o = { .no_flusher = true };
+	struct e2_opts o = {.no_flusher = true};
 	struct bdev *mem;
 	struct e2fs *fs;
 	uint8_t *img;
@@ -780,7 +841,8 @@ static int group_setup(void **state)
 		goto out;
 	if (asprintf(&cmd,
 		     "cd '%s' && ln a hard && ln -s a fast && "
-		     "ln -s %0200d slow && mkdir -p big deep/a/b/c && printf abcdef > deep/a/b/c/file && "
+		     "ln -s %0200d slow && mkdir -p big deep/a/b/c && printf abcdef > "
+		     "deep/a/b/c/file && "
 		     "for i in $(seq -w 0 149); do : > big/entry-with-a-longish-name-$i; done",
 		     dir, 7) < 0)
 		goto out;
@@ -792,6 +854,8 @@ static int group_setup(void **state)
 	if (asprintf(&opts, "-d %s -N 256 -m 0", dir) < 0)
 		goto out;
 	ret = e2t_mkfs_mem(IMG_KIB, BS, opts, (void **)&g_img, &g_len);
+	if (!ret)
+		ret = e2t_mkfs_mem(8192, 4096, opts, (void **)&g_img4k, &g_len4k);
 	if (ret) {
 		print_message("# mke2fs -d failed: %d\n", ret);
 		goto out;
@@ -811,18 +875,20 @@ static int group_teardown(void **state)
 	print_message("# %u images, %u opened, %u refused, %u calls: %u EIO, %u other errors\n",
 		      g_st.images, g_st.opened, g_st.refused, g_st.ops, g_st.eio, g_st.other_err);
 	free(g_img);
+	free(g_img4k);
 	return 0;
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_corrupt_baseline),
-		cmocka_unit_test(test_corrupt_targeted),
-		cmocka_unit_test(test_corrupt_random),
-		cmocka_unit_test(test_unsupported_features),
-		cmocka_unit_test(test_unsupported_feature_bits),
-		cmocka_unit_test(test_journal_needs_recovery),
+	    cmocka_unit_test(test_corrupt_baseline),
+	    cmocka_unit_test(test_corrupt_targeted),
+	    cmocka_unit_test(test_corrupt_random),
+	    cmocka_unit_test(test_corrupt_random_4k),
+	    cmocka_unit_test(test_unsupported_features),
+	    cmocka_unit_test(test_unsupported_feature_bits),
+	    cmocka_unit_test(test_journal_needs_recovery),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -5,17 +5,20 @@
  * operations under test with the rounds driven by hand.  Every crash state
  * the recorder's log allows (crash_enumerate; capped and sampled evenly) is
  * checked twice:
- *   - e2fsck -fn: soft updates may leave only benign findings;
+ *   - e2fsck -fn: soft updates may leave only benign findings (see
+ *     e2test_util.c for which);
  *   - through the library, read only: every reachable file's blocks hold its
- *     own pattern or zeros, never another file's stale data, and for rename
- *     over an existing target, the target names the complete old or the
- *     complete new file.
- * The same workloads under CONSISTENCY_NONE must produce dangerous states:
- * that shows these checks can fail.
+ *     own pattern or zeros, never another file's stale data; after a rename
+ *     over an existing target (or an exchange) the names hold the complete
+ *     old or the complete new file; after e2_fsync returned, the file is
+ *     there, complete.
+ * The same workloads under CONSISTENCY_NONE must produce dangerous states,
+ * stale data and a broken rename: that shows these checks can fail.
  *
  * Environment: E2_CRASH_SEED, E2_CRASH_CAP (states checked per workload
- * under soft updates), E2_CRASH_MIXED (number of random mixed workloads).
- */
+ * under soft updates), E2_CRASH_MIXED (number of random mixed workloads),
+ * E2_CRASH_TRACE (print the mixed workloads' steps), E2_CRASH_LOG (print
+ * the blocks written in each round). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "bdev.h"
@@ -33,16 +37,17 @@
 #include "e2.h"
 #include "e2test_util.h"
 
-#define BS 1024
-#define IMG_KIB 2048
+#define BS	 1024
+#define IMG_KIB	 2048
 #define MAXNAMES 256
-#define MAXIDS 24
+#define MAXIDS	 24
 #define FILE_CAP (1024 * 1024)
 
-static void *g_img;
-static size_t g_len;
+static void *g_img, *g_img1, *g_img4; /* the image in use: one group or four */
+static size_t g_len, g_len1, g_len4;
 static size_t g_total_states;
 static size_t g_cache_blocks; /* 0, or a tiny cache that evicts mid-operation */
+static size_t g_round_max;    /* 0, or a few blocks per round */
 
 /* ---- patterns and the name table --------------------------------------- */
 
@@ -78,6 +83,12 @@ struct work {
 	unsigned atomic_id[2];
 	size_t atomic_size[2];
 	size_t cache_blocks; /* e2_opts.cache_blocks for the run */
+	/* after e2_fsync returned: from round durable_round on, durable_name
+	 * in durable_dir holds durable_size bytes of pattern durable_id */
+	const char *durable_name;
+	uint32_t durable_dir;
+	unsigned durable_id;
+	size_t durable_size, durable_round;
 	uint32_t dirs[8]; /* directory inodes made by setup, [0] is root */
 	unsigned ndirs;
 	bool trace; /* E2_CRASH_TRACE: print the mixed workload's steps */
@@ -115,12 +126,12 @@ static const struct nameids *name_find(const struct work *w, const char *name)
 
 /* ---- operations with error checks -------------------------------------- */
 
-#define OK(w, expr)                                                                     \
-	do {                                                                            \
-		long r_ = (long)(expr);                                                 \
-		if (r_ < 0)                                                             \
-			fail_msg("workload %s seed %llu: %s: %ld (%s)", (w)->name,      \
-				 (unsigned long long)(w)->seed, #expr, r_, e2_error((w)->fs)); \
+#define OK(w, expr)                                                                                \
+	do {                                                                                       \
+		long r_ = (long)(expr);                                                            \
+		if (r_ < 0)                                                                        \
+			fail_msg("workload %s seed %llu: %s: %ld (%s)", (w)->name,                 \
+				 (unsigned long long)(w)->seed, #expr, r_, e2_error((w)->fs));     \
 	} while (0)
 
 static uint32_t w_lookup(struct work *w, uint32_t dir, const char *name)
@@ -266,7 +277,7 @@ static void su_truncate(struct work *w)
 
 static void run_truncate(struct work *w)
 {
-	struct stat a = { 0 }, st;
+	struct stat a = {0}, st;
 	uint32_t t1 = w_lookup(w, E2_ROOT_INO, "t1");
 	uint32_t t2 = w_lookup(w, w->dirs[1], "t2");
 	uint32_t t3 = w_lookup(w, w->dirs[1], "t3");
@@ -387,6 +398,34 @@ static void su_rename_over_dirs(struct work *w)
 static void run_rename_over_dirs(struct work *w)
 {
 	OK(w, e2_rename(w->fs, w->dirs[2], "new", E2_ROOT_INO, "target", 0));
+	w_rounds(w);
+}
+
+static size_t barriers_so_far(struct bdev *rec)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < bdev_recorder_count(rec); i++)
+		n += bdev_recorder_event(rec, i)->kind == REC_BARRIER;
+	return n;
+}
+
+/* e2_fsync makes a new file durable, with its name, whatever comes after. */
+static void run_fsync(struct work *w)
+{
+	uint32_t d = w_mkdir(w, w->dirs[1], "fd");
+	uint32_t f;
+
+	w_file(w, w->dirs[2], "other", 5, 30000);
+	f = w_file(w, d, "synced", 6, 70000);
+	OK(w, e2_fsync(w->fs, f, false));
+	w->durable_name = "synced";
+	w->durable_dir = d;
+	w->durable_id = 6;
+	w->durable_size = 70000;
+	w->durable_round = barriers_so_far(w->rec);
+	w_file(w, E2_ROOT_INO, "later", 7, 20000);
+	OK(w, e2_unlink(w->fs, w->dirs[2], "other"));
 	w_rounds(w);
 }
 
@@ -573,7 +612,8 @@ static void run_mixed(struct work *w)
 		if (e2t_rng_below(&w->rng, 3) == 0) {
 			w_rounds(w);
 			if (w->trace)
-				print_message("#   rounds (log at %zu)\n", bdev_recorder_count(w->rec));
+				print_message("#   rounds (log at %zu)\n",
+					      bdev_recorder_count(w->rec));
 		}
 	}
 	w_rounds(w);
@@ -591,6 +631,8 @@ struct checker {
 	struct work *w;
 	size_t index, stride, total;
 	size_t checked, distinct, clean, benign, dangerous, semantic;
+	size_t foreign; /* states where a file showed another file's data */
+	size_t torn;	/* states where a protected name had neither file */
 	struct seen seen;
 	char first[3000];
 	bool fail_fast;
@@ -679,10 +721,9 @@ out:
 	return ret;
 }
 
-static int walk(struct work *w, struct e2fs *fs, uint32_t dir, int depth, char *why,
-		size_t whylen)
+static int walk(struct work *w, struct e2fs *fs, uint32_t dir, int depth, char *why, size_t whylen)
 {
-	struct walklist l = { 0 };
+	struct walklist l = {0};
 	int ret;
 
 	if (depth > 12) {
@@ -725,9 +766,9 @@ static int walk(struct work *w, struct e2fs *fs, uint32_t dir, int depth, char *
 	return ret;
 }
 
-/* Each protected name names one of the two complete files. */
-static int check_atomic(struct work *w, struct e2fs *fs, uint32_t dir, const char *name,
-			char *why, size_t whylen)
+/* name in dir is one of two complete files (pattern ids[v], sizes[v]). */
+static int check_complete(struct e2fs *fs, const char *what, uint32_t dir, const char *name,
+			  const unsigned *ids, const size_t *sizes, char *why, size_t whylen)
 {
 	struct stat st;
 	uint8_t *buf;
@@ -735,12 +776,12 @@ static int check_atomic(struct work *w, struct e2fs *fs, uint32_t dir, const cha
 	int ret = e2_lookup(fs, dir, name, &st);
 
 	if (ret) {
-		snprintf(why, whylen, "rename target '%s' missing: %d", name, ret);
+		snprintf(why, whylen, "%s '%s' missing: %d", what, name, ret);
 		return -1;
 	}
 	e2_forget(fs, st.st_ino, 1);
 	if (!S_ISREG(st.st_mode) || st.st_nlink < 1 || st.st_size > FILE_CAP) {
-		snprintf(why, whylen, "rename target '%s': mode %o nlink %lu size %lld", name,
+		snprintf(why, whylen, "%s '%s': mode %o nlink %lu size %lld", what, name,
 			 (unsigned)st.st_mode, (unsigned long)st.st_nlink, (long long)st.st_size);
 		return -1;
 	}
@@ -757,26 +798,25 @@ static int check_atomic(struct work *w, struct e2fs *fs, uint32_t dir, const cha
 	for (int v = 0; v < 2 && ret; v++) {
 		size_t k;
 
-		if (got != w->atomic_size[v] || (size_t)st.st_size != got)
+		if (got != sizes[v] || (size_t)st.st_size != got)
 			continue;
-		for (k = 0; k < got && buf[k] == pat(w->atomic_id[v], k); k++)
+		for (k = 0; k < got && buf[k] == pat(ids[v], k); k++)
 			;
 		if (k == got)
 			ret = 0;
 	}
 	if (ret)
 		snprintf(why, whylen,
-			 "rename target '%s' (inode %llu, size %lld) is neither complete file",
+			 "%s '%s' (inode %llu, size %lld) is not a complete expected file", what,
 			 name, (unsigned long long)st.st_ino, (long long)st.st_size);
 	free(buf);
 	return ret;
 }
 
 /* Open the crash image read only through the library and check it. */
-static int check_semantics(struct work *w, const struct crash_state *cs, char *why,
-			   size_t whylen)
+static int check_semantics(struct work *w, const struct crash_state *cs, char *why, size_t whylen)
 {
-	struct e2_opts o = { .readonly = true, .no_flusher = true };
+	struct e2_opts o = {.readonly = true, .no_flusher = true};
 	struct bdev *mem;
 	struct e2fs *fs;
 	int ret;
@@ -788,9 +828,25 @@ static int check_semantics(struct work *w, const struct crash_state *cs, char *w
 		snprintf(why, whylen, "open read only: %d (%s)", ret, e2_open_error());
 		return -1;
 	}
-	ret = walk(w, fs, E2_ROOT_INO, 0, why, whylen);
+	/* the protected names first: theirs is the more specific failure */
+	ret = 0;
+	if (w->durable_name && cs->round >= w->durable_round) {
+		unsigned ids[2] = {w->durable_id, w->durable_id};
+		size_t sizes[2] = {w->durable_size, w->durable_size};
+
+		ret = check_complete(fs, "fsynced file", w->durable_dir, w->durable_name, ids,
+				     sizes, why, whylen);
+		if (ret) {
+			size_t wo = strlen(why);
+
+			snprintf(why + wo, whylen - wo, " after e2_fsync returned");
+		}
+	}
 	for (unsigned i = 0; !ret && i < w->natomic; i++)
-		ret = check_atomic(w, fs, w->atomic_dir[i], w->atomic_name[i], why, whylen);
+		ret = check_complete(fs, "rename target", w->atomic_dir[i], w->atomic_name[i],
+				     w->atomic_id, w->atomic_size, why, whylen);
+	if (!ret)
+		ret = walk(w, fs, E2_ROOT_INO, 0, why, whylen);
 	e2_abandon(fs);
 	return ret;
 }
@@ -857,6 +913,10 @@ static int check_cb(const struct crash_state *cs, void *arg)
 	if (check_semantics(c->w, cs, why, sizeof(why))) {
 		v = E2T_DANGEROUS;
 		c->semantic++;
+		if (strstr(why, "foreign data"))
+			c->foreign++;
+		if (strstr(why, "rename target"))
+			c->torn++;
 	}
 	if (v == E2T_DANGEROUS && !c->first[0]) {
 		/* the state, its dangerous findings first, then the rest */
@@ -892,9 +952,11 @@ count:
 static void run_workload(const struct workload *wl, enum consistency cons, uint64_t seed,
 			 size_t cap, struct checker *c)
 {
-	struct e2_opts o = { .consistency = cons, .no_flusher = true,
-			     .cache_blocks = g_cache_blocks };
-	struct crash_opts co = { .max_exhaustive = 8, .samples = 24, .seed = seed };
+	struct e2_opts o = {.consistency = cons,
+			    .no_flusher = true,
+			    .cache_blocks = g_cache_blocks,
+			    .round_max_blocks = g_round_max};
+	struct crash_opts co = {.max_exhaustive = 8, .samples = 24, .seed = seed};
 	struct work *w = calloc(1, sizeof(*w));
 	struct bdev *mem, *rec;
 	size_t n = 0, nlog;
@@ -950,37 +1012,39 @@ static void run_workload(const struct workload *wl, enum consistency cons, uint6
 	nlog = bdev_recorder_count(rec);
 	e2_abandon(w->fs);
 	g_total_states += c->checked;
-	print_message("# %-16s %-11s seed %llu: %zu log events, %zu states, %zu checked "
+	print_message("# %-16s %-11s%s seed %llu: %zu log events, %zu states, %zu checked "
 		      "(%zu distinct): %zu clean, %zu benign, %zu dangerous (%zu by library "
-		      "checks)\n",
+		      "checks, %zu with foreign data)\n",
 		      wl->name, cons == CONSISTENCY_NONE ? "none" : "softupdates",
-		      (unsigned long long)seed, nlog, n, c->checked, c->distinct, c->clean,
-		      c->benign, c->dangerous, c->semantic);
+		      g_round_max ? " small-rounds" : "", (unsigned long long)seed, nlog, n,
+		      c->checked, c->distinct, c->clean, c->benign, c->dangerous, c->semantic,
+		      c->foreign);
 	free(c->seen.h);
 	free(c->seen.v);
 	free(w);
 }
 
 static const struct workload workloads[] = {
-	{ "create", NULL, run_create, true },
-	{ "mkdir", NULL, run_mkdir, true },
-	{ "write-append", NULL, run_append, true },
-	{ "truncate", su_truncate, run_truncate, true },
-	{ "unlink", su_unlink, run_unlink, true },
-	{ "rmdir", su_rmdir, run_rmdir, true },
-	{ "rename", su_rename, run_rename, true },
-	{ "rename-over", su_rename_over, run_rename_over, true },
-	{ "rename-over-dirs", su_rename_over_dirs, run_rename_over_dirs, true },
-	{ "exchange", su_exchange, run_exchange, true },
-	{ "link", su_link, run_link, true },
-	{ "symlink", NULL, run_symlink, true },
-	{ "reuse", NULL, run_reuse, true },
+    {"create", NULL, run_create, true},
+    {"mkdir", NULL, run_mkdir, true},
+    {"write-append", NULL, run_append, true},
+    {"truncate", su_truncate, run_truncate, true},
+    {"unlink", su_unlink, run_unlink, true},
+    {"rmdir", su_rmdir, run_rmdir, true},
+    {"rename", su_rename, run_rename, true},
+    {"rename-over", su_rename_over, run_rename_over, true},
+    {"rename-over-dirs", su_rename_over_dirs, run_rename_over_dirs, true},
+    {"exchange", su_exchange, run_exchange, true},
+    {"link", su_link, run_link, true},
+    {"symlink", NULL, run_symlink, true},
+    {"reuse", NULL, run_reuse, true},
+    {"fsync", NULL, run_fsync, false},
 };
 #define NWORK (sizeof(workloads) / sizeof(workloads[0]))
 
 static size_t cap_su(void)
 {
-	return (size_t)e2t_env_long("E2_CRASH_CAP", 300);
+	return (size_t)e2t_env_long("E2_CRASH_CAP", E2T_SANITIZED ? 80 : 300);
 }
 
 /* Print text as TAP comment lines. */
@@ -1034,21 +1098,48 @@ static void test_crash_each_op(void **state)
 		fail_msg("dangerous crash states under soft updates in:%s", bad);
 }
 
+/* Again with at most 3 blocks per round: many small rounds, so that the
+ * order between blocks of one operation is visible at round boundaries. */
+static void test_crash_each_op_small_rounds(void **state)
+{
+	uint64_t seed = e2t_seed("E2_CRASH_SEED", 1);
+	size_t before = g_total_states;
+	char bad[256] = "";
+
+	g_round_max = 3;
+	for (size_t i = 0; i < NWORK; i++)
+		if (!check_softupdates(&workloads[i], seed + 7)) {
+			strncat(bad, " ", sizeof(bad) - strlen(bad) - 1);
+			strncat(bad, workloads[i].name, sizeof(bad) - strlen(bad) - 1);
+		}
+	g_round_max = 0;
+	print_message("# %zu states checked\n", g_total_states - before);
+	if (bad[0])
+		fail_msg("dangerous crash states under soft updates (3-block rounds) in:%s", bad);
+}
+
 static void test_crash_mixed(void **state)
 {
 	uint64_t seed = e2t_seed("E2_CRASH_SEED", 1);
 	long n = e2t_env_long("E2_CRASH_MIXED", 8);
 	size_t before = g_total_states;
-	const struct workload wl = { "mixed", NULL, run_mixed, true };
+	const struct workload wl = {"mixed", NULL, run_mixed, true};
 	char bad[256] = "";
 
-	for (long i = 0; i < n; i++)
-		if (!check_softupdates(&wl, seed * 1000 + (uint64_t)i)) {
+	for (long i = 0; i < n; i++) {
+		bool ok;
+
+		/* every other one with 2-block rounds */
+		g_round_max = i % 2 ? 2 : 0;
+		ok = check_softupdates(&wl, seed * 1000 + (uint64_t)i);
+		g_round_max = 0;
+		if (!ok) {
 			size_t o = strlen(bad);
 
 			snprintf(bad + o, sizeof(bad) - o, " %llu",
 				 (unsigned long long)(seed * 1000 + (uint64_t)i));
 		}
+	}
 	print_message("# %zu states checked\n", g_total_states - before);
 	if (bad[0])
 		fail_msg("dangerous crash states under soft updates for mixed seeds:%s", bad);
@@ -1061,7 +1152,7 @@ static void test_crash_mixed_tiny_cache(void **state)
 	uint64_t seed = e2t_seed("E2_CRASH_SEED", 1);
 	long n = e2t_env_long("E2_CRASH_MIXED", 8) / 2;
 	size_t before = g_total_states;
-	const struct workload wl = { "mixed-tiny-cache", NULL, run_mixed, true };
+	const struct workload wl = {"mixed-tiny-cache", NULL, run_mixed, true};
 	char bad[256] = "";
 
 	g_cache_blocks = 24;
@@ -1078,12 +1169,45 @@ static void test_crash_mixed_tiny_cache(void **state)
 		fail_msg("dangerous crash states under soft updates for mixed seeds:%s", bad);
 }
 
+/* Mixed workloads on an image with four block groups of 512 blocks: files
+ * and directories spread over groups, with per-group bitmaps and counts. */
+static void test_crash_mixed_four_groups(void **state)
+{
+	uint64_t seed = e2t_seed("E2_CRASH_SEED", 1);
+	long n = e2t_env_long("E2_CRASH_MIXED", 8) / 2;
+	size_t before = g_total_states;
+	const struct workload wl = {"mixed-4-groups", NULL, run_mixed, true};
+	char bad[256] = "";
+
+	g_img = g_img4;
+	g_len = g_len4;
+	for (long i = 0; i < n; i++) {
+		bool ok;
+
+		g_round_max = i % 2 ? 3 : 0;
+		ok = check_softupdates(&wl, seed * 1000 + 700 + (uint64_t)i);
+		g_round_max = 0;
+		if (!ok) {
+			size_t o = strlen(bad);
+
+			snprintf(bad + o, sizeof(bad) - o, " %llu",
+				 (unsigned long long)(seed * 1000 + 700 + (uint64_t)i));
+		}
+	}
+	g_img = g_img1;
+	g_len = g_len1;
+	print_message("# %zu states checked\n", g_total_states - before);
+	if (bad[0])
+		fail_msg("dangerous crash states under soft updates for mixed seeds:%s", bad);
+}
+
 /* The negative control: without ordering the same workloads must leave
  * dangerous states, or the checks above prove nothing. */
 static void test_crash_none_is_caught(void **state)
 {
 	uint64_t seed = e2t_seed("E2_CRASH_SEED", 1);
-	size_t before = g_total_states, total_bad = 0, missed = 0;
+	size_t before = g_total_states, total_bad = 0, missed = 0, total_foreign = 0;
+	size_t total_torn = 0;
 	char missed_names[256] = "";
 
 	for (size_t i = 0; i < NWORK; i++) {
@@ -1091,6 +1215,8 @@ static void test_crash_none_is_caught(void **state)
 
 		run_workload(&workloads[i], CONSISTENCY_NONE, seed, 60, &c);
 		total_bad += c.dangerous;
+		total_foreign += c.foreign;
+		total_torn += c.torn;
 		if (c.dangerous) {
 			/* the state, then its first finding */
 			char *nl = strchr(c.first, '\n');
@@ -1109,26 +1235,100 @@ static void test_crash_none_is_caught(void **state)
 				sizeof(missed_names) - strlen(missed_names) - 1);
 		}
 	}
-	print_message("# %zu states checked under none, %zu dangerous\n",
-		      g_total_states - before, total_bad);
+	print_message("# %zu states checked under none, %zu dangerous, %zu with foreign data, "
+		      "%zu with a rename target that is neither file\n",
+		      g_total_states - before, total_bad, total_foreign, total_torn);
+	/* the data check, too, must be able to fail */
+	if (total_foreign == 0)
+		fail_msg("no state under CONSISTENCY_NONE showed stale data of another file");
+	if (total_torn == 0)
+		fail_msg("no state under CONSISTENCY_NONE broke a rename over a target");
 	if (missed)
 		fail_msg("no dangerous state found under CONSISTENCY_NONE for:%s", missed_names);
 }
 
+/* The classifier itself, on images damaged by hand with debugfs: each case
+ * must come out as expected, or the crash verdicts above mean nothing. */
+static void test_fsck_classifier(void **state)
+{
+	static const struct {
+		const char *debugfs; /* commands, ';' separated */
+		enum e2t_verdict want;
+	} cases[] = {
+	    {"", E2T_CLEAN},
+	    {"setb 1500 5", E2T_BENIGN},	  /* leaked blocks */
+	    {"sif /f links_count 3", E2T_BENIGN}, /* link count too high */
+	    {"unlink /f", E2T_BENIGN},		  /* unattached inode */
+	    {"unlink /d", E2T_BENIGN},		  /* unconnected directory */
+	    {"ln /f /f2", E2T_DANGEROUS},	  /* link count too low */
+	    {"freeb 12", E2T_DANGEROUS},	  /* used block marked free */
+	    {"freei /f", E2T_DANGEROUS},	  /* used inode marked free */
+	    {"clri /f", E2T_DANGEROUS},		  /* entry to a cleared inode */
+	    {"sif /f block[0] 5", E2T_DANGEROUS}, /* block shared with metadata */
+	    {"sif /d size 0", E2T_DANGEROUS},	  /* broken directory */
+	};
+	char *path = e2t_tmpfile("classify");
+	void *img;
+	size_t len;
+
+	assert_non_null(path);
+	assert_int_equal(e2t_mkfs(path, IMG_KIB, BS, NULL, NULL), 0);
+	{
+		char *cmd;
+
+		assert_true(asprintf(&cmd,
+				     "f=$(mktemp) && head -c 5000 /dev/urandom > $f && "
+				     "debugfs -w -f - '%s' >/dev/null 2>&1 <<EOF\n"
+				     "write $f f\nmkdir d\nEOF\nrm -f $f",
+				     path) > 0);
+		assert_int_equal(e2t_sh(cmd, NULL), 0);
+		free(cmd);
+	}
+	assert_int_equal(e2t_read_file(path, &img, &len), 0);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct e2t_fsck fr;
+		char *cmd;
+
+		assert_int_equal(e2t_write_file(path, img, len), 0);
+		if (cases[i].debugfs[0]) {
+			assert_true(
+			    asprintf(&cmd, "debugfs -w -R '%s' '%s'", cases[i].debugfs, path) > 0);
+			assert_int_equal(e2t_sh(cmd, NULL), 0);
+			free(cmd);
+		}
+		assert_int_equal(e2t_fsck_file(path, &fr), 0);
+		print_message("# classify '%s': %s\n", cases[i].debugfs,
+			      e2t_verdict_name(fr.verdict));
+		if (fr.verdict != cases[i].want)
+			fail_msg("debugfs '%s': e2fsck verdict %s, expected %s\n%s",
+				 cases[i].debugfs, e2t_verdict_name(fr.verdict),
+				 e2t_verdict_name(cases[i].want), fr.output);
+		e2t_fsck_free(&fr);
+	}
+	free(img);
+	unlink(path);
+	free(path);
+}
+
 static int group_setup(void **state)
 {
-	int ret = e2t_mkfs_mem(IMG_KIB, BS, NULL, &g_img, &g_len);
+	int ret = e2t_mkfs_mem(IMG_KIB, BS, NULL, &g_img1, &g_len1);
 
+	if (!ret)
+		ret = e2t_mkfs_mem(IMG_KIB, BS, "-g 512 -N 256", &g_img4, &g_len4);
 	if (ret) {
 		print_message("# mke2fs failed: %d\n", ret);
 		return -1;
 	}
+	g_img = g_img1;
+	g_len = g_len1;
 	return 0;
 }
 
 static int group_teardown(void **state)
 {
-	free(g_img);
+	free(g_img1);
+	free(g_img4);
 	print_message("# %zu states checked\n", g_total_states);
 	return 0;
 }
@@ -1136,10 +1336,13 @@ static int group_teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_crash_each_op),
-		cmocka_unit_test(test_crash_mixed),
-		cmocka_unit_test(test_crash_mixed_tiny_cache),
-		cmocka_unit_test(test_crash_none_is_caught),
+	    cmocka_unit_test(test_fsck_classifier),
+	    cmocka_unit_test(test_crash_each_op),
+	    cmocka_unit_test(test_crash_each_op_small_rounds),
+	    cmocka_unit_test(test_crash_mixed),
+	    cmocka_unit_test(test_crash_mixed_tiny_cache),
+	    cmocka_unit_test(test_crash_mixed_four_groups),
+	    cmocka_unit_test(test_crash_none_is_caught),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -292,15 +292,41 @@ static void test_hard_patch_merging(void **state)
 	st = stats(&e);
 	assert_int_equal(st.patches_soft, 1);
 	assert_int_equal(st.undo_bytes, 16);
+	/* block 5 would need a rollback now, but not once block 6 is
+	 * written: it is put off for a round */
+	assert_int_equal(cache_flush_round(e.c, NULL), 0);
+	assert_true(patch_committed(dep));
+	assert_false(patch_committed(h));
 	assert_int_equal(cache_flush_round(e.c, NULL), 0);
 	assert_true(patch_committed(h));
-	assert_false(patch_committed(p));
-	assert_int_equal(stats(&e).rollback_writes, 1);
-	assert_int_equal(cache_sync(e.c), 0);
+	assert_true(patch_committed(p));
+	assert_int_equal(stats(&e).rollback_writes, 0);
 	assert_memory_equal(cblock_data(b), mem_block(&e, 5), BS);
 	patch_release(e.c, h);
 	patch_release(e.c, p);
 	patch_release(e.c, dep);
+
+	/* When nothing else can be written, the rollback write happens. */
+	struct patch *held;
+
+	uint8_t old0 = mem_block(&e, 5)[0];
+
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &held), 0);
+	h = put_byte(&e, b, 200, 8, 4, NULL, 0);
+	p = put_byte(&e, b, 0, 3, 16, &held, 1);
+	assert_int_equal(stats(&e).undo_bytes, 16);
+	assert_int_equal(cache_flush_round(e.c, NULL), 0);
+	assert_true(patch_committed(h));
+	assert_false(patch_committed(p));
+	assert_int_equal(stats(&e).rollback_writes, 1);
+	assert_int_equal(mem_block(&e, 5)[0], old0); /* p rolled back */
+	assert_int_equal(mem_block(&e, 5)[200], 8);
+	patch_unhold(e.c, held);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_memory_equal(cblock_data(b), mem_block(&e, 5), BS);
+	patch_release(e.c, held);
+	patch_release(e.c, h);
+	patch_release(e.c, p);
 	cache_put(e.c, o);
 	cache_put(e.c, b);
 	env_close(&e);
@@ -334,7 +360,7 @@ static void test_same_block_overlap_order(void **state)
 {
 	struct env e;
 	struct cblock *b, *o;
-	struct patch *held, *dep2, *p1, *p2, *p3, *m;
+	struct patch *held, *held2, *dep2, *p1, *p2, *p3, *m;
 
 	env_open(&e, NULL);
 	b = get(&e, 1);
@@ -342,7 +368,10 @@ static void test_same_block_overlap_order(void **state)
 	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &held), 0);
 	p1 = put_byte(&e, b, 0, 1, 8, &held, 1);  /* waits for the hold */
 	dep2 = put_byte(&e, o, 0, 9, 4, NULL, 0);
-	p2 = put_byte(&e, b, 4, 2, 8, &dep2, 1);  /* overlaps p1 */
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &held2), 0);
+	/* overlaps p1; waits for another hold, so it cannot merge into p1 */
+	p2 = put_byte(&e, b, 4, 2, 8, (struct patch *[]){ dep2, held2 }, 2);
+	patch_unhold(e.c, held2);
 	p3 = put_byte(&e, b, 64, 3, 8, NULL, 0);  /* independent: hard */
 	m = put_byte(&e, b, 2, 4, 1, NULL, 0);    /* overlaps only p1: merges */
 	assert_ptr_not_equal(p1, p2);
@@ -363,6 +392,7 @@ static void test_same_block_overlap_order(void **state)
 	assert_memory_equal(cblock_data(b), mem_block(&e, 1), BS);
 	assert_device_equals_cache(&e);
 	patch_release(e.c, held);
+	patch_release(e.c, held2);
 	patch_release(e.c, dep2);
 	patch_release(e.c, p1);
 	patch_release(e.c, p2);
@@ -769,6 +799,40 @@ static void test_same_bit_flips(void **state)
 	env_close(&e);
 }
 
+/* cache_sync_patch writes what the patch needs, not everything dirty. */
+static void test_sync_patch_targeted(void **state)
+{
+	struct env e;
+	struct cblock *b1, *b2, *b3;
+	struct patch *a, *b, *later, *col;
+
+	env_open(&e, NULL);
+	b1 = get(&e, 1);
+	b2 = get(&e, 2);
+	b3 = get(&e, 3);
+	a = put_byte(&e, b1, 0, 1, 4, NULL, 0);
+	b = put_byte(&e, b2, 0, 2, 4, &a, 1);
+	assert_int_equal(patch_create_empty(e.c, &b, 1, &col), 0);
+	later = put_byte(&e, b3, 0, 3, 4, NULL, 0);
+	assert_int_equal(cache_sync_patch(e.c, col), 0);
+	assert_true(patch_committed(col));
+	assert_true(patch_committed(a));
+	assert_false(patch_committed(later));
+	assert_int_equal(mem_block(&e, 2)[0], 2);
+	assert_int_equal(mem_block(&e, 3)[0], 0);
+	assert_int_equal(stats(&e).blocks_dirty, 1);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_int_equal(mem_block(&e, 3)[0], 3);
+	patch_release(e.c, a);
+	patch_release(e.c, b);
+	patch_release(e.c, col);
+	patch_release(e.c, later);
+	cache_put(e.c, b1);
+	cache_put(e.c, b2);
+	cache_put(e.c, b3);
+	env_close(&e);
+}
+
 /* A device whose writes wait until the test lets them go, to act while a
  * round is in flight. */
 struct gate_dev {
@@ -905,6 +969,7 @@ int main(void)
 		cmocka_unit_test(test_round_limit),
 		cmocka_unit_test(test_bit_byte_overlap),
 		cmocka_unit_test(test_same_bit_flips),
+		cmocka_unit_test(test_sync_patch_targeted),
 		cmocka_unit_test(test_changes_during_round),
 	};
 

@@ -36,7 +36,8 @@
 #define SLOTS 128          /* 2-byte slots in [0, 256) */
 #define BITBASE 256        /* bits live in [256, 512) */
 #define MAXCH 200
-#define MAXDEP 4
+#define MAXDEP 4            /* dependencies picked per change */
+#define MAXD 40             /* dependencies kept per change (collectors) */
 
 enum ctype { C_BYTE, C_BIT, C_EMPTY };
 
@@ -45,13 +46,19 @@ struct change {
 	int blk;
 	uint32_t slot, nslots;   /* byte */
 	uint32_t word, mask;     /* bit: byte offset of the word, bits */
-	int deps[MAXDEP];
+	int deps[MAXD];
 	int ndeps;
 	bool held;
 	struct patch *p;
 };
 
 struct world {
+	struct patch_scope scope;   /* first: the callbacks cast back */
+	int collector;              /* held empty collecting scoped changes */
+	int scope_ids[2];
+	struct patch *scope_ptrs[2];
+	int nscope, cur, add_errs;
+	uint64_t collected;
 	uint64_t rng;
 	enum consistency mode;
 	struct bdev *mem, *rec;
@@ -182,6 +189,41 @@ static int pick_deps(struct world *w, int *deps, struct patch **ptrs)
 	return k;
 }
 
+/* The scope, as patchgroups use it: extra befores for every change, and
+ * a collector (held empty patch) that comes to depend on every change. */
+static size_t scope_befores(struct patch_scope *s, struct patch *const **deps)
+{
+	struct world *w = (struct world *)s;
+
+	*deps = w->scope_ptrs;
+	return (size_t)w->nscope;
+}
+
+static void scope_created(struct patch_scope *s, struct patch *p)
+{
+	struct world *w = (struct world *)s;
+	struct change *col;
+	int err;
+
+	if (!w->collector)
+		return;
+	col = &w->ch[w->collector];
+	if (col->ndeps == MAXD) {
+		w->collector = 0;
+		return;
+	}
+	err = patch_add_depend(w->c, col->p, p);
+	if (err == 0) {
+		col->deps[col->ndeps++] = w->cur;
+		w->collected++;
+	} else {
+		/* something came to depend on it, or it committed */
+		if (err != -EBUSY)
+			w->add_errs++;
+		w->collector = 0;
+	}
+}
+
 static void add_change(struct world *w)
 {
 	int id = ++w->n, r = (int)below(w, 10);
@@ -202,6 +244,20 @@ static void add_change(struct world *w)
 		return;
 	}
 	c->blk = (int)below(w, NB);
+	w->cur = id;
+	w->nscope = 0;
+	if (below(w, 3) == 0 && w->n > 1) {
+		for (int i = 0; i < 2; i++) {
+			int d = 1 + (int)below(w, (uint32_t)w->n - 1);
+
+			w->scope_ids[w->nscope] = d;
+			w->scope_ptrs[w->nscope++] = w->ch[d].p;
+			c->deps[c->ndeps++] = d;
+		}
+		cache_set_scope(&w->scope);
+	} else if (w->collector) {
+		cache_set_scope(&w->scope);
+	}
 	if (r < 4 && w->nextbit[c->blk] < 2048 - 32) {
 		uint32_t nb = 1 + below(w, 3), first = w->nextbit[c->blk];
 
@@ -214,7 +270,8 @@ static void add_change(struct world *w)
 			c->mask |= 1u << ((first + i) % 32);
 		w->nextbit[c->blk] = first + nb;
 		assert_int_equal(patch_create_bit(w->c, w->blk[c->blk], c->word, c->mask, ptrs,
-						  (size_t)c->ndeps, &c->p), 0);
+						  (size_t)(c->ndeps - w->nscope), &c->p), 0);
+		cache_set_scope(NULL);
 		return;
 	}
 	uint8_t buf[2 * 12];
@@ -231,7 +288,8 @@ static void add_change(struct world *w)
 		w->hist[c->blk][c->slot + s][w->nhist[c->blk][c->slot + s]++] = id;
 	}
 	assert_int_equal(patch_create_byte(w->c, w->blk[c->blk], 2 * c->slot, 2 * c->nslots,
-					   buf, ptrs, (size_t)c->ndeps, &c->p), 0);
+					   buf, ptrs, (size_t)(c->ndeps - w->nscope), &c->p), 0);
+	cache_set_scope(NULL);
 }
 
 /* ---- checking the log -------------------------------------------------- */
@@ -337,6 +395,9 @@ static void run_one(struct world *w, bool crash)
 	int nch = 10 + (int)below(w, MAXCH - 10);
 
 	w->n = 0;
+	w->collector = 0;
+	w->scope.befores = scope_befores;
+	w->scope.created = scope_created;
 	memset(w->nhist, 0, sizeof(w->nhist));
 	memset(w->nextbit, 0, sizeof(w->nextbit));
 	assert_int_equal(bdev_mem_create(BS, NB, NULL, 0, &w->mem), 0);
@@ -345,7 +406,7 @@ static void run_one(struct world *w, bool crash)
 	for (int b = 0; b < NB; b++)
 		assert_int_equal(cache_get(w->c, (uint64_t)b, &w->blk[b]), 0);
 
-	for (int i = 0; i < nch; i++) {
+	for (int i = 0; i < nch && w->n < MAXCH; i++) {
 		uint32_t r;
 		int err;
 
@@ -360,7 +421,17 @@ static void run_one(struct world *w, bool crash)
 		} else if (r < 15) {
 			bdev_mem_inject(w->mem, below(w, 2) ? BDEV_FAULT_WRITE : BDEV_FAULT_BARRIER,
 					below(w, 3), 1, EIO);
-		} else if (r < 18) {
+		} else if (r < 21 && w->n < MAXCH) {
+			/* a new collector: a held empty patch that every
+			 * following scoped change is added to */
+			struct change *c = &w->ch[++w->n];
+
+			memset(c, 0, sizeof(*c));
+			c->type = C_EMPTY;
+			c->held = true;
+			assert_int_equal(patch_create_empty_held(w->c, NULL, 0, &c->p), 0);
+			w->collector = w->n;
+		} else if (r < 24) {
 			struct change *c = &w->ch[1 + below(w, (uint32_t)w->n)];
 
 			if (c->held) {
@@ -442,6 +513,7 @@ static void test_random_dags_softupdates(void **state)
 	}
 	fprintf(stderr, "# %ld runs, %zu crash states, %zu block writes checked\n", iters,
 		w->states, w->writes);
+	fprintf(stderr, "# %llu changes added to collectors\n", (unsigned long long)w->collected);
 	fprintf(stderr, "# %llu rounds, %llu merges, %llu NRB patches, %llu rollback writes, "
 		"%llu I/O errors\n",
 		(unsigned long long)w->rounds, (unsigned long long)w->merged,
@@ -451,6 +523,8 @@ static void test_random_dags_softupdates(void **state)
 	assert_true(w->states > 1000);
 	assert_true(w->merged > 100);
 	assert_true(w->nrb > 100);
+	assert_true(w->collected > 100);
+	assert_int_equal(w->add_errs, 0);
 	assert_true(w->rollbacks > 100);
 	assert_true(w->errors > 100);
 	free(w);

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -21,7 +23,10 @@
 #include "bdev.h"
 #include "cache.h"
 #include "crashsim.h"
+#include "ctl.h"
 #include "e2.h"
+#include "fstitch/patchgroup.h"
+#include "pgsrv.h"
 #include "e2test_util.h"
 #include "pg.h"
 #include "scope.h"
@@ -224,6 +229,29 @@ static void test_access(void **state)
 	assert_int_equal(pgeng_depend(f.e, a, b, 0), 0);
 	assert_int_equal(pgeng_engage(f.e, a, 0, &g), -EROFS); /* now sealed */
 	assert_int_equal(pgeng_close(f.e, a, 1000), 0);
+	fx_close(&f);
+}
+
+/* One user cannot make the daemon keep unbounded groups; root is not
+ * bounded, and durable closed groups stop counting. */
+static void test_uid_limit(void **state)
+{
+	struct fx f;
+	int64_t a, b, c;
+
+	fx_open(&f, CONSISTENCY_SOFTUPDATES);
+	pgeng_set_uid_limit(f.e, 2);
+	assert_int_equal(pgeng_group_create(f.e, 1000, &a), 0);
+	assert_int_equal(pgeng_group_create(f.e, 1000, &b), 0);
+	assert_int_equal(pgeng_group_create(f.e, 1000, &c), -EDQUOT);
+	assert_int_equal(pgeng_group_create(f.e, 1001, &c), 0);
+	assert_int_equal(pgeng_group_create(f.e, 0, &c), 0);
+	assert_int_equal(pgeng_group_create(f.e, 0, &c), 0);
+	assert_int_equal(pgeng_group_create(f.e, 0, &c), 0);
+	assert_int_equal(pgeng_close(f.e, a, 1000), 0);
+	assert_int_equal(cache_sync(f.c), 0);
+	assert_int_equal(pgeng_group_create(f.e, 1000, &c), 0);
+	assert_int_equal(pgeng_group_create(f.e, 1000, &c), -EDQUOT);
 	fx_close(&f);
 }
 
@@ -491,6 +519,105 @@ static void test_chain_order(void **state)
 	printf("# fsync=order chain: consistency=none breaks %zu of %zu states\n", d.violations,
 	       d.states);
 	assert_true(d.violations > 0);
+}
+
+/* ---- threads ------------------------------------------------------------ */
+
+/* Writers in groups on several threads while others sync, chain and ask
+ * about the same groups: no edge may be lost (op.lost), nothing may hang,
+ * and everything ends durable. */
+struct stress {
+	struct fx *f;
+	int seed;
+	int64_t last; /* a recent id, for the syncing thread */
+	unsigned lost;
+	atomic_bool stop;
+};
+
+static void *stress_writer(void *arg)
+{
+	struct stress *st = arg;
+	struct e2t_rng rng;
+	struct pg_group *g;
+	struct pg_op op = { 0 };
+	struct cblock *b;
+	int64_t id, prev = 0;
+	uint8_t v;
+	int i, w;
+
+	e2t_rng_seed(&rng, (uint64_t)st->seed);
+	for (i = 0; i < 150; i++) {
+		if (pgeng_group_create(st->f->e, 0, &id) < 0)
+			break;
+		if (prev)
+			pgeng_depend(st->f->e, prev, id, 0);
+		if (pgeng_engage(st->f->e, id, 0, &g) < 0)
+			break;
+		for (w = 0; w < 4; w++) {
+			pgeng_op_begin(st->f->e, &op, &g, 1, NULL);
+			v = (uint8_t)e2t_rng_next(&rng);
+			if (cache_get(st->f->c, 1 + e2t_rng_below(&rng, 8), &b) == 0) {
+				patch_create_byte(st->f->c, b, (uint32_t)e2t_rng_below(&rng, BS), 1,
+						  &v, NULL, 0, NULL);
+				cache_put(st->f->c, b);
+			}
+			pgeng_op_end(&op);
+			st->lost += op.lost;
+		}
+		pgeng_disengage(st->f->e, g);
+		pgeng_close(st->f->e, id, 0);
+		__atomic_store_n(&st->last, id, __ATOMIC_RELAXED);
+		prev = id;
+	}
+	return NULL;
+}
+
+static void *stress_syncer(void *arg)
+{
+	struct stress *st = arg;
+	struct pg_info in;
+	int64_t id;
+
+	while (!atomic_load(&st->stop)) {
+		id = __atomic_load_n(&st->last, __ATOMIC_RELAXED);
+		if (id > 0) {
+			/* counted, not asserted: cmocka asserts on the main
+			 * thread only */
+			if (pgeng_sync(st->f->e, id, 0) != 0)
+				st->lost++;
+			pgeng_info(st->f->e, id, &in);
+		}
+		cache_flush_round(st->f->c, NULL);
+	}
+	return NULL;
+}
+
+static void test_threads(void **state)
+{
+	struct fx f;
+	struct stress st[4];
+	pthread_t tw[4], ts;
+	struct cache_stats cs;
+	int i;
+
+	fx_open(&f, CONSISTENCY_SOFTUPDATES);
+	memset(st, 0, sizeof(st));
+	for (i = 0; i < 4; i++) {
+		st[i].f = &f;
+		st[i].seed = 100 + i;
+		assert_int_equal(pthread_create(&tw[i], NULL, stress_writer, &st[i]), 0);
+	}
+	assert_int_equal(pthread_create(&ts, NULL, stress_syncer, &st[0]), 0);
+	for (i = 0; i < 4; i++)
+		pthread_join(tw[i], NULL);
+	atomic_store(&st[0].stop, true);
+	pthread_join(ts, NULL);
+	for (i = 0; i < 4; i++)
+		assert_int_equal(st[i].lost, 0);
+	assert_int_equal(cache_sync(f.c), 0);
+	cache_get_stats(f.c, &cs);
+	assert_int_equal(cs.blocks_dirty, 0);
+	fx_close(&f);
 }
 
 /* ---- the atomic replace, at library level ----------------------------- */
@@ -795,21 +922,192 @@ static void test_scope_exit_watch(void **state)
 	scope_tab_destroy(watched);
 }
 
+/* ---- the control protocol and the server, in one process ------------- */
+
+static void echo_handler(void *arg, const struct ctl_peer *peer, const struct ctl_req *req,
+			 struct ctl_rep *rep)
+{
+	rep->id = peer->pid;
+	rep->info.owner = peer->uid;
+	rep->info.nchanges = (uint64_t)(req->a + req->b);
+}
+
+static void test_ctl_protocol(void **state)
+{
+	char *dir = e2t_tmpdir_new("pgctl"), path[512];
+	struct ctl_server *srv;
+	struct ctl_req req = { .magic = CTL_MAGIC, .version = CTL_VERSION, .op = CTL_HELLO,
+			       .a = 40, .b = 2 };
+	struct ctl_rep rep;
+	int fd;
+
+	assert_non_null(dir);
+	snprintf(path, sizeof(path), "%s/ctl", dir);
+	/* a file that is not a socket is never replaced */
+	assert_int_equal(e2t_write_file(path, "x", 1), 0);
+	assert_int_equal(ctl_server_start(path, echo_handler, NULL, &srv), -EEXIST);
+	unlink(path);
+	assert_int_equal(ctl_server_start(path, echo_handler, NULL, &srv), 0);
+	assert_int_equal(ctl_connect(path, &fd), 0);
+	assert_int_equal(ctl_call(fd, &req, &rep), 0);
+	assert_int_equal(rep.err, 0);
+	/* who asks comes from the kernel */
+	assert_int_equal(rep.id, getpid());
+	assert_int_equal(rep.info.owner, getuid());
+	assert_int_equal(rep.info.nchanges, 42);
+	/* another version is refused, and the connection stays usable */
+	req.version = CTL_VERSION + 1;
+	assert_int_equal(ctl_call(fd, &req, &rep), 0);
+	assert_int_equal(rep.err, EPROTO);
+	req.version = CTL_VERSION;
+	assert_int_equal(ctl_call(fd, &req, &rep), 0);
+	assert_int_equal(rep.err, 0);
+	/* a stale socket left behind is replaced */
+	ctl_server_stop(srv);
+	assert_int_equal(ctl_call(fd, &req, &rep) < 0, 1);
+	close(fd);
+	assert_int_equal(ctl_connect(path, &fd), -ENOENT);
+	e2t_rm_rf(dir);
+	free(dir);
+}
+
+/* pgsrv end to end without FUSE: the public API talks to the server, and
+ * requests bracketed by pgsrv_enter/leave land in the caller's groups. */
+static void test_pgsrv_api(void **state)
+{
+	struct e2_opts o = { .no_flusher = true };
+	char *dir = e2t_tmpdir_new("pgsrv"), path[512];
+	struct bdev *mem;
+	struct e2fs *fs;
+	struct pgsrv *srv;
+	struct pg_status st;
+	struct stat sb;
+	void *img;
+	size_t len;
+	pg_t a, b;
+	pid_t tid = gettid();
+
+	assert_non_null(dir);
+	snprintf(path, sizeof(path), "%s/ctl", dir);
+	assert_int_equal(e2t_mkfs_mem(2048, BS, NULL, &img, &len), 0);
+	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem), 0);
+	free(img);
+	assert_int_equal(e2_open_bdev(mem, &o, &fs), 0);
+	assert_int_equal(pgsrv_create(fs, dir, path, &srv), 0);
+	assert_string_equal(pgsrv_socket_path(srv), path);
+	assert_int_equal(pg_set_control(path), 0);
+
+	a = pg_create();
+	assert_true(a > 0);
+	b = pg_create();
+	assert_true(b > a);
+	assert_int_equal(pg_depend(a, a), -1);
+	assert_int_equal(errno, ELOOP);
+	assert_int_equal(pg_disengage(a), -1);
+	assert_int_equal(errno, ENOTCONN);
+	assert_int_equal(pg_engage(a), 0);
+	assert_int_equal(pg_engage(a), 0); /* twice is once */
+	assert_int_equal(pg_status(a, &st), 0);
+	assert_int_equal(st.engaged, 1);
+	assert_int_equal(pg_depend(a, b), -1);
+	assert_int_equal(errno, EBUSY);
+
+	/* a request from this thread joins a */
+	pgsrv_enter(srv, tid);
+	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "x", S_IFREG | 0644, 0, 0, 0, &sb), 0);
+	pgsrv_leave(srv);
+	assert_int_equal(pg_status(a, &st), 0);
+	assert_true(st.nchanges > 0);
+	assert_true(st.state & PG_STATUS_RELEASED);
+	/* one with no process (writeback, pid 0) joins nothing */
+	{
+		uint64_t n0 = st.nchanges;
+
+		pgsrv_enter(srv, 0);
+		assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "y", S_IFREG | 0644, 0, 0, 0, &sb),
+				 0);
+		pgsrv_leave(srv);
+		assert_int_equal(pg_status(a, &st), 0);
+		assert_int_equal(st.nchanges, n0);
+	}
+	/* fsync stays a real fsync without the order policy */
+	assert_false(pgsrv_fsync_order(srv, tid));
+	assert_int_equal(pg_fsync_policy(PG_FSYNC_ORDER), 0);
+	assert_true(pgsrv_fsync_order(srv, tid));
+	assert_int_equal(pg_fsync_policy(PG_FSYNC_KEEP), 0);
+	assert_false(pgsrv_fsync_order(srv, tid));
+
+	/* A forked child speaks for itself (the library reconnects), gets a
+	 * scope copied from ours, and its engagement ends when it exits. */
+	{
+		pg_t c = pg_create();
+		pid_t pid;
+		int wst, i;
+
+		assert_true(c > 0);
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			struct pg_status cs;
+
+			if (pg_engage(c) < 0 || pg_status(c, &cs) < 0 || cs.engaged != 1)
+				_exit(1);
+			/* the copy holds our group too: a now has two engagers */
+			if (pg_status(a, &cs) < 0 || cs.engaged != 2)
+				_exit(2);
+			_exit(0);
+		}
+		assert_int_equal(waitpid(pid, &wst, 0), pid);
+		assert_int_equal(wst, 0);
+		for (i = 0; i < 500; i++) {
+			assert_int_equal(pg_status(c, &st), 0);
+			if (st.engaged == 0)
+				break;
+			usleep(10000);
+		}
+		assert_int_equal(st.engaged, 0);
+		assert_int_equal(pg_status(a, &st), 0);
+		assert_int_equal(st.engaged, 1);
+		assert_int_equal(pg_close(c), 0);
+	}
+
+	assert_int_equal(pg_disengage(a), 0);
+	assert_int_equal(pg_depend(a, b), 0);
+	assert_int_equal(pg_engage(a), -1);
+	assert_int_equal(errno, EROFS);
+	assert_int_equal(pg_sync(b), 0);
+	assert_int_equal(pg_close(a), 0);
+	assert_int_equal(pg_close(b), 0);
+	assert_int_equal(pg_close(b), -1);
+	assert_int_equal(errno, ENOENT);
+
+	pgsrv_destroy(srv);
+	assert_int_equal(pg_create(), -1); /* the daemon is gone */
+	pg_set_control(NULL);
+	assert_int_equal(e2_close(fs), 0);
+	e2t_rm_rf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ids),
 		cmocka_unit_test(test_depend_refusals),
 		cmocka_unit_test(test_access),
+		cmocka_unit_test(test_uid_limit),
 		cmocka_unit_test(test_closed_and_retired),
 		cmocka_unit_test(test_sync_befores),
 		cmocka_unit_test(test_dag_order),
 		cmocka_unit_test(test_dag_order_none_fails),
 		cmocka_unit_test(test_chain_order),
+		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_atomic_replace),
 		cmocka_unit_test(test_proc_parse),
 		cmocka_unit_test(test_scope_resolve),
 		cmocka_unit_test(test_scope_exit_watch),
+		cmocka_unit_test(test_ctl_protocol),
+		cmocka_unit_test(test_pgsrv_api),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,337 @@
+/* ext2: operations that make names: mknod, mkdir, symlink, link (and
+ * readlink).  The inode is initialised after its bitmap bit and its first
+ * block; the entry after the initialised inode (design.md §4). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+#include "e2_int.h"
+
+/* What a new inode holds besides the common fields. */
+struct newinode {
+	mode_t mode;
+	dev_t rdev;
+	const char *target; /* symlink */
+	size_t tlen;
+};
+
+static int create(struct e2fs *fs, uint32_t parent, const char *name, const struct newinode *ni,
+		  uid_t uid, gid_t gid, struct stat *st)
+{
+	struct e2_inode *dir, *ip;
+	struct e2_deps ideps = {0}, bdeps = {0}, edeps = {0};
+	struct patch *linked = NULL, *ibit = NULL, *bbit = NULL, *binit = NULL, *init = NULL;
+	struct patch *plink = NULL, *ent = NULL;
+	struct ext2_inode nw;
+	struct e2_dloc loc;
+	bool isdir = S_ISDIR(ni->mode);
+	bool slow = S_ISLNK(ni->mode) && ni->tlen > E2_FAST_SYMLINK_MAX;
+	uint32_t ino = 0, blk = 0, now = htole32(e2_now());
+	uint8_t *buf = NULL;
+	size_t len;
+	int r;
+
+	if (fs->ro)
+		return -EROFS;
+	r = e2_check_name(name, &len);
+	if (r)
+		return r;
+	e2_lock(fs);
+	r = e2_get_dir(fs, parent, &dir);
+	if (r)
+		goto out;
+	r = e2_dir_lookup(fs, dir, name, len, &loc);
+	if (r != -ENOENT) {
+		if (!r)
+			r = -EEXIST;
+		goto out;
+	}
+	if (isdir && e2_ilinks(&dir->d) >= E2_LINK_MAX) {
+		r = -EMLINK;
+		goto out;
+	}
+	/* Allocate everything first: entry room, inode, block. */
+	r = e2_dir_prepare(fs, dir, len, &linked);
+	if (r)
+		goto out;
+	r = e2_ialloc(fs, parent, isdir, &ino, &ibit);
+	if (r)
+		goto out;
+	if (isdir || slow) {
+		r = e2_balloc(fs, fs->g[(ino - 1) / fs->ipg].first, &blk, &bbit);
+		if (r) {
+			e2_ifree_bit(fs, ino, isdir, ibit);
+			goto out;
+		}
+	}
+	r = e2_iget(fs, ino, &ip);
+	if (r)
+		goto out;
+	buf = calloc(1, fs->bs);
+	if (!buf) {
+		r = -ENOMEM;
+		goto out;
+	}
+	if (isdir) {
+		/* The parent's count goes up before the ".." that counts. */
+		r = e2_add_links(fs, dir, +1, NULL, &plink);
+		if (!r)
+			r = e2_deps_addref(&bdeps, plink);
+		if (r)
+			goto out;
+		e2_dir_new_block(fs, ino, parent, buf);
+	} else if (slow) {
+		memcpy(buf, ni->target, ni->tlen);
+	}
+	if (blk) {
+		r = e2_block_init(fs, blk, buf, &bdeps, &binit);
+		if (r)
+			goto out;
+	}
+	memset(&nw, 0, sizeof(nw));
+	nw.i_mode = htole16((uint16_t)ni->mode);
+	nw.i_uid = htole16((uint16_t)uid);
+	nw.osd2.linux2.l_i_uid_high = htole16((uint16_t)(uid >> 16));
+	nw.i_gid = htole16((uint16_t)gid);
+	nw.osd2.linux2.l_i_gid_high = htole16((uint16_t)(gid >> 16));
+	nw.i_atime = nw.i_ctime = nw.i_mtime = now;
+	e2_iset_links(&nw, isdir ? 2 : 1);
+	nw.i_generation = htole32((uint32_t)random());
+	if (isdir) {
+		nw.i_size = htole32(fs->bs);
+		nw.i_block[0] = htole32(blk);
+		nw.i_blocks = htole32(fs->bs / 512);
+	} else if (S_ISLNK(ni->mode)) {
+		nw.i_size = htole32((uint32_t)ni->tlen);
+		if (slow) {
+			nw.i_block[0] = htole32(blk);
+			nw.i_blocks = htole32(fs->bs / 512);
+		} else {
+			memcpy(nw.i_block, ni->target, ni->tlen);
+		}
+	} else if (S_ISCHR(ni->mode) || S_ISBLK(ni->mode)) {
+		unsigned ma = major(ni->rdev), mi = minor(ni->rdev);
+
+		if (ma < 256 && mi < 256)
+			nw.i_block[0] = htole32((ma << 8) | mi);
+		else
+			nw.i_block[1] = htole32((mi & 0xff) | (ma << 8) | ((mi & ~0xffu) << 12));
+	}
+	/* The inode waits for its bitmap bit and its block. */
+	if ((r = e2_deps_addref(&ideps, ibit)) || (r = e2_deps_addref(&ideps, bbit)) ||
+	    (r = e2_deps_addref(&ideps, binit)))
+		goto out;
+	r = e2_iinit(fs, ip, &nw, &ideps, &init);
+	if (r)
+		goto out;
+	if (blk)
+		ip->last_pblk = blk;
+	/* The entry waits for the initialised inode. */
+	if ((r = e2_deps_addref(&edeps, init)) || (r = e2_deps_addref(&edeps, linked)))
+		goto out;
+	r = e2_dir_add(fs, dir, name, len, ino, ni->mode, &edeps, &ent);
+	if (r) {
+		/* Not linked anywhere: undo the inode (a leak at worst). */
+		struct e2_deps none = {0};
+
+		e2_drop_last_link(fs, ip, &none);
+		goto out;
+	}
+	e2_isync_add(fs, ip, ent);
+	/* In a directory that is itself new, fsync must make the whole path
+	 * reachable: take the directory's own changes along. */
+	e2_patch_drop_committed(fs, &dir->init);
+	if (dir->init)
+		e2_isync_add(fs, ip, dir->sync);
+	patch_release(fs->c, ip->init);
+	ip->init = init;
+	init = NULL;
+	r = e2_touch_dir(fs, dir);
+	if (r)
+		goto out;
+	ip->nlookup++;
+	e2_istat(fs, ip, st);
+out:
+	free(buf);
+	e2_deps_free(fs, &ideps);
+	e2_deps_free(fs, &bdeps);
+	e2_deps_free(fs, &edeps);
+	patch_release(fs->c, linked);
+	patch_release(fs->c, ibit);
+	patch_release(fs->c, bbit);
+	patch_release(fs->c, binit);
+	patch_release(fs->c, init);
+	patch_release(fs->c, plink);
+	patch_release(fs->c, ent);
+	e2_unlock(fs);
+	return r;
+}
+
+int e2_mknod(struct e2fs *fs, uint32_t parent, const char *name, mode_t mode, dev_t rdev, uid_t uid,
+	     gid_t gid, struct stat *st)
+{
+	struct newinode ni = {.mode = mode, .rdev = rdev};
+
+	switch (mode & S_IFMT) {
+	case S_IFREG:
+	case S_IFIFO:
+	case S_IFSOCK:
+	case S_IFCHR:
+	case S_IFBLK:
+		break;
+	default:
+		return -EINVAL;
+	}
+	ni.mode = (mode & S_IFMT) | (mode & 07777);
+	return create(fs, parent, name, &ni, uid, gid, st);
+}
+
+int e2_mkdir(struct e2fs *fs, uint32_t parent, const char *name, mode_t mode, uid_t uid, gid_t gid,
+	     struct stat *st)
+{
+	struct newinode ni = {.mode = S_IFDIR | (mode & 07777)};
+
+	return create(fs, parent, name, &ni, uid, gid, st);
+}
+
+int e2_symlink(struct e2fs *fs, uint32_t parent, const char *name, const char *target, uid_t uid,
+	       gid_t gid, struct stat *st)
+{
+	struct newinode ni = {.mode = S_IFLNK | 0777, .target = target};
+
+	ni.tlen = strlen(target);
+	if (ni.tlen == 0)
+		return -ENOENT;
+	if (ni.tlen >= fs->bs || ni.tlen >= 4096)
+		return -ENAMETOOLONG;
+	return create(fs, parent, name, &ni, uid, gid, st);
+}
+
+int e2_readlink(struct e2fs *fs, uint32_t ino, char *buf, size_t size)
+{
+	struct e2_inode *ip;
+	uint64_t len;
+	int r;
+
+	e2_lock(fs);
+	r = e2_get_live(fs, ino, &ip);
+	if (r)
+		goto out;
+	if (!S_ISLNK(e2_imode(ip))) {
+		r = -EINVAL;
+		goto out;
+	}
+	len = e2_isize(&ip->d);
+	if (e2_fast_symlink(fs, &ip->d)) {
+		if (len > E2_FAST_SYMLINK_MAX + 1 || len == 0) {
+			r = e2_err(fs, -EIO, "inode %u: bad fast symlink length %llu", ino,
+				   (unsigned long long)len);
+			goto out;
+		}
+		if (len > size)
+			len = size;
+		memcpy(buf, ip->d.i_block, len);
+	} else {
+		uint32_t pblk;
+		struct cblock *b;
+
+		if (len >= fs->bs || len == 0) {
+			r = e2_err(fs, -EIO, "inode %u: bad symlink length %llu", ino,
+				   (unsigned long long)len);
+			goto out;
+		}
+		r = e2_bmap(fs, ip, 0, &pblk);
+		if (!r && !pblk)
+			r = e2_err(fs, -EIO, "inode %u: symlink has no block", ino);
+		if (r)
+			goto out;
+		r = cache_get(fs->c, pblk, &b);
+		if (r)
+			goto out;
+		if (len > size)
+			len = size;
+		memcpy(buf, cblock_data(b), len);
+		cache_put(fs->c, b);
+	}
+	r = (int)len;
+out:
+	e2_unlock(fs);
+	return r;
+}
+
+int e2_link(struct e2fs *fs, uint32_t ino, uint32_t newparent, const char *newname, struct stat *st)
+{
+	struct e2_inode *dir, *ip;
+	struct e2_deps d = {0};
+	struct patch *linked = NULL, *lp = NULL, *ent = NULL;
+	struct e2_dloc loc;
+	size_t len;
+	int r;
+
+	if (fs->ro)
+		return -EROFS;
+	r = e2_check_name(newname, &len);
+	if (r)
+		return r;
+	e2_lock(fs);
+	r = e2_get_live(fs, ino, &ip);
+	if (r)
+		goto out;
+	if (e2_idir(ip)) {
+		r = -EPERM;
+		goto out;
+	}
+	if (!e2_ilinks(&ip->d)) {
+		r = -ENOENT;
+		goto out;
+	}
+	if (e2_ilinks(&ip->d) >= E2_LINK_MAX) {
+		r = -EMLINK;
+		goto out;
+	}
+	r = e2_get_dir(fs, newparent, &dir);
+	if (r)
+		goto out;
+	r = e2_dir_lookup(fs, dir, newname, len, &loc);
+	if (r != -ENOENT) {
+		if (!r)
+			r = -EEXIST;
+		goto out;
+	}
+	r = e2_dir_prepare(fs, dir, len, &linked);
+	if (r)
+		goto out;
+	/* The count goes up before the new entry reaches disk. */
+	r = e2_add_links(fs, ip, +1, NULL, &lp);
+	if (r)
+		goto out;
+	e2_patch_drop_committed(fs, &ip->init);
+	if ((r = e2_deps_addref(&d, lp)) || (r = e2_deps_addref(&d, ip->init)) ||
+	    (r = e2_deps_addref(&d, linked)))
+		goto out;
+	r = e2_dir_add(fs, dir, newname, len, ino, e2_imode(ip), &d, &ent);
+	if (r) {
+		struct e2_deps none = {0};
+
+		e2_add_links(fs, ip, -1, &none, NULL);
+		goto out;
+	}
+	e2_isync_add(fs, ip, ent);
+	patch_release(fs->c, ent);
+	if (lp) {
+		patch_release(fs->c, ip->init);
+		ip->init = lp;
+		lp = NULL;
+	}
+	r = e2_touch_dir(fs, dir);
+	if (r)
+		goto out;
+	ip->nlookup++;
+	e2_istat(fs, ip, st);
+out:
+	e2_deps_free(fs, &d);
+	patch_release(fs->c, linked);
+	patch_release(fs->c, lp);
+	e2_unlock(fs);
+	return r;
+}

@@ -1,0 +1,178 @@
+/* ext2: file contents and attributes: setattr (incl. truncate), read,
+ * write. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "e2_int.h"
+
+int e2_setattr(struct e2fs *fs, uint32_t ino, const struct stat *attr, unsigned set,
+	       struct stat *st)
+{
+	struct ext2_inode nw;
+	struct e2_inode *ip;
+	uint32_t now = htole32(e2_now());
+	int r;
+
+	if (fs->ro)
+		return -EROFS;
+	e2_lock(fs);
+	r = e2_get_live(fs, ino, &ip);
+	if (r)
+		goto out;
+	if (set & E2_SET_SIZE) {
+		mode_t m = e2_imode(ip);
+
+		if (S_ISDIR(m)) {
+			r = -EISDIR;
+			goto out;
+		}
+		if (!S_ISREG(m)) {
+			r = -EINVAL;
+			goto out;
+		}
+		if (attr->st_size < 0) {
+			r = -EINVAL;
+			goto out;
+		}
+		if ((uint64_t)attr->st_size != e2_isize(&ip->d)) {
+			r = e2_truncate_locked(fs, ip, (uint64_t)attr->st_size);
+			if (r)
+				goto out;
+		}
+	}
+	nw = ip->d;
+	if (set & E2_SET_SIZE)
+		nw.i_mtime = now;
+	if (set & E2_SET_MODE)
+		nw.i_mode = htole16((uint16_t)((e2_imode(ip) & S_IFMT) | (attr->st_mode & 07777)));
+	if (set & E2_SET_UID) {
+		nw.i_uid = htole16((uint16_t)attr->st_uid);
+		nw.osd2.linux2.l_i_uid_high = htole16((uint16_t)(attr->st_uid >> 16));
+	}
+	if (set & E2_SET_GID) {
+		nw.i_gid = htole16((uint16_t)attr->st_gid);
+		nw.osd2.linux2.l_i_gid_high = htole16((uint16_t)(attr->st_gid >> 16));
+	}
+	if (set & E2_SET_ATIME_NOW)
+		nw.i_atime = now;
+	else if (set & E2_SET_ATIME)
+		nw.i_atime = htole32((uint32_t)attr->st_atime);
+	if (set & E2_SET_MTIME_NOW)
+		nw.i_mtime = now;
+	else if (set & E2_SET_MTIME)
+		nw.i_mtime = htole32((uint32_t)attr->st_mtime);
+	if (set & E2_SET_CTIME)
+		nw.i_ctime = htole32((uint32_t)attr->st_ctime);
+	else if (set)
+		nw.i_ctime = now;
+	r = e2_iwrite(fs, ip, &nw, NULL, NULL);
+	if (!r)
+		e2_istat(fs, ip, st);
+out:
+	e2_unlock(fs);
+	return r;
+}
+
+/* Linux's default "relatime": the access time moves only when it is older
+ * than the last change or a day old, so reads rarely write. */
+static void relatime(struct e2fs *fs, struct e2_inode *ip)
+{
+	uint32_t at = le32toh(ip->d.i_atime), now = e2_now();
+	struct ext2_inode nw;
+
+	if (fs->ro ||
+	    (at >= le32toh(ip->d.i_mtime) && at >= le32toh(ip->d.i_ctime) && now - at < 86400))
+		return;
+	nw = ip->d;
+	nw.i_atime = htole32(now);
+	e2_iwrite(fs, ip, &nw, NULL, NULL); /* best effort: the read succeeded */
+}
+
+ssize_t e2_read(struct e2fs *fs, uint32_t ino, void *buf, size_t size, off_t off)
+{
+	struct e2_bcursor cur = {0, 0};
+	struct e2_inode *ip;
+	uint64_t fsize, pos, end;
+	ssize_t r;
+
+	if (off < 0)
+		return -EINVAL;
+	e2_lock(fs);
+	r = e2_get_live(fs, ino, &ip);
+	if (r)
+		goto out;
+	if (e2_idir(ip)) {
+		r = -EISDIR;
+		goto out;
+	}
+	if (!S_ISREG(e2_imode(ip))) {
+		r = -EINVAL;
+		goto out;
+	}
+	fsize = e2_isize(&ip->d);
+	if ((uint64_t)off >= fsize) {
+		r = 0;
+		goto out;
+	}
+	end = fsize - (uint64_t)off < size ? fsize : (uint64_t)off + size;
+	for (pos = (uint64_t)off; pos < end;) {
+		uint32_t boff = (uint32_t)(pos % fs->bs), len = fs->bs - boff, pblk;
+		uint8_t *dst = (uint8_t *)buf + (pos - (uint64_t)off);
+		struct cblock *b;
+		int e;
+
+		if (len > end - pos)
+			len = (uint32_t)(end - pos);
+		e = e2_bmap_cur(fs, ip, pos / fs->bs, &pblk, &cur);
+		if (e) {
+			r = e;
+			goto out;
+		}
+		if (!pblk) {
+			memset(dst, 0, len);
+		} else {
+			e = cache_get(fs->c, pblk, &b);
+			if (e) {
+				r = e2_err(fs, e, "inode %u: cannot read block %u", ino, pblk);
+				goto out;
+			}
+			memcpy(dst, cblock_data(b) + boff, len);
+			cache_put(fs->c, b);
+		}
+		pos += len;
+	}
+	r = (ssize_t)(end - (uint64_t)off);
+	relatime(fs, ip);
+out:
+	e2_unlock(fs);
+	return r;
+}
+
+ssize_t e2_write(struct e2fs *fs, uint32_t ino, const void *buf, size_t size, off_t off)
+{
+	struct e2_inode *ip;
+	ssize_t r;
+
+	if (fs->ro)
+		return -EROFS;
+	if (off < 0)
+		return -EINVAL;
+	if (size > 0x40000000)
+		size = 0x40000000;
+	e2_lock(fs);
+	r = e2_get_live(fs, ino, &ip);
+	if (r)
+		goto out;
+	if (e2_idir(ip)) {
+		r = -EISDIR;
+		goto out;
+	}
+	if (!S_ISREG(e2_imode(ip))) {
+		r = -EINVAL;
+		goto out;
+	}
+	r = e2_write_locked(fs, ip, buf, size, (uint64_t)off, false, NULL, NULL);
+out:
+	e2_unlock(fs);
+	return r;
+}

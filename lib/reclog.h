@@ -1,0 +1,31 @@
+/* Recorder logs on disk, so that crash states of a whole daemon run can be
+ * checked afterwards (tests only).
+ *
+ * fstitch-mount opens its image through reclog_e2_open() when the
+ * environment variable FSTITCH_RECORD names a log file: every block write
+ * and barrier is recorded, and when the file system is closed the log is
+ * saved there.  A test then loads it with reclog_load() and hands the
+ * recorder to crash_enumerate().  The log holds a copy of the whole image:
+ * use small images.
+ *
+ * Format (host byte order): "FSTREC1\n", u32 block size, u64 block count,
+ * the initial image, then per event u8 kind (0 write, 1 barrier) and, for a
+ * write, u64 block number and one block of data.
+ */
+#ifndef FSTITCH_RECLOG_H
+#define FSTITCH_RECLOG_H
+
+#include "bdev.h"
+#include "e2.h"
+
+/* Save rec's log to path.  0 or -errno. */
+int reclog_save(struct bdev *rec, const char *path);
+/* Rebuild a recorder (over a memory device) from a saved log; -EPROTO for
+ * a file that is not a log. */
+int reclog_load(const char *path, struct bdev **out);
+/* e2_open() of image, through a recorder whose log is saved to logpath
+ * when the file system is closed (or abandoned). */
+int reclog_e2_open(const char *image, const char *logpath, const struct e2_opts *o,
+		   struct e2fs **out);
+
+#endif

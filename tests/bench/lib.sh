@@ -1,0 +1,293 @@
+# Helpers for tests/bench/fs_bench.sh: the contenders (set up, mounted,
+# unmounted durably, torn down) and the recording of one measurement.
+# Sourced, not run.  Needs: OUT, WORK, BIN, RAW set by the caller.
+#
+# A contender is a name plus five functions, named after it with '-' as '_':
+#   ct_<name>_avail          print why it cannot run and return 1, or return 0
+#   ct_<name>_mkfs  SIZE     make a fresh file system in the contender's image
+#   ct_<name>_mount          mount it on $MNT (the daemon's pid in CT_PID)
+#   ct_<name>_umount         unmount and wait until everything is on stable
+#                            storage; this is the part of a timing that makes
+#                            the work durable
+#   ct_<name>_kill           tear down whatever is left, never failing
+# Adding a contender is adding these five functions and its name to CONTENDERS.
+
+# The durability point of every contender is the same: its image file has
+# been fsync'ed after the unmount returned and the daemon exited.  For FUSE
+# daemons the unmount returns before the daemon has flushed, so we wait for
+# the daemon to exit; the kernel sends no syncfs to a plain FUSE daemon.
+
+CT_PID=
+MNT=
+IMG=
+BACK=
+CT_LOG=
+# seconds a daemon may take to flush and exit after its unmount
+: "${BENCH_UMOUNT_TIMEOUT:=600}"
+: "${BENCH_MKFS:=mke2fs}"
+
+bench_log() { printf '%s bench: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+now() { printf '%s' "$EPOCHREALTIME"; }
+
+# elapsed T0 T1: seconds between two now() stamps, 6 decimals
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.6f", b - a }'; }
+
+ct_id() { printf '%s' "${1//-/_}"; }
+
+# ct_use NAME: point IMG, MNT, BACK, CT_LOG at NAME's files
+ct_use() {
+	local id
+	id=$(ct_id "$1")
+	IMG=$WORK/$1.img
+	MNT=$WORK/$1.mnt
+	BACK=$WORK/$1.back
+	CT_LOG=$RAW/logs/$1.log
+	mkdir -p "$MNT" "$RAW/logs"
+	CT_NAME=$1
+	CT_FN=$id
+}
+
+ct() {
+	local op=$1
+	shift
+	"ct_${CT_FN}_$op" "$@"
+}
+
+# mkfs_image PATH SIZE: a stock ext2 image, flushed so that the writes of
+# mkfs itself are never counted in a later timing.
+mkfs_image() {
+	rm -f "$1"
+	truncate -s "$2" "$1" || return 1
+	if [ "$BENCH_MKFS" = fstitch-mkfs ] && [ -x "$BIN/fstitch-mkfs" ]; then
+		"$BIN/fstitch-mkfs" -q -F "$1" >>"$CT_LOG" 2>&1 || return 1
+	else
+		mke2fs -q -F -t ext2 "$1" >>"$CT_LOG" 2>&1 || return 1
+	fi
+	sync "$1"
+}
+
+# wait_mounted DIR PID: until DIR is a mount point, or PID died (1), or 20 s.
+wait_mounted() {
+	local i
+	for i in $(seq 400); do
+		mountpoint -q "$1" && return 0
+		if [ -n "$2" ] && ! kill -0 "$2" 2>/dev/null; then
+			bench_log "$CT_NAME: daemon exited before mounting (log: $CT_LOG)"
+			return 1
+		fi
+		sleep 0.05
+	done
+	bench_log "$CT_NAME: not mounted after 20 s (log: $CT_LOG)"
+	return 1
+}
+
+# wait_daemon PID: wait for a daemon we started to exit, at most
+# BENCH_UMOUNT_TIMEOUT seconds, then kill it (status 1).
+wait_daemon() {
+	local pid=$1 killer rc
+	[ -n "$pid" ] || return 0
+	(sleep "$BENCH_UMOUNT_TIMEOUT"; kill -9 "$pid" 2>/dev/null) &
+	killer=$!
+	jobs -l >&2; echo "waiting $pid" >&2
+	wait "$pid"
+	rc=$?
+	kill "$killer" 2>/dev/null
+	wait "$killer" 2>/dev/null
+	[ $rc -lt 128 ] || { bench_log "$CT_NAME: daemon killed on unmount"; return 1; }
+	[ $rc -eq 0 ] || { bench_log "$CT_NAME: daemon exited with $rc"; return 1; }
+	return 0
+}
+
+# fuse_start CMD...: start a FUSE daemon in the foreground mode, in the
+# background of this shell, and wait until $MNT is mounted.
+fuse_start() {
+	"$@" </dev/null >>"$CT_LOG" 2>&1 3>&- &
+	CT_PID=$!
+	wait_mounted "$MNT" "$CT_PID" || { fuse_kill; return 1; }
+}
+
+# fuse_stop: the durable unmount of a FUSE contender.
+fuse_stop() {
+	local rc=0
+	fusermount3 -u "$MNT" 2>>"$CT_LOG" || rc=1
+	if [ $rc -ne 0 ]; then
+		bench_log "$CT_NAME: unmount failed (log: $CT_LOG)"
+		return 1
+	fi
+	wait_daemon "$CT_PID" || rc=1
+	CT_PID=
+	return $rc
+}
+
+fuse_kill() {
+	fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -uz "$MNT" 2>/dev/null
+	if [ -n "$CT_PID" ]; then
+		kill "$CT_PID" 2>/dev/null
+		sleep 0.2
+		kill -9 "$CT_PID" 2>/dev/null
+		wait "$CT_PID" 2>/dev/null
+	fi
+	CT_PID=
+	return 0
+}
+
+kernel_kill() {
+	local d
+	for d in "$@"; do
+		mountpoint -q "$d" || continue
+		umount "$d" 2>/dev/null || umount -l "$d" 2>/dev/null
+	done
+	return 0
+}
+
+# --- fstitch, one contender per consistency mode -----------------------------
+
+fstitch_avail() {
+	if [ ! -x "$BIN/fstitch-mount" ]; then
+		echo "$BIN/fstitch-mount is not built"
+		return 1
+	fi
+	return 0
+}
+
+fstitch_mount() {
+	# shellcheck disable=SC2086 # BENCH_FSTITCH_OPTS is a list of words
+	fuse_start "$BIN/fstitch-mount" -f -o "consistency=$1" \
+		${BENCH_FSTITCH_OPTS:-} "$IMG" "$MNT"
+}
+
+ct_fstitch_su_avail() { fstitch_avail; }
+ct_fstitch_su_mkfs() { mkfs_image "$IMG" "$1"; }
+ct_fstitch_su_mount() { fstitch_mount softupdates; }
+ct_fstitch_su_umount() { fuse_stop && sync "$IMG"; }
+ct_fstitch_su_kill() { fuse_kill; }
+
+ct_fstitch_none_avail() { fstitch_avail; }
+ct_fstitch_none_mkfs() { mkfs_image "$IMG" "$1"; }
+ct_fstitch_none_mount() { fstitch_mount none; }
+ct_fstitch_none_umount() { fuse_stop && sync "$IMG"; }
+ct_fstitch_none_kill() { fuse_kill; }
+
+# --- fuse2fs (e2fsprogs, libfuse2) -------------------------------------------
+
+ct_fuse2fs_avail() {
+	command -v fuse2fs >/dev/null || { echo "fuse2fs is not installed"; return 1; }
+	return 0
+}
+ct_fuse2fs_mkfs() { mkfs_image "$IMG" "$1"; }
+ct_fuse2fs_mount() { fuse_start fuse2fs "$IMG" "$MNT" -f; }
+ct_fuse2fs_umount() { fuse_stop && sync "$IMG"; }
+ct_fuse2fs_kill() { fuse_kill; }
+
+# --- libfuse's passthrough_ll over a kernel ext2 loop mount -------------------
+# The floor for any FUSE file system: FUSE's own cost on top of the kernel's
+# file system, on an image of the same size on the same disk.
+
+# Built at bench time into $OUT, never committed.  Set here, not in _avail,
+# which runs in a command substitution.
+PASSTHROUGH_LL=$OUT/passthrough_ll
+
+ct_passthrough_ll_avail() {
+	local src=/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c
+	[ -x "$PASSTHROUGH_LL" ] && return 0
+	if [ ! -e "$src" ] && [ -e "$src.gz" ]; then
+		gzip -dc "$src.gz" >"$OUT/passthrough_ll.c" || return 1
+		src=$OUT/passthrough_ll.c
+	fi
+	if [ ! -e "$src" ]; then
+		echo "libfuse3-dev example passthrough_ll.c not found"
+		return 1
+	fi
+	# shellcheck disable=SC2046 # pkg-config prints a list of words
+	if ! cc -O2 -o "$PASSTHROUGH_LL" "$src" \
+		$(pkg-config --cflags --libs fuse3) >"$OUT/passthrough_ll.build.log" 2>&1; then
+		echo "passthrough_ll.c does not compile (see $OUT/passthrough_ll.build.log)"
+		return 1
+	fi
+	return 0
+}
+ct_passthrough_ll_mkfs() { mkfs_image "$IMG" "$1"; }
+ct_passthrough_ll_mount() {
+	mkdir -p "$BACK"
+	mount -o loop -t ext2 "$IMG" "$BACK" 2>>"$CT_LOG" || return 1
+	fuse_start "$PASSTHROUGH_LL" -f -o "source=$BACK" "$MNT" ||
+		{ umount "$BACK"; return 1; }
+}
+ct_passthrough_ll_umount() {
+	fuse_stop || return 1
+	umount "$BACK" 2>>"$CT_LOG" || return 1
+	sync "$IMG"
+}
+ct_passthrough_ll_kill() { fuse_kill; kernel_kill "$BACK"; }
+
+# --- the kernel's ext2 (ext4's driver in ext2 mode), loop-mounted ------------
+
+ct_kernel_ext2_avail() {
+	grep -qw ext2 /proc/filesystems || modprobe ext2 2>/dev/null ||
+		grep -qw ext4 /proc/filesystems ||
+		{ echo "the kernel has no ext2 or ext4 driver"; return 1; }
+	return 0
+}
+ct_kernel_ext2_mkfs() { mkfs_image "$IMG" "$1"; }
+ct_kernel_ext2_mount() {
+	mount -o loop -t ext2 "$IMG" "$MNT" 2>>"$CT_LOG"
+}
+ct_kernel_ext2_umount() { umount "$MNT" 2>>"$CT_LOG" && sync "$IMG"; }
+ct_kernel_ext2_kill() { kernel_kill "$MNT"; }
+
+# ct_destroy: remove the contender's image once a measurement is done.
+ct_destroy() {
+	ct kill
+	rm -f "$IMG"
+}
+
+# ct_fsck: e2fsck -fn of the image, printed as clean|errors (with the exit
+# status), so a contender that corrupts its file system is visible.
+ct_fsck() {
+	local rc
+	e2fsck -fn "$IMG" >"$RAW/logs/$CT_NAME.fsck.log" 2>&1
+	rc=$?
+	if [ $rc -eq 0 ]; then
+		printf 'clean'
+	else
+		printf 'exit-%d' "$rc"
+	fi
+}
+
+# --- recording ---------------------------------------------------------------
+
+# json_str S: S as a JSON string
+json_str() {
+	local s=$1
+	s=${s//\\/\\\\}
+	s=${s//\"/\\\"}
+	s=${s//$'\n'/ }
+	s=${s//$'\t'/ }
+	printf '"%s"' "$s"
+}
+
+loadavg() { cut -d' ' -f1 /proc/loadavg; }
+
+# record WORKLOAD VARIANT CONTENDER RUN STATUS WORK_S FLUSH_S OPS NOTE [FSCK]
+# One measurement, one line of $RAW/results.jsonl.  WORK_S is the workload
+# itself, FLUSH_S the durable unmount that follows it; the time that counts
+# is their sum.  OPS is the number of operations (files, updates,
+# transactions) the workload did, for rates.
+record() {
+	local total
+	total=$(awk -v a="$6" -v b="$7" 'BEGIN { printf "%.6f", a + b }')
+	printf '{"workload":%s,"variant":%s,"contender":%s,"run":%s,"status":%s,"work_s":%s,"flush_s":%s,"total_s":%s,"ops":%s,"note":%s,"fsck":%s,"load":%s}\n' \
+		"$(json_str "$1")" "$(json_str "$2")" "$(json_str "$3")" "$4" \
+		"$(json_str "$5")" "$6" "$7" "$total" "${8:-0}" \
+		"$(json_str "${9:-}")" "$(json_str "${10:-}")" "$(loadavg)" \
+		>>"$RAW/results.jsonl"
+	bench_log "$1/$2 $3 run $4: $5 total ${total}s (work $6 + flush $7)${9:+ - $9}"
+}
+
+# skip_note CONTENDER REASON: a contender that could not run at all.
+skip_note() {
+	printf '{"contender":%s,"reason":%s}\n' "$(json_str "$1")" \
+		"$(json_str "$2")" >>"$RAW/skipped.jsonl"
+	bench_log "skipping $1: $2"
+}

@@ -1,0 +1,656 @@
+#!/usr/bin/env python3
+"""Report of the file-system benchmark (tests/bench/fs_bench.sh).
+
+  report.py OUT                      read OUT/raw, write OUT/report.md,
+                                     OUT/report.json and OUT/plots/*.svg
+  report.py --machine OUT            print the machine description as JSON
+  report.py --subset-tar SRC N DST   copy the first N members of the tar SRC
+                                     into DST (N = 0: DST is SRC, left as is)
+                                     and write DST.info: "top entries bytes"
+
+Exit status: 0 done, 1 failed, 64 usage.
+"""
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+
+FSTITCH = ["fstitch-su", "fstitch-none"]
+OTHERS = ["fuse2fs", "passthrough_ll", "kernel-ext2"]
+ORDER = FSTITCH + OTHERS
+LABEL = {
+    "fstitch-su": "fstitch (softupdates)",
+    "fstitch-none": "fstitch (none)",
+    "fuse2fs": "fuse2fs",
+    "passthrough_ll": "passthrough_ll",
+    "kernel-ext2": "kernel ext2",
+}
+
+# What each workload measures, stated once for the tables and the plots.
+WHAT = {
+    ("untar", "extract"): "tar -xf of the linux-source tree into a fresh "
+    "file system, then the durable unmount",
+    ("untar", "rm"): "rm -rf of that tree on a fresh mount, then the "
+    "durable unmount",
+    ("postmark", "default"): "PostMark (create, transactions, delete), then "
+    "the durable unmount",
+    ("replace", "fsync"): "atomic replace, one process: write temp, fsync, "
+    "rename",
+    ("replace", "fsync-proc"): "atomic replace, one process per update: "
+    "write temp, fsync, rename",
+    ("replace", "nosync"): "atomic replace without fsync (not crash-safe; "
+    "upper bound)",
+    ("replace", "pg-chain"): "atomic replace, one pgrun --after chain link "
+    "per update, no fsync",
+    ("replace", "pg-order"): "the fsync program under pgrun --fsync=order",
+    ("mail", "fsync"): "move messages mbox to mbox, fsync after each step, "
+    "then expunge",
+    ("mail", "nosync"): "the same without fsync (not crash-safe)",
+    ("mail", "pg-order"): "the fsync mail program under pgrun --fsync=order",
+}
+
+
+def what(wl, var):
+    if (wl, var) in WHAT:
+        return WHAT[(wl, var)]
+    if wl == "meta":
+        op, n = var.rsplit("-", 1)
+        return f"{op} of {n} names in one directory" + (
+            " (after a remount)" if op != "create" else "") + \
+            ", then the durable unmount"
+    return f"{wl} {var}"
+
+
+def run(cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True,
+                              timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def machine(out):
+    info = {}
+    info["kernel"] = platform.release()
+    info["cores"] = os.cpu_count()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal"):
+                info["memory_gib"] = round(int(line.split()[1]) / 2**20, 1)
+                break
+        info["loadavg_at_start"] = open("/proc/loadavg").read().split()[:3]
+    except OSError:
+        pass
+    try:
+        for line in open("/etc/os-release"):
+            if line.startswith("PRETTY_NAME="):
+                info["os"] = line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    src = run(["df", "--output=source,fstype,size", out]).splitlines()
+    if len(src) > 1:
+        dev, fstype, size = src[1].split()
+        info["disk"] = {"device": dev, "host_fs": fstype, "size": size}
+        base = os.path.basename(dev)
+        lsblk = run(["lsblk", "-dno", "MODEL,ROTA,SIZE,TYPE", dev])
+        if lsblk:
+            info["disk"]["lsblk"] = " ".join(lsblk.split())
+        sched = f"/sys/block/{base}/queue/scheduler"
+        if os.path.exists(sched):
+            info["disk"]["scheduler"] = open(sched).read().strip()
+        if base.startswith("vd"):
+            info["disk"]["kind"] = "virtio block device (a virtual machine)"
+    pk = {}
+    for p in ["fuse3", "libfuse3-3", "fuse2fs", "libfuse2", "e2fsprogs",
+              "postmark", "linux-source"]:
+        v = run(["dpkg-query", "-W", "-f=${Version}", p])
+        if v:
+            pk[p] = v
+    info["packages"] = pk
+    return info
+
+
+def subset_tar(src, n, dst):
+    """Copy the first n members of src to dst; describe dst in dst.info."""
+    names = set()
+    top = None
+    size = 0
+    if n > 0:
+        tmp = dst + ".part"
+        with tarfile.open(src, "r|") as tin, \
+                tarfile.open(tmp, "w", format=tarfile.GNU_FORMAT) as tout:
+            for k, m in enumerate(tin):
+                if k >= n:
+                    break
+                f = tin.extractfile(m) if m.isreg() else None
+                tout.addfile(m, f)
+        os.replace(tmp, dst)
+    with tarfile.open(dst, "r|") as t:
+        for m in t:
+            name = m.name.rstrip("/")
+            if name.startswith("./"):
+                name = name[2:]
+            parts = name.split("/")
+            if top is None:
+                top = parts[0]
+            if parts[0] != top:
+                raise SystemExit(f"report.py: {dst}: more than one top "
+                                 f"directory ({top}, {parts[0]})")
+            for i in range(1, len(parts) + 1):
+                names.add("/".join(parts[:i]))
+            if m.isreg():
+                size += m.size
+    with open(dst + ".info", "w") as f:
+        f.write(f"{top} {len(names)} {size}\n")
+
+
+def load_jsonl(path):
+    out = []
+    if os.path.exists(path):
+        for line in open(path):
+            line = line.strip()
+            if line:
+                out.append(json.loads(line))
+    return out
+
+
+def med(xs):
+    return statistics.median(xs) if xs else None
+
+
+def fmt_s(x):
+    if x is None:
+        return "–"
+    if x >= 100:
+        return f"{x:.0f}"
+    if x >= 10:
+        return f"{x:.1f}"
+    return f"{x:.2f}"
+
+
+def fmt_r(x):
+    return "–" if x is None else f"{x:.2f}×"
+
+
+def variant_key(var):
+    """Sort meta variants by operation then size, others by name."""
+    if "-" in var and var.rsplit("-", 1)[1].isdigit():
+        op, n = var.rsplit("-", 1)
+        return ({"create": 0, "stat": 1, "unlink": 2}.get(op, 3), int(n), op)
+    return (0, 0, var)
+
+
+def report(out):
+    raw = os.path.join(out, "raw")
+    recs = load_jsonl(os.path.join(raw, "results.jsonl"))
+    skipped = load_jsonl(os.path.join(raw, "skipped.jsonl"))
+    try:
+        params = json.load(open(os.path.join(raw, "params.json")))
+    except (OSError, ValueError):
+        params = {}
+    try:
+        mach = json.load(open(os.path.join(raw, "machine.json")))
+    except (OSError, ValueError):
+        mach = {}
+    if not recs:
+        print("report.py: no results in " + raw, file=sys.stderr)
+        return 1
+
+    # groups[(wl, var)][contender] = list of records
+    groups = {}
+    for r in recs:
+        groups.setdefault((r["workload"], r["variant"]), {}) \
+            .setdefault(r["contender"], []).append(r)
+    wl_order = []
+    for r in recs:
+        if r["workload"] not in wl_order:
+            wl_order.append(r["workload"])
+    keys = sorted(groups, key=lambda k: (wl_order.index(k[0]),
+                                         variant_key(k[1])))
+    present = [c for c in ORDER if any(c in g for g in groups.values())]
+    present += sorted({c for g in groups.values() for c in g} - set(ORDER))
+
+    summary = []
+    for k in keys:
+        for c in present:
+            rs = groups[k].get(c)
+            if not rs:
+                continue
+            ok = [r for r in rs if r["status"] == "ok"]
+            tot = [r["total_s"] for r in ok]
+            row = {
+                "workload": k[0], "variant": k[1], "contender": c,
+                "what": what(*k), "runs": len(rs), "ok_runs": len(ok),
+                "median_s": med(tot),
+                "min_s": min(tot) if tot else None,
+                "max_s": max(tot) if tot else None,
+                "median_work_s": med([r["work_s"] for r in ok]),
+                "median_flush_s": med([r["flush_s"] for r in ok]),
+                "ops": rs[0]["ops"],
+                "failures": [f'run {r["run"]}: {r["status"]}'
+                             + (f' ({r["note"]})' if r["note"] else "")
+                             for r in rs if r["status"] != "ok"],
+                "fsck": sorted({r["fsck"] for r in rs if r.get("fsck")}),
+            }
+            if tot and rs[0]["ops"]:
+                rates = [rs[0]["ops"] / t for t in tot if t > 0]
+                row["median_ops_per_s"] = med(rates)
+            if len(tot) > 1 and row["median_s"]:
+                row["spread_pct"] = round(100 * (row["max_s"] - row["min_s"])
+                                          / row["median_s"], 1)
+            summary.append(row)
+
+    def by_run(wl, var, c):
+        return {r["run"]: r["total_s"] for r in groups.get((wl, var), {})
+                .get(c, []) if r["status"] == "ok" and r["total_s"] > 0}
+
+    # Ratios pair by pair within the same run: other time / fstitch time,
+    # so that > 1 means fstitch finished sooner.
+    ratios = []
+    for k in keys:
+        for f in FSTITCH:
+            fr = by_run(k[0], k[1], f)
+            if not fr:
+                continue
+            for o in present:
+                if o == f or o in FSTITCH:
+                    continue
+                orr = by_run(k[0], k[1], o)
+                xs = [orr[i] / fr[i] for i in sorted(fr) if i in orr]
+                if xs:
+                    ratios.append({"workload": k[0], "variant": k[1],
+                                   "fstitch": f, "other": o,
+                                   "speedup_median": med(xs),
+                                   "speedup_min": min(xs),
+                                   "speedup_max": max(xs), "runs": len(xs)})
+
+    # Cross-variant comparisons: updates per second of one (variant,
+    # contender) over another, run by run.  Same op counts, so a rate ratio
+    # is the inverse time ratio.
+    cmp_specs = [
+        ("replace", "pg-chain", "fstitch-su", "fsync-proc", "fstitch-su"),
+        ("replace", "pg-order", "fstitch-su", "fsync", "fstitch-su"),
+        ("replace", "pg-chain", "fstitch-su", "fsync-proc", "fuse2fs"),
+        ("replace", "pg-chain", "fstitch-su", "fsync-proc", "kernel-ext2"),
+        ("replace", "pg-order", "fstitch-su", "fsync", "fuse2fs"),
+        ("replace", "pg-order", "fstitch-su", "fsync", "kernel-ext2"),
+        ("replace", "fsync", "fstitch-su", "fsync", "kernel-ext2"),
+        ("replace", "nosync", "kernel-ext2", "fsync", "kernel-ext2"),
+        ("mail", "pg-order", "fstitch-su", "fsync", "fstitch-su"),
+        ("mail", "pg-order", "fstitch-su", "fsync", "fuse2fs"),
+        ("mail", "pg-order", "fstitch-su", "fsync", "kernel-ext2"),
+        ("mail", "nosync", "kernel-ext2", "fsync", "kernel-ext2"),
+    ]
+    comparisons = []
+    for wl, va, ca, vb, cb in cmp_specs:
+        a = by_run(wl, va, ca)
+        b = by_run(wl, vb, cb)
+        xs = [b[i] / a[i] for i in sorted(a) if i in b]
+        if xs:
+            comparisons.append({"workload": wl, "a": f"{va} on {ca}",
+                                "b": f"{vb} on {cb}",
+                                "rate_ratio_median": med(xs),
+                                "rate_ratio_min": min(xs),
+                                "rate_ratio_max": max(xs), "runs": len(xs)})
+
+    def ratio(wl, var, o):
+        for r in ratios:
+            if (r["workload"], r["variant"], r["fstitch"], r["other"]) == \
+                    (wl, var, "fstitch-su", o):
+                return r
+        return None
+
+    def comp(wl, a, b):
+        for c in comparisons:
+            if (c["workload"], c["a"], c["b"]) == (wl, a, b):
+                return c
+        return None
+
+    # design.md §7 targets, each checked on the median of per-run ratios.
+    targets = []
+
+    def target(name, value, ok, detail):
+        targets.append({"target": name,
+                        "measured": value, "met": ok, "detail": detail})
+
+    for var in ["extract", "rm"]:
+        r = ratio("untar", var, "fuse2fs")
+        target(f"untar {var}: fstitch (softupdates) at least 1.5× faster "
+               "than fuse2fs", r and r["speedup_median"],
+               None if not r else r["speedup_median"] >= 1.5,
+               "fuse2fs time / fstitch time")
+        r = ratio("untar", var, "passthrough_ll")
+        v = r and 1 / r["speedup_median"]
+        target(f"untar {var}: fstitch (softupdates) within 1.3× of "
+               "passthrough_ll", v, None if not r else v <= 1.3,
+               "fstitch time / passthrough_ll time")
+    c = comp("replace", "pg-chain on fstitch-su", "fsync-proc on fstitch-su")
+    target("atomic replace: patchgroup chain at least 10× the updates/s of "
+           "the fsync version on the same mount",
+           c and c["rate_ratio_median"],
+           None if not c else c["rate_ratio_median"] >= 10,
+           "both one process per update")
+    for o in ["fuse2fs", "kernel-ext2"]:
+        c = comp("replace", "pg-chain on fstitch-su", f"fsync-proc on {o}")
+        target(f"atomic replace: patchgroup chain more updates/s than {o} "
+               "with fsync", c and c["rate_ratio_median"],
+               None if not c else c["rate_ratio_median"] > 1,
+               "both one process per update")
+
+    # Engine counters the daemon reported (fstitch-stat --json), by file.
+    stats = {}
+    sdir = os.path.join(raw, "stats")
+    if os.path.isdir(sdir):
+        for fn in sorted(os.listdir(sdir)):
+            try:
+                stats[fn[:-5]] = json.load(open(os.path.join(sdir, fn)))
+            except (OSError, ValueError):
+                stats[fn[:-5]] = {"unreadable": True}
+
+    loads = [r["load"] for r in recs if isinstance(r.get("load"), (int, float))]
+    noise = {"load_min": min(loads) if loads else None,
+             "load_max": max(loads) if loads else None,
+             "cores": mach.get("cores")}
+
+    plots = make_plots(out, summary, present)
+
+    result = {"machine": mach, "params": params, "skipped": skipped,
+              "summary": summary, "ratios": ratios,
+              "comparisons": comparisons, "targets": targets,
+              "engine_stats": stats, "noise": noise, "plots": plots}
+    with open(os.path.join(out, "report.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write(markdown(result, keys, present))
+    return 0
+
+
+def markdown(res, keys, present):
+    m = res["machine"]
+    p = res["params"]
+    L = []
+    w = L.append
+    w("# fstitch file-system benchmark\n")
+    w("Produced by `make bench` (tests/bench/fs_bench.sh, "
+      f"mode `{p.get('mode', '?')}`, {p.get('runs', '?')} runs, started "
+      f"{p.get('started', '?')}, finished {p.get('finished', '?')}).\n")
+    w("## Machine\n")
+    disk = m.get("disk", {})
+    w(f"- {m.get('cores', '?')} cores ({m.get('cpu', '?')}), "
+      f"{m.get('memory_gib', '?')} GiB memory, kernel {m.get('kernel', '?')}"
+      f", {m.get('os', '')}")
+    w(f"- disk: {disk.get('device', '?')} ({disk.get('kind', '')}"
+      f"{', ' + disk['lsblk'] if disk.get('lsblk') else ''}), images on its "
+      f"{disk.get('host_fs', '?')} file system (not tmpfs)")
+    w("- packages: " + ", ".join(f"{k} {v}" for k, v in
+                                 m.get("packages", {}).items()))
+    n = res["noise"]
+    w(f"- load average (1 min) seen during the runs: {n['load_min']} to "
+      f"{n['load_max']} on {n['cores']} cores. The machine was shared with "
+      "other builds and tests, so times carry that noise; the spread column "
+      "shows it per measurement and ratios are taken run by run, contenders "
+      "interleaved (their order rotates each run).\n")
+
+    w("## Method\n")
+    w("- Every measurement makes a fresh stock ext2 image "
+      f"(`{p.get('mkfs', 'mke2fs')}`, {p.get('image_size', '4G')} for untar "
+      "and PostMark, 1G otherwise) in a file on the disk above, mounts it, "
+      "runs the workload and stops the clock only when the work is durable: "
+      "after the unmount, the exit of the FUSE daemon (which flushes on exit)"
+      " and an fsync of the image file. `work` and `flush` columns split the"
+      " two.")
+    w("- Contenders: " + "; ".join([
+        "fstitch-mount with `-o consistency=softupdates` and `none`",
+        "fuse2fs (e2fsprogs, libfuse2) with its defaults",
+        "libfuse's example passthrough_ll (built from libfuse3-dev's "
+        "examples at bench time) over the kernel's ext2 on a loop-mounted "
+        "image of the same size: the floor for any FUSE file system",
+        "the kernel's ext2 (ext4's driver in ext2 mode) on a loop mount"]))
+    w(f"- untar: `{p.get('untar_tar', '?')}`, {p.get('untar_entries', '?')} "
+      f"entries, {p.get('untar_bytes', 0) / 1e6:.0f} MB of file data, read "
+      "from the page cache; the extracted tree is counted and its bytes "
+      "summed on a fresh mount before the rm, and `e2fsck -fn` checks every "
+      "image afterwards.")
+    pm = p.get("postmark", {})
+    w(f"- PostMark: {pm.get('files', '?')} files of {pm.get('min', '?')} B "
+      f"to {pm.get('max', '?')} B, {pm.get('transactions', '?')} "
+      f"transactions, {pm.get('io', '?')} B reads and writes, seed 42.")
+    w(f"- atomic replace: {p.get('replace_n', '?')} updates cycling over 16 "
+      f"files of 1 KiB; mail: {p.get('mail_n', '?')} messages of 1 to 8 KiB "
+      "moved between two mbox files, then an expunge; metadata: "
+      f"{p.get('meta_sizes', '?')} names in one directory.")
+    w("- Ratios are computed within each run (same machine state) and "
+      "summarised by their median and min–max over runs.\n")
+
+    if res["skipped"]:
+        w("## Contenders skipped\n")
+        for s in res["skipped"]:
+            w(f"- {LABEL.get(s['contender'], s['contender'])}: {s['reason']}")
+        w("")
+
+    w("## Targets (design.md §7)\n")
+    w("| target | measured | met |")
+    w("|---|---|---|")
+    for t in res["targets"]:
+        v = "not measured" if t["measured"] is None else \
+            f"{t['measured']:.2f}× ({t['detail']})"
+        met = {None: "–", True: "yes", False: "**no**"}[t["met"]]
+        w(f"| {t['target']} | {v} | {met} |")
+    w("")
+
+    if res["ratios"]:
+        w("## fstitch against the others, run by run\n")
+        w("Speed-up = other's time / fstitch's time for the same workload in "
+          "the same run (> 1: fstitch finished sooner). Median, then min–max "
+          "over runs.\n")
+        w("| workload | fstitch | vs | speed-up | min–max | runs |")
+        w("|---|---|---|---|---|---|")
+        for r in res["ratios"]:
+            w(f"| {r['workload']} {r['variant']} | {LABEL[r['fstitch']]} | "
+              f"{LABEL.get(r['other'], r['other'])} | "
+              f"{fmt_r(r['speedup_median'])} | {fmt_r(r['speedup_min'])}–"
+              f"{fmt_r(r['speedup_max'])} | {r['runs']} |")
+        w("")
+
+    if res["comparisons"]:
+        w("## Ordering without fsync: rates compared run by run\n")
+        w("Rate ratio = operations per second of A / of B (durable at the "
+          "end in both).\n")
+        w("| workload | A | B | rate ratio | min–max | runs |")
+        w("|---|---|---|---|---|---|")
+        for c in res["comparisons"]:
+            w(f"| {c['workload']} | {c['a']} | {c['b']} | "
+              f"{fmt_r(c['rate_ratio_median'])} | {fmt_r(c['rate_ratio_min'])}"
+              f"–{fmt_r(c['rate_ratio_max'])} | {c['runs']} |")
+        w("")
+
+    w("## All measurements\n")
+    w("Times in seconds, until durable: median total (work + flush), min–max"
+      " of the total, spread = (max − min) / median.\n")
+    last = None
+    for s in res["summary"]:
+        k = (s["workload"], s["variant"])
+        if k != last:
+            if last is not None:
+                w("")
+            w(f"### {s['workload']} / {s['variant']}\n")
+            w(f"{s['what']}; {s['ops']} operations.\n")
+            w("| contender | total | min–max | work | flush | ops/s | spread "
+              "| ok runs | fsck | notes |")
+            w("|---|---|---|---|---|---|---|---|---|---|")
+            last = k
+        rate = s.get("median_ops_per_s")
+        w(f"| {LABEL.get(s['contender'], s['contender'])} | "
+          f"{fmt_s(s['median_s'])} | {fmt_s(s['min_s'])}–{fmt_s(s['max_s'])}"
+          f" | {fmt_s(s['median_work_s'])} | {fmt_s(s['median_flush_s'])} | "
+          f"{'–' if rate is None else f'{rate:.0f}'} | "
+          f"{s.get('spread_pct', '–')}{'%' if 'spread_pct' in s else ''} | "
+          f"{s['ok_runs']}/{s['runs']} | {', '.join(s['fsck']) or '–'} | "
+          f"{'; '.join(s['failures']) or ''} |")
+    w("")
+
+    if res["plots"]:
+        w("## Plots\n")
+        for pl in res["plots"]:
+            w(f"- [{pl['file']}]({pl['file']}): {pl['caption']}")
+        w("")
+
+    w("## Engine counters (fstitch runs)\n")
+    if res["engine_stats"]:
+        w("Taken with `fstitch-stat --json` after each fstitch workload, "
+          "before its flush; the raw JSON is in report.json "
+          "(`engine_stats`) and raw/stats/.\n")
+        for name, st in res["engine_stats"].items():
+            flat = flatten(st)
+            shown = ", ".join(f"{k}={v}" for k, v in list(flat.items())[:12])
+            w(f"- {name}: {shown}")
+    else:
+        w("None collected: the build has no fstitch-stat, or no fstitch "
+          "contender ran. The hook is fstitch_stats() in fs_bench.sh.")
+    w("")
+    return "\n".join(L)
+
+
+def flatten(d, pre=""):
+    out = {}
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out.update(flatten(v, f"{pre}{k}."))
+    elif isinstance(d, (int, float)) and not isinstance(d, bool):
+        out[pre[:-1]] = d
+    return out
+
+
+def make_plots(out, summary, present):
+    """SVG plots with gnuplot, when it is installed."""
+    if not shutil.which("gnuplot"):
+        return []
+    pdir = os.path.join(out, "plots")
+    os.makedirs(pdir, exist_ok=True)
+    plots = []
+
+    def gp(name, script, data, caption):
+        dat = os.path.join(pdir, name + ".dat")
+        with open(dat, "w") as f:
+            f.write(data)
+        svg = os.path.join(pdir, name + ".svg")
+        scr = (f"set terminal svg size 900,500 dynamic font 'sans,11'\n"
+               f"set output '{svg}'\n" + script.replace("@DAT@", dat))
+        r = subprocess.run(["gnuplot"], input=scr, text=True,
+                           capture_output=True)
+        if r.returncode == 0:
+            plots.append({"file": f"plots/{name}.svg", "caption": caption})
+        else:
+            print(f"report.py: gnuplot failed for {name}: {r.stderr.strip()}",
+                  file=sys.stderr)
+
+    # One bar chart of median total time per contender, for each group of
+    # variants that share a scale.
+    def bars(name, rows, title, caption):
+        if not rows:
+            return
+        conts = [c for c in present if any(r["contender"] == c and
+                                           r["median_s"] is not None
+                                           for r in rows)]
+        if not conts:
+            return
+        vars_ = []
+        for r in rows:
+            v = f'{r["workload"]} {r["variant"]}'
+            if v not in vars_:
+                vars_.append(v)
+        lines = []
+        for v in vars_:
+            cells = [f'"{v}"']
+            for c in conts:
+                r = next((x for x in rows if f'{x["workload"]} {x["variant"]}'
+                          == v and x["contender"] == c), None)
+                if r and r["median_s"] is not None:
+                    cells += [f'{r["median_s"]:.6f}', f'{r["min_s"]:.6f}',
+                              f'{r["max_s"]:.6f}']
+                else:
+                    cells += ["NaN", "NaN", "NaN"]
+            lines.append(" ".join(cells))
+        cols = " , ".join(
+            f"'@DAT@' using {2 + 3 * i}:{3 + 3 * i}:{4 + 3 * i}:xtic(1) "
+            f"title '{LABEL.get(c, c)}'" for i, c in enumerate(conts))
+        script = (f"set title '{title}'\nset ylabel 'seconds until durable "
+                  "(median; bars: min-max)'\nset style data histograms\n"
+                  "set style histogram errorbars gap 2 lw 1\n"
+                  "set style fill solid 0.6 border -1\nset yrange [0:*]\n"
+                  "set key top left\nset grid ytics\nset xtics noenhanced\n"
+                  "set key noenhanced\n"
+                  f"plot {cols}\n")
+        gp(name, script, "\n".join(lines) + "\n", caption)
+
+    sel = lambda wl: [r for r in summary if r["workload"] == wl]
+    bars("untar", sel("untar"), "linux-source: tar -xf and rm -rf",
+         "untar: median seconds (workload + durable unmount) of tar -xf and "
+         "rm -rf per contender, min-max bars")
+    bars("postmark", sel("postmark"), "PostMark",
+         "PostMark: median seconds until durable, min-max bars")
+    bars("replace", sel("replace"), "Atomic replace",
+         "atomic replace: median seconds for all updates until durable, per "
+         "variant and contender, min-max bars")
+    bars("mail", sel("mail"), "Mail: move messages, then expunge",
+         "mail move: median seconds until durable, min-max bars")
+
+    # Metadata scaling: microseconds per operation against directory size.
+    meta = [r for r in summary if r["workload"] == "meta" and r["median_s"]]
+    if meta:
+        series = []
+        data = []
+        idx = 0
+        for op in ["create", "stat", "unlink"]:
+            for c in present:
+                pts = sorted((int(r["variant"].rsplit("-", 1)[1]),
+                              1e6 * r["median_s"] / r["ops"])
+                             for r in meta if r["contender"] == c and
+                             r["variant"].startswith(op + "-"))
+                if not pts:
+                    continue
+                data.append("\n".join(f"{n} {us:.3f}" for n, us in pts))
+                series.append(f"'@DAT@' index {idx} using 1:2 with "
+                              f"linespoints title '{op} {LABEL.get(c, c)}'")
+                idx += 1
+        script = ("set title 'One directory: time per operation against its "
+                  "size'\nset xlabel 'names in the directory'\nset ylabel "
+                  "'microseconds per operation (incl. flush)'\nset logscale "
+                  "xy\nset key outside right noenhanced\nset grid\n"
+                  "plot " + ", ".join(series) + "\n")
+        gp("meta", script, "\n\n\n".join(data) + "\n",
+           "metadata scaling: microseconds per create, stat (after a "
+           "remount) and unlink, against the number of names in the "
+           "directory, log-log; flat lines mean O(1) per operation")
+    return plots
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == "--machine":
+        json.dump(machine(argv[2]), sys.stdout, indent=1)
+        print()
+        return 0
+    if len(argv) == 5 and argv[1] == "--subset-tar":
+        try:
+            n = int(argv[3])
+        except ValueError:
+            print(__doc__, file=sys.stderr)
+            return 64
+        subset_tar(argv[2], n, argv[4])
+        return 0
+    if len(argv) == 2 and not argv[1].startswith("-"):
+        return report(argv[1])
+    print(__doc__, file=sys.stderr)
+    return 64
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,125 @@
+#!/usr/bin/env bats
+# The shared helpers in tests/common.bash, above all the e2fsck classifier
+# that every crash test relies on: each class is shown on an image damaged
+# by hand with debugfs, so that a classifier that called everything benign
+# (or everything dangerous) fails here.
+
+load common
+
+setup() {
+	common_setup
+	BASE=$SCRATCH/base.img
+	make_stock_image "$BASE" 8M
+	printf 'hello\n' >"$SCRATCH/hello"
+	debugfs -w -R "write $SCRATCH/hello f1" "$BASE" >/dev/null 2>&1
+	debugfs -w -R "mkdir d" "$BASE" >/dev/null 2>&1
+	debugfs -w -R "mkdir d/sub" "$BASE" >/dev/null 2>&1
+}
+
+teardown() {
+	common_teardown
+}
+
+# damaged NAME DEBUGFS-REQUEST...: a copy of the base image with each request
+# applied; prints its path.
+damaged() {
+	local img=$SCRATCH/$1.img r
+	shift
+	cp "$BASE" "$img"
+	for r in "$@"; do
+		debugfs -w -R "$r" "$img" >/dev/null 2>&1
+	done
+	echo "$img"
+}
+
+# class_is WANT IMAGE: fsck_run gives WANT, or fail showing e2fsck's output.
+class_is() {
+	fsck_run "$2"
+	if [ "$FSCK_CLASS" != "$1" ]; then
+		echo "expected $1, got $FSCK_CLASS for $2:" >&2
+		cat "$FSCK_OUT" >&2
+		return 1
+	fi
+}
+
+@test "fsck_run calls a fresh image clean" {
+	class_is clean "$BASE"
+	run -0 fsck_classify "$BASE"
+	assert_output clean
+	assert_fsck_clean "$BASE"
+}
+
+@test "fsck_run calls leaked blocks and inodes and wrong free counts benign" {
+	class_is benign "$(damaged leak 'setb 5000 3' 'seti <20>' 'ssv free_blocks_count 10')"
+}
+
+@test "fsck_run calls a link count that is too high benign" {
+	class_is benign "$(damaged links-high 'sif f1 links_count 3')"
+}
+
+@test "fsck_run calls an unattached inode benign" {
+	class_is benign "$(damaged unattached 'unlink f1')"
+}
+
+@test "fsck_run calls an unconnected directory benign" {
+	class_is benign "$(damaged unconnected 'unlink d/sub')"
+	grep -q 'Unconnected directory inode' "$FSCK_OUT"
+}
+
+@test "fsck_run calls an i_blocks that is too high benign" {
+	class_is benign "$(damaged iblocks-high 'sif f1 blocks 10')"
+	grep -q 'i_blocks is 10, should be 2' "$FSCK_OUT"
+}
+
+@test "fsck_run calls a block in use but marked free dangerous" {
+	local blk
+	blk=$(debugfs -R "bmap f1 0" "$BASE" 2>/dev/null)
+	class_is dangerous "$(damaged plus-bitmap "freeb $blk")"
+	[[ $FSCK_WHY == *'Block bitmap differences:  +'* ]]
+}
+
+@test "fsck_run calls a directory entry to a cleared inode dangerous" {
+	class_is dangerous "$(damaged cleared 'clri f1')"
+	[[ $FSCK_WHY == *'has deleted/unused inode'* ]]
+}
+
+@test "fsck_run calls a link count that is too low dangerous" {
+	class_is dangerous "$(damaged links-low 'sif d links_count 1')"
+	[[ $FSCK_WHY == *'ref count is 1, should be 3'* ]]
+}
+
+@test "fsck_run calls an i_blocks that is too low dangerous" {
+	class_is dangerous "$(damaged iblocks-low 'sif f1 blocks 0')"
+}
+
+@test "fsck_run calls a corrupted directory dangerous" {
+	class_is dangerous "$(damaged zapped 'zap_block -f / 0')"
+}
+
+@test "fsck_run calls an image e2fsck cannot open dangerous" {
+	class_is dangerous "$SCRATCH/missing.img"
+	[[ $FSCK_WHY == 'e2fsck exit status 8' ]]
+	run ! assert_fsck_not_dangerous "$SCRATCH/missing.img"
+}
+
+@test "assert_fsck_not_dangerous passes benign images and assert_fsck_clean does not" {
+	local img
+	img=$(damaged leak2 'setb 5000')
+	assert_fsck_not_dangerous "$img"
+	run ! assert_fsck_clean "$img"
+}
+
+@test "kernel_mount is tracked and undone by unmount_all" {
+	kernel_mount "$BASE" "$SCRATCH/mnt"
+	mountpoint -q "$SCRATCH/mnt"
+	[ "$(cat "$SCRATCH/mnt/f1")" = hello ]
+	unmount_all
+	run ! mountpoint -q "$SCRATCH/mnt"
+	assert_fsck_clean "$BASE"
+}
+
+@test "fstitch_cmd fails with a message for a command that is not built" {
+	run -1 --separate-stderr fstitch_cmd no-such-command
+	assert_output ""
+	[[ $stderr == "no-such-command is not built"* ]]
+}

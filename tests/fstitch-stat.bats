@@ -1,0 +1,364 @@
+#!/usr/bin/env bats
+# fstitch-stat on a live mount: numbers that agree with each other during a
+# workload and drain to zero after a flush, JSON with every documented
+# member (checked by jq), dot that Graphviz renders, patchgroup states, a
+# dependency between groups explained by --why, and clear errors.
+
+load common
+
+setup() {
+	common_setup
+	STAT=$(fstitch_cmd fstitch-stat)
+	PGRUN=$(fstitch_cmd pgrun)
+	PGCREATE=$(fstitch_cmd pgcreate)
+	PGDEPEND=$(fstitch_cmd pgdepend)
+	PGCLOSE=$(fstitch_cmd pgclose)
+	IMG=$SCRATCH/fs.img
+	MNT=$SCRATCH/mnt
+	make_image "$IMG" 32M
+	# A long flush interval keeps the workload's patches in memory while
+	# the tests look at them.
+	fstitch_mount_start "$IMG" "$MNT" -o flush_interval=60
+	cd "$MNT"
+}
+
+teardown() {
+	cd /
+	common_teardown
+	fstitch_mount_reap
+}
+
+workload() {
+	local i
+	mkdir -p d
+	for i in $(seq 1 40); do
+		echo "file $i" >"d/f$i"
+	done
+	dd if=/dev/urandom of=big bs=64k count=8 status=none
+	mv d/f1 d/g1
+	rm d/f2
+}
+
+# json_get FILTER: evaluate a jq filter on a fresh summary.
+json_get() {
+	"$STAT" --json | jq -er "$1"
+}
+
+@test "the summary during a workload has numbers that agree with each other" {
+	workload
+	run -0 "$STAT" --json
+	echo "$output" >"$SCRATCH/s.json"
+	# Each relation is one jq expression that must be true.
+	local rel
+	for rel in \
+		'.blocks.dirty > 0' \
+		'.blocks.dirty <= .blocks.cached' \
+		'.blocks.ready <= .blocks.dirty' \
+		'.blocks.inflight <= .blocks.dirty' \
+		'.patches.pending > 0' \
+		'.patches.pending <= .patches.created' \
+		'.patches.committed <= .patches.created' \
+		'.patches.hard + .patches.soft == .patches.byte + .patches.bit' \
+		'.memory.undo_bytes <= .memory.engine_bytes' \
+		'.memory.dirty_bytes == .blocks.dirty * .mode.block_size' \
+		'.memory.engine_bytes <= .memory.peak_engine_bytes' \
+		'.memory.dirty_bytes <= .memory.peak_dirty_bytes' \
+		'(.memory.engine_dirty_ratio - .memory.engine_bytes / .memory.dirty_bytes) | fabs < 0.001' \
+		'.io.barriers <= .io.rounds' \
+		'.io.rollback_writes <= .io.block_writes' \
+		'.mode.consistency == "softupdates"' \
+		'.mode.flush_interval_ms == 60000'; do
+		jq -e "$rel" "$SCRATCH/s.json" >/dev/null || {
+			echo "false: $rel" >&2
+			cat "$SCRATCH/s.json" >&2
+			return 1
+		}
+	done
+	# The per-block view agrees with the summary.
+	run -0 "$STAT" --blocks --json --limit 100000
+	echo "$output" >"$SCRATCH/b.json"
+	jq -e '.block_list | length > 0' "$SCRATCH/b.json"
+	jq -e '[.block_list[] | .ready <= .patches and .hard <= .patches and .patches > 0] | all' \
+		"$SCRATCH/b.json"
+	jq -e '(.block_list | length) == .blocks.dirty' "$SCRATCH/b.json"
+	jq -e '[.block_list[].age_ms] as $a | $a == ($a | sort | reverse)' "$SCRATCH/b.json"
+	# And the text form says the same in words.
+	run -0 "$STAT"
+	assert_line --regexp '^blocks: +[0-9]+ cached, [1-9][0-9]* dirty'
+	assert_line --regexp '^mode: +consistency softupdates, flush interval 1m00s'
+	assert_line --regexp '^memory: +undo .*engine/dirty [0-9.]+%$'
+}
+
+@test "after a sync nothing is dirty and no patch is pending" {
+	workload
+	[ "$(json_get .blocks.dirty)" -gt 0 ]
+	# fsync of the root directory syncs the file system (fsync is a
+	# durability point); then wait for any round still in flight.
+	sync .
+	local n
+	for ((n = 0; n < 100; n++)); do
+		[ "$(json_get '.blocks.dirty + .patches.pending + .blocks.inflight')" = 0 ] && break
+		sleep 0.1
+	done
+	run -0 "$STAT" --json
+	echo "$output" | jq -e '.blocks.dirty == 0 and .patches.pending == 0 and .blocks.ready == 0'
+	echo "$output" | jq -e '.memory.undo_bytes == 0 and .io.block_writes > 0 and .io.barriers > 0'
+	run -0 "$STAT" --blocks
+	assert_output "(no dirty blocks)"
+}
+
+@test "--json has every documented member, in every view" {
+	workload
+	local m
+	run -0 "$STAT" --json
+	echo "$output" >"$SCRATCH/s.json"
+	python3 -m json.tool "$SCRATCH/s.json" >/dev/null
+	for m in .schema .view .limit .truncated \
+		.mode.consistency .mode.flush_interval_ms .mode.block_size .mode.max_blocks \
+		.mode.dirty_limit \
+		.blocks.cached .blocks.dirty .blocks.inflight .blocks.ready .blocks.oldest_dirty_ms \
+		.patches.pending .patches.byte .patches.bit .patches.empty .patches.hard \
+		.patches.soft .patches.created .patches.merged .patches.committed \
+		.memory.undo_bytes .memory.engine_bytes .memory.dirty_bytes \
+		.memory.engine_dirty_ratio .memory.peak_engine_bytes .memory.peak_dirty_bytes \
+		.io.rounds .io.barriers .io.block_writes .io.rollback_writes .io.write_errors \
+		.io.barrier_errors .io.dirty_waits .io.round_in_flight \
+		.groups.served .groups.known .groups.open .groups.engaged .groups.sealed \
+		.groups.closed .groups.counted; do
+		jq -e "$m != null" "$SCRATCH/s.json" >/dev/null || {
+			echo "missing $m" >&2
+			return 1
+		}
+	done
+	jq -e '.schema == "fstitch-stat/1" and .view == "summary"' "$SCRATCH/s.json"
+
+	run -0 "$STAT" --blocks --json
+	echo "$output" | jq -e '.block_list[0] | has("block") and has("patches") and has("ready")
+		and has("hard") and has("undo_bytes") and has("age_ms") and has("state")
+		and has("partial")'
+
+	local blk
+	blk=$(echo "$output" | jq -r '.block_list[0].block')
+	run -0 "$STAT" --patches "$blk" --json
+	echo "$output" | jq -e --argjson b "$blk" '.view == "patches" and .block == $b
+		and (.patch_list | length > 0) and has("waited_for") and has("edges")'
+	echo "$output" | jq -e '.patch_list[0] | has("id") and has("type") and has("block")
+		and has("offset") and has("length") and has("undo_bytes") and has("hard")
+		and has("held") and has("inflight") and has("waits_other_blocks")
+		and has("waits_same_block") and has("afters") and has("group") and has("role")'
+
+	run -0 "$STAT" --why "$blk" --json
+	echo "$output" | jq -e '.view == "why" and (.why.end | IN("clean","ready","inflight",
+		"held","write","depth","lost")) and (.why.chain | type == "array")'
+
+	run -0 "$STAT" --groups --json
+	echo "$output" | jq -e '.view == "groups" and (.group_list | type == "array")'
+
+	run -0 "$STAT" --json 0.2 2
+	assert_equal "${#lines[@]}" 2
+	echo "${lines[1]}" | jq -e '.view == "rates" and .interval_s > 0 and
+		(.rates | has("block_writes") and has("rounds") and has("barriers")
+		and has("rollback_writes") and has("patches_created") and has("patches_merged")
+		and has("patches_committed"))'
+}
+
+@test "--dot output renders with Graphviz" {
+	workload
+	a=$("$PGCREATE")
+	run -0 "$STAT" --dot
+	echo "$output" >"$SCRATCH/g.dot"
+	assert_line --regexp '^digraph fstitch \{$'
+	assert_line --regexp 'subgraph cluster_b[0-9]+ \{'
+	assert_line --regexp '-> p[0-9]+;$'
+	assert_line --partial "of group $a"
+	run -0 dot -Tsvg "$SCRATCH/g.dot" -o "$SCRATCH/g.svg"
+	grep -q '<svg' "$SCRATCH/g.svg"
+	# --limit bounds the nodes drawn.
+	run -0 "$STAT" --dot --limit 3
+	[ "$(grep -cE '^\s+p[0-9]+ \[label' <<<"$output")" -le 3 ]
+	echo "$output" | dot -Tsvg >/dev/null
+	"$PGCLOSE" "$a"
+}
+
+@test "patchgroups show with the state pgcreate, pgdepend and pgrun gave them" {
+	a=$("$PGCREATE")
+	b=$("$PGCREATE")
+	"$PGDEPEND" "$a" "$b"
+	"$PGRUN" --group "$b" -- sh -c 'echo x > f'
+	run -0 "$STAT" --groups --json
+	echo "$output" >"$SCRATCH/g.json"
+	jq -e --argjson a "$a" '.group_list[] | select(.id == $a) |
+		.sealed and (.closed | not) and (.released | not) and .afters == 1 and .engaged == 0' \
+		"$SCRATCH/g.json"
+	jq -e --argjson b "$b" '.group_list[] | select(.id == $b) |
+		.released and (.sealed | not) and (.closed | not) and .befores == 1 and .changes > 0' \
+		"$SCRATCH/g.json"
+	jq -e '.groups.known >= 2 and .groups.sealed >= 1 and .groups.open >= 2' "$SCRATCH/g.json"
+	run -0 "$STAT" --groups
+	assert_line --regexp "^ +$a +[0-9]+ +open,sealed "
+	assert_line --regexp "^ +$b +[0-9]+ +open,released "
+	# Closed groups say so (until they are durable and forgotten).
+	"$PGCLOSE" "$b"
+	run -0 "$STAT" --groups --json
+	echo "$output" | jq -e --argjson b "$b" \
+		'[.group_list[] | select(.id == $b)] | length == 0 or .[0].closed'
+	"$PGCLOSE" "$a"
+}
+
+@test "--why explains a change that waits for another group's changes" {
+	# a's change stays in memory (flush interval 60 s); b is made to
+	# follow a, so b's change waits: b's head -> a's tail -> a's change.
+	a=$("$PGCREATE")
+	"$PGRUN" --group "$a" -- sh -c 'echo first > ga'
+	b=$("$PGCREATE")
+	"$PGDEPEND" "$a" "$b"
+	"$PGRUN" --group "$b" -- sh -c 'echo x > f'
+	local blk found=
+	for blk in $("$STAT" --blocks --json --limit 100000 | jq -r '.block_list[].block'); do
+		"$STAT" --why "$blk" --json >"$SCRATCH/w.json"
+		if jq -e --argjson a "$a" --argjson b "$b" '
+			[.why.chain[] | select(.group == $b and .role == "head")] | length > 0' \
+			"$SCRATCH/w.json" >/dev/null &&
+			jq -e --argjson a "$a" '
+			[.why.chain[] | select(.group == $a and .role == "tail")] | length > 0' \
+				"$SCRATCH/w.json" >/dev/null; then
+			found=$blk
+			break
+		fi
+	done
+	[ -n "$found" ] || {
+		echo "no block's --why chain goes through group $b's head and group $a's tail" >&2
+		return 1
+	}
+	# The chain ends at a patch that only waits for the next round.
+	jq -e '.why.end == "write" or .why.end == "held"' "$SCRATCH/w.json"
+	run -0 "$STAT" --why "$found"
+	assert_line --regexp "^block $found waits:$"
+	assert_line --partial "head of group $b"
+	assert_line --partial "tail of group $a"
+	assert_line --regexp '^cause: '
+	# The patches view of the same block names what its patches wait for.
+	run -0 "$STAT" --patches "$found"
+	assert_line --regexp "^block $found: [0-9]+ unwritten patches$"
+	assert_output --partial "head of group $b"
+	"$PGCLOSE" "$a"
+	"$PGCLOSE" "$b"
+}
+
+@test "with ordering off (consistency=none) the same groups leave nothing waiting" {
+	# The control for the test above: without dependencies no block's
+	# chain can go through a group, so that test cannot pass by accident.
+	cd /
+	fstitch_mount_stop "$MNT"
+	fstitch_mount_start "$IMG" "$MNT" -o flush_interval=60,consistency=none
+	cd "$MNT"
+	a=$("$PGCREATE")
+	"$PGRUN" --group "$a" -- sh -c 'echo first > ga'
+	b=$("$PGCREATE")
+	"$PGDEPEND" "$a" "$b"
+	"$PGRUN" --group "$b" -- sh -c 'echo x > f'
+	run -0 "$STAT" --json
+	echo "$output" | jq -e '.mode.consistency == "none" and .blocks.dirty > 0'
+	echo "$output" | jq -e '.blocks.ready == .blocks.dirty'
+	local blk n=0
+	for blk in $("$STAT" --blocks --json --limit 100000 | jq -r '.block_list[].block'); do
+		run -0 "$STAT" --why "$blk" --json
+		echo "$output" | jq -e '.why.end == "ready" and .why.chain == []'
+		n=$((n + 1))
+	done
+	[ "$n" -gt 0 ]
+	"$PGCLOSE" "$a"
+	"$PGCLOSE" "$b"
+}
+
+@test "a block with nothing to write is explained as clean" {
+	run -0 "$STAT" --why 999999
+	assert_output "block 999999 is clean: it has nothing waiting to be written"
+	run -0 "$STAT" --patches 999999 --json
+	echo "$output" | jq -e '.patch_list == []'
+}
+
+@test "the mount can be named by a path inside it, -C or FSTITCH_CONTROL" {
+	mkdir -p sub/dir
+	cd /
+	run -0 "$STAT" "$MNT/sub/dir"
+	assert_line --regexp '^blocks: '
+	run -0 "$STAT" -C "$MNT/sub"
+	assert_line --regexp '^blocks: '
+	FSTITCH_CONTROL=$MNT run -0 "$STAT" --json
+	cd "$MNT/sub"
+	run -0 "$STAT" 0.1 2
+	assert_line --index 0 --regexp '^ +DIRTY +PENDING'
+	assert_equal "${#lines[@]}" 3
+}
+
+@test "-q prints nothing and its status says whether the path is in a live mount" {
+	run -0 "$STAT" -q
+	assert_output ""
+	run -1 --separate-stderr "$STAT" -q "$SCRATCH"
+	assert_output ""
+	assert_equal "$stderr" "fstitch-stat: '$SCRATCH' is not inside an fstitch mount"
+}
+
+@test "-v adds why the oldest dirty block waits" {
+	workload
+	run -0 "$STAT" -v
+	assert_line --regexp '^blocks: '
+	assert_line "oldest dirty block:"
+	assert_line --regexp '^block [0-9]+ (waits:|is )'
+}
+
+@test "a path outside any fstitch mount is a clear one-line error, status 1" {
+	cd "$SCRATCH"
+	run -1 --separate-stderr "$STAT"
+	assert_equal "$stderr" "fstitch-stat: '.' is not inside an fstitch mount"
+	assert_output ""
+	run -1 --separate-stderr "$STAT" /nonexistent/path
+	assert_equal "$stderr" "fstitch-stat: cannot use '/nonexistent/path': No such file or directory"
+	run -1 --separate-stderr "$STAT" -C /proc
+	assert_equal "$stderr" "fstitch-stat: '/proc' is not inside an fstitch mount"
+}
+
+@test "bad arguments are a clear message and status 64" {
+	local args
+	while IFS='|' read -r args msg; do
+		# shellcheck disable=SC2086
+		run -64 --separate-stderr "$STAT" $args
+		assert_equal "${stderr_lines[0]}" "fstitch-stat: $msg"
+	done <<'EOF'
+--why=abc|invalid block number 'abc'
+--patches=-1|invalid block number '-1'
+--limit=0|invalid limit '0' (1 to 100000)
+--limit=100001|invalid limit '100001' (1 to 100000)
+--watch=0|invalid interval '0' (seconds, 0.01 to 86400)
+--blocks --groups|--blocks, --groups, --patches and --why are exclusive
+--dot --json|--dot and --json are exclusive
+1 0|invalid count '0'
+1 2 3|invalid argument '3'
+-q 1|-q cannot be used with an interval
+. -C .|give either MOUNTPOINT or -C DIR, not both
+--bogus|unrecognized option '--bogus'
+EOF
+	run -0 "$STAT" --help
+	assert_output --partial "Exit status: 0 done, 1 failed"
+}
+
+@test "a daemon that went away is a clear error, status 1" {
+	local sock
+	sock=$(python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.fstitch.control").decode())' "$MNT")
+	cd /
+	fstitch_mount_stop "$MNT"
+	run -1 --separate-stderr "$STAT" "$sock"
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_output ""
+	[[ $stderr == "fstitch-stat: "* ]]
+}
+
+@test "a mount whose daemon was killed is a clear error, status 1" {
+	cd /
+	kill -9 "$FSTITCH_MOUNT_PID"
+	wait "$FSTITCH_MOUNT_PID" 2>/dev/null || true
+	run -1 --separate-stderr "$STAT" "$MNT"
+	assert_output ""
+	assert_equal "$stderr" "fstitch-stat: cannot use '$MNT': its fstitch daemon is gone (the mount is dead)"
+}

@@ -1,0 +1,382 @@
+#!/usr/bin/env bats
+# pgrun (and pgsync, pgclose): groups on a live mount, the scope of a
+# process tree, exit statuses, and access by another user.  The daemon's
+# group status (tests/tools/pgstatus) is the judge of which changes landed
+# in which group.
+
+load common
+
+setup() {
+	common_setup
+	PGRUN=$(fstitch_cmd pgrun)
+	PGCREATE=$(fstitch_cmd pgcreate)
+	PGDEPEND=$(fstitch_cmd pgdepend)
+	PGSYNC=$(fstitch_cmd pgsync)
+	PGCLOSE=$(fstitch_cmd pgclose)
+	PGSTATUS=$FSTITCH_TOOLS/pgstatus
+	IMG=$SCRATCH/fs.img
+	MNT=$SCRATCH/mnt
+	make_image "$IMG" 32M
+	fstitch_mount_start "$IMG" "$MNT"
+	cd "$MNT"
+}
+
+teardown() {
+	cd /
+	common_teardown
+	fstitch_mount_reap
+}
+
+# field ID NAME: one field of the group's status line.
+field() {
+	"$PGSTATUS" "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"
+}
+
+# fsync_ordered: how many fsyncs the daemon has turned into ordering points.
+fsync_ordered() {
+	"$PGSTATUS" --summary | tr ' ' '\n' | sed -n 's/^fsync_ordered=//p'
+}
+
+control_socket() {
+	python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.fstitch.control").decode())' "$MNT"
+}
+
+# wait_field ID NAME VALUE: poll (up to 10 s) until the field has the value.
+wait_field() {
+	local n
+	for ((n = 0; n < 200; n++)); do
+		[ "$(field "$1" "$2")" = "$3" ] && return 0
+		sleep 0.05
+	done
+	echo "group $1: $2 is $(field "$1" "$2"), expected $3" >&2
+	return 1
+}
+
+@test "every path in the mount names the control socket, and nothing else does" {
+	mkdir d
+	run -0 control_socket
+	assert [ -S "$output" ]
+	run -0 python3 -c 'import os; print(os.getxattr("d", "user.fstitch.control").decode())'
+	assert [ -S "$output" ]
+	cd "$SCRATCH"
+	run -125 --separate-stderr "$PGRUN" true
+	assert_equal "$stderr" "pgrun: cannot create a group: not inside an fstitch mount (use -C DIR or FSTITCH_CONTROL)"
+	run -0 "$PGRUN" -C "$MNT" true
+	FSTITCH_CONTROL=$MNT run -0 "$PGRUN" true
+}
+
+@test "pgrun passes on the command's exit status, 128+signal, 126/127, 64" {
+	run -0 "$PGRUN" true
+	run -3 "$PGRUN" -- sh -c 'exit 3'
+	run -143 "$PGRUN" -- sh -c 'kill -TERM $$'
+	run -127 --separate-stderr "$PGRUN" -- /nonexistent/cmd
+	assert_equal "$stderr" "pgrun: cannot run '/nonexistent/cmd': No such file or directory"
+	touch plain
+	run -126 "$PGRUN" -- ./plain
+	run -64 "$PGRUN"
+	run -64 "$PGRUN" --fsync=maybe true
+	run -64 "$PGRUN" --after x true
+	run -0 "$PGRUN" --help
+	assert_output --partial "Exit status"
+}
+
+@test "--print-id, --id-file and --id-fd give the id before the command runs" {
+	run -0 "$PGRUN" --print-id -- echo from-command
+	assert_equal "${#lines[@]}" 2
+	assert_regex "${lines[0]}" '^[1-9][0-9]*$'
+	assert_equal "${lines[1]}" from-command
+	id=${lines[0]}
+	# the command saw the id file already written
+	run -0 "$PGRUN" --id-file "$SCRATCH/id" -- cat "$SCRATCH/id"
+	assert_regex "$output" '^[1-9][0-9]*$'
+	[ "$output" -gt "$id" ]
+	run -0 bash -c '"$1" --id-fd 9 -- true 9>"$2"; cat "$2"' _ "$PGRUN" "$SCRATCH/fd"
+	assert_regex "$output" '^[1-9][0-9]*$'
+	# ids are never reused
+	assert [ "$(cat "$SCRATCH/fd")" -gt "$(cat "$SCRATCH/id")" ]
+}
+
+@test "the atomic-replace chain works and pgrun closes the groups it made" {
+	echo old >f
+	a=$("$PGRUN" --print-id -- sh -c 'echo new >f.tmp')
+	run -0 "$PGRUN" --print-id --after "$a" -- mv f.tmp f
+	b=$output
+	run cat f
+	assert_output new
+	run -0 "$PGSTATUS" "$a"
+	assert_output --regexp 'afters=1 .*state=.*sealed'
+	assert_output --partial closed
+	run -0 "$PGSTATUS" "$b"
+	assert_output --partial "befores=1"
+	run -0 "$PGSYNC" "$b" "$a"
+	# once durable and closed, the groups are forgotten but still usable
+	# as befores (a no-op) and syncable
+	wait_field "$a" state closed,retired
+	run -0 "$PGRUN" --after "$a" --after "$b" true
+	run -0 "$PGSYNC" "$a"
+}
+
+@test "pipelines, subshells, background jobs and threads all land in the group" {
+	g=$("$PGCREATE")
+	run -0 "$PGRUN" --group "$g" -- sh -c 'echo a >p1'
+	c1=$(field "$g" changes)
+	[ "$c1" -gt 0 ]
+	run -0 "$PGRUN" --group "$g" -- sh -c 'echo b | cat | tee p2 >/dev/null'
+	c2=$(field "$g" changes)
+	[ "$c2" -gt "$c1" ]
+	run -0 "$PGRUN" --group "$g" -- sh -c '(cd . && (echo c >p3))'
+	c3=$(field "$g" changes)
+	[ "$c3" -gt "$c2" ]
+	# a background job that outlives its shell: pgrun waits for it too
+	run -0 "$PGRUN" --group "$g" -- sh -c '(sleep 0.3; echo d >p4) & exit 0'
+	assert [ -s p4 ]
+	c4=$(field "$g" changes)
+	[ "$c4" -gt "$c3" ]
+	run -0 "$PGRUN" --group "$g" -- python3 -c '
+import threading
+def w(i):
+    with open("t%d" % i, "w") as f:
+        f.write("x" * 5000)
+ts = [threading.Thread(target=w, args=(i,)) for i in range(4)]
+[t.start() for t in ts]
+[t.join() for t in ts]'
+	c5=$(field "$g" changes)
+	[ "$c5" -gt "$c4" ]
+	run cat t0 t3
+	assert_equal "${#output}" 10000
+	run -0 "$PGCLOSE" "$g"
+}
+
+@test "a process outside pgrun does not join its group" {
+	g=$("$PGCREATE")
+	"$PGRUN" --group "$g" -- sh -c 'touch ready; while [ ! -e go ]; do sleep 0.05; done' &
+	pid=$!
+	for ((n = 0; n < 200; n++)); do [ -e ready ] && break; sleep 0.05; done
+	assert [ -e ready ]
+	wait_field "$g" engaged 1
+	c0=$(field "$g" changes)
+	echo outside >outside
+	mkdir outdir
+	touch go
+	wait "$pid"
+	assert_equal "$(field "$g" changes)" "$c0"
+	assert_equal "$(field "$g" engaged)" 0
+	# and a process started after pgrun ended is outside too
+	echo later >later
+	assert_equal "$(field "$g" changes)" "$c0"
+}
+
+@test "engagement reaches children started afterwards, not those already running" {
+	g=$("$PGCREATE")
+	run -0 "$FSTITCH_TOOLS/pg_fork" "$g"
+	read -r c0 c1 c2 <<<"$output"
+	assert [ -s early ]
+	assert [ -s late ]
+	# the late child's changes joined the group, the early child's did not
+	assert [ "$c1" -gt "$c0" ]
+	assert_equal "$c2" "$c1"
+}
+
+@test "a killed pgrun leaves no engaged group" {
+	g=$("$PGCREATE")
+	other=$("$PGCREATE")
+	"$PGRUN" --group "$g" -- sleep 30 &
+	pid=$!
+	wait_field "$g" engaged 1
+	child=$(pgrep -P "$pid")
+	run -1 --separate-stderr "$PGDEPEND" "$g" "$other"
+	assert_equal "$stderr" "pgdepend: cannot add dependency $g -> $other: group $g is engaged"
+	kill -KILL "$pid"
+	wait "$pid" || true
+	# the orphaned child is outside the group now, and the daemon has
+	# seen pgrun go
+	wait_field "$g" engaged 0
+	[ -z "$child" ] || kill -KILL "$child" 2>/dev/null || true
+	run -0 "$PGDEPEND" "$g" "$other"
+}
+
+@test "another user cannot engage, depend on, sync or close someone else's group" {
+	sock=$(control_socket)
+	g=$("$PGCREATE")
+	as_nobody() {
+		FSTITCH_CONTROL=$sock setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"
+	}
+	run -1 --separate-stderr as_nobody "$PGSYNC" "$g"
+	assert_equal "$stderr" "pgsync: cannot sync group $g: group $g belongs to another user"
+	run -1 --separate-stderr as_nobody "$PGCLOSE" "$g"
+	assert_equal "$stderr" "pgclose: cannot close group $g: group $g belongs to another user"
+	run -125 --separate-stderr as_nobody "$PGRUN" --group "$g" -- true
+	assert_equal "$stderr" "pgrun: cannot engage group $g: group $g belongs to another user"
+	run -0 as_nobody "$PGCREATE"
+	mine=$output
+	run -1 --separate-stderr as_nobody "$PGDEPEND" "$g" "$mine"
+	assert_equal "$stderr" "pgdepend: cannot add dependency $g -> $mine: group $g belongs to another user"
+	run -1 --separate-stderr as_nobody "$PGDEPEND" "$mine" "$g"
+	assert_equal "$stderr" "pgdepend: cannot add dependency $mine -> $g: group $g belongs to another user"
+	# nothing changed, and the owner still can
+	run -0 "$PGSTATUS" "$g"
+	assert_output --regexp 'engaged=0 befores=0 afters=0 changes=0 state=open'
+	run -0 "$PGSYNC" "$g"
+	run -0 "$PGCLOSE" "$g"
+	# root may touch anyone's group
+	run -0 "$PGSYNC" "$mine"
+}
+
+@test "--sync returns once the group is durable; --fsync=order keeps fsync from blocking" {
+	run -0 "$PGRUN" --print-id --sync -- sh -c 'echo data >s'
+	id=$output
+	wait_field "$id" state closed,retired
+	before=$(fsync_ordered)
+	run -0 "$PGRUN" --fsync=order -- python3 -c '
+import os
+fd = os.open("o", os.O_WRONLY | os.O_CREAT)
+for i in range(50):
+    os.write(fd, b"x" * 100)
+    os.fsync(fd)
+os.close(fd)'
+	run stat -c %s o
+	assert_output 5000
+	assert_equal "$(fsync_ordered)" $((before + 50))
+	# outside pgrun --fsync=order an fsync is a real one
+	python3 -c 'import os; fd = os.open("o", os.O_WRONLY); os.fsync(fd)'
+	assert_equal "$(fsync_ordered)" $((before + 50))
+	run -0 "$PGRUN" --fsync=keep -- python3 -c 'import os; fd = os.open("o", os.O_WRONLY); os.fsync(fd)'
+	assert_equal "$(fsync_ordered)" $((before + 50))
+}
+
+@test "the article's example program replaces a file through the C API" {
+	echo old >f
+	run -0 "$FSTITCH_TOOLS/pg_example" f new-contents
+	assert_line --regexp '^tmp [0-9]+$'
+	assert_line --regexp '^final [0-9]+$'
+	t=$(sed -n 's/^tmp //p' <<<"$output")
+	fin=$(sed -n 's/^final //p' <<<"$output")
+	run cat f
+	assert_output new-contents
+	assert [ ! -e f.tmp ]
+	run -0 "$PGSTATUS" "$fin"
+	assert_output --partial "befores=1"
+	run -0 "$PGSYNC" "$fin"
+	wait_field "$t" state closed,retired
+}
+
+# record_start: remount $IMG with the daemon recording every block write and
+# barrier into $SCRATCH/log (saved at unmount).  Extra arguments go to
+# fstitch-mount.
+record_start() {
+	cd /
+	fstitch_mount_stop "$MNT"
+	rm -f "$SCRATCH/log"
+	export FSTITCH_RECORD=$SCRATCH/log
+	fstitch_mount_start "$IMG" "$MNT" "$@"
+	unset FSTITCH_RECORD
+	cd "$MNT"
+}
+
+# record_stop: unmount and check that the daemon saved its log.
+record_stop() {
+	cd /
+	fstitch_mount_stop "$MNT"
+	if [ ! -s "$SCRATCH/log" ]; then
+		echo "fstitch-mount saved no recorder log: FSTITCH_RECORD is not supported" >&2
+		return 1
+	fi
+}
+
+# replace_states: every crash state of the log, f classified against
+# $SCRATCH/old and $SCRATCH/new; sets STATES, GOOD, BAD.
+replace_states() {
+	local x
+	rm -rf "$SCRATCH/out"
+	mkdir "$SCRATCH/out"
+	"$FSTITCH_TOOLS/crashfiles" "$SCRATCH/log" f "$SCRATCH/out" >"$SCRATCH/cf" || return 1
+	STATES=$(sed -n 's/^states //p' "$SCRATCH/cf")
+	GOOD=0 BAD=0
+	for x in "$SCRATCH"/out/*; do
+		if cmp -s "$x" "$SCRATCH/old" || cmp -s "$x" "$SCRATCH/new"; then
+			GOOD=$((GOOD + 1))
+		else
+			BAD=$((BAD + 1))
+		fi
+	done
+}
+
+# atomic_replace_run [fstitch-mount options]: old f made durable first, then
+# the two-group replace under a recording daemon.
+atomic_replace_run() {
+	head -c 20000 /dev/urandom | base64 >"$SCRATCH/old"
+	head -c 30000 /dev/urandom | base64 >"$SCRATCH/new"
+	cp "$SCRATCH/old" f
+	record_start "$@"
+	a=$("$PGRUN" --print-id -- sh -c "cat '$SCRATCH/new' >f.tmp")
+	"$PGRUN" --after "$a" -- mv f.tmp f
+	run cat f
+	assert_output "$(cat "$SCRATCH/new")"
+	record_stop
+	replace_states
+}
+
+@test "crash states: the pgrun atomic replace leaves f complete old or complete new" {
+	atomic_replace_run
+	echo "# atomic replace: $STATES crash states, $GOOD checked good, $BAD bad" >&3
+	assert [ "$STATES" -gt 3 ]
+	assert_equal "$BAD" 0
+}
+
+@test "crash states: with consistency=none the same replace is caught breaking f" {
+	atomic_replace_run -o consistency=none
+	echo "# atomic replace, consistency=none: $STATES crash states, $BAD bad" >&3
+	assert [ "$BAD" -gt 0 ]
+}
+
+# sqlite_run [fstitch-mount options]: 60 autocommit inserts by one sqlite3
+# under pgrun --fsync=order with a recording daemon; then every sampled crash
+# state's db (with its hot journal) is opened by sqlite3, which must find it
+# intact and holding rows 1..k.  Sets STATES and BAD.
+sqlite_run() {
+	local x n out
+	sqlite3 db 'create table t(x integer);'
+	record_start "$@"
+	seq 1 60 | sed 's/.*/insert into t values(&);/' >"$SCRATCH/ins.sql"
+	run -0 "$PGRUN" --fsync=order -- sqlite3 db <"$SCRATCH/ins.sql"
+	ORDERED=$(fsync_ordered)
+	record_stop
+	mkdir "$SCRATCH/db" "$SCRATCH/jn" "$SCRATCH/try"
+	"$FSTITCH_TOOLS/crashfiles" "$SCRATCH/log" db "$SCRATCH/db" 200 >"$SCRATCH/cf"
+	"$FSTITCH_TOOLS/crashfiles" "$SCRATCH/log" db-journal "$SCRATCH/jn" 200 >/dev/null
+	STATES=0 BAD=0
+	for x in "$SCRATCH"/db/*; do
+		n=${x##*/}
+		n=${n%%.*}
+		rm -f "$SCRATCH"/try/*
+		[ "${x%.missing}" = "$x" ] && cp "$x" "$SCRATCH/try/db"
+		[ -e "$SCRATCH/jn/$n" ] && cp "$SCRATCH/jn/$n" "$SCRATCH/try/db-journal"
+		STATES=$((STATES + 1))
+		out=$(sqlite3 "$SCRATCH/try/db" 'pragma integrity_check; select count(*) = coalesce(max(x), 0), count(*) from t;' 2>&1)
+		# "ok", then "1|ROWS": rows 1..ROWS, a prefix of the commits
+		if [ "$(sed -n 1p <<<"$out")" != ok ] || [ "$(sed -n 2p <<<"$out" | cut -d'|' -f1)" != 1 ]; then
+			BAD=$((BAD + 1))
+			echo "state $n: $out" >&2
+		fi
+	done
+}
+
+@test "crash states: sqlite under pgrun --fsync=order keeps integrity and a prefix of commits" {
+	command -v sqlite3 >/dev/null || skip "sqlite3 is not installed"
+	sqlite_run
+	echo "# sqlite fsync=order: $STATES crash states checked, $BAD bad, $ORDERED fsyncs ordered" >&3
+	assert [ "$STATES" -gt 3 ]
+	assert_equal "$BAD" 0
+	# every commit's fsyncs really became ordering points
+	assert [ "$ORDERED" -ge 60 ]
+	# the final state holds every transaction
+	run sqlite3 "$SCRATCH/try/db" 'select count(*) from t'
+	assert_output 60
+}
+
+@test "crash states: sqlite with consistency=none is caught losing integrity" {
+	command -v sqlite3 >/dev/null || skip "sqlite3 is not installed"
+	sqlite_run -o consistency=none
+	echo "# sqlite fsync=order, consistency=none: $STATES crash states, $BAD bad" >&3
+	assert [ "$BAD" -gt 0 ]
+}
