@@ -1,13 +1,10 @@
 /* pgcreate: make a new, unengaged patchgroup and print its id. */
-#include <argp.h>
 #include <errno.h>
 #include <stdio.h>
 #include "cliopt.h"
 #include "pgcli.h"
 
-#define AFTER_MAX 64
-
-static pg_t after[AFTER_MAX];
+static pg_t after[PGCLI_AFTER_MAX];
 static int nafter;
 
 static const struct argp_option options[] = {
@@ -20,10 +17,10 @@ static error_t parse(int key, char *arg, struct argp_state *state)
 {
 	switch (key) {
 	case 'a':
-		if (nafter == AFTER_MAX)
-			argp_error(state, "too many --after options (at most %d)", AFTER_MAX);
-		if (pgcli_parse_id(arg, &after[nafter]) < 0)
-			argp_error(state, "invalid group id '%s'", arg);
+		if (nafter == PGCLI_AFTER_MAX)
+			argp_error(state, "too many --after options (at most %d)",
+				   PGCLI_AFTER_MAX);
+		pgcli_argp_id(state, arg, &after[nafter]);
 		nafter++;
 		return 0;
 	case ARGP_KEY_ARG:
@@ -34,11 +31,6 @@ static error_t parse(int key, char *arg, struct argp_state *state)
 	}
 }
 
-static const struct argp_child children[] = {
-	{ &cliopt_dir_argp, 0, NULL, 0 },
-	{ 0 }
-};
-
 const char *argp_program_version = "pgcreate (fstitch) " FSTITCH_VERSION;
 
 static const struct argp argp = {
@@ -47,41 +39,27 @@ static const struct argp argp = {
 	"print its id.  Use it to build a graph of groups with pgdepend before "
 	"running commands in them with pgrun --group; close it with pgclose.\v"
 	"Exit status: 0 done, 1 failed, 64 usage error.",
-	children, NULL, NULL
+	pgcli_children, NULL, NULL
 };
 
 int main(int argc, char **argv)
 {
-	char why[160];
 	pg_t id;
-	int i, r;
 
-	argp_parse(&argp, argc, argv, 0, NULL, NULL);
-	r = pgcli_use_dir(cliopt.dir);
-	if (r < 0) {
-		cli_error_errno(r, "cannot use '%s'", cliopt.dir);
+	if (pgcli_start(&argp, argc, argv, 0) < 0)
 		return CLI_EXIT_FAILURE;
-	}
-	id = pg_create();
-	if (id < 0) {
-		cli_error("cannot create a group: %s", pgcli_why(why, sizeof(why), errno, 0));
+	id = pgcli_create();
+	if (id < 0)
 		return CLI_EXIT_FAILURE;
-	}
-	for (i = 0; i < nafter; i++) {
-		if (pg_depend(after[i], id) < 0) {
-			r = errno;
-			cli_error("cannot add dependency %lld -> %lld: %s", (long long)after[i],
-				  (long long)id,
-				  pgcli_why(why, sizeof(why), r,
-					    pgcli_depend_culprit(r, after[i], id)));
-			pg_close(id);
-			return CLI_EXIT_FAILURE;
-		}
-	}
+	if (pgcli_depend_all(after, nafter, id) < 0)
+		goto fail;
 	if (printf("%lld\n", (long long)id) < 0 || fflush(stdout) == EOF) {
 		cli_error_errno(errno, "cannot print the group id");
-		pg_close(id);
-		return CLI_EXIT_FAILURE;
+		goto fail;
 	}
 	return CLI_EXIT_OK;
+fail:
+	/* A group nobody knows the id of would only wait to be forgotten. */
+	pg_close(id);
+	return CLI_EXIT_FAILURE;
 }

@@ -1,36 +1,23 @@
 /* pgdepend: make one patchgroup's changes reach disk after another's. */
-#include <argp.h>
-#include <errno.h>
-#include <stdio.h>
 #include "cliopt.h"
 #include "pgcli.h"
 
-static pg_t ids[2];
-static int nids;
-
+/* Operands are group ids, exactly two of them. */
 static error_t parse(int key, char *arg, struct argp_state *state)
 {
 	switch (key) {
 	case ARGP_KEY_ARG:
-		if (nids == 2)
+		if (pgcli_ids.n == 2)
 			argp_error(state, "too many arguments");
-		if (pgcli_parse_id(arg, &ids[nids]) < 0)
-			argp_error(state, "invalid group id '%s'", arg);
-		nids++;
-		return 0;
+		return pgcli_parse_ids(key, arg, state);
 	case ARGP_KEY_END:
-		if (nids != 2)
+		if (pgcli_ids.n != 2)
 			argp_error(state, "need BEFORE and AFTER");
 		return 0;
 	default:
 		return ARGP_ERR_UNKNOWN;
 	}
 }
-
-static const struct argp_child children[] = {
-	{ &cliopt_dir_argp, 0, NULL, 0 },
-	{ 0 }
-};
 
 const char *argp_program_version = "pgdepend (fstitch) " FSTITCH_VERSION;
 
@@ -42,26 +29,14 @@ static const struct argp argp = {
 	"BEFORE must not be engaged by any process, and is sealed from then on. "
 	"A closed BEFORE whose changes are all on disk is accepted and ignored.  "
 	"Exit status: 0 done, 1 refused or failed, 64 usage error.",
-	children, NULL, NULL
+	pgcli_children, NULL, NULL
 };
 
 int main(int argc, char **argv)
 {
-	char why[160];
-	int r;
-
-	argp_parse(&argp, argc, argv, 0, NULL, NULL);
-	r = pgcli_use_dir(cliopt.dir);
-	if (r < 0) {
-		cli_error_errno(r, "cannot use '%s'", cliopt.dir);
+	if (pgcli_start(&argp, argc, argv, 0) < 0)
 		return CLI_EXIT_FAILURE;
-	}
-	if (pg_depend(ids[0], ids[1]) < 0) {
-		r = errno;
-		cli_error("cannot add dependency %lld -> %lld: %s", (long long)ids[0],
-			  (long long)ids[1],
-			  pgcli_why(why, sizeof(why), r, pgcli_depend_culprit(r, ids[0], ids[1])));
+	if (pgcli_depend(pgcli_ids.v[0], pgcli_ids.v[1]) < 0)
 		return CLI_EXIT_FAILURE;
-	}
 	return CLI_EXIT_OK;
 }

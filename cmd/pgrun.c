@@ -17,13 +17,12 @@
 #define PGRUN_EXIT_FAIL 125
 #define PGRUN_EXIT_NOEXEC 126
 #define PGRUN_EXIT_NOTFOUND 127
-#define AFTER_MAX 64
 
 enum { KEY_ID_FILE = 0x100, KEY_ID_FD, KEY_FSYNC };
 
 static struct {
 	pg_t group;
-	pg_t after[AFTER_MAX];
+	pg_t after[PGCLI_AFTER_MAX];
 	int nafter;
 	int print_id;
 	const char *id_file;
@@ -60,17 +59,14 @@ static error_t parse(int key, char *arg, struct argp_state *state)
 
 	switch (key) {
 	case 'g':
+		pgcli_argp_id(state, arg, &o.group);
+		return 0;
 	case 'a':
-		if (pgcli_parse_id(arg, &id) < 0)
-			argp_error(state, "invalid group id '%s'", arg);
-		if (key == 'g') {
-			o.group = id;
-		} else {
-			if (o.nafter == AFTER_MAX)
-				argp_error(state, "too many --after options (at most %d)",
-					   AFTER_MAX);
-			o.after[o.nafter++] = id;
-		}
+		pgcli_argp_id(state, arg, &id);
+		if (o.nafter == PGCLI_AFTER_MAX)
+			argp_error(state, "too many --after options (at most %d)",
+				   PGCLI_AFTER_MAX);
+		o.after[o.nafter++] = id;
 		return 0;
 	case 's':
 		o.sync = 1;
@@ -110,11 +106,6 @@ static error_t parse(int key, char *arg, struct argp_state *state)
 	}
 }
 
-static const struct argp_child children[] = {
-	{ &cliopt_dir_argp, 0, NULL, 0 },
-	{ 0 }
-};
-
 const char *argp_program_version = "pgrun (fstitch) " FSTITCH_VERSION;
 
 static const struct argp argp = {
@@ -127,7 +118,7 @@ static const struct argp argp = {
 	"125 when pgrun itself fails, 126 when COMMAND cannot be run, 127 when "
 	"it is not found, 64 for a usage error.  With --print-id the id is the "
 	"first line of standard output, before anything COMMAND prints.",
-	children, NULL, NULL
+	pgcli_children, NULL, NULL
 };
 
 static void forward(int sig)
@@ -220,45 +211,29 @@ static int run(void)
 
 int main(int argc, char **argv)
 {
-	char why[160];
 	pg_t id;
-	int i, r, status;
+	int status;
 	bool created = false;
 
-	argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, NULL);
-	r = pgcli_use_dir(cliopt.dir);
-	if (r < 0) {
-		cli_error_errno(r, "cannot use '%s'", cliopt.dir);
+	if (pgcli_start(&argp, argc, argv, ARGP_IN_ORDER) < 0)
 		return PGRUN_EXIT_FAIL;
-	}
 	if (o.group) {
 		id = o.group;
 	} else {
-		id = pg_create();
-		if (id < 0) {
-			cli_error("cannot create a group: %s", pgcli_why(why, sizeof(why), errno, 0));
+		id = pgcli_create();
+		if (id < 0)
 			return PGRUN_EXIT_FAIL;
-		}
 		created = true;
 	}
-	for (i = 0; i < o.nafter; i++) {
-		if (pg_depend(o.after[i], id) < 0) {
-			r = errno;
-			cli_error("cannot add dependency %lld -> %lld: %s", (long long)o.after[i],
-				  (long long)id,
-				  pgcli_why(why, sizeof(why), r,
-					    pgcli_depend_culprit(r, o.after[i], id)));
-			goto fail;
-		}
-	}
+	if (pgcli_depend_all(o.after, o.nafter, id) < 0)
+		goto fail;
 	if (o.fsync_order >= 0 && pg_fsync_policy(o.fsync_order ? PG_FSYNC_ORDER
 								: PG_FSYNC_KEEP) < 0) {
-		cli_error("cannot set the fsync policy: %s", pgcli_why(why, sizeof(why), errno, id));
+		pgcli_error(errno, id, "cannot set the fsync policy");
 		goto fail;
 	}
 	if (pg_engage(id) < 0) {
-		cli_error("cannot engage group %lld: %s", (long long)id,
-			  pgcli_why(why, sizeof(why), errno, id));
+		pgcli_error(errno, id, "cannot engage group %lld", (long long)id);
 		goto fail;
 	}
 	if (tell_id(id) < 0)
@@ -269,20 +244,13 @@ int main(int argc, char **argv)
 		cli_error_errno(errno, "cannot become a subreaper (daemons may escape)");
 	status = run();
 	if (pg_disengage(id) < 0 && errno != ENOTCONN) {
-		cli_error("cannot disengage group %lld: %s", (long long)id,
-			  pgcli_why(why, sizeof(why), errno, id));
+		pgcli_error(errno, id, "cannot disengage group %lld", (long long)id);
 		status = PGRUN_EXIT_FAIL;
 	}
-	if (o.sync && pg_sync(id) < 0) {
-		cli_error("cannot sync group %lld: %s", (long long)id,
-			  pgcli_why(why, sizeof(why), errno, id));
+	if (o.sync && pgcli_sync(id) < 0)
 		status = PGRUN_EXIT_FAIL;
-	}
-	if (created && pg_close(id) < 0) {
-		cli_error("cannot close group %lld: %s", (long long)id,
-			  pgcli_why(why, sizeof(why), errno, id));
+	if (created && pgcli_close(id) < 0)
 		status = PGRUN_EXIT_FAIL;
-	}
 	return status;
 fail:
 	if (created)

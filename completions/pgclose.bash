@@ -1,6 +1,10 @@
-# bash completion for pgclose
+# bash completion for pgclose, and the function that pgsync, pgdepend and
+# pgcreate share with it: their files source this one.
 
-_pgclose()
+# _fstitch_pg_complete LONGOPT...: complete a patchgroup command whose
+# options are LONGOPT... and whose operands are group ids.  -C DIR takes a
+# directory; a group id has nothing to offer.
+_fstitch_pg_complete()
 {
 	local cur prev words cword
 	_init_completion || return
@@ -18,10 +22,14 @@ _pgclose()
 		return
 		;;
 	-*)
-		COMPREPLY=($(compgen -W '--directory --help --usage --version' -- "$cur"))
+		COMPREPLY=($(compgen -W "$*" -- "$cur"))
 		return
 		;;
 	esac
-	# Operands are group ids: nothing to offer.
+}
+
+_pgclose()
+{
+	_fstitch_pg_complete --directory --help --usage --version
 } &&
 	complete -F _pgclose pgclose

@@ -1,27 +1,18 @@
 # bash completion for pgsync
 
+# The function the patchgroup commands share is in pgclose's file, next to
+# this one: pgclose.bash in the source tree, pgclose once installed (each
+# file is loaded on its own, by command name).
+if ! declare -F _fstitch_pg_complete >/dev/null; then
+	for _fstitch_f in "${BASH_SOURCE[0]%/*}"/pgclose{,.bash}; do
+		# shellcheck source=pgclose.bash
+		[[ -f $_fstitch_f ]] && . "$_fstitch_f" && break
+	done
+	unset _fstitch_f
+fi
+
 _pgsync()
 {
-	local cur prev words cword
-	_init_completion || return
-
-	case $prev in
-	-C | --directory)
-		_filedir -d
-		return
-		;;
-	esac
-	case $cur in
-	--directory=*)
-		cur=${cur#*=}
-		_filedir -d
-		return
-		;;
-	-*)
-		COMPREPLY=($(compgen -W '--directory --help --usage --version' -- "$cur"))
-		return
-		;;
-	esac
-	# Operands are group ids: nothing to offer.
+	_fstitch_pg_complete --directory --help --usage --version
 } &&
 	complete -F _pgsync pgsync

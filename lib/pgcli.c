@@ -1,10 +1,19 @@
 /* Shared pieces of the patchgroup commands; see pgcli.h. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "cliopt.h"
 #include "pgcli.h"
+
+struct pgcli_ids pgcli_ids;
+
+const struct argp_child pgcli_children[] = {
+	{ &cliopt_dir_argp, 0, NULL, 0 },
+	{ 0 }
+};
 
 int pgcli_parse_id(const char *s, pg_t *id)
 {
@@ -21,14 +30,47 @@ int pgcli_parse_id(const char *s, pg_t *id)
 	return 0;
 }
 
-int pgcli_use_dir(const char *dir)
+void pgcli_argp_id(struct argp_state *state, const char *arg, pg_t *id)
 {
-	if (!dir)
-		return 0;
-	return pg_set_control(dir) < 0 ? -errno : 0;
+	if (pgcli_parse_id(arg, id) < 0)
+		argp_error(state, "invalid group id '%s'", arg);
 }
 
-const char *pgcli_why(char *buf, size_t size, int err, pg_t id)
+error_t pgcli_parse_ids(int key, char *arg, struct argp_state *state)
+{
+	switch (key) {
+	case ARGP_KEY_ARG:
+		/* There are never more operands than arguments. */
+		if (!pgcli_ids.v)
+			pgcli_ids.v = calloc(state->argc, sizeof(*pgcli_ids.v));
+		if (!pgcli_ids.v)
+			argp_failure(state, 1, ENOMEM, "cannot parse arguments");
+		pgcli_argp_id(state, arg, &pgcli_ids.v[pgcli_ids.n]);
+		pgcli_ids.n++;
+		return 0;
+	case ARGP_KEY_END:
+		if (!pgcli_ids.n)
+			argp_error(state, "no group id given");
+		return 0;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+}
+
+int pgcli_start(const struct argp *argp, int argc, char **argv, unsigned flags)
+{
+	argp_parse(argp, argc, argv, flags, NULL, NULL);
+	if (cliopt.dir && pg_set_control(cliopt.dir) < 0) {
+		int r = -errno;
+
+		cli_error_errno(r, "cannot use '%s'", cliopt.dir);
+		return r;
+	}
+	return 0;
+}
+
+/* Why a call naming group id failed with errno err, in words. */
+static const char *why(char *buf, size_t size, int err, pg_t id)
 {
 	long long n = id;
 
@@ -80,7 +122,31 @@ const char *pgcli_why(char *buf, size_t size, int err, pg_t id)
 	return buf;
 }
 
-pg_t pgcli_depend_culprit(int err, pg_t before, pg_t after)
+void pgcli_error(int err, pg_t id, const char *fmt, ...)
+{
+	char what[160], because[160];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	cli_error("%s: %s", what, why(because, sizeof(because), err, id));
+}
+
+pg_t pgcli_create(void)
+{
+	pg_t id = pg_create();
+
+	if (id < 0) {
+		id = -errno;
+		pgcli_error(id, 0, "cannot create a group");
+	}
+	return id;
+}
+
+/* For a refused pg_depend(before, after): the group the refusal is about,
+ * so that the message names the one the user must look at. */
+static pg_t depend_culprit(int err, pg_t before, pg_t after)
 {
 	struct pg_status st;
 
@@ -100,4 +166,62 @@ pg_t pgcli_depend_culprit(int err, pg_t before, pg_t after)
 	default:
 		return after;
 	}
+}
+
+int pgcli_depend(pg_t before, pg_t after)
+{
+	int r;
+
+	if (pg_depend(before, after) == 0)
+		return 0;
+	r = -errno;
+	pgcli_error(r, depend_culprit(r, before, after), "cannot add dependency %lld -> %lld",
+		    (long long)before, (long long)after);
+	return r;
+}
+
+int pgcli_depend_all(const pg_t *befores, int n, pg_t after)
+{
+	int i, r;
+
+	for (i = 0; i < n; i++) {
+		r = pgcli_depend(befores[i], after);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int pgcli_sync(pg_t id)
+{
+	int r;
+
+	if (pg_sync(id) == 0)
+		return 0;
+	r = -errno;
+	pgcli_error(r, id, "cannot sync group %lld", (long long)id);
+	return r;
+}
+
+int pgcli_close(pg_t id)
+{
+	int r;
+
+	if (pg_close(id) == 0)
+		return 0;
+	r = -errno;
+	pgcli_error(r, id, "cannot close group %lld", (long long)id);
+	return r;
+}
+
+int pgcli_for_each_id(int (*fn)(pg_t id))
+{
+	int i, r, status = 0;
+
+	for (i = 0; i < pgcli_ids.n; i++) {
+		r = fn(pgcli_ids.v[i]);
+		if (r < 0)
+			status = r;
+	}
+	return status;
 }

@@ -377,3 +377,30 @@ fstitch_mount_reap() {
 	: >"$f"
 	return 0
 }
+
+# pg_setup: common_setup, then what the patchgroup suites (pgrun, pgdepend)
+# all start from: the commands in PGRUN, PGCREATE, PGDEPEND, PGSYNC and
+# PGCLOSE, the daemon's group status tool in PGSTATUS, and a fresh 32M image
+# IMG mounted at MNT, which becomes the current directory.  pg_teardown
+# undoes it.
+pg_setup() {
+	common_setup
+	PGRUN=$(fstitch_cmd pgrun)
+	PGCREATE=$(fstitch_cmd pgcreate)
+	PGDEPEND=$(fstitch_cmd pgdepend)
+	PGSYNC=$(fstitch_cmd pgsync)
+	PGCLOSE=$(fstitch_cmd pgclose)
+	PGSTATUS=$FSTITCH_TOOLS/pgstatus
+	IMG=$SCRATCH/fs.img
+	MNT=$SCRATCH/mnt
+	make_image "$IMG" 32M
+	fstitch_mount_start "$IMG" "$MNT"
+	cd "$MNT"
+}
+
+pg_teardown() {
+	# Out of the mount first, or unmounting it finds it busy.
+	cd /
+	common_teardown
+	fstitch_mount_reap
+}

@@ -6,24 +6,11 @@
 load common
 
 setup() {
-	common_setup
-	PGRUN=$(fstitch_cmd pgrun)
-	PGCREATE=$(fstitch_cmd pgcreate)
-	PGDEPEND=$(fstitch_cmd pgdepend)
-	PGCLOSE=$(fstitch_cmd pgclose)
-	PGSYNC=$(fstitch_cmd pgsync)
-	PGSTATUS=$FSTITCH_TOOLS/pgstatus
-	IMG=$SCRATCH/fs.img
-	MNT=$SCRATCH/mnt
-	make_image "$IMG" 32M
-	fstitch_mount_start "$IMG" "$MNT"
-	cd "$MNT"
+	pg_setup
 }
 
 teardown() {
-	cd /
-	common_teardown
-	fstitch_mount_reap
+	pg_teardown
 }
 
 # refused BEFORE AFTER WHY: pgdepend refuses with exit 1, says WHY, and

@@ -7,24 +7,11 @@
 load common
 
 setup() {
-	common_setup
-	PGRUN=$(fstitch_cmd pgrun)
-	PGCREATE=$(fstitch_cmd pgcreate)
-	PGDEPEND=$(fstitch_cmd pgdepend)
-	PGSYNC=$(fstitch_cmd pgsync)
-	PGCLOSE=$(fstitch_cmd pgclose)
-	PGSTATUS=$FSTITCH_TOOLS/pgstatus
-	IMG=$SCRATCH/fs.img
-	MNT=$SCRATCH/mnt
-	make_image "$IMG" 32M
-	fstitch_mount_start "$IMG" "$MNT"
-	cd "$MNT"
+	pg_setup
 }
 
 teardown() {
-	cd /
-	common_teardown
-	fstitch_mount_reap
+	pg_teardown
 }
 
 # field ID NAME: one field of the group's status line.
