@@ -106,6 +106,8 @@ struct rec_event {
  * logged; a barrier that fails is not logged. */
 int bdev_recorder_create(struct bdev *inner, struct bdev **out);
 size_t bdev_recorder_count(struct bdev *rec);
+/* Event i (NULL if i >= count).  The pointer stays valid until the next
+ * write, barrier or reset of the recorder. */
 const struct rec_event *bdev_recorder_event(struct bdev *rec, size_t i);
 /* The device contents when the recorder was created (block_size*nblocks). */
 const void *bdev_recorder_initial(struct bdev *rec);

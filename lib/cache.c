@@ -805,7 +805,8 @@ int cache_create(struct bdev *dev, const struct cache_opts *opts, struct cache *
 	struct cache *c;
 	pthread_condattr_t ca;
 
-	if (!dev || !out)
+	/* patches keep 16-bit offsets and lengths (cache_int.h) */
+	if (!dev || !out || dev->block_size > 65536 || dev->block_size < 512)
 		return -EINVAL;
 	c = calloc(1, sizeof(*c));
 	if (!c)

@@ -47,7 +47,8 @@ struct cache_opts {
 };
 
 /* Create a cache over dev (the caller still owns dev and destroys it after
- * cache_destroy).  No background thread runs until cache_start_flusher(). */
+ * cache_destroy).  No background thread runs until cache_start_flusher().
+ * -EINVAL for a block size above 64 KiB. */
 int cache_create(struct bdev *dev, const struct cache_opts *opts, struct cache **out);
 /* Stop the flusher and free everything.  Does NOT write dirty data: call
  * cache_sync() first.  Outstanding block and patch references become

@@ -105,6 +105,8 @@ struct cblock {
 					  * (singly linked) */
 	struct patch *hard;              /* the hard patch changes merge into */
 	struct patch *nrb;               /* the NRB patch, if any */
+	uint64_t ovmask;                 /* 64ths of the block that soft patches
+					  * may cover (a superset) */
 	uint32_t refs;
 	uint32_t npatches;
 	uint32_t nroots;                 /* patches with no uncommitted before */

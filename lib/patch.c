@@ -24,6 +24,21 @@ static void set_range(struct patch *p, uint32_t off, uint32_t len)
 	p->lenm1 = (uint16_t)(len - 1);
 }
 
+/* The 64ths of a block of size bs that [off, off+len) touches. */
+static uint64_t chunk_mask(uint32_t bs, uint32_t off, uint32_t len)
+{
+	uint32_t chunk = bs / 64, first = off / chunk, last = (off + len - 1) / chunk;
+
+	if (last - first >= 63)
+		return ~0ull;
+	return ((2ull << (last - first)) - 1) << first;
+}
+
+static uint64_t pmask(const struct cache *c, const struct patch *p)
+{
+	return chunk_mask(c->bs, p->off, (uint32_t)p->lenm1 + 1);
+}
+
 /* ---- allocation -------------------------------------------------------- */
 
 /* Patches come from slabs: one malloc per thousand patches instead of one
@@ -375,6 +390,10 @@ void block_prune_committed(struct cache *c, struct cblock *b)
 		if (__atomic_load_n(&p->refs, __ATOMIC_ACQUIRE) == 0)
 			patch_free(c, p);
 	}
+	b->ovmask = 0;
+	for (p = b->phead; p; p = p->bnext)
+		if (!(p->flags & PF_HARD))
+			b->ovmask |= pmask(c, p);
 	if (b->npatches == 0)
 		block_became_clean(c, b);
 	ready_update(c, b);
@@ -529,6 +548,7 @@ static int widen(struct cache *c, struct cblock *b, struct patch *t, uint32_t of
 		t->undo = u;
 	}
 	set_range(t, lo, hi - lo);
+	b->ovmask |= pmask(c, t);
 	return 0;
 }
 
@@ -599,6 +619,8 @@ static int new_patch(struct cache *c, struct cblock *b, enum patch_type type, ui
 		b->hard = p;
 	if (p->flags & PF_NRB)
 		b->nrb = p;
+	if (!(p->flags & PF_HARD))
+		b->ovmask |= pmask(c, p);
 	for (i = 0; i < ds->n; i++)
 		add_edge(ds->v[i], p);
 	if (is_root(p)) {
@@ -652,7 +674,9 @@ static int make_change(struct cache *c, struct cblock *b, enum patch_type type,
 	}
 	/* Same-block ordering: the change must not reach disk without the
 	 * older changes it overlaps, or their rollback would undo it. */
-	for (q = b->phead; q; q = q->bnext) {
+	/* (the scan is skipped when no soft patch can overlap) */
+	for (q = (chunk_mask(c->bs, off, len) & b->ovmask) ? b->phead : NULL; q;
+	     q = q->bnext) {
 		if ((q->flags & PF_HARD) || !overlaps(q, off, len))
 			continue;
 		cand = q; /* the newest one, in the end */
