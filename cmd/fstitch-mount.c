@@ -997,8 +997,13 @@ static int open_fs(const struct args *a, const struct source *src)
 		r = reclog_e2_open(src->path, getenv("FSTITCH_RECORD"), &eo, &D.fs);
 	else
 		r = e2_open(src->path, &eo, &D.fs);
-	if (r == 0)
+	if (r == 0) {
+		/* Soft updates leave only benign damage, but benign only until
+		 * the file system is used again: fsck should run first. */
+		if (e2_was_unclean(D.fs))
+			say("warning: '%s' was not cleanly unmounted; run e2fsck", a->source);
 		return 0;
+	}
 	if (r == -EBUSY)
 		say("'%s' is already in use (mounted by another fstitch-mount?)", a->source);
 	else if (r == -EOPNOTSUPP || r == -EUCLEAN || r == -EINVAL)

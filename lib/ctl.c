@@ -19,6 +19,11 @@ struct conn {
 	struct conn *next;
 };
 
+/* At most this many connections are served at once (a thread each). */
+#define CTL_MAX_CONNS 256
+/* How long the accept loop waits when it cannot take a connection now. */
+#define CTL_BACKOFF_MS 50
+
 struct ctl_server {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int lfd;
@@ -129,6 +134,7 @@ static void *accept_main(void *arg)
 	pthread_attr_t attr;
 	pthread_t t;
 	struct conn *c;
+	bool full;
 	int fd;
 
 	pthread_attr_init(&attr);
@@ -138,9 +144,25 @@ static void *accept_main(void *arg)
 			continue;
 		if (pf[1].revents)
 			break;
-		fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
+		/* The socket is open to every user: one thread per connection
+		 * must have a bound.  Beyond it, new clients wait in the
+		 * listen backlog until a connection ends. */
+		pthread_mutex_lock(&s->lock);
+		full = s->nconns >= CTL_MAX_CONNS;
+		pthread_mutex_unlock(&s->lock);
+		if (full) {
+			poll(&pf[1], 1, CTL_BACKOFF_MS);
 			continue;
+		}
+		fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0) {
+			/* Out of descriptors or memory: the pending connection
+			 * stays readable, so retrying at once would spin. */
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM)
+				poll(&pf[1], 1, CTL_BACKOFF_MS);
+			continue;
+		}
 		len = sizeof(cr);
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0) {
 			close(fd);

@@ -57,6 +57,7 @@ void e2_abandon(struct e2fs *fs);
 const char *e2_error(const struct e2fs *fs);
 /* Same for a failed e2_open (fs is not available then): thread-local. */
 const char *e2_open_error(void);
+/* The file system's block cache (for statistics and tests); owned by fs. */
 struct cache *e2_cache(struct e2fs *fs);
 /* True if the file system was not marked clean when it was opened (a crash
  * or a kill left it mounted): e2fsck should repair it before more changes,
@@ -64,8 +65,14 @@ struct cache *e2_cache(struct e2fs *fs);
  * turn harmful if the file system keeps running on top of it. */
 bool e2_was_unclean(const struct e2fs *fs);
 
+/* Find name in directory parent: 0 and *st (one reference taken), -ENOENT,
+ * -ENOTDIR if parent is not a directory, -ENAMETOOLONG, -EIO on a corrupt
+ * directory or entry (e2_error() says which). */
 int e2_lookup(struct e2fs *fs, uint32_t parent, const char *name, struct stat *st);
+/* Drop nlookup references (more than held drops all); an unlinked inode
+ * with no references left and not open is freed.  0 or -errno. */
 int e2_forget(struct e2fs *fs, uint32_t ino, uint64_t nlookup);
+/* 0 and *st, or -EIO if ino is out of range or not in use. */
 int e2_getattr(struct e2fs *fs, uint32_t ino, struct stat *st);
 
 enum e2_setattr_flags {
@@ -88,15 +95,26 @@ int e2_setattr(struct e2fs *fs, uint32_t ino, const struct stat *attr, unsigned 
  * -EEXIST if name exists, -ENAMETOOLONG over 255 bytes, -ENOSPC, -EMLINK. */
 int e2_mknod(struct e2fs *fs, uint32_t parent, const char *name, mode_t mode, dev_t rdev,
 	     uid_t uid, gid_t gid, struct stat *st);
+/* mode: permission bits only.  Errors as e2_mknod, and -EMLINK when the
+ * parent has the most subdirectories ext2 allows. */
 int e2_mkdir(struct e2fs *fs, uint32_t parent, const char *name, mode_t mode, uid_t uid,
 	     gid_t gid, struct stat *st);
+/* Targets up to 59 bytes live in the inode, longer ones in a block;
+ * -ENAMETOOLONG when the target does not fit in one block, -ENOENT if
+ * empty.  Otherwise as e2_mknod. */
 int e2_symlink(struct e2fs *fs, uint32_t parent, const char *name, const char *target,
 	       uid_t uid, gid_t gid, struct stat *st);
-/* Copies at most size bytes (no terminating NUL); returns the length. */
+/* Copies at most size bytes (no terminating NUL); returns the length, or
+ * -EINVAL if ino is not a symlink, -EIO if its stored length is bad. */
 int e2_readlink(struct e2fs *fs, uint32_t ino, char *buf, size_t size);
+/* New name for ino (one reference taken, *st as after the link): -EPERM for
+ * a directory, -EEXIST, -EMLINK, -ENOSPC, -ENOENT if ino has no links. */
 int e2_link(struct e2fs *fs, uint32_t ino, uint32_t newparent, const char *newname,
 	    struct stat *st);
+/* Remove a non-directory name: -ENOENT, -EISDIR.  The inode is freed with
+ * its last link once it has no references and is not open. */
 int e2_unlink(struct e2fs *fs, uint32_t parent, const char *name);
+/* Remove an empty directory: -ENOENT, -ENOTDIR, -ENOTEMPTY, -EINVAL for ".". */
 int e2_rmdir(struct e2fs *fs, uint32_t parent, const char *name);
 
 enum e2_rename_flags {
@@ -109,13 +127,18 @@ enum e2_rename_flags {
 int e2_rename(struct e2fs *fs, uint32_t parent, const char *name, uint32_t newparent,
 	      const char *newname, unsigned flags);
 
-/* Opens count against freeing an unlinked inode. */
+/* Opens count against freeing an unlinked inode: e2_open_inode takes one
+ * (0, or -EIO if ino is not in use), e2_release_inode drops one and frees
+ * the inode if it was the last use of an unlinked inode (0 or -errno). */
 int e2_open_inode(struct e2fs *fs, uint32_t ino);
 int e2_release_inode(struct e2fs *fs, uint32_t ino);
 
-/* Read up to size bytes at off; returns the byte count (0 at EOF). */
+/* Read up to size bytes at off; returns the byte count (0 at EOF), or
+ * -EISDIR, -EINVAL (not a regular file), -EIO. */
 ssize_t e2_read(struct e2fs *fs, uint32_t ino, void *buf, size_t size, off_t off);
-/* Write size bytes at off, extending the file; returns the byte count. */
+/* Write size bytes at off, extending the file; returns the byte count,
+ * short if the disk filled up part way, or -ENOSPC, -EFBIG (beyond the
+ * format's largest file), -EISDIR, -EINVAL, -EIO, -EROFS. */
 ssize_t e2_write(struct e2fs *fs, uint32_t ino, const void *buf, size_t size, off_t off);
 
 /* One directory entry for e2_readdir's callback.  `next` is the offset to
@@ -132,6 +155,7 @@ struct e2_dirent {
 int e2_readdir(struct e2fs *fs, uint32_t ino, off_t off,
 	       int (*fn)(const struct e2_dirent *d, void *arg), void *arg);
 
+/* Sizes and free counts in blocks of the file system's block size.  0. */
 int e2_statfs(struct e2fs *fs, struct statvfs *sv);
 /* Make this inode's changes (data and metadata, with everything they
  * depend on, including its directory entry if new) durable. */

@@ -202,30 +202,34 @@ static struct patch *bitclr_dep(struct e2fs *fs, uint64_t key)
 	return f ? live(f->bitclr) : NULL;
 }
 
-static void freed_remember(struct e2fs *fs, uint64_t key, struct patch *clear, struct patch *bitclr)
+/* Find or make the record for key before the bit is flipped, so that
+ * running out of memory fails the free instead of losing the ordering. */
+static struct e2_freed *freed_slot(struct e2fs *fs, uint64_t key)
 {
 	struct e2_freed *f;
 
-	clear = live(clear);
-	bitclr = live(bitclr);
-	if (!clear && !bitclr)
-		return;
 	if (fs->fcount >= FREED_PRUNE && fs->fcount >= fs->fprune_at) {
 		freed_prune(fs);
 		fs->fprune_at = fs->fcount * 2; /* amortised O(1) per free */
 	}
 	for (f = fs->ftab[fhash(fs, key)]; f; f = f->next)
 		if (f->key == key)
-			break;
-	if (!f) {
-		f = calloc(1, sizeof(*f));
-		if (!f)
-			return; /* loses only the reuse ordering */
-		f->key = key;
-		f->next = fs->ftab[fhash(fs, key)];
-		fs->ftab[fhash(fs, key)] = f;
-		fs->fcount++;
-	}
+			return f;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return NULL;
+	f->key = key;
+	f->next = fs->ftab[fhash(fs, key)];
+	fs->ftab[fhash(fs, key)] = f;
+	fs->fcount++;
+	return f;
+}
+
+static void freed_fill(struct e2fs *fs, struct e2_freed *f, struct patch *clear,
+		       struct patch *bitclr)
+{
+	clear = live(clear);
+	bitclr = live(bitclr);
 	if (clear)
 		patch_retain(clear);
 	if (bitclr)
@@ -249,6 +253,7 @@ void e2_freed_destroy(struct e2fs *fs)
 
 int e2_bfree(struct e2fs *fs, uint32_t blk, struct patch *clear)
 {
+	struct e2_freed *f;
 	struct patch *bp = NULL;
 	struct e2_group *gr;
 	uint32_t g, i;
@@ -265,10 +270,13 @@ int e2_bfree(struct e2fs *fs, uint32_t blk, struct patch *clear)
 		return r;
 	if (!set)
 		return e2_err(fs, -EIO, "block %u freed twice", blk);
+	f = freed_slot(fs, blk);
+	if (!f)
+		return -ENOMEM;
 	r = flip(fs, gr->block_bitmap, i, clear, &bp);
 	if (r)
 		return r;
-	freed_remember(fs, blk, clear, bp);
+	freed_fill(fs, f, clear, bp);
 	patch_release(fs->c, bp);
 	if (i < gr->bhint)
 		gr->bhint = i;
@@ -358,6 +366,7 @@ int e2_ifree_bit(struct e2fs *fs, uint32_t ino, bool dir, struct patch *clear)
 {
 	uint32_t g = (ino - 1) / fs->ipg, i = (ino - 1) % fs->ipg;
 	struct e2_group *gr = &fs->g[g];
+	struct e2_freed *f;
 	struct patch *bp = NULL;
 	bool set;
 	int r;
@@ -367,10 +376,13 @@ int e2_ifree_bit(struct e2fs *fs, uint32_t ino, bool dir, struct patch *clear)
 		return r;
 	if (!set)
 		return e2_err(fs, -EIO, "inode %u freed twice", ino);
+	f = freed_slot(fs, E2_FREED_INODE | ino);
+	if (!f)
+		return -ENOMEM;
 	r = flip(fs, gr->inode_bitmap, i, clear, &bp);
 	if (r)
 		return r;
-	freed_remember(fs, E2_FREED_INODE | ino, NULL, bp);
+	freed_fill(fs, f, NULL, bp);
 	patch_release(fs->c, bp);
 	if (i < gr->ihint)
 		gr->ihint = i;

@@ -220,12 +220,8 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 	if (size > maxb - off)
 		size = (size_t)(maxb - off);
 	end = off + size;
-	tmp = malloc(fs->bs);
-	zero = calloc(1, fs->bs);
-	if (!tmp || !zero) {
-		r = -ENOMEM;
-		goto out;
-	}
+	tmp = fs->wtmp;
+	zero = fs->wzero;
 	/* Pass A */
 	for (pos = off; pos < end;) {
 		uint64_t lblk = pos / fs->bs;
@@ -304,6 +300,11 @@ stop:
 	/* Pass B */
 	nw = ip->d;
 	if (off + done > oldsize) {
+		/* Growing over a tail zeroed by an earlier shrink. */
+		e2_patch_drop_committed(fs, &ip->tailz);
+		r = e2_deps_addref(&ideps, ip->tailz);
+		if (r)
+			goto out;
 		if (off + done > 0x7fffffffULL && !dir) {
 			r = e2_sb_set_large_file(fs, &lf);
 			if (r)
@@ -387,8 +388,6 @@ out:
 	e2_deps_free(fs, &all);
 	plan_free(fs, &ind);
 	plan_free(fs, &dat);
-	free(tmp);
-	free(zero);
 	if (done && (!r || r == -ENOSPC || r == -EFBIG))
 		return (int)(done > 0x7fffffff ? 0x7fffffff : done);
 	return r;
@@ -440,20 +439,15 @@ static int collect(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, int level
 	r = fl_push(&fl->b, &fl->n, &fl->cap, blk);
 	if (r || level == 0)
 		return r;
-	kids = malloc(fs->bs);
-	if (!kids)
-		return -ENOMEM;
+	kids = fs->kids[level - 1];
 	r = cache_get(fs->c, blk, &b);
-	if (r) {
-		free(kids);
+	if (r)
 		return e2_err(fs, r, "inode %u: cannot read indirect block %u", ip->ino, blk);
-	}
 	memcpy(kids, cblock_data(b), fs->bs);
 	cache_put(fs->c, b);
 	for (uint32_t i = 0; i < fs->apb && !r; i++)
 		if (kids[i])
 			r = collect(fs, ip, le32toh(kids[i]), level - 1, fl);
-	free(kids);
 	return r;
 }
 
@@ -508,7 +502,7 @@ static int trunc_partial(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, int
 			 uint64_t base, uint64_t keep, struct e2_deps *clears, uint32_t *nfreed)
 {
 	uint64_t span = 1;
-	uint32_t *kids = NULL, first = UINT32_MAX;
+	uint32_t *kids, first = UINT32_MAX;
 	struct flist fl = {0};
 	struct cblock *b;
 	struct patch *p = NULL;
@@ -518,14 +512,10 @@ static int trunc_partial(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, int
 		span *= fs->apb;
 	if (!e2_block_ok(fs, blk))
 		return e2_err(fs, -EIO, "inode %u: block %u out of range", ip->ino, blk);
-	kids = malloc(fs->bs);
-	if (!kids)
-		return -ENOMEM;
+	kids = fs->kids[level - 1];
 	r = cache_get(fs->c, blk, &b);
-	if (r) {
-		free(kids);
+	if (r)
 		return e2_err(fs, r, "inode %u: cannot read indirect block %u", ip->ino, blk);
-	}
 	memcpy(kids, cblock_data(b), fs->bs);
 	cache_put(fs->c, b);
 	for (uint32_t i = 0; i < fs->apb; i++) {
@@ -553,11 +543,17 @@ static int trunc_partial(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, int
 			goto out;
 		r = free_list(fs, &fl, 0, p);
 		*nfreed += (uint32_t)fl.n;
-		e2_deps_add(clears, p);
+		if (e2_deps_add(clears, p)) {
+			/* cannot order the size update after the clear: wait */
+			int r2 = cache_sync_patch(fs->c, p);
+
+			patch_release(fs->c, p);
+			if (!r)
+				r = r2;
+		}
 	}
 out:
 	fl_free(&fl);
-	free(kids);
 	return r;
 }
 
@@ -583,6 +579,10 @@ int e2_truncate_locked(struct e2fs *fs, struct e2_inode *ip, uint64_t size)
 		return -EFBIG;
 	nw = ip->d;
 	if (size >= old) {
+		e2_patch_drop_committed(fs, &ip->tailz);
+		r = e2_deps_addref(&clears, ip->tailz);
+		if (r)
+			return r;
 		if (size > 0x7fffffffULL) {
 			r = e2_sb_set_large_file(fs, &lf);
 			if (r)
@@ -607,11 +607,16 @@ int e2_truncate_locked(struct e2fs *fs, struct e2_inode *ip, uint64_t size)
 
 			if (!z)
 				return -ENOMEM;
-			/* Later growth must read zeros here. */
-			r = e2_patch(fs, pblk, boff, fs->bs - boff, z, NULL, NULL);
+			struct patch *zp = NULL;
+
+			/* Later growth must read zeros here, also after a
+			 * crash: every later size increase depends on this. */
+			r = e2_patch(fs, pblk, boff, fs->bs - boff, z, NULL, &zp);
 			free(z);
 			if (r)
 				return r;
+			patch_release(fs->c, ip->tailz);
+			ip->tailz = zp;
 		}
 	}
 	keep = (size + fs->bs - 1) / fs->bs;

@@ -50,6 +50,11 @@ static int create(struct e2fs *fs, uint32_t parent, const char *name, const stru
 		r = -EMLINK;
 		goto out;
 	}
+	buf = calloc(1, fs->bs);
+	if (!buf) {
+		r = -ENOMEM;
+		goto out;
+	}
 	/* Allocate everything first: entry room, inode, block. */
 	r = e2_dir_prepare(fs, dir, len, &linked);
 	if (r)
@@ -66,19 +71,15 @@ static int create(struct e2fs *fs, uint32_t parent, const char *name, const stru
 	}
 	r = e2_iget(fs, ino, &ip);
 	if (r)
-		goto out;
-	buf = calloc(1, fs->bs);
-	if (!buf) {
-		r = -ENOMEM;
-		goto out;
-	}
+		goto undo;
 	if (isdir) {
 		/* The parent's count goes up before the ".." that counts. */
 		r = e2_add_links(fs, dir, +1, NULL, &plink);
-		if (!r)
-			r = e2_deps_addref(&bdeps, plink);
 		if (r)
-			goto out;
+			goto undo;
+		r = e2_deps_addref(&bdeps, plink);
+		if (r)
+			goto undo;
 		e2_dir_new_block(fs, ino, parent, buf);
 	} else if (slow) {
 		memcpy(buf, ni->target, ni->tlen);
@@ -86,7 +87,7 @@ static int create(struct e2fs *fs, uint32_t parent, const char *name, const stru
 	if (blk) {
 		r = e2_block_init(fs, blk, buf, &bdeps, &binit);
 		if (r)
-			goto out;
+			goto undo;
 	}
 	memset(&nw, 0, sizeof(nw));
 	nw.i_mode = htole16((uint16_t)ni->mode);
@@ -120,10 +121,10 @@ static int create(struct e2fs *fs, uint32_t parent, const char *name, const stru
 	/* The inode waits for its bitmap bit and its block. */
 	if ((r = e2_deps_addref(&ideps, ibit)) || (r = e2_deps_addref(&ideps, bbit)) ||
 	    (r = e2_deps_addref(&ideps, binit)))
-		goto out;
+		goto undo;
 	r = e2_iinit(fs, ip, &nw, &ideps, &init);
 	if (r)
-		goto out;
+		goto undo;
 	if (blk)
 		ip->last_pblk = blk;
 	/* The entry waits for the initialised inode. */
@@ -151,6 +152,15 @@ static int create(struct e2fs *fs, uint32_t parent, const char *name, const stru
 		goto out;
 	ip->nlookup++;
 	e2_istat(fs, ip, st);
+	goto out;
+undo:
+	/* Nothing points at the new inode yet: give back what was taken (at
+	 * worst a leak on disk, never a dangling reference). */
+	if (plink)
+		e2_add_links(fs, dir, -1, NULL, NULL);
+	if (blk)
+		e2_bfree(fs, blk, bbit);
+	e2_ifree_bit(fs, ino, isdir, ibit);
 out:
 	free(buf);
 	e2_deps_free(fs, &ideps);

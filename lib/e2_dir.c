@@ -119,6 +119,7 @@ void e2_dindex_free(struct e2_dindex *dix)
 		}
 	free(dix->tab);
 	free(dix->freemax);
+	free(dix->tree);
 	free(dix);
 }
 
@@ -194,6 +195,23 @@ static int block_room(struct e2fs *fs, struct e2_inode *dir, uint32_t lblk, cons
 	return 0;
 }
 
+/* Record block l's room and carry the change up the max-tree. */
+static void dix_set_room(struct e2_dindex *dix, uint32_t l, uint32_t room)
+{
+	uint32_t i = dix->tcap + l;
+
+	dix->freemax[l] = room;
+	dix->tree[i] = room;
+	for (i /= 2; i; i /= 2) {
+		uint32_t m = dix->tree[2 * i] > dix->tree[2 * i + 1] ? dix->tree[2 * i]
+								      : dix->tree[2 * i + 1];
+
+		if (dix->tree[i] == m)
+			break;
+		dix->tree[i] = m;
+	}
+}
+
 static int dix_grow(struct e2_dindex *dix, uint32_t nblocks)
 {
 	uint32_t *nf;
@@ -205,6 +223,21 @@ static int dix_grow(struct e2_dindex *dix, uint32_t nblocks)
 		return -ENOMEM;
 	memset(nf + dix->nblocks, 0, (nblocks - dix->nblocks) * sizeof(*nf));
 	dix->freemax = nf;
+	if (nblocks > dix->tcap) {
+		uint32_t cap = dix->tcap ? dix->tcap : 16, *t;
+
+		while (cap < nblocks)
+			cap *= 2;
+		t = calloc(2 * (size_t)cap, sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		memcpy(t + cap, nf, dix->nblocks * sizeof(*t));
+		for (uint32_t i = cap - 1; i; i--)
+			t[i] = t[2 * i] > t[2 * i + 1] ? t[2 * i] : t[2 * i + 1];
+		free(dix->tree);
+		dix->tree = t;
+		dix->tcap = cap;
+	}
 	dix->nblocks = nblocks;
 	return 0;
 }
@@ -263,8 +296,13 @@ static int dix_build(struct e2fs *fs, struct e2_inode *dir)
 				r = dix_insert(dix, de.name, de.nlen, l * fs->bs + off, de.ino,
 					       de.type);
 		}
-		if (!r)
-			r = block_room(fs, dir, l, data, &dix->freemax[l]);
+		if (!r) {
+			uint32_t room;
+
+			r = block_room(fs, dir, l, data, &room);
+			if (!r)
+				dix_set_room(dix, l, room);
+		}
 		cache_put(fs->c, b);
 		if (r)
 			goto fail;
@@ -315,13 +353,16 @@ int e2_dir_unindex(struct e2fs *fs, struct e2_inode *dir, struct e2_deps *deps)
 static int room_update(struct e2fs *fs, struct e2_inode *dir, uint32_t lblk, uint32_t pblk)
 {
 	struct cblock *b;
+	uint32_t room;
 	int r;
 
 	r = cache_get(fs->c, pblk, &b);
 	if (r)
 		return r;
-	r = block_room(fs, dir, lblk, cblock_data(b), &dir->dix->freemax[lblk]);
+	r = block_room(fs, dir, lblk, cblock_data(b), &room);
 	cache_put(fs->c, b);
+	if (!r)
+		dix_set_room(dir->dix, lblk, room);
 	return r;
 }
 
@@ -413,20 +454,42 @@ static int dir_append(struct e2fs *fs, struct e2_inode *dir, struct patch **link
 	r = dix_grow(dix, lblk + 1);
 	if (r)
 		return r;
-	dix->freemax[lblk] = fs->bs;
+	dix_set_room(dix, lblk, fs->bs);
 	dix->hint = lblk;
 	return 0;
 }
 
+/* Leftmost block at or after 'from' under tree node i (covering blocks
+ * lo..lo+span-1) with room for need, else UINT32_MAX.  Subtrees before
+ * 'from' or without room are skipped whole, so this is O(log n).  Leaves
+ * past nblocks hold 0 and need is never 0. */
+static uint32_t room_from(const struct e2_dindex *dix, uint32_t i, uint32_t lo, uint32_t span,
+			  uint32_t from, uint32_t need)
+{
+	uint32_t l;
+
+	if (dix->tree[i] < need || lo + span <= from)
+		return UINT32_MAX;
+	if (span == 1)
+		return lo;
+	l = room_from(dix, 2 * i, lo, span / 2, from, need);
+	if (l == UINT32_MAX)
+		l = room_from(dix, 2 * i + 1, lo + span / 2, span / 2, from, need);
+	return l;
+}
+
+/* A block with room for need: the hint block or the first after it, else
+ * the first from the start (so creates fill the directory in order). */
 static uint32_t find_room(struct e2_dindex *dix, uint32_t need)
 {
-	for (uint32_t k = 0; k < dix->nblocks; k++) {
-		uint32_t l = (dix->hint + k) % dix->nblocks;
+	uint32_t l;
 
-		if (dix->freemax[l] >= need)
-			return l;
-	}
-	return UINT32_MAX;
+	if (!dix->nblocks)
+		return UINT32_MAX;
+	l = room_from(dix, 1, 0, dix->tcap, dix->hint, need);
+	if (l == UINT32_MAX)
+		l = room_from(dix, 1, 0, dix->tcap, 0, need);
+	return l;
 }
 
 /* Make room for a name of len bytes before anything else is allocated, so
@@ -700,7 +763,7 @@ int e2_dir_empty(struct e2fs *fs, struct e2_inode *dir)
 	return 0;
 }
 
-int e2_dir_new_block(struct e2fs *fs, uint32_t ino, uint32_t parent, uint8_t *blk)
+void e2_dir_new_block(struct e2fs *fs, uint32_t ino, uint32_t parent, uint8_t *blk)
 {
 	uint32_t v;
 	uint16_t rl;
@@ -721,7 +784,6 @@ int e2_dir_new_block(struct e2fs *fs, uint32_t ino, uint32_t parent, uint8_t *bl
 	blk[19] = fs->filetype ? EXT2_FT_DIR : 0;
 	blk[20] = '.';
 	blk[21] = '.';
-	return 0;
 }
 
 int e2_dir_iterate(struct e2fs *fs, struct e2_inode *dir, off_t off,

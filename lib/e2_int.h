@@ -44,6 +44,10 @@ struct e2_dindex {
 	size_t nbuckets, count;
 	uint32_t *freemax; /* per block: largest record that still fits */
 	uint32_t nblocks;
+	/* max-tree over freemax (leaves at tcap + l, 0 past nblocks), so that
+	 * finding a block with room is O(log n) however full the rest is */
+	uint32_t *tree;
+	uint32_t tcap;
 	uint32_t hint; /* block where the last insert succeeded */
 };
 
@@ -59,6 +63,8 @@ struct e2_inode {
 			      * links 0 on disk, whose blocks may be reused) */
 	struct patch *init;  /* a new entry for this inode must wait for it */
 	struct patch *clear; /* the inode-clear patch once links reached 0 */
+	struct patch *tailz; /* zeroing of the tail past a shrunk size: any
+			      * later size increase must wait for it */
 	struct e2_dindex *dix;
 	struct patch *sync;	 /* empty patch over this inode's changes (fsync) */
 	struct patch *sync_last; /* last patch added to sync (held) */
@@ -105,6 +111,13 @@ struct e2fs {
 
 	struct e2_freed **ftab;
 	size_t fbuckets, fcount, fprune_at;
+
+	/* Block-sized scratch, used under lock so the write path does not
+	 * allocate per request: wtmp for a data block being built, wzero
+	 * all zeros (never written), kids[l - 1] for an indirect block of
+	 * level l being walked (levels nest, so one each). */
+	uint8_t *scratch, *wtmp, *wzero;
+	uint32_t *kids[3];
 };
 
 /* e2_super.c */
@@ -191,7 +204,7 @@ int e2_dir_set_dotdot(struct e2fs *fs, struct e2_inode *dir, uint32_t parent, st
 		      struct patch **out);
 int e2_dir_get_dotdot(struct e2fs *fs, struct e2_inode *dir, uint32_t *parent);
 int e2_dir_empty(struct e2fs *fs, struct e2_inode *dir);
-int e2_dir_new_block(struct e2fs *fs, uint32_t ino, uint32_t parent, uint8_t *blk);
+void e2_dir_new_block(struct e2fs *fs, uint32_t ino, uint32_t parent, uint8_t *blk);
 int e2_dir_unindex(struct e2fs *fs, struct e2_inode *dir, struct e2_deps *deps);
 int e2_dir_iterate(struct e2fs *fs, struct e2_inode *dir, off_t off,
 		   int (*fn)(const struct e2_dirent *d, void *arg), void *arg);

@@ -10,20 +10,16 @@
 #include <string.h>
 #include "e2_int.h"
 
+/* e2_add_links after up to three patches. */
 static int links(struct e2fs *fs, struct e2_inode *ip, int delta, struct patch *d1,
 		 struct patch *d2, struct patch *d3, struct patch **out)
 {
 	struct e2_deps d = {0};
-	struct ext2_inode nw = ip->d;
 	int r;
 
-	if ((r = e2_deps_addref(&d, d1)) || (r = e2_deps_addref(&d, d2)) ||
-	    (r = e2_deps_addref(&d, d3)))
-		goto out;
-	e2_iset_links(&nw, (uint16_t)(e2_ilinks(&nw) + delta));
-	nw.i_ctime = htole32(e2_now());
-	r = e2_iwrite(fs, ip, &nw, &d, out);
-out:
+	if (!(r = e2_deps_addref(&d, d1)) && !(r = e2_deps_addref(&d, d2)) &&
+	    !(r = e2_deps_addref(&d, d3)))
+		r = e2_add_links(fs, ip, delta, &d, out);
 	e2_deps_free(fs, &d);
 	return r;
 }
@@ -52,17 +48,6 @@ static int is_ancestor(struct e2fs *fs, uint32_t a, uint32_t d)
 	return e2_err(fs, -EIO, "directory %u: '..' chain loops", d);
 }
 
-static int in_use(struct e2fs *fs, struct e2_inode *dir, uint32_t ino, const char *name,
-		  struct e2_inode **out)
-{
-	int r = e2_iget(fs, ino, out);
-
-	if (!r && ((*out)->freed || !(*out)->d.i_mode || !e2_ilinks(&(*out)->d)))
-		r = e2_err(fs, -EIO, "directory %u: entry '%s' names free inode %u", dir->ino, name,
-			   ino);
-	return r;
-}
-
 static int deps2(struct e2fs *fs, struct e2_deps *d, struct patch *a, struct patch *b)
 {
 	int r = e2_deps_addref(d, a);
@@ -76,37 +61,11 @@ static int deps2(struct e2fs *fs, struct e2_deps *d, struct patch *a, struct pat
 /* Unlink the replaced target t (its entry now names another inode: o). */
 static int drop_target(struct e2fs *fs, struct e2_inode *p2, struct e2_inode *t, struct patch *o)
 {
-	struct ext2_inode nw = t->d;
-	struct e2_deps d = {0};
-	struct patch *c = NULL;
-	bool dir = e2_idir(t);
-	int r;
+	int r = e2_unlink_inode(fs, t, o);
 
-	r = e2_deps_addref(&d, o);
-	if (r)
-		return r;
-	if (!dir && e2_ilinks(&nw) > 1) {
-		e2_iset_links(&nw, (uint16_t)(e2_ilinks(&nw) - 1));
-		nw.i_ctime = htole32(e2_now());
-		r = e2_iwrite(fs, t, &nw, &d, NULL);
-		goto out;
-	}
-	e2_iset_links(&nw, 0);
-	nw.i_dtime = nw.i_ctime = htole32(e2_now());
-	r = e2_iwrite(fs, t, &nw, &d, &c);
-	if (r)
-		goto out;
-	patch_release(fs->c, t->clear);
-	t->clear = c;
-	t->unlinked = true;
-	e2_dindex_free(t->dix);
-	t->dix = NULL;
-	if (dir) /* t's ".." stops counting once t is cleared */
-		r = links(fs, p2, -1, c, NULL, NULL, NULL);
-	if (!r)
-		r = e2_iunref(fs, t);
-out:
-	e2_deps_free(fs, &d);
+	/* A removed directory's ".." stops counting once it is cleared. */
+	if (!r && e2_idir(t))
+		r = links(fs, p2, -1, t->clear, NULL, NULL, NULL);
 	return r;
 }
 
@@ -128,16 +87,11 @@ int e2_rename(struct e2fs *fs, uint32_t parent, const char *name, uint32_t newpa
 	if (flags & ~(unsigned)(E2_RENAME_NOREPLACE | E2_RENAME_EXCHANGE) ||
 	    (flags & E2_RENAME_NOREPLACE && flags & E2_RENAME_EXCHANGE))
 		return -EINVAL;
-	len1 = strlen(name);
-	len2 = strlen(newname);
-	if (!len1 || !len2)
-		return -ENOENT;
-	if (len1 > EXT2_NAME_LEN || len2 > EXT2_NAME_LEN)
-		return -ENAMETOOLONG;
-	if (!strcmp(name, ".") || !strcmp(name, "..") || !strcmp(newname, ".") ||
-	    !strcmp(newname, "..") || strchr(name, '/') || strchr(newname, '/'))
+	if ((r = e2_check_name(name, &len1)) || (r = e2_check_name(newname, &len2)))
+		return r;
+	if (e2_dot_or_dotdot(name) || e2_dot_or_dotdot(newname))
 		return -EINVAL;
-	pthread_mutex_lock(&fs->lock);
+	e2_lock(fs);
 	r = e2_iget(fs, parent, &p1);
 	if (!r)
 		r = e2_iget(fs, newparent, &p2);
@@ -153,7 +107,7 @@ int e2_rename(struct e2fs *fs, uint32_t parent, const char *name, uint32_t newpa
 	}
 	r = e2_dir_lookup(fs, p1, name, len1, &loc1);
 	if (!r)
-		r = in_use(fs, p1, loc1.ino, name, &s);
+		r = e2_entry_inode(fs, p1, &loc1, name, &s);
 	if (r)
 		goto out;
 	r = e2_dir_lookup(fs, p2, newname, len2, &loc2);
@@ -161,7 +115,7 @@ int e2_rename(struct e2fs *fs, uint32_t parent, const char *name, uint32_t newpa
 		goto out;
 	exists = !r;
 	if (exists) {
-		r = in_use(fs, p2, loc2.ino, newname, &t);
+		r = e2_entry_inode(fs, p2, &loc2, newname, &t);
 		if (r)
 			goto out;
 	}
@@ -333,6 +287,6 @@ out:
 	patch_release(fs->c, o1);
 	patch_release(fs->c, o2);
 	patch_release(fs->c, linked);
-	pthread_mutex_unlock(&fs->lock);
+	e2_unlock(fs);
 	return r;
 }

@@ -297,8 +297,13 @@ static int load_groups(struct e2fs *fs)
 	int r;
 
 	fs->g = calloc(fs->ngroups, sizeof(*fs->g));
-	if (!fs->g)
+	fs->scratch = calloc(5, fs->bs);
+	if (!fs->g || !fs->scratch)
 		return -ENOMEM;
+	fs->wtmp = fs->scratch;
+	fs->wzero = fs->scratch + fs->bs;
+	for (int l = 0; l < 3; l++)
+		fs->kids[l] = (uint32_t *)(void *)(fs->scratch + (size_t)(2 + l) * fs->bs);
 	fs->free_blocks = fs->free_inodes = 0;
 	for (uint32_t g = 0; g < fs->ngroups; g++) {
 		struct e2_group *gr = &fs->g[g];
@@ -435,6 +440,7 @@ static void fs_free(struct e2fs *fs)
 		cache_destroy(fs->c);
 	bdev_destroy(fs->dev);
 	free(fs->g);
+	free(fs->scratch);
 	pthread_mutex_destroy(&fs->lock);
 	free(fs);
 }

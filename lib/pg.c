@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cache_int.h"
 #include "pg.h"
 
 struct pg_group {
@@ -51,6 +52,7 @@ struct pgeng {
 	/* Closed groups waiting to be durable, oldest first. */
 	struct pg_group *closing, *closing_tail;
 	size_t nclosing;
+	atomic_uint_least64_t lost; /* edges the engine refused, ever */
 };
 
 int pgeng_create(struct cache *c, struct pgeng **out)
@@ -312,10 +314,22 @@ fail:
 	return r;
 }
 
+/* Whether p can take one more after without allocating: then an edge
+ * from it cannot fail.  Called under the cache lock. */
+static bool has_room(const struct patch *p)
+{
+	if (!p || (p->flags & PF_COMMITTED))
+		return true;
+	if (!(p->flags & PF_AFTV))
+		return p->nafters == 0;
+	return p->nafters < afters_cap(p->nafters);
+}
+
 int pgeng_depend(struct pgeng *e, int64_t before, int64_t after, uid_t uid)
 {
 	struct pg_group *gb, *ga;
-	struct patch *btail;
+	struct patch *btail, *both, *deps[2];
+	bool ctaken;
 	size_t i;
 	int r, rb;
 
@@ -370,17 +384,42 @@ int pgeng_depend(struct pgeng *e, int64_t before, int64_t after, uid_t uid)
 		ga->bp = bp;
 		ga->capbp = n;
 	}
-	/* The engine is the arbiter of "after has no change yet": once any
-	 * patch depends on the head it refuses new edges with -EBUSY. */
-	r = patch_add_depend(e->c, ga->head, btail);
+	/* A refused call must change nothing (rule 4), so everything that can
+	 * fail comes before the first edge.  The cache lock makes "after has
+	 * no change yet" stable: the scope hook sets released under it,
+	 * before any patch depends on the after's head, so the head stays an
+	 * empty, uncommitted patch with no dependents and only a before
+	 * without room for one more after can refuse an edge (-ENOMEM).  The
+	 * edge to a before that has room goes second; if neither has room,
+	 * both befores go into one empty patch, made atomically, which the
+	 * head then takes as its one new before. */
+	cache_lock(e->c, &ctaken);
+	if (atomic_load(&ga->released)) {
+		cache_unlock(e->c, ctaken);
+		r = -EALREADY;
+		goto out;
+	}
+	if (has_room(gb->head) || has_room(btail)) {
+		struct patch *first = has_room(gb->head) ? btail : gb->head;
+		struct patch *second = first == btail ? gb->head : btail;
+
+		r = patch_add_depend(e->c, ga->head, first);
+		if (r == 0)
+			r = patch_add_depend(e->c, ga->head, second); /* has room */
+	} else {
+		deps[0] = btail;
+		deps[1] = gb->head;
+		r = patch_create_empty(e->c, deps, 2, &both);
+		if (r == 0) {
+			r = patch_add_depend(e->c, ga->head, both); /* inline */
+			patch_release(e->c, both);
+		}
+	}
+	cache_unlock(e->c, ctaken);
 	if (r == -EBUSY)
 		r = -EALREADY;
 	if (r < 0)
 		goto out;
-	/* The before's head carries its own befores: an after must wait for
-	 * them too even when the before made no change.  The before is
-	 * sealed from here on, so its head may take dependents. */
-	r = patch_add_depend(e->c, ga->head, gb->head);
 	patch_retain(btail);
 	patch_retain(gb->head);
 	ga->bp[ga->nbp++] = btail;
@@ -567,6 +606,7 @@ void pgeng_summary(struct pgeng *e, struct pg_summary *out)
 		out->engaged += g->engaged > 0;
 	}
 	out->last_id = e->next_id - 1;
+	out->lost = atomic_load(&e->lost);
 	pthread_mutex_unlock(&e->lock);
 }
 
@@ -771,13 +811,13 @@ void pgeng_op_begin(struct pgeng *e, struct pg_op *op, struct pg_group *const *g
 	cache_set_scope(&op->ps);
 }
 
-void pgeng_op_end(struct pg_op *op)
+int pgeng_op_end(struct pg_op *op)
 {
 	struct pgeng *e = op->e;
 	size_t i;
 
 	if (!op->on)
-		return;
+		return 0;
 	cache_set_scope(NULL);
 	op->on = false;
 	pthread_mutex_lock(&e->lock);
@@ -798,6 +838,12 @@ void pgeng_op_end(struct pg_op *op)
 	pthread_mutex_unlock(&e->lock);
 	if (op->chain)
 		pgeng_chain_release(e, op->chain);
+	/* A refused edge drops ordering: the caller must hear of it. */
+	if (op->lost) {
+		atomic_fetch_add(&e->lost, op->lost);
+		return -EIO;
+	}
+	return 0;
 }
 
 void pgeng_destroy(struct pgeng *e)

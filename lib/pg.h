@@ -98,6 +98,7 @@ int pgeng_info_next(struct pgeng *e, int64_t id, struct pg_info *out);
 struct pg_summary {
 	uint64_t groups, closed, sealed, engaged;
 	int64_t last_id;
+	uint64_t lost; /* ordering edges the engine refused (should stay 0) */
 };
 void pgeng_summary(struct pgeng *e, struct pg_summary *out);
 
@@ -156,6 +157,9 @@ struct pg_op {
  * by the caller's scope) and, if chain is not NULL, that chain. */
 void pgeng_op_begin(struct pgeng *e, struct pg_op *op, struct pg_group *const *g, size_t ng,
 		    struct pg_chain *chain);
-void pgeng_op_end(struct pg_op *op);
+/* -EIO if the engine refused an ordering edge for a change made in the
+ * operation (the change is then not ordered after its groups); the refusal
+ * is also counted in pg_summary.lost.  0 otherwise. */
+int pgeng_op_end(struct pg_op *op);
 
 #endif

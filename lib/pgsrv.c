@@ -398,10 +398,11 @@ void pgsrv_enter(struct pgsrv *srv, pid_t pid)
 	pthread_mutex_unlock(&srv->lock);
 }
 
-void pgsrv_leave(struct pgsrv *srv)
+int pgsrv_leave(struct pgsrv *srv)
 {
 	if (srv && tls_op.on)
-		pgeng_op_end(&tls_op);
+		return pgeng_op_end(&tls_op);
+	return 0;
 }
 
 bool pgsrv_fsync_order(struct pgsrv *srv, pid_t pid)

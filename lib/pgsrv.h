@@ -22,9 +22,12 @@ void pgsrv_destroy(struct pgsrv *srv);
 
 /* The FUSE glue brackets every request that may change the file system:
  * enter sets the calling thread's patch scope to that of process `pid` (the
- * FUSE caller's thread id; 0 means no process, no group), leave clears it. */
+ * FUSE caller's thread id; 0 means no process, no group), leave clears it.
+ * leave returns -EIO if a change made meanwhile could not be ordered after
+ * its groups (the engine refused an edge; should never happen): the daemon
+ * should log it.  The count is also in the engine's pg_summary.lost. */
 void pgsrv_enter(struct pgsrv *srv, pid_t pid);
-void pgsrv_leave(struct pgsrv *srv);
+int pgsrv_leave(struct pgsrv *srv);
 
 /* Called on fsync/fsyncdir from pid: returns true if pid's scope has the
  * fsync=order policy, in which case the fsync has been turned into an

@@ -31,6 +31,7 @@ struct cslot {
 	uint64_t gen;
 	bool found;
 	struct scope_key key;
+	int pidfd; /* the thread's own pidfd: a hit while it lives reads nothing */
 };
 
 struct scope_tab {
@@ -47,7 +48,13 @@ struct scope_tab {
 	atomic_bool stop;
 	scope_exit_fn fn;
 	void *arg;
+	bool real;              /* root is the real /proc: pidfds name its threads */
+	atomic_size_t reads;    /* /proc files read by scope_resolve() */
 };
+
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL
+#endif
 
 static int read_file(const char *path, char *buf, size_t size)
 {
@@ -236,6 +243,9 @@ int scope_tab_create(const char *root, bool watch, scope_exit_fn fn, void *arg,
 	snprintf(t->root, sizeof(t->root), "%s", root ? root : "/proc");
 	pthread_mutex_init(&t->lock, NULL);
 	t->gen = 1;
+	t->real = !root || strcmp(root, "/proc") == 0;
+	for (size_t i = 0; i < CACHE_SLOTS; i++)
+		t->cache[i].pidfd = -1;
 	t->fn = fn;
 	t->arg = arg;
 	t->evfd = -1;
@@ -281,8 +291,25 @@ void scope_tab_destroy(struct scope_tab *t)
 			free(e);
 		}
 	}
+	for (i = 0; i < CACHE_SLOTS; i++)
+		if (t->cache[i].pidfd >= 0)
+			close(t->cache[i].pidfd);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
+}
+
+size_t scope_proc_reads(struct scope_tab *t)
+{
+	return atomic_load(&t->reads);
+}
+
+/* Whether the thread behind a pidfd still runs (its tid then still names
+ * it: a tid is not reused while its thread lives). */
+static bool pidfd_alive(int fd)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+
+	return poll(&pf, 1, 0) == 0;
 }
 
 /* Now, in the unit of /proc/PID/stat's start time: clock ticks of the
@@ -434,15 +461,28 @@ int scope_resolve(struct scope_tab *t, pid_t tid, struct scope_key *key)
 	uint64_t tstart, gen;
 	pid_t ppid;
 	size_t n, i;
-	int r;
+	int r, fd;
 
 	/* The common case costs nothing: no scope, no /proc reads. */
 	if (tid <= 0 || atomic_load(&t->acount) == 0)
 		return 0;
+	cs = &t->cache[(unsigned)tid % CACHE_SLOTS];
+	/* A hit on a thread whose pidfd we hold costs one poll, no /proc
+	 * read: the pidfd pins the thread, so the tid cannot have been
+	 * reused while it is not readable. */
+	pthread_mutex_lock(&t->lock);
+	if (cs->tid == tid && cs->pidfd >= 0 && cs->gen == t->gen && pidfd_alive(cs->pidfd)) {
+		r = cs->found;
+		if (r)
+			*key = cs->key;
+		pthread_mutex_unlock(&t->lock);
+		return r;
+	}
+	pthread_mutex_unlock(&t->lock);
+	atomic_fetch_add(&t->reads, 1);
 	r = proc_stat(t->root, tid, &ppid, &tstart);
 	if (r < 0)
 		return 0; /* the thread is gone: it can belong to no scope */
-	cs = &t->cache[(unsigned)tid % CACHE_SLOTS];
 	pthread_mutex_lock(&t->lock);
 	if (cs->tid == tid && cs->tstart == tstart && cs->gen == t->gen) {
 		r = cs->found;
@@ -454,9 +494,26 @@ int scope_resolve(struct scope_tab *t, pid_t tid, struct scope_key *key)
 	gen = t->gen;
 	pthread_mutex_unlock(&t->lock);
 
+	/* Pin the thread for later hits, then check the pidfd names the
+	 * thread whose start time we read (the tid may have been reused in
+	 * between): the walk below rereads it first. */
+	fd = t->real ? (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD) : -1;
+	atomic_fetch_add(&t->reads, 1);
 	r = proc_ancestry(t->root, tid, chain, ANCESTRY_MAX, &n);
-	if (r < 0)
+	if (r < 0) {
+		if (fd >= 0)
+			close(fd);
 		return 0;
+	}
+	if (fd >= 0) {
+		uint64_t st2;
+
+		atomic_fetch_add(&t->reads, 1);
+		if (proc_stat(t->root, tid, &ppid, &st2) < 0 || st2 != tstart) {
+			close(fd);
+			fd = -1;
+		}
+	}
 	pthread_mutex_lock(&t->lock);
 	r = 0;
 	for (i = 0; i < n; i++) {
@@ -466,16 +523,29 @@ int scope_resolve(struct scope_tab *t, pid_t tid, struct scope_key *key)
 			continue;
 		/* Engagement reaches only descendants started after it: a
 		 * process already running below the scope's owner (started
-		 * before the scope was made) stays outside. */
+		 * before the scope was made) stays outside it, and keeps what
+		 * it inherited when it was forked (as with a file table): the
+		 * scope of an ancestor further up, so the walk goes on.  The
+		 * start times are in clock ticks, so a child forked in the
+		 * same tick as the scope was made counts as after it
+		 * (documented in pg_create(3)). */
 		if (i == 0 || chain[i - 1].start >= e->since) {
 			*key = chain[i];
 			r = 1;
+			break;
 		}
-		break;
 	}
 	/* Cache only an answer computed against the current set of scopes;
 	 * one that raced with a change is used once and dropped. */
 	if (gen == t->gen) {
+		if (cs->pidfd >= 0 && (cs->tid != tid || cs->tstart != tstart)) {
+			close(cs->pidfd);
+			cs->pidfd = -1;
+		}
+		if (cs->pidfd < 0) {
+			cs->pidfd = fd;
+			fd = -1;
+		}
 		cs->tid = tid;
 		cs->tstart = tstart;
 		cs->gen = gen;
@@ -484,5 +554,7 @@ int scope_resolve(struct scope_tab *t, pid_t tid, struct scope_key *key)
 			cs->key = *key;
 	}
 	pthread_mutex_unlock(&t->lock);
+	if (fd >= 0)
+		close(fd);
 	return r;
 }

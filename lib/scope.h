@@ -70,6 +70,9 @@ void scope_each(struct scope_tab *t, void (*fn)(void *arg, struct scope_key key,
  * after that scope was made.  Returns 1 and *key when there is one, 0 when there is
  * none (including tid 0 and vanished threads), or -errno. */
 int scope_resolve(struct scope_tab *t, pid_t tid, struct scope_key *key);
+/* How many /proc files scope_resolve() has read (for tests: a repeated hit
+ * on a live thread of the real /proc reads none). */
+size_t scope_proc_reads(struct scope_tab *t);
 /* Key of process pid as it is now (its current start time). */
 int scope_key_of(struct scope_tab *t, pid_t pid, struct scope_key *key);
 

@@ -271,21 +271,25 @@ record_stop() {
 }
 
 # replace_states: every crash state of the log, f classified against
-# $SCRATCH/old and $SCRATCH/new; sets STATES, GOOD, BAD.
+# $SCRATCH/old and $SCRATCH/new; sets STATES, GOOD, BAD and FILES (how many
+# state files crashfiles wrote: must equal STATES, or the loop proved nothing).
 replace_states() {
 	local x
 	rm -rf "$SCRATCH/out"
 	mkdir "$SCRATCH/out"
 	"$FSTITCH_TOOLS/crashfiles" "$SCRATCH/log" f "$SCRATCH/out" >"$SCRATCH/cf" || return 1
 	STATES=$(sed -n 's/^states //p' "$SCRATCH/cf")
-	GOOD=0 BAD=0
+	GOOD=0 BAD=0 FILES=0
+	shopt -s nullglob
 	for x in "$SCRATCH"/out/*; do
+		FILES=$((FILES + 1))
 		if cmp -s "$x" "$SCRATCH/old" || cmp -s "$x" "$SCRATCH/new"; then
 			GOOD=$((GOOD + 1))
 		else
 			BAD=$((BAD + 1))
 		fi
 	done
+	shopt -u nullglob
 }
 
 # atomic_replace_run [fstitch-mount options]: old f made durable first, then
@@ -307,12 +311,15 @@ atomic_replace_run() {
 	atomic_replace_run
 	echo "# atomic replace: $STATES crash states, $GOOD checked good, $BAD bad" >&3
 	assert [ "$STATES" -gt 3 ]
+	assert_equal "$FILES" "$STATES"
 	assert_equal "$BAD" 0
 }
 
 @test "crash states: with consistency=none the same replace is caught breaking f" {
 	atomic_replace_run -o consistency=none
 	echo "# atomic replace, consistency=none: $STATES crash states, $BAD bad" >&3
+	assert [ "$STATES" -gt 3 ]
+	assert_equal "$FILES" "$STATES"
 	assert [ "$BAD" -gt 0 ]
 }
 

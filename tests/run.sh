@@ -22,9 +22,12 @@ count_tap() {
 
 run_unit() {
 	local t name rc f0
-	for t in "$BUILD"/tests/test_*; do
+	# $BUILD/asan/tests holds the tests that check also runs under the
+	# sanitizers (see CHECK_ASAN in the Makefile).
+	for t in "$BUILD"/tests/test_* "$BUILD"/asan/tests/test_*; do
 		[ -x "$t" ] || continue
 		name=${t##*/}
+		case $t in "$BUILD"/asan/*) name=asan-$name ;; esac
 		f0=$failed
 		CMOCKA_MESSAGE_OUTPUT=TAP "$t" >"$log/$name.tap" 2>&1
 		rc=$?

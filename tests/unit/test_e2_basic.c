@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include "crashsim.h"
 #include "e2.h"
 
 static char img[64];
@@ -432,6 +433,54 @@ static void test_big_directory_and_htree(void **state)
 	sh("rm -rf %s", dir);
 }
 
+/* Creates reuse room anywhere in the directory (before the block of the last
+ * insert too) before growing it, a long name skips gaps too small for it,
+ * and the room index stays right as the directory grows past its first
+ * index size (16 blocks). */
+static void test_dir_reuses_room(void **state)
+{
+	char name[300];
+	struct e2fs *fs;
+	struct stat st;
+	uint32_t d;
+	off_t size;
+
+	(void)state;
+	mkimg("8M", "-N 4096");
+	fs = open_img();
+	d = mk(fs, E2_ROOT_INO, "d", S_IFDIR | 0755);
+	/* 16-byte records: 62 fill the first block after "." and "..", 64
+	 * each later one, so 2046 fill 32 blocks exactly */
+	for (int i = 0; i < 2046; i++) {
+		snprintf(name, sizeof(name), "n%04d", i);
+		mk(fs, d, name, S_IFREG | 0644);
+	}
+	assert_int_equal(e2_getattr(fs, d, &st), 0);
+	size = st.st_size;
+	assert_int_equal(size, 32 * 1024);
+	for (int i = 0; i < 2046; i += 100) { /* a hole every block or two */
+		snprintf(name, sizeof(name), "n%04d", i);
+		assert_int_equal(e2_unlink(fs, d, name), 0);
+	}
+	for (int i = 0; i < 21; i++) {
+		snprintf(name, sizeof(name), "m%04d", i);
+		mk(fs, d, name, S_IFREG | 0644);
+		assert_int_equal(e2_getattr(fs, d, &st), 0);
+		assert_int_equal(st.st_size, size);
+	}
+	/* the holes are full again: a 200-byte name needs new room */
+	memset(name, 'x', 200);
+	name[200] = 0;
+	mk(fs, d, name, S_IFREG | 0644);
+	assert_int_equal(e2_getattr(fs, d, &st), 0);
+	assert_int_equal(st.st_size, size + 1024);
+	for (int i = 0; i < 2046; i++) {
+		snprintf(name, sizeof(name), i % 100 ? "n%04d" : "m%04d", i % 100 ? i : i / 100);
+		assert_int_equal(e2_lookup(fs, d, name, &st), 0);
+	}
+	close_check(fs);
+}
+
 static void test_enospc(void **state)
 {
 	static char chunk[65536];
@@ -548,6 +597,131 @@ static void test_close_frees_orphans(void **state)
 	close_check(fs);
 }
 
+/* Two files share one extended-attribute block (reference count 2, as the
+ * kernel shares equal attribute sets): each unlink drops one reference and
+ * the last one frees the block, so e2fsck stays clean after each. */
+static void test_unlink_releases_xattr_block(void **state)
+{
+	struct e2fs *fs;
+
+	(void)state;
+	mkimg("4M", "-I 128");
+	assert_int_equal(
+	    sh("echo hi > %s.hi && debugfs -w -R 'write %s.hi f' %s >/dev/null 2>&1 && "
+	       "debugfs -w -R 'write %s.hi g' %s >/dev/null 2>&1 && "
+	       "debugfs -w -R 'ea_set /f user.a bbbbbbbbbbbb' %s >/dev/null 2>&1 && "
+	       "debugfs -w -R 'ea_set /g user.a bbbbbbbbbbbb' %s >/dev/null 2>&1",
+	       img, img, img, img, img, img, img),
+	    0);
+	/* make g point at f's block, free g's own, and count two references */
+	assert_int_equal(
+	    sh("a=$(debugfs -R 'stat /f' %s 2>/dev/null | sed -n 's/^File ACL: "
+	       "\\([0-9]*\\).*/\\1/p') && "
+	       "b=$(debugfs -R 'stat /g' %s 2>/dev/null | sed -n 's/^File ACL: "
+	       "\\([0-9]*\\).*/\\1/p') && "
+	       "[ \"$a\" -gt 0 ] && [ \"$b\" -gt 0 ] && "
+	       "debugfs -w -R \"sif /g file_acl $a\" %s >/dev/null 2>&1 && "
+	       "debugfs -w -R \"freeb $b\" %s >/dev/null 2>&1 && "
+	       "printf '\\002\\000\\000\\000' | dd of=%s bs=1 seek=$((a * 1024 + 4)) "
+	       "conv=notrunc 2>/dev/null && { e2fsck -fy %s >/dev/null 2>&1; [ $? -le 1 ]; } && "
+	       "e2fsck -fn %s >/dev/null 2>&1",
+	       img, img, img, img, img, img, img),
+	    0);
+	fs = open_img();
+	assert_int_equal(e2_unlink(fs, E2_ROOT_INO, "f"), 0);
+	close_check(fs);
+	fs = open_img();
+	assert_int_equal(e2_unlink(fs, E2_ROOT_INO, "g"), 0);
+	close_check(fs);
+	sh("rm -f %s.hi", img);
+}
+
+struct tailcheck {
+	unsigned states, bad;
+};
+
+/* A crash state is bad if the shrink-and-grow took effect beyond the
+ * first block (bytes from 1024 read as zeros) while the old bytes past
+ * the shrunk size in the first block are still there. */
+static int tail_state(const struct crash_state *cs, void *arg)
+{
+	struct e2_opts o = {.no_flusher = true, .readonly = true};
+	struct tailcheck *tc = arg;
+	struct e2fs *fs;
+	struct bdev *dev;
+	struct stat st;
+	char buf[3000];
+
+	tc->states++;
+	assert_int_equal(bdev_mem_create(cs->block_size, 0, cs->image, cs->image_len, &dev), 0);
+	assert_int_equal(e2_open_bdev(dev, &o, &fs), 0);
+	if (e2_lookup(fs, E2_ROOT_INO, "f", &st) == 0 && st.st_size == 3000 &&
+	    e2_read(fs, (uint32_t)st.st_ino, buf, sizeof(buf), 0) == 3000) {
+		bool grown = true, stale = false;
+
+		for (int i = 1024; i < 3000; i++)
+			grown &= buf[i] == 0;
+		for (int i = 100; i < 1024; i++)
+			stale |= buf[i] != 0;
+		if (grown && stale)
+			tc->bad++;
+	}
+	e2_abandon(fs);
+	return 0;
+}
+
+static unsigned shrink_grow_bad(enum consistency cons)
+{
+	struct e2_opts o = {.no_flusher = true, .consistency = cons};
+	struct crash_opts co = {.max_exhaustive = 10, .samples = 64, .seed = 1};
+	struct tailcheck tc = {0, 0};
+	struct bdev *mem, *rec;
+	struct e2fs *fs;
+	struct stat st, a;
+	char data[3000];
+	void *bytes;
+	size_t len;
+	FILE *f;
+
+	mkimg("1M", "");
+	f = fopen(img, "rb");
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	len = (size_t)ftell(f);
+	rewind(f);
+	bytes = malloc(len);
+	assert_int_equal(fread(bytes, 1, len, f), len);
+	fclose(f);
+	assert_int_equal(bdev_mem_create(1024, 0, bytes, len, &mem), 0);
+	free(bytes);
+	assert_int_equal(bdev_recorder_create(mem, &rec), 0);
+	assert_int_equal(e2_open_bdev(rec, &o, &fs), 0);
+	memset(data, 'A', sizeof(data));
+	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "f", S_IFREG | 0644, 0, 0, 0, &st), 0);
+	assert_int_equal(e2_write(fs, (uint32_t)st.st_ino, data, sizeof(data), 0), 3000);
+	assert_int_equal(e2_sync(fs), 0);
+	assert_int_equal(bdev_recorder_reset(rec), 0);
+	a.st_size = 100;
+	assert_int_equal(e2_setattr(fs, (uint32_t)st.st_ino, &a, E2_SET_SIZE, &st), 0);
+	a.st_size = 3000;
+	assert_int_equal(e2_setattr(fs, (uint32_t)st.st_ino, &a, E2_SET_SIZE, &st), 0);
+	assert_int_equal(e2_sync(fs), 0);
+	assert_int_equal(crash_enumerate(rec, &co, tail_state, &tc, NULL), 0);
+	assert_true(tc.states > 1);
+	e2_abandon(fs);
+	return tc.bad;
+}
+
+/* Shrinking zeroes the tail of the last block; growing again must never
+ * expose the old bytes there after a crash (size update -> the zeroing it
+ * covers).  Without ordering the same check finds such a state. */
+static void test_shrink_then_grow_reads_zeros_after_crash(void **state)
+{
+	(void)state;
+	assert_int_equal(shrink_grow_bad(CONSISTENCY_SOFTUPDATES), 0);
+	assert_true(shrink_grow_bad(CONSISTENCY_NONE) > 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -557,10 +731,13 @@ int main(void)
 	    cmocka_unit_test(test_create_write_remove),
 	    cmocka_unit_test(test_rename),
 	    cmocka_unit_test(test_big_directory_and_htree),
+	    cmocka_unit_test(test_dir_reuses_room),
 	    cmocka_unit_test(test_enospc),
 	    cmocka_unit_test(test_fsync_survives_crash),
 	    cmocka_unit_test(test_readonly_and_none),
 	    cmocka_unit_test(test_close_frees_orphans),
+	    cmocka_unit_test(test_unlink_releases_xattr_block),
+	    cmocka_unit_test(test_shrink_then_grow_reads_zeros_after_crash),
 	};
 	int r = cmocka_run_group_tests(tests, NULL, NULL);
 
