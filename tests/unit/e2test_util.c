@@ -521,3 +521,25 @@ uint64_t e2t_hash(const void *data, size_t len)
 		h = (h ^ b[i]) * 0x100000001b3ull;
 	return h;
 }
+
+static char *scratch_path;
+
+int e2t_remove_scratch(void **state)
+{
+	(void)state;
+	if (scratch_path) {
+		unlink(scratch_path);
+		free(scratch_path);
+		scratch_path = NULL;
+	}
+	return 0;
+}
+
+char *e2t_scratch_file(const char *tag)
+{
+	char *path = e2t_tmpfile(tag);
+
+	e2t_remove_scratch(NULL);
+	scratch_path = path ? strdup(path) : NULL;
+	return path;
+}

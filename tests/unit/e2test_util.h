@@ -41,6 +41,11 @@ const char *e2t_tmpdir(void);
 /* A new empty scratch file path (malloc'd; the file exists, empty), or NULL.
  * tag goes into the name. */
 char *e2t_tmpfile(const char *tag);
+/* The test's scratch image: e2t_scratch_file() makes a new temporary path
+ * (as e2t_tmpfile) and remembers it; e2t_remove_scratch(), a cmocka teardown,
+ * unlinks it even when the test failed part way. */
+char *e2t_scratch_file(const char *tag);
+int e2t_remove_scratch(void **state);
 /* A new scratch directory (malloc'd), or NULL. */
 char *e2t_tmpdir_new(const char *tag);
 /* rm -rf path (best effort). */

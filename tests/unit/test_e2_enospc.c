@@ -25,30 +25,6 @@ static uint8_t pat(unsigned id, uint64_t off)
 	return (uint8_t)(1 + (id * 131 + off * 7 + (off >> 10) * 13) % 255);
 }
 
-/* The scratch image of the running test, removed by the teardown even when
- * the test fails part way. */
-static char *g_scratch;
-
-static int remove_scratch(void **state)
-{
-	if (g_scratch) {
-		unlink(g_scratch);
-		free(g_scratch);
-		g_scratch = NULL;
-	}
-	return 0;
-}
-
-/* A new scratch file that the teardown removes. */
-static char *scratch_file(const char *tag)
-{
-	char *path = e2t_tmpfile(tag);
-
-	remove_scratch(NULL);
-	g_scratch = path ? strdup(path) : NULL;
-	return path;
-}
-
 static struct e2fs *open_fs(const char *path)
 {
 	struct e2_opts o = {.no_flusher = true};
@@ -168,7 +144,7 @@ static size_t fill(struct e2fs *fs, uint32_t ino, unsigned id)
 
 static void test_enospc_blocks(void **state)
 {
-	char *path = scratch_file("enospc");
+	char *path = e2t_scratch_file("enospc");
 	char longname[220], slow[600];
 	struct statvfs sv;
 	struct stat st;
@@ -260,7 +236,7 @@ static void test_enospc_blocks(void **state)
  * with the file's size telling the truth either way. */
 static void test_enospc_one_big_write(void **state)
 {
-	char *path = scratch_file("enospc");
+	char *path = e2t_scratch_file("enospc");
 	size_t len = 2 * 1024 * 1024;
 	uint8_t *buf = malloc(len);
 	struct stat st;
@@ -289,7 +265,7 @@ static void test_enospc_one_big_write(void **state)
 
 static void test_enospc_inodes(void **state)
 {
-	char *path = scratch_file("enospc");
+	char *path = e2t_scratch_file("enospc");
 	char name[32];
 	struct statvfs sv;
 	struct stat st;
@@ -338,9 +314,9 @@ static void test_enospc_inodes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_teardown(test_enospc_blocks, remove_scratch),
-	    cmocka_unit_test_teardown(test_enospc_one_big_write, remove_scratch),
-	    cmocka_unit_test_teardown(test_enospc_inodes, remove_scratch),
+	    cmocka_unit_test_teardown(test_enospc_blocks, e2t_remove_scratch),
+	    cmocka_unit_test_teardown(test_enospc_one_big_write, e2t_remove_scratch),
+	    cmocka_unit_test_teardown(test_enospc_inodes, e2t_remove_scratch),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -888,30 +888,6 @@ static void forget_mtimes(struct model *m)
 
 /* ---- the run ------------------------------------------------------------- */
 
-/* The scratch image of the running test, removed by the teardown even when
- * the test fails part way (a model image is 32 MiB of /dev/shm). */
-static char *g_scratch;
-
-static int remove_scratch(void **state)
-{
-	if (g_scratch) {
-		unlink(g_scratch);
-		free(g_scratch);
-		g_scratch = NULL;
-	}
-	return 0;
-}
-
-/* A new scratch file that the teardown removes. */
-static char *scratch_file(const char *tag)
-{
-	char *path = e2t_tmpfile(tag);
-
-	remove_scratch(NULL);
-	g_scratch = path ? strdup(path) : NULL;
-	return path;
-}
-
 static void model_open(struct model *m)
 {
 	int ret = e2_open(m->path, &m->opts, &m->fs);
@@ -959,7 +935,7 @@ static void run_model(uint64_t seed, unsigned steps, const struct e2_opts *opts,
 	m->opts = *opts;
 	m->op = "setup";
 	e2t_rng_seed(&m->rng, seed);
-	m->path = scratch_file("model");
+	m->path = e2t_scratch_file("model");
 	assert_non_null(m->path);
 	ret = e2t_mkfs(m->path, 32 * 1024, 1024, NULL, NULL);
 	assert_int_equal(ret, 0);
@@ -1103,7 +1079,7 @@ static void test_model_consistency_none(void **state)
 static void test_readdir_resume_across_changes(void **state)
 {
 	enum { N = 300, FIRST = 100 };
-	char *path = scratch_file("readdir");
+	char *path = e2t_scratch_file("readdir");
 	struct e2_opts o = {.no_flusher = true};
 	struct dlist l = {0};
 	struct chunk c = {.l = &l, .next = 0};
@@ -1176,7 +1152,7 @@ static void test_readdir_resume_across_changes(void **state)
  * when the last reference goes, or at e2_close. */
 static void test_orphans(void **state)
 {
-	char *path = scratch_file("orphan");
+	char *path = e2t_scratch_file("orphan");
 	struct e2_opts o = {.no_flusher = true};
 	uint8_t buf[20000], got[20000];
 	struct statvfs sv0, sv;
@@ -1239,7 +1215,7 @@ static void test_sparse_far_offsets(void **state)
 	    67383296 - 700, 67383296 + 123457, 4294967296ull - 10, 4294967296ull + 1048576 + 3,
 	    10000000000ull,
 	};
-	char *path = scratch_file("far");
+	char *path = e2t_scratch_file("far");
 	struct e2_opts o = {.no_flusher = true};
 	struct e2t_fsck fr;
 	struct e2fs *fs;
@@ -1319,13 +1295,13 @@ static void test_sparse_far_offsets(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_teardown(test_model_default_cache, remove_scratch),
-	    cmocka_unit_test_teardown(test_model_tiny_cache_flusher, remove_scratch),
-	    cmocka_unit_test_teardown(test_model_tiny_cache_no_flusher, remove_scratch),
-	    cmocka_unit_test_teardown(test_model_consistency_none, remove_scratch),
-	    cmocka_unit_test_teardown(test_sparse_far_offsets, remove_scratch),
-	    cmocka_unit_test_teardown(test_readdir_resume_across_changes, remove_scratch),
-	    cmocka_unit_test_teardown(test_orphans, remove_scratch),
+	    cmocka_unit_test_teardown(test_model_default_cache, e2t_remove_scratch),
+	    cmocka_unit_test_teardown(test_model_tiny_cache_flusher, e2t_remove_scratch),
+	    cmocka_unit_test_teardown(test_model_tiny_cache_no_flusher, e2t_remove_scratch),
+	    cmocka_unit_test_teardown(test_model_consistency_none, e2t_remove_scratch),
+	    cmocka_unit_test_teardown(test_sparse_far_offsets, e2t_remove_scratch),
+	    cmocka_unit_test_teardown(test_readdir_resume_across_changes, e2t_remove_scratch),
+	    cmocka_unit_test_teardown(test_orphans, e2t_remove_scratch),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
