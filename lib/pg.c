@@ -128,6 +128,19 @@ static int may_touch(const struct pg_group *g, uid_t uid)
 	return uid == 0 || uid == g->owner ? 0 : -EPERM;
 }
 
+/* The opening of close and engage: a group that exists, is not closed yet
+ * and that uid may change.  A retired or closed id is gone for these. */
+static int find_open(struct pgeng *e, int64_t id, uid_t uid, struct pg_group **out)
+{
+	int r = find(e, id, out);
+
+	if (r == 1 || (r == 0 && (*out)->closed))
+		return -ENOENT;
+	if (r < 0)
+		return r;
+	return may_touch(*out, uid);
+}
+
 /* A group's tail is held so that it can keep gaining dependencies.  Once
  * nothing can add a change any more (closed or sealed, engaged by nobody,
  * nothing in flight) it can go. */
@@ -440,12 +453,7 @@ int pgeng_close(struct pgeng *e, int64_t id, uid_t uid)
 	int r;
 
 	pthread_mutex_lock(&e->lock);
-	r = find(e, id, &g);
-	if (r == 1 || (r == 0 && g->closed))
-		r = -ENOENT;
-	if (r < 0)
-		goto out;
-	r = may_touch(g, uid);
+	r = find_open(e, id, uid, &g);
 	if (r < 0)
 		goto out;
 	g->closed = true;
@@ -647,12 +655,7 @@ int pgeng_engage(struct pgeng *e, int64_t id, uid_t uid, struct pg_group **out)
 	int r;
 
 	pthread_mutex_lock(&e->lock);
-	r = find(e, id, &g);
-	if (r == 1 || (r == 0 && g->closed))
-		r = -ENOENT;
-	if (r < 0)
-		goto out;
-	r = may_touch(g, uid);
+	r = find_open(e, id, uid, &g);
 	if (r < 0)
 		goto out;
 	if (g->sealed) {
