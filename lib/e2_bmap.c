@@ -14,41 +14,6 @@
 #include <string.h>
 #include "e2_int.h"
 
-struct plan_ent {
-	uint32_t parent, idx, pblk; /* parent 0: slot idx of the inode's i_block */
-	struct patch *bit, *init;
-};
-
-struct plan {
-	struct plan_ent *e;
-	size_t n, cap;
-};
-
-static int plan_add(struct plan *pl, uint32_t parent, uint32_t idx, uint32_t pblk,
-		    struct patch *bit, struct patch *init)
-{
-	if (pl->n == pl->cap) {
-		size_t cap = pl->cap ? pl->cap * 2 : 16;
-		struct plan_ent *ne = realloc(pl->e, cap * sizeof(*ne));
-
-		if (!ne)
-			return -ENOMEM;
-		pl->e = ne;
-		pl->cap = cap;
-	}
-	pl->e[pl->n++] = (struct plan_ent){parent, idx, pblk, bit, init};
-	return 0;
-}
-
-static void plan_free(struct e2fs *fs, struct plan *pl)
-{
-	for (size_t i = 0; i < pl->n; i++) {
-		patch_release(fs->c, pl->e[i].bit);
-		patch_release(fs->c, pl->e[i].init);
-	}
-	free(pl->e);
-}
-
 uint64_t e2_max_lblk(const struct e2fs *fs)
 {
 	uint64_t a = fs->apb;
@@ -108,11 +73,10 @@ static int read_slot(struct e2fs *fs, struct e2_inode *ip, uint32_t parent, uint
 }
 
 /* Follow the path to lblk.  *pblk is the mapped block or 0 for a hole;
- * *parent and *idx name the slot that holds (or would hold) it, and *missing is
- * the level at which the path stops (depth-1 when only the leaf is absent).
- * With pl, blocks planned but not yet linked count as present. */
-static int walk(struct e2fs *fs, struct e2_inode *ip, uint64_t lblk, struct plan *pl,
-		uint32_t *pblk, uint32_t *parent, uint32_t *idx, int *level, int *depth)
+ * *parent and *idx name the slot that holds (or would hold) it, and *level is
+ * the level at which the path stops (depth-1 when only the leaf is absent). */
+static int walk(struct e2fs *fs, struct e2_inode *ip, uint64_t lblk, uint32_t *pblk,
+		uint32_t *parent, uint32_t *idx, int *level, int *depth)
 {
 	uint32_t off[4], chain[4], p = 0, v = 0;
 	int d, r;
@@ -125,13 +89,6 @@ static int walk(struct e2fs *fs, struct e2_inode *ip, uint64_t lblk, struct plan
 		r = read_slot(fs, ip, p, off[l], &v);
 		if (r)
 			return r;
-		if (!v && pl) {
-			for (size_t i = pl->n; i-- > 0;)
-				if (pl->e[i].parent == p && pl->e[i].idx == off[l]) {
-					v = pl->e[i].pblk;
-					break;
-				}
-		}
 		if (v && !e2_block_ok(fs, v))
 			return e2_err(fs, -EIO, "inode %u: block %u out of range", ip->ino, v);
 		for (int k = 0; k < l; k++)
@@ -156,7 +113,7 @@ int e2_bmap(struct e2fs *fs, struct e2_inode *ip, uint64_t lblk, uint32_t *pblk)
 	uint32_t parent, idx;
 	int level, depth;
 
-	return walk(fs, ip, lblk, NULL, pblk, &parent, &idx, &level, &depth);
+	return walk(fs, ip, lblk, pblk, &parent, &idx, &level, &depth);
 }
 
 int e2_bmap_cur(struct e2fs *fs, struct e2_inode *ip, uint64_t lblk, uint32_t *pblk,
@@ -174,7 +131,7 @@ int e2_bmap_cur(struct e2fs *fs, struct e2_inode *ip, uint64_t lblk, uint32_t *p
 		*pblk = v;
 		return 0;
 	}
-	r = walk(fs, ip, lblk, NULL, pblk, &parent, &idx, &level, &depth);
+	r = walk(fs, ip, lblk, pblk, &parent, &idx, &level, &depth);
 	if (r)
 		return r;
 	cur->blk = 0;
@@ -192,21 +149,464 @@ static uint32_t inode_goal(const struct e2fs *fs, const struct e2_inode *ip)
 	return fs->g[(ip->ino - 1) / fs->ipg].first;
 }
 
-/* Write size bytes at off (pass A/B/C above).  extra: deps for every data
- * patch (a new directory block's entry waits for its inode).  Returns the
- * byte count, or -errno if nothing was written.  *linked (if not NULL)
- * gets an empty patch that commits once every new block is reachable. */
+/* ---- writing ------------------------------------------------------------ */
+
+/* An indirect block built in memory by a write: new, or a copy of an
+ * existing one (copy-on-write).  Written whole, once, after what it points
+ * at, and linked by one pointer change in its parent. */
+struct shadow {
+	uint32_t blk;	  /* its (newly allocated) number */
+	uint32_t old;	  /* the block it replaces, 0 for a new one */
+	int level;	  /* 1: points at data blocks */
+	int parent;	  /* PARENT_INODE, PARENT_INPLACE or a shadow index */
+	uint32_t *v;	  /* contents, fs->bs bytes */
+	struct patch *bit, *init;
+	struct e2_deps deps; /* bits and contents of the blocks it points at */
+};
+#define PARENT_INODE   (-1)
+#define PARENT_INPLACE (-2) /* a pointer in an existing block: wctx.cps */
+
+/* A node on the path to a block: the inode, a shadow, or an existing
+ * indirect block. */
+struct node {
+	int sh;	      /* shadow index, or -1 */
+	uint32_t blk; /* with sh == -1: 0 for the inode, else the block */
+};
+
+/* A pointer to store in place in an existing indirect block (pass C), or
+ * (in wctx's dat list) a data block allocated by the write. */
+struct cptr {
+	uint32_t parent, idx, val;
+	int sh;		      /* the shadow it points at, or -1 for data */
+	struct patch *bit, *init; /* for data: references held */
+};
+
+struct cplist {
+	struct cptr *e;
+	size_t n, cap;
+};
+
+struct wctx {
+	struct e2fs *fs;
+	struct e2_inode *ip;
+	struct ext2_inode nw; /* the inode as the write leaves it */
+	bool cow;	      /* pointers go into copies, not in place */
+	uint32_t goal, nnew;  /* allocation goal; blocks added (i_blocks) */
+	struct shadow *sh;
+	size_t nsh, capsh;
+	struct cplist cpd, cps; /* in-place pointers to data / to shadows */
+	struct e2_deps ideps;	/* the inode patch waits for these */
+	/* the path of the last block, reused while the next block has the
+	 * same leaf node (one walk per indirect block, not per block) */
+	struct node n[4];
+	uint32_t off[4];
+	int depth;
+	uint64_t base; /* first lblk of n[depth - 1] when depth > 1 */
+	bool valid;
+};
+
+static int cp_add(struct cplist *l, uint32_t parent, uint32_t idx, uint32_t val, int sh,
+		  struct patch *bit, struct patch *init)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		struct cptr *ne = realloc(l->e, cap * sizeof(*ne));
+
+		if (!ne)
+			return -ENOMEM;
+		l->e = ne;
+		l->cap = cap;
+	}
+	if (bit)
+		patch_retain(bit);
+	if (init)
+		patch_retain(init);
+	l->e[l->n++] = (struct cptr){parent, idx, val, sh, bit, init};
+	return 0;
+}
+
+static void cp_free(struct e2fs *fs, struct cplist *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		patch_release(fs->c, l->e[i].bit);
+		patch_release(fs->c, l->e[i].init);
+	}
+	free(l->e);
+}
+
+static void wctx_free(struct wctx *w)
+{
+	struct e2fs *fs = w->fs;
+
+	for (size_t i = 0; i < w->nsh; i++) {
+		patch_release(fs->c, w->sh[i].bit);
+		patch_release(fs->c, w->sh[i].init);
+		e2_deps_free(fs, &w->sh[i].deps);
+		free(w->sh[i].v);
+	}
+	free(w->sh);
+	cp_free(fs, &w->cpd);
+	cp_free(fs, &w->cps);
+	e2_deps_free(fs, &w->ideps);
+}
+
+/* Undo the allocations of a write that fails before anything links them:
+ * nothing on disk can point at these blocks, so they are freed at once. */
+static void wctx_unalloc(struct wctx *w, const struct cplist *dat)
+{
+	for (size_t i = 0; i < w->nsh; i++)
+		e2_bfree(w->fs, w->sh[i].blk, NULL);
+	for (size_t i = 0; i < dat->n; i++)
+		e2_bfree(w->fs, dat->e[i].val, NULL);
+}
+
+/* Forget the newest shadow, whose pointer could not be stored. */
+static void shadow_drop_last(struct wctx *w)
+{
+	struct shadow *s = &w->sh[--w->nsh];
+
+	e2_bfree(w->fs, s->blk, NULL);
+	patch_release(w->fs->c, s->bit);
+	e2_deps_free(w->fs, &s->deps);
+	free(s->v);
+}
+
+static int shadow_find(const struct wctx *w, uint32_t blk)
+{
+	for (size_t i = w->nsh; i-- > 0;)
+		if (w->sh[i].blk == blk)
+			return (int)i;
+	return -1;
+}
+
+static int node_read(struct wctx *w, struct node n, uint32_t idx, bool leaf, uint32_t *val)
+{
+	int r;
+
+	if (n.sh >= 0) {
+		*val = le32toh(w->sh[n.sh].v[idx]);
+		return 0;
+	}
+	if (!n.blk) {
+		*val = le32toh(w->nw.i_block[idx]);
+		return 0;
+	}
+	r = read_slot(w->fs, w->ip, n.blk, idx, val);
+	if (r || *val || leaf)
+		return r;
+	/* a pointer to a new indirect block planned for this slot */
+	for (size_t i = w->cps.n; i-- > 0;)
+		if (w->cps.e[i].parent == n.blk && w->cps.e[i].idx == idx) {
+			*val = w->cps.e[i].val;
+			break;
+		}
+	return 0;
+}
+
+/* A new shadow for block blk (with its bitmap patch bit, which it takes);
+ * old: the existing block it copies, or 0 for an empty one. */
+static int shadow_new(struct wctx *w, uint32_t blk, struct patch *bit, uint32_t old, int level,
+		      int *out)
+{
+	struct e2fs *fs = w->fs;
+	struct shadow *s;
+	int r;
+
+	if (w->nsh == w->capsh) {
+		size_t cap = w->capsh ? w->capsh * 2 : 8;
+		struct shadow *ns = realloc(w->sh, cap * sizeof(*ns));
+
+		if (!ns) {
+			r = -ENOMEM;
+			goto fail;
+		}
+		w->sh = ns;
+		w->capsh = cap;
+	}
+	s = &w->sh[w->nsh];
+	memset(s, 0, sizeof(*s));
+	s->v = calloc(1, fs->bs);
+	if (!s->v) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	s->blk = blk;
+	s->old = old;
+	s->level = level;
+	s->parent = PARENT_INODE;
+	s->bit = bit;
+	w->nsh++;
+	if (old) {
+		struct cblock *b;
+
+		r = cache_get(fs->c, old, &b);
+		if (r) {
+			shadow_drop_last(w);
+			return e2_err(fs, r, "inode %u: cannot read indirect block %u",
+				      w->ip->ino, old);
+		}
+		memcpy(s->v, cblock_data(b), fs->bs);
+		cache_put(fs->c, b);
+		/* The copy carries the block's pointers: it waits for what
+		 * they wait for. */
+		e2_patch_drop_committed(fs, &w->ip->ptrs);
+		r = e2_deps_addref(&s->deps, w->ip->ptrs);
+		if (r) {
+			shadow_drop_last(w);
+			return r;
+		}
+	}
+	*out = (int)(w->nsh - 1);
+	return 0;
+fail:
+	/* not recorded: give the block back here */
+	e2_bfree(fs, blk, NULL);
+	patch_release(fs->c, bit);
+	return r;
+}
+
+static int set_ptr(struct wctx *w, int l, uint32_t val, int child, struct patch *bit,
+		   struct patch *init);
+
+/* Replace the existing block at w->n[l] by a copy that can change freely
+ * (its parent then points at the copy). */
+static int cow(struct wctx *w, int l)
+{
+	struct patch *bit = NULL;
+	uint32_t nb;
+	int s, r;
+
+	r = e2_balloc(w->fs, w->goal, &nb, &bit);
+	if (r)
+		return r;
+	r = shadow_new(w, nb, bit, w->n[l].blk, w->depth - l, &s);
+	if (r)
+		return r;
+	w->goal = nb + 1;
+	r = set_ptr(w, l - 1, nb, s, NULL, NULL);
+	if (r) {
+		shadow_drop_last(w);
+		return r;
+	}
+	w->n[l] = (struct node){s, nb};
+	return 0;
+}
+
+/* Store val in slot w->off[l] of node w->n[l].  val is data block (child
+ * -1, with its bitmap and contents patches) or shadow child. */
+static int set_ptr(struct wctx *w, int l, uint32_t val, int child, struct patch *bit,
+		   struct patch *init)
+{
+	struct node n = w->n[l];
+	uint32_t idx = w->off[l];
+	struct e2_deps *d;
+	int r;
+
+	if (n.sh < 0 && n.blk) {
+		if (!w->cow) {
+			if (child >= 0)
+				w->sh[child].parent = PARENT_INPLACE;
+			return cp_add(child >= 0 ? &w->cps : &w->cpd, n.blk, idx, val, child,
+				      bit, init);
+		}
+		r = cow(w, l);
+		if (r)
+			return r;
+		n = w->n[l];
+	}
+	if (n.sh >= 0) {
+		w->sh[n.sh].v[idx] = htole32(val);
+		d = &w->sh[n.sh].deps;
+	} else {
+		w->nw.i_block[idx] = htole32(val);
+		d = &w->ideps;
+	}
+	if (child >= 0) {
+		w->sh[child].parent = n.sh >= 0 ? n.sh : PARENT_INODE;
+		return 0; /* its patches are added once they exist */
+	}
+	r = e2_deps_addref(d, bit);
+	if (!r)
+		r = e2_deps_addref(d, init);
+	return r;
+}
+
+/* Resolve the path to lblk into w->n/w->off, making missing indirect blocks
+ * (as empty shadows).  *leaf gets the data block, 0 for a hole. */
+static int wpath(struct wctx *w, uint64_t lblk, uint32_t *leaf)
+{
+	struct e2fs *fs = w->fs;
+	uint32_t v;
+	int d, r;
+
+	if (w->valid && w->depth > 1 && lblk >= w->base && lblk - w->base < fs->apb) {
+		w->off[w->depth - 1] = (uint32_t)(lblk - w->base);
+		return node_read(w, w->n[w->depth - 1], w->off[w->depth - 1], true, leaf);
+	}
+	w->valid = false;
+	if (lblk >= e2_max_lblk(fs))
+		return -EFBIG;
+	d = path_of(fs, lblk, w->off);
+	w->depth = d;
+	w->n[0] = (struct node){-1, 0};
+	for (int l = 1; l < d; l++) {
+		r = node_read(w, w->n[l - 1], w->off[l - 1], false, &v);
+		if (r)
+			return r;
+		if (!v) {
+			struct patch *bit = NULL;
+			int s;
+
+			r = e2_balloc(fs, w->goal, &v, &bit);
+			if (r)
+				return r;
+			r = shadow_new(w, v, bit, 0, d - l, &s);
+			if (r)
+				return r;
+			w->goal = v + 1;
+			r = set_ptr(w, l - 1, v, s, NULL, NULL);
+			if (r) {
+				shadow_drop_last(w);
+				return r;
+			}
+			w->nnew++;
+			w->n[l] = (struct node){s, v};
+			continue;
+		}
+		if (!e2_block_ok(fs, v))
+			return e2_err(fs, -EIO, "inode %u: block %u out of range", w->ip->ino, v);
+		for (int k = 1; k < l; k++)
+			if (w->n[k].blk == v)
+				return e2_err(fs, -EIO, "inode %u: indirect block %u loops",
+					      w->ip->ino, v);
+		w->n[l] = (struct node){shadow_find(w, v), v};
+	}
+	r = node_read(w, w->n[d - 1], w->off[d - 1], true, leaf);
+	if (r)
+		return r;
+	if (d > 1) {
+		w->base = lblk - w->off[d - 1];
+		w->valid = true;
+	}
+	return 0;
+}
+
+/* Write every shadow, deepest level first, each after what it points at,
+ * and hand its patches to its parent. */
+static int write_shadows(struct wctx *w)
+{
+	struct e2fs *fs = w->fs;
+	int r;
+
+	for (int lv = 1; lv <= 3; lv++)
+		for (size_t i = 0; i < w->nsh; i++) {
+			struct shadow *s = &w->sh[i];
+			struct e2_deps *d;
+
+			if (s->level != lv)
+				continue;
+			r = e2_block_init(fs, s->blk, s->v, &s->deps, &s->init);
+			if (r)
+				return r;
+			e2_isync_add(fs, w->ip, s->init);
+			if (s->parent == PARENT_INPLACE)
+				continue; /* pass C takes them from the shadow */
+			d = s->parent == PARENT_INODE ? &w->ideps : &w->sh[s->parent].deps;
+			if ((r = e2_deps_addref(d, s->bit)) || (r = e2_deps_addref(d, s->init)))
+				return r;
+		}
+	return 0;
+}
+
+/* Pass C: pointers stored in place in existing indirect blocks, runs of
+ * adjacent slots in one patch, after the inode patch (which raised
+ * i_blocks) and after the blocks they point at. */
+static int write_inplace(struct wctx *w, struct cplist *l, struct patch *ipp, struct e2_deps *all)
+{
+	struct e2fs *fs = w->fs;
+	struct e2_deps cdeps = {0};
+	uint32_t *vals = (uint32_t *)fs->wtmp;
+	int r = 0;
+
+	for (size_t i = 0; i < l->n && !r;) {
+		size_t j = i;
+		struct patch *p = NULL;
+
+		e2_deps_free(fs, &cdeps);
+		r = e2_deps_addref(&cdeps, ipp);
+		while (!r && j < l->n && l->e[j].parent == l->e[i].parent &&
+		       l->e[j].idx == l->e[i].idx + (j - i)) {
+			const struct cptr *c = &l->e[j];
+
+			vals[j - i] = htole32(c->val);
+			if (c->sh >= 0) {
+				if (!(r = e2_deps_addref(&cdeps, w->sh[c->sh].bit)))
+					r = e2_deps_addref(&cdeps, w->sh[c->sh].init);
+			} else if (!(r = e2_deps_addref(&cdeps, c->bit))) {
+				r = e2_deps_addref(&cdeps, c->init);
+			}
+			j++;
+		}
+		if (!r)
+			r = e2_patch(fs, l->e[i].parent, l->e[i].idx * 4, (uint32_t)(4 * (j - i)),
+				     vals, &cdeps, &p);
+		if (!r) {
+			e2_isync_add(fs, w->ip, p);
+			r = e2_deps_add(all, p);
+		}
+		i = j;
+	}
+	e2_deps_free(fs, &cdeps);
+	return r;
+}
+
+/* ip->ptrs := over the old one and the pointer changes in all. */
+static int note_ptrs(struct e2fs *fs, struct e2_inode *ip, struct e2_deps *all)
+{
+	struct patch *np = NULL;
+	int r;
+
+	e2_patch_drop_committed(fs, &ip->ptrs);
+	r = e2_deps_addref(all, ip->ptrs);
+	if (!r)
+		r = patch_create_empty(fs->c, all->p, all->n, &np);
+	if (r)
+		return r;
+	patch_release(fs->c, ip->ptrs);
+	ip->ptrs = np;
+	return 0;
+}
+
+/* Write size bytes at off.  The soft-updates order:
+ *   A. new data blocks are allocated and written whole (bitmap bit, then
+ *      contents); mapped blocks are overwritten in place; new indirect
+ *      blocks are built in memory;
+ *   B. the indirect blocks built are written whole, each after the blocks
+ *      it points at; then one inode patch (size, times, i_blocks, direct
+ *      and top-level pointers) after the blocks it points at and, when the
+ *      size grows, after the data it covers;
+ *   C. pointers stored in place in existing indirect blocks, after the
+ *      inode patch (i_blocks is never below what the pointers reach).
+ * A write that raises the size stores no pointer in place: it copies each
+ * existing indirect block it must change (copy-on-write) and frees the old
+ * one after the inode patch.  So the new size and every pointer to the data
+ * it covers reach disk in the one inode write: a crash shows the file with
+ * its old size and blocks or with its new ones, never a size over a hole
+ * nor blocks past the size.  A write below the size (into holes) stores in
+ * place: until the pointer lands the hole reads as zeros, as before.
+ * extra: deps for every data patch (a new directory block's entry waits for
+ * its inode).  Returns the byte count, or -errno if nothing was written.
+ * *linked (if not NULL) gets an empty patch that commits once every new
+ * block is reachable. */
 int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_t size,
 		    uint64_t off, bool dir, struct e2_deps *extra, struct patch **linked)
 {
-	struct e2_deps all = {0};
-	struct plan ind = {0}, dat = {0};
-	struct e2_deps ideps = {0}, cdeps = {0};
-	struct ext2_inode nw;
-	struct patch *ip_patch = NULL, *lf = NULL;
-	uint8_t *tmp = NULL, *zero = NULL;
+	struct wctx w = {0};
+	struct cplist dat = {0};
+	struct e2_deps ddeps = {0}, all = {0};
+	struct patch *ipp = NULL, *lf = NULL;
+	uint8_t *tmp = fs->wtmp;
 	uint64_t maxb = e2_max_lblk(fs) * fs->bs, end, pos, oldsize = e2_isize(&ip->d);
-	uint32_t goal = inode_goal(fs, ip);
 	size_t done = 0;
 	int r = 0, stop_r = 0;
 
@@ -220,19 +620,32 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 	if (size > maxb - off)
 		size = (size_t)(maxb - off);
 	end = off + size;
-	tmp = fs->wtmp;
-	zero = fs->wzero;
+	w.fs = fs;
+	w.ip = ip;
+	w.nw = ip->d;
+	w.cow = end > oldsize;
+	if (w.cow) {
+		/* Copies need room.  On a nearly full file system a growing
+		 * write stores pointers in place (as a write into holes
+		 * does), so that it can use the last free blocks: a crash
+		 * may then show the new size over a hole (zeros), never
+		 * another file's data. */
+		uint64_t nb = (end - 1) / fs->bs - off / fs->bs + 1;
+
+		if (fs->free_blocks < nb + 3 * (nb / fs->apb + 2))
+			w.cow = false;
+	}
+	w.goal = inode_goal(fs, ip);
 	/* Pass A */
 	for (pos = off; pos < end;) {
 		uint64_t lblk = pos / fs->bs;
 		uint32_t boff = (uint32_t)(pos % fs->bs), len = fs->bs - boff;
-		uint32_t pblk, parent, idx;
-		int level, depth;
+		uint32_t pblk;
 		struct patch *p = NULL, *bit = NULL;
 
 		if (len > end - pos)
 			len = (uint32_t)(end - pos);
-		r = walk(fs, ip, lblk, &ind, &pblk, &parent, &idx, &level, &depth);
+		r = wpath(&w, lblk, &pblk);
 		if (r)
 			break;
 		if (pblk) {
@@ -241,140 +654,115 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 			if (r)
 				break;
 			e2_isync_add(fs, ip, p);
-			goal = pblk + 1;
-			r = e2_deps_add(&ideps, p);
+			w.goal = pblk + 1;
+			r = e2_deps_add(&ddeps, p);
 			if (r)
 				break;
 			pos += len;
 			done = pos - off;
 			continue;
 		}
-		/* Missing indirect blocks along the path, then the leaf. */
-		while (level < depth - 1) {
-			uint32_t nb;
-
-			r = e2_balloc(fs, goal, &nb, &bit);
-			if (r)
-				goto stop;
-			r = e2_block_init(fs, nb, zero, NULL, &p);
-			if (r) {
-				e2_bfree(fs, nb, bit);
-				patch_release(fs->c, bit);
-				goto stop;
-			}
-			r = plan_add(&ind, parent, idx, nb, bit, p);
-			if (r)
-				goto stop;
-			goal = nb + 1;
-			r = walk(fs, ip, lblk, &ind, &pblk, &parent, &idx, &level, &depth);
-			if (r)
-				goto stop;
-		}
-		r = e2_balloc(fs, goal, &pblk, &bit);
+		r = e2_balloc(fs, w.goal, &pblk, &bit);
 		if (r)
 			break;
 		memset(tmp, 0, fs->bs);
 		memcpy(tmp + boff, (const uint8_t *)buf + (pos - off), len);
 		r = e2_block_init(fs, pblk, tmp, extra, &p);
 		if (r) {
-			e2_bfree(fs, pblk, bit);
+			e2_bfree(fs, pblk, NULL);
 			patch_release(fs->c, bit);
 			break;
 		}
-		patch_retain(p);
-		r = e2_deps_add(&ideps, p);
-		if (!r)
-			r = plan_add(&dat, parent, idx, pblk, bit, p);
-		if (r)
+		e2_isync_add(fs, ip, p);
+		r = cp_add(&dat, 0, 0, pblk, -1, bit, p);
+		if (!r) {
+			r = set_ptr(&w, w.depth - 1, pblk, -1, bit, p);
+			if (r) {
+				/* not linked (no room for a copy of its
+				 * indirect block) */
+				dat.n--;
+				patch_release(fs->c, bit);
+				patch_release(fs->c, p);
+			}
+		}
+		patch_release(fs->c, bit);
+		patch_release(fs->c, p);
+		if (r) {
+			e2_bfree(fs, pblk, NULL);
 			break;
-		goal = pblk + 1;
+		}
+		w.goal = pblk + 1;
+		w.nnew++;
 		pos += len;
 		done = pos - off;
 	}
-stop:
 	stop_r = r;
-	if (!done && !ind.n)
+	if (r && r != -ENOSPC && r != -EFBIG) {
+		/* Metadata trouble: link nothing new.  Data overwritten in
+		 * place stays; the size does not move. */
+		wctx_unalloc(&w, &dat);
 		goto out;
-	if (r && r != -ENOSPC && r != -EFBIG)
-		goto out; /* metadata trouble: leave the new blocks unlinked */
+	}
+	if (!done) {
+		/* Nothing written: the indirect blocks made on the way are
+		 * not needed. */
+		wctx_unalloc(&w, &dat);
+		goto out;
+	}
 	/* Pass B */
-	nw = ip->d;
+	r = write_shadows(&w);
+	if (r)
+		goto out;
 	if (off + done > oldsize) {
-		/* Growing over a tail zeroed by an earlier shrink. */
+		/* The size covers the data written and a tail zeroed by an
+		 * earlier shrink. */
+		for (size_t i = 0; i < ddeps.n; i++) {
+			r = e2_deps_addref(&w.ideps, ddeps.p[i]);
+			if (r)
+				goto out;
+		}
 		e2_patch_drop_committed(fs, &ip->tailz);
-		r = e2_deps_addref(&ideps, ip->tailz);
+		r = e2_deps_addref(&w.ideps, ip->tailz);
 		if (r)
 			goto out;
 		if (off + done > 0x7fffffffULL && !dir) {
 			r = e2_sb_set_large_file(fs, &lf);
 			if (r)
 				goto out;
-			r = e2_deps_add(&ideps, lf);
+			r = e2_deps_add(&w.ideps, lf);
 			if (r)
 				goto out;
 		}
-		e2_iset_size(&nw, off + done);
-	} else {
-		/* Size unchanged: the inode need not wait for overwritten data. */
-		for (size_t i = 0; i < ideps.n; i++)
-			patch_release(fs->c, ideps.p[i]);
-		ideps.n = 0;
+		e2_iset_size(&w.nw, off + done);
 	}
-	nw.i_blocks = htole32(le32toh(nw.i_blocks) + (uint32_t)((ind.n + dat.n) * (fs->bs / 512)));
-	nw.i_mtime = nw.i_ctime = htole32(e2_now());
-	for (int k = 0; k < 2; k++) {
-		struct plan *pl = k ? &dat : &ind;
-
-		for (size_t i = 0; i < pl->n; i++) {
-			if (pl->e[i].parent)
-				continue;
-			nw.i_block[pl->e[i].idx] = htole32(pl->e[i].pblk);
-			if ((r = e2_deps_addref(&ideps, pl->e[i].bit)) ||
-			    (r = e2_deps_addref(&ideps, pl->e[i].init)))
-				goto out;
-		}
-	}
-	r = e2_iwrite(fs, ip, &nw, &ideps, &ip_patch);
+	w.nw.i_blocks = htole32(le32toh(w.nw.i_blocks) + w.nnew * (fs->bs / 512));
+	w.nw.i_mtime = w.nw.i_ctime = htole32(e2_now());
+	r = e2_iwrite(fs, ip, &w.nw, &w.ideps, &ipp);
 	if (r)
 		goto out;
-	/* Pass C: pointers in indirect blocks, runs of adjacent slots at once. */
-	for (int k = 0; k < 2; k++) {
-		struct plan *pl = k ? &ind : &dat;
-		uint32_t vals[1024];
-
-		for (size_t i = 0; i < pl->n;) {
-			size_t j = i;
-			struct patch *p = NULL;
-
-			if (!pl->e[i].parent) {
-				i++;
-				continue;
-			}
-			e2_deps_free(fs, &cdeps);
-			r = e2_deps_addref(&cdeps, ip_patch);
-			while (!r && j < pl->n && pl->e[j].parent == pl->e[i].parent &&
-			       pl->e[j].idx == pl->e[i].idx + (j - i) && j - i < 1024) {
-				vals[j - i] = htole32(pl->e[j].pblk);
-				if (!(r = e2_deps_addref(&cdeps, pl->e[j].bit)))
-					r = e2_deps_addref(&cdeps, pl->e[j].init);
-				j++;
-			}
-			if (!r)
-				r = e2_patch(fs, pl->e[i].parent, pl->e[i].idx * 4,
-					     (uint32_t)(4 * (j - i)), vals, &cdeps, &p);
-			if (!r) {
-				e2_isync_add(fs, ip, p);
-				r = e2_deps_add(&all, p);
-			}
+	/* The copies replaced their originals in the inode patch. */
+	for (size_t i = 0; i < w.nsh; i++)
+		if (w.sh[i].old) {
+			r = e2_bfree(fs, w.sh[i].old, ipp);
 			if (r)
 				goto out;
-			i = j;
 		}
-	}
+	/* Pass C */
+	r = write_inplace(&w, &w.cpd, ipp, &all);
+	if (!r)
+		r = write_inplace(&w, &w.cps, ipp, &all);
+	if (r)
+		goto out;
+	for (size_t i = 0; i < w.nsh && !r; i++)
+		r = e2_deps_addref(&all, w.sh[i].init);
+	if (!r && all.n)
+		r = note_ptrs(fs, ip, &all);
+	if (r)
+		goto out;
 	if (dat.n)
-		ip->last_pblk = dat.e[dat.n - 1].pblk;
+		ip->last_pblk = dat.e[dat.n - 1].val;
 	if (linked) {
-		r = e2_deps_addref(&all, ip_patch);
+		r = e2_deps_addref(&all, ipp);
 		if (!r)
 			r = patch_create_empty(fs->c, all.p, all.n, linked);
 		if (r)
@@ -382,12 +770,11 @@ stop:
 	}
 	r = stop_r;
 out:
-	patch_release(fs->c, ip_patch);
-	e2_deps_free(fs, &ideps);
-	e2_deps_free(fs, &cdeps);
+	patch_release(fs->c, ipp);
+	e2_deps_free(fs, &ddeps);
 	e2_deps_free(fs, &all);
-	plan_free(fs, &ind);
-	plan_free(fs, &dat);
+	cp_free(fs, &dat);
+	wctx_free(&w);
 	if (done && (!r || r == -ENOSPC || r == -EFBIG))
 		return (int)(done > 0x7fffffff ? 0x7fffffff : done);
 	return r;
@@ -603,16 +990,11 @@ int e2_truncate_locked(struct e2fs *fs, struct e2_inode *ip, uint64_t size)
 		if (r)
 			return r;
 		if (pblk) {
-			uint8_t *z = calloc(1, fs->bs);
-
-			if (!z)
-				return -ENOMEM;
 			struct patch *zp = NULL;
 
 			/* Later growth must read zeros here, also after a
 			 * crash: every later size increase depends on this. */
-			r = e2_patch(fs, pblk, boff, fs->bs - boff, z, NULL, &zp);
-			free(z);
+			r = e2_patch(fs, pblk, boff, fs->bs - boff, fs->wzero, NULL, &zp);
 			if (r)
 				return r;
 			patch_release(fs->c, ip->tailz);

@@ -46,7 +46,8 @@ static void irelease(struct e2fs *fs, struct e2_inode *ip)
 	patch_release(fs->c, ip->sync);
 	patch_release(fs->c, ip->sync_last);
 	patch_release(fs->c, ip->tailz);
-	ip->init = ip->clear = ip->sync = ip->sync_last = ip->tailz = NULL;
+	patch_release(fs->c, ip->ptrs);
+	ip->init = ip->clear = ip->sync = ip->sync_last = ip->tailz = ip->ptrs = NULL;
 	e2_dindex_free(ip->dix);
 	ip->dix = NULL;
 }

@@ -65,6 +65,9 @@ struct e2_inode {
 	struct patch *clear; /* the inode-clear patch once links reached 0 */
 	struct patch *tailz; /* zeroing of the tail past a shrunk size: any
 			      * later size increase must wait for it */
+	struct patch *ptrs;  /* over this inode's uncommitted pointer changes
+			      * in indirect blocks: a copy of such a block
+			      * (copy-on-write) waits for it */
 	struct e2_dindex *dix;
 	struct patch *sync;	 /* empty patch over this inode's changes (fsync) */
 	struct patch *sync_last; /* last patch added to sync (held) */
@@ -218,12 +221,17 @@ int e2_check_name(const char *name, size_t *len);
 bool e2_dot_or_dotdot(const char *name);
 int e2_get_live(struct e2fs *fs, uint32_t ino, struct e2_inode **out);
 int e2_get_dir(struct e2fs *fs, uint32_t ino, struct e2_inode **out);
+int e2_get_file(struct e2fs *fs, uint32_t ino, struct e2_inode **out);
 int e2_entry_inode(struct e2fs *fs, struct e2_inode *dir, const struct e2_dloc *loc,
 		   const char *name, struct e2_inode **out);
 int e2_add_links(struct e2fs *fs, struct e2_inode *ip, int delta, struct e2_deps *deps,
 		 struct patch **out);
+int e2_add_links_after(struct e2fs *fs, struct e2_inode *ip, int delta, struct patch *a,
+		       struct patch *b, struct patch *c, struct patch **out);
 int e2_drop_last_link(struct e2fs *fs, struct e2_inode *ip, struct e2_deps *deps);
 int e2_unlink_inode(struct e2fs *fs, struct e2_inode *ip, struct patch *removal);
+int e2_remove_inode(struct e2fs *fs, struct e2_inode *dir, struct e2_inode *ip,
+		    struct patch *removal);
 int e2_touch_dir(struct e2fs *fs, struct e2_inode *dir);
 
 #endif

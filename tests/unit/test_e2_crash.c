@@ -13,7 +13,10 @@
  *     old or the complete new file; after e2_fsync returned, the file is
  *     there, complete;
  *   - after a truncate and a later growth, the bytes cut off read as zeros
- *     (not the file's own old bytes, which the pattern check accepts).
+ *     (not the file's own old bytes, which the pattern check accepts);
+ *   - no file reads zeros inside its size except where the workload made
+ *     a hole or cut bytes off (size update -> the data it covers: a size
+ *     on disk before the pointers to its data reads as a hole).
  * The same workloads under CONSISTENCY_NONE must produce dangerous states,
  * stale data, a broken rename in every workload that protects a name, and
  * cut-off bytes back: that shows these checks can fail.  The variants (small
@@ -65,7 +68,7 @@ static uint8_t pat(unsigned id, uint64_t off)
 }
 
 struct nameids {
-	char name[64];
+	char name[256];
 	unsigned ids[MAXIDS];
 	unsigned n;
 	/* bytes [zfrom, zto) were cut off by a truncate and then covered
@@ -73,6 +76,10 @@ struct nameids {
 	 * before the truncate (zkeep), they must read as zeros.  The file's
 	 * own pattern there would be its old, cut-off bytes come back. */
 	uint64_t zfrom, zto, zkeep;
+	/* bytes [hfrom, hto) may read as zeros (a hole, or a tail being cut
+	 * off by a truncate); elsewhere inside the size zeros are a size
+	 * that reached disk before the data it covers */
+	uint64_t hfrom, hto;
 };
 
 /* A candidate content of a protected name: `size` bytes of pattern `id`,
@@ -137,6 +144,26 @@ static void name_add(struct work *w, const char *name, unsigned id)
 	e->ids[e->n++] = id;
 }
 
+/* Bytes [from, to) of name may read as zeros (widened to cover earlier
+ * ranges: one range per name). */
+static void name_holes(struct work *w, const char *name, uint64_t from, uint64_t to)
+{
+	for (unsigned i = 0; i < w->nnames; i++) {
+		struct nameids *e = &w->names[i];
+
+		if (strcmp(e->name, name))
+			continue;
+		if (e->hto > e->hfrom) {
+			from = from < e->hfrom ? from : e->hfrom;
+			to = to > e->hto ? to : e->hto;
+		}
+		e->hfrom = from;
+		e->hto = to;
+		return;
+	}
+	fail_msg("workload %s: holes expected in unknown file '%s'", w->name, name);
+}
+
 /* Bytes [from, to) of name must read as zeros unless its size is keep. */
 static void name_zeros(struct work *w, const char *name, uint64_t from, uint64_t to, uint64_t keep)
 {
@@ -145,6 +172,7 @@ static void name_zeros(struct work *w, const char *name, uint64_t from, uint64_t
 			w->names[i].zfrom = from;
 			w->names[i].zto = to;
 			w->names[i].zkeep = keep;
+			name_holes(w, name, from, to);
 			return;
 		}
 	fail_msg("workload %s: zeros expected in unknown file '%s'", w->name, name);
@@ -268,6 +296,7 @@ struct workload {
 	void (*run)(struct work *w);
 	bool ordering_matters; /* must show dangerous states under NONE */
 	bool tail_fires;       /* must show cut-off bytes back under NONE */
+	bool hole_fires;       /* must show a size over a hole under NONE */
 };
 
 static void su_dirs(struct work *w)
@@ -335,6 +364,7 @@ static void run_truncate(struct work *w)
 
 	a.st_size = 5000;
 	OK(w, e2_setattr(w->fs, t1, &a, E2_SET_SIZE, &st));
+	name_holes(w, "t1", 5000, 290000);
 	w_rounds(w);
 	a.st_size = 0;
 	OK(w, e2_setattr(w->fs, t2, &a, E2_SET_SIZE, &st));
@@ -487,11 +517,12 @@ static void su_rename_over_dirs(struct work *w)
 }
 
 /* The size of the file made in the session before a rename over a target
- * or an exchange: direct blocks only.  With an indirect block, the inode
- * (size, i_blocks) reaches disk before the pointers inside the indirect
- * block (lib/e2_bmap.c pass C), so a crash can show the renamed file with
- * a hole; reported in /tmp/fstitch-bugs-e2.md, not checked here. */
-#define FRESH_SIZE 9000
+ * or an exchange: past the direct blocks, so that its size and the
+ * pointers in its indirect block must reach disk together (the inode and
+ * the indirect block are different blocks).  FRESH_BIG reaches into the
+ * double-indirect blocks (12 + 256 blocks of 1 KiB). */
+#define FRESH_SIZE 25000
+#define FRESH_BIG  300000
 
 /* A file made in this session goes over the target first (its entry and
  * inode are new: without ordering the target can name an inode not yet
@@ -505,6 +536,96 @@ static void run_rename_over_dirs(struct work *w)
 	OK(w, e2_rename(w->fs, w->dirs[2], "fresh", E2_ROOT_INO, "target", 0));
 	w_rounds(w);
 	OK(w, e2_rename(w->fs, w->dirs[2], "new", E2_ROOT_INO, "target", 0));
+	w_rounds(w);
+}
+
+/* The same with a file reaching the double-indirect blocks. */
+static void run_rename_over_big(struct work *w)
+{
+	w->atomic[2] = (struct acand){.id = 3, .size = FRESH_BIG, .empty_ok = true};
+	w->atomic[2].ino = w_file1(w, w->dirs[2], "fresh", 3, FRESH_BIG);
+	w->nacand = 3;
+	name_add(w, "target", 3);
+	OK(w, e2_rename(w->fs, w->dirs[2], "fresh", E2_ROOT_INO, "target", 0));
+	w_rounds(w);
+}
+
+/* A directory growing past its 12 direct blocks: its size and the pointers
+ * in its indirect block must reach disk together (a directory's size over a
+ * hole is corrupt for e2fsck).  The names are 200 bytes long, four to a
+ * block, and are hard links to one small file, so no inodes are needed. */
+#define DG_NAMES 48 /* 12 blocks */
+
+static void dg_name(char *buf, size_t len, unsigned i)
+{
+	memset(buf, 'a' + i % 26, 200);
+	snprintf(buf + 190, len - 190, "%09u", i);
+}
+
+static void dg_link(struct work *w, uint32_t f, uint32_t d, unsigned i)
+{
+	char nm[256];
+	struct stat st;
+
+	dg_name(nm, sizeof(nm), i);
+	OK(w, e2_link(w->fs, f, d, nm, &st));
+	e2_forget(w->fs, st.st_ino, 1);
+	name_add(w, nm, 1);
+}
+
+static void su_dir_grow(struct work *w)
+{
+	uint32_t d, f;
+
+	su_dirs(w);
+	d = w_mkdir(w, E2_ROOT_INO, "big");
+	f = w_file(w, E2_ROOT_INO, "f", 1, 100);
+	for (unsigned i = 0; i < DG_NAMES; i++)
+		dg_link(w, f, d, i);
+}
+
+static void run_dir_grow(struct work *w)
+{
+	uint32_t d = w_lookup(w, E2_ROOT_INO, "big");
+	uint32_t f = w_lookup(w, E2_ROOT_INO, "f");
+	unsigned i = DG_NAMES;
+
+	/* two blocks in one session (a new indirect block, then a second
+	 * pointer in it), then two more after it is on disk */
+	for (; i < DG_NAMES + 8; i++)
+		dg_link(w, f, d, i);
+	w_rounds(w);
+	for (; i < DG_NAMES + 16; i++)
+		dg_link(w, f, d, i);
+	w_rounds(w);
+}
+
+/* Writes into the holes of a sparse file, below its size: through a new
+ * indirect block, an existing one, a new double-indirect block and an
+ * existing one.  Until a pointer lands the hole reads as zeros, as it did;
+ * what must never show is another file's data or an i_blocks too low. */
+static void su_holes(struct work *w)
+{
+	struct stat a = {0}, st;
+	uint32_t f;
+
+	su_dirs(w);
+	f = w_file(w, E2_ROOT_INO, "sparse", 1, 100);
+	a.st_size = 300000;
+	OK(w, e2_setattr(w->fs, f, &a, E2_SET_SIZE, &st));
+	name_holes(w, "sparse", 100, 300000);
+}
+
+static void run_holes(struct work *w)
+{
+	uint32_t f = w_lookup(w, E2_ROOT_INO, "sparse");
+
+	w_write_pat(w, f, 1, 20000, 3000);
+	w_rounds(w);
+	w_write_pat(w, f, 1, 30000, 2000);
+	w_write_pat(w, f, 1, 280000, 3000);
+	w_rounds(w);
+	w_write_pat(w, f, 1, 284000, 5000);
 	w_rounds(w);
 }
 
@@ -694,9 +815,26 @@ static void run_mixed(struct work *w)
 			break;
 		case 3:
 			if (ret == 0 && S_ISREG(st.st_mode)) {
+				off_t was = st.st_size;
+
 				memset(&a, 0, sizeof(a));
 				a.st_size = (off_t)e2t_rng_below(&w->rng, st.st_size + 1);
 				OK(w, e2_setattr(w->fs, st.st_ino, &a, E2_SET_SIZE, &st));
+				/* the tail being cut off may read as zeros,
+				 * under each name of the file */
+				for (unsigned di = 0; di < w->ndirs; di++)
+					for (unsigned ki = 0; ki < 6; ki++) {
+						char ln[32];
+						struct stat t;
+
+						snprintf(ln, sizeof(ln), "m%u", ki);
+						if (e2_lookup(w->fs, w->dirs[di], ln, &t))
+							continue;
+						e2_forget(w->fs, t.st_ino, 1);
+						if (t.st_ino == st.st_ino && name_find(w, ln))
+							name_holes(w, ln, (uint64_t)a.st_size,
+								   (uint64_t)was);
+					}
 			}
 			break;
 		case 4:
@@ -716,6 +854,8 @@ static void run_mixed(struct work *w)
 				OK(w, e2_rename(w->fs, d, nm, d2, nm2, 0));
 				for (unsigned i = 0; e && i < e->n; i++)
 					name_add(w, nm2, e->ids[i]);
+				if (e && e->hto > e->hfrom)
+					name_holes(w, nm2, e->hfrom, e->hto);
 			}
 			break;
 		case 6:
@@ -731,6 +871,8 @@ static void run_mixed(struct work *w)
 				e2_forget(w->fs, t.st_ino, 1);
 				for (unsigned i = 0; e && i < e->n; i++)
 					name_add(w, nm2, e->ids[i]);
+				if (e && e->hto > e->hfrom)
+					name_holes(w, nm2, e->hfrom, e->hto);
 			}
 			break;
 		default:
@@ -766,6 +908,7 @@ struct checker {
 	size_t foreign;	  /* states where a file showed another file's data */
 	size_t torn;	  /* states where a protected name had neither file */
 	size_t oldtail;	  /* states where cut-off bytes came back */
+	size_t holes;	  /* states where a file read zeros inside its size */
 	size_t undurable; /* states where an fsynced file was not complete */
 	unsigned natomic; /* the workload protects names (rename, exchange) */
 	struct seen seen;
@@ -852,6 +995,19 @@ static int check_content(struct work *w, struct e2fs *fs, const char *name, uint
 			 name, ino, got, k, buf[k], e->ids[0], e->n > 1 ? ",..." : "");
 		goto out;
 	}
+	for (size_t k = 0; k < got; k++)
+		if (!buf[k] && (k < e->hfrom || k >= e->hto)) {
+			size_t z = k;
+
+			while (z < got && !buf[z])
+				z++;
+			snprintf(why, whylen,
+				 "file '%s' (inode %u, size %zu) reads zeros inside its size at "
+				 "bytes [%zu, %zu): the size reached disk before its data",
+				 name, ino, got, k, z);
+			ret = -1;
+			goto out;
+		}
 	if (e->zto && got != e->zkeep) {
 		for (uint64_t k = e->zfrom; k < e->zto && k < got; k++)
 			if (buf[k]) {
@@ -1071,6 +1227,8 @@ static int check_cb(const struct crash_state *cs, void *arg)
 			c->torn++;
 		if (strstr(why, "cut-off bytes"))
 			c->oldtail++;
+		if (strstr(why, "zeros inside its size"))
+			c->holes++;
 		if (strstr(why, "after e2_fsync returned"))
 			c->undurable++;
 	}
@@ -1172,32 +1330,35 @@ static void run_workload(const struct workload *wl, enum consistency cons, uint6
 	print_message("# %-16s %-11s%s seed %llu: %zu log events, %zu states, %zu checked "
 		      "(%zu distinct): %zu clean, %zu benign, %zu dangerous (%zu by library "
 		      "checks: %zu foreign data, %zu torn rename, %zu cut-off bytes back, "
-		      "%zu fsynced file incomplete)\n",
+		      "%zu fsynced file incomplete, %zu size over a hole)\n",
 		      wl->name, cons == CONSISTENCY_NONE ? "none" : "softupdates",
 		      g_round_max ? " small-rounds" : "", (unsigned long long)seed, nlog, n,
 		      c->checked, c->distinct, c->clean, c->benign, c->dangerous, c->semantic,
-		      c->foreign, c->torn, c->oldtail, c->undurable);
+		      c->foreign, c->torn, c->oldtail, c->undurable, c->holes);
 	free(c->seen.h);
 	free(c->seen.v);
 	free(w);
 }
 
 static const struct workload workloads[] = {
-    {"create", NULL, run_create, true, false},
-    {"mkdir", NULL, run_mkdir, true, false},
-    {"write-append", NULL, run_append, true, false},
-    {"truncate", su_truncate, run_truncate, true, false},
-    {"shrink-grow", su_shrink_grow, run_shrink_grow, true, true},
-    {"unlink", su_unlink, run_unlink, true, false},
-    {"rmdir", su_rmdir, run_rmdir, true, false},
-    {"rename", su_rename, run_rename, true, false},
-    {"rename-over", su_rename_over, run_rename_over, true, false},
-    {"rename-over-dirs", su_rename_over_dirs, run_rename_over_dirs, true, false},
-    {"exchange", su_exchange, run_exchange, true, false},
-    {"link", su_link, run_link, true, false},
-    {"symlink", NULL, run_symlink, true, false},
-    {"reuse", NULL, run_reuse, true, false},
-    {"fsync", NULL, run_fsync, false, false},
+    {"create", NULL, run_create, true, false, false},
+    {"mkdir", NULL, run_mkdir, true, false, false},
+    {"write-append", NULL, run_append, true, false, true},
+    {"truncate", su_truncate, run_truncate, true, false, false},
+    {"shrink-grow", su_shrink_grow, run_shrink_grow, true, true, false},
+    {"unlink", su_unlink, run_unlink, true, false, false},
+    {"rmdir", su_rmdir, run_rmdir, true, false, false},
+    {"rename", su_rename, run_rename, true, false, false},
+    {"rename-over", su_rename_over, run_rename_over, true, false, false},
+    {"rename-over-dirs", su_rename_over_dirs, run_rename_over_dirs, true, false, false},
+    {"exchange", su_exchange, run_exchange, true, false, false},
+    {"rename-over-big", su_rename_over_dirs, run_rename_over_big, true, false, false},
+    {"dir-grow", su_dir_grow, run_dir_grow, true, false, false},
+    {"holes", su_holes, run_holes, true, false, false},
+    {"link", su_link, run_link, true, false, false},
+    {"symlink", NULL, run_symlink, true, false, false},
+    {"reuse", NULL, run_reuse, true, false, false},
+    {"fsync", NULL, run_fsync, false, false, false},
 };
 #define NWORK (sizeof(workloads) / sizeof(workloads[0]))
 
@@ -1286,7 +1447,7 @@ static void test_crash_mixed(void **state)
 	uint64_t seed = e2t_seed("E2_CRASH_SEED", 1);
 	long n = e2t_env_long("E2_CRASH_MIXED", 8);
 	size_t before = g_total_states;
-	const struct workload wl = {"mixed", NULL, run_mixed, true, false};
+	const struct workload wl = {"mixed", NULL, run_mixed, true, false, false};
 	char bad[256] = "";
 
 	for (long i = 0; i < n; i++) {
@@ -1315,7 +1476,7 @@ static void test_crash_mixed_tiny_cache(void **state)
 	uint64_t seed = e2t_seed("E2_CRASH_SEED", 1);
 	long n = e2t_env_long("E2_CRASH_MIXED", 8) / 2;
 	size_t before = g_total_states;
-	const struct workload wl = {"mixed-tiny-cache", NULL, run_mixed, true, false};
+	const struct workload wl = {"mixed-tiny-cache", NULL, run_mixed, true, false, false};
 	char bad[256] = "";
 
 	g_cache_blocks = 24;
@@ -1339,7 +1500,7 @@ static void test_crash_mixed_four_groups(void **state)
 	uint64_t seed = e2t_seed("E2_CRASH_SEED", 1);
 	long n = e2t_env_long("E2_CRASH_MIXED", 8) / 2;
 	size_t before = g_total_states;
-	const struct workload wl = {"mixed-4-groups", NULL, run_mixed, true, false};
+	const struct workload wl = {"mixed-4-groups", NULL, run_mixed, true, false, false};
 	char bad[256] = "";
 
 	g_img = g_img4;
@@ -1394,14 +1555,16 @@ static void test_crash_none_is_caught(void **state)
 		/* each library check a workload sets up must fire for it:
 		 * a rename check that never fails proves nothing */
 		if ((workloads[i].ordering_matters && c.dangerous == 0) ||
-		    (c.natomic && c.torn == 0) || (workloads[i].tail_fires && c.oldtail == 0)) {
+		    (c.natomic && c.torn == 0) || (workloads[i].tail_fires && c.oldtail == 0) ||
+		    (workloads[i].hole_fires && c.holes == 0)) {
 			size_t o = strlen(missed_names);
 
 			missed++;
-			snprintf(missed_names + o, sizeof(missed_names) - o, " %s%s%s%s",
+			snprintf(missed_names + o, sizeof(missed_names) - o, " %s%s%s%s%s",
 				 workloads[i].name, c.dangerous ? "" : "(dangerous)",
 				 c.natomic && !c.torn ? "(torn rename)" : "",
-				 workloads[i].tail_fires && !c.oldtail ? "(cut-off bytes)" : "");
+				 workloads[i].tail_fires && !c.oldtail ? "(cut-off bytes)" : "",
+				 workloads[i].hole_fires && !c.holes ? "(size over a hole)" : "");
 		}
 	}
 	print_message("# %zu states checked under none, %zu dangerous, %zu with foreign data, "
@@ -1422,7 +1585,7 @@ static void test_crash_none_is_caught(void **state)
 static void test_crash_fsync_check_fires(void **state)
 {
 	uint64_t seed = e2t_seed("E2_CRASH_SEED", 1);
-	const struct workload wl = {"fsync-skipped", NULL, run_fsync_skipped, false, false};
+	const struct workload wl = {"fsync-skipped", NULL, run_fsync_skipped, false, false, false};
 	struct checker c;
 
 	run_workload(&wl, CONSISTENCY_SOFTUPDATES, seed, 60, &c);
@@ -1436,7 +1599,7 @@ static void test_crash_fsync_check_fires(void **state)
 static void test_crash_none_variants(void **state)
 {
 	uint64_t seed = e2t_seed("E2_CRASH_SEED", 1);
-	const struct workload mixed = {"mixed", NULL, run_mixed, true, false};
+	const struct workload mixed = {"mixed", NULL, run_mixed, true, false, false};
 	char missed[256] = "";
 	struct checker c;
 
