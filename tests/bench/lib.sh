@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Helpers for tests/bench/fs_bench.sh: the contenders (set up, mounted,
 # unmounted durably, torn down) and the recording of one measurement.
 # Sourced, not run.  Needs: OUT, WORK, BIN, RAW set by the caller.
@@ -117,9 +118,21 @@ fuse_start() {
 }
 
 # fuse_stop: the durable unmount of a FUSE contender.
+# The unmount is retried while it fails with EBUSY: the kernel keeps the
+# mount busy until the daemon has answered the RELEASE of every file closed
+# before, and a slow daemon (fuse2fs after a 79k-file tar) can be thousands
+# of RELEASEs behind when the workload exits.  That wait is the daemon's
+# work, so it stays in the timing.
 fuse_stop() {
-	local rc=0
-	fusermount3 -u "$MNT" 2>>"$CT_LOG" || rc=1
+	local rc=0 err deadline=$((SECONDS + BENCH_UMOUNT_TIMEOUT))
+	while ! err=$(fusermount3 -u "$MNT" 2>&1); do
+		case $err in
+		*busy*) [ $SECONDS -lt $deadline ] && { sleep 0.05; continue; } ;;
+		esac
+		printf '%s\n' "$err" >>"$CT_LOG"
+		rc=1
+		break
+	done
 	if [ $rc -ne 0 ]; then
 		bench_log "$CT_NAME: unmount failed (log: $CT_LOG)"
 		return 1
@@ -160,9 +173,27 @@ fstitch_avail() {
 	return 0
 }
 
+# FSTITCH_STATSFILE: yes when fstitch-mount has -o statsfile=PATH (its
+# engine counters written after the final flush, as fstitch-stat --json
+# prints them).  Each mount writes $WORK/NAME.final.json when it exits.
+FSTITCH_STATSFILE=
+fstitch_has_statsfile() {
+	if [ -z "$FSTITCH_STATSFILE" ]; then
+		FSTITCH_STATSFILE=no
+		grep -qa 'statsfile' "$BIN/fstitch-mount" 2>/dev/null &&
+			FSTITCH_STATSFILE=yes
+	fi
+	[ "$FSTITCH_STATSFILE" = yes ]
+}
+
 fstitch_mount() {
+	local stats=()
+	if fstitch_has_statsfile; then
+		rm -f "$WORK/$CT_NAME.final.json"
+		stats=(-o "statsfile=$WORK/$CT_NAME.final.json")
+	fi
 	# shellcheck disable=SC2086 # BENCH_FSTITCH_OPTS is a list of words
-	fuse_start "$BIN/fstitch-mount" -f -o "consistency=$1" \
+	fuse_start "$BIN/fstitch-mount" -f -o "consistency=$1" "${stats[@]}" \
 		${BENCH_FSTITCH_OPTS:-} "$IMG" "$MNT"
 }
 
@@ -216,19 +247,69 @@ ct_passthrough_ll_avail() {
 	fi
 	return 0
 }
+# passthrough_ll keeps an O_PATH descriptor for every inode the kernel
+# remembers, and closes it only when the kernel forgets the inode.  Where
+# the open-file hard limit is below the size of a workload (20000 here, and
+# no CAP_SYS_RESOURCE to raise it), it would fail with EMFILE.  So while it
+# runs, a watcher counts its descriptors and, past half the limit, writes 2
+# to /proc/sys/vm/drop_caches: the kernel drops unused dentries and inodes,
+# sends FORGETs, and passthrough_ll closes their descriptors.  This is a
+# handicap for passthrough_ll (its later lookups miss the kernel's caches;
+# the backing ext2's clean caches go too), counted per measurement in
+# "cache_drops" and stated in the report.  Other contenders never see it.
+PT_WATCH=
+# where the watcher appends one line per drop: the count at that moment
+PT_DROPS=
+pt_watch_start() {
+	local pid=$1 lim=$((${NOFILE:-1024} / 2))
+	PT_DROPS=$WORK/passthrough_ll.drops
+	[ -w /proc/sys/vm/drop_caches ] || return 0
+	(
+		trap - EXIT INT TERM
+		shopt -s nullglob
+		while kill -0 "$pid" 2>/dev/null; do
+			fds=("/proc/$pid/fd/"*)
+			if [ ${#fds[@]} -gt "$lim" ]; then
+				echo 2 >/proc/sys/vm/drop_caches &&
+					echo "${#fds[@]}" >>"$PT_DROPS"
+			fi
+			sleep 0.2
+		done
+	) </dev/null >/dev/null 2>&1 3>&- &
+	PT_WATCH=$!
+}
+pt_watch_stop() {
+	[ -n "$PT_WATCH" ] || return 0
+	kill "$PT_WATCH" 2>/dev/null
+	wait "$PT_WATCH" 2>/dev/null
+	PT_WATCH=
+	return 0
+}
+# drops_taken: the number of cache drops since the last drops_reset
+drops_reset() { [ -z "$PT_DROPS" ] || rm -f "$PT_DROPS"; }
+drops_taken() {
+	if [ -n "$PT_DROPS" ] && [ -s "$PT_DROPS" ]; then
+		wc -l <"$PT_DROPS"
+	else
+		echo 0
+	fi
+}
+
 ct_passthrough_ll_mkfs() { mkfs_image "$IMG" "$1"; }
 ct_passthrough_ll_mount() {
 	mkdir -p "$BACK"
 	mount -o loop -t ext2 "$IMG" "$BACK" 2>>"$CT_LOG" || return 1
 	fuse_start "$PASSTHROUGH_LL" -f -o "source=$BACK" "$MNT" ||
 		{ umount "$BACK"; return 1; }
+	pt_watch_start "$CT_PID"
 }
 ct_passthrough_ll_umount() {
-	fuse_stop || return 1
+	fuse_stop || { pt_watch_stop; return 1; }
+	pt_watch_stop
 	umount "$BACK" 2>>"$CT_LOG" || return 1
 	sync "$IMG"
 }
-ct_passthrough_ll_kill() { fuse_kill; kernel_kill "$BACK"; }
+ct_passthrough_ll_kill() { fuse_kill; pt_watch_stop; kernel_kill "$BACK"; }
 
 # --- the kernel's ext2 (ext4's driver in ext2 mode), loop-mounted ------------
 
@@ -282,15 +363,17 @@ loadavg() { cut -d' ' -f1 /proc/loadavg; }
 # One measurement, one line of $RAW/results.jsonl.  WORK_S is the workload
 # itself, FLUSH_S the durable unmount that follows it; the time that counts
 # is their sum.  OPS is the number of operations (files, updates,
-# transactions) the workload did, for rates.
+# transactions) the workload did, for rates.  REC_EXTRA, when set, is
+# more members (",\"name\":value") for this record only.
 record() {
 	local total
 	total=$(awk -v a="$6" -v b="$7" 'BEGIN { printf "%.6f", a + b }')
-	printf '{"workload":%s,"variant":%s,"contender":%s,"run":%s,"status":%s,"work_s":%s,"flush_s":%s,"total_s":%s,"ops":%s,"note":%s,"fsck":%s,"load":%s}\n' \
+	printf '{"workload":%s,"variant":%s,"contender":%s,"run":%s,"status":%s,"work_s":%s,"flush_s":%s,"total_s":%s,"ops":%s,"note":%s,"fsck":%s,"load":%s%s}\n' \
 		"$(json_str "$1")" "$(json_str "$2")" "$(json_str "$3")" "$4" \
 		"$(json_str "$5")" "$6" "$7" "$total" "${8:-0}" \
 		"$(json_str "${9:-}")" "$(json_str "${10:-}")" "$(loadavg)" \
-		>>"$RAW/results.jsonl"
+		"${REC_EXTRA:-}" >>"$RAW/results.jsonl"
+	REC_EXTRA=
 	bench_log "$1/$2 $3 run $4: $5 total ${total}s (work $6 + flush $7)${9:+ - $9}"
 }
 

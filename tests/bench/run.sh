@@ -23,7 +23,7 @@
 # BENCH_OUT.  Exit status: 0 every section ran, 1 a section failed,
 # 64 usage.
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
 OUT=${BENCH_OUT:-build/bench}
 SECTIONS=(engine fs)
