@@ -11,7 +11,7 @@ pkgs=(
 	libcmocka-dev
 	bats bats-support bats-assert parallel bash-completion
 	mandoc
-	fuse2fs sqlite3 git python3 jq graphviz xz-utils
+	fuse2fs sqlite3 git python3 jq graphviz xz-utils attr
 )
 [ "${1:-}" = bench ] && pkgs+=(linux-source hyperfine postmark gnuplot-nox)
 

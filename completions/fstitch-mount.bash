@@ -18,11 +18,22 @@ _fstitch_mount_o()
 	flush_interval=*)
 		COMPREPLY=($(compgen -P "${prev_opts}flush_interval=" -W '1 5 30 60' -- "${cur#*=}"))
 		;;
+	lock_wait=*)
+		COMPREPLY=($(compgen -P "${prev_opts}lock_wait=" -W '10 60' -- "${cur#*=}"))
+		;;
+	max_threads=*)
+		COMPREPLY=($(compgen -P "${prev_opts}max_threads=" -W '1 2 4 8' -- "${cur#*=}"))
+		;;
+	statsfile=*)
+		# a file name after the '='
+		COMPREPLY=($(compgen -P "${prev_opts}statsfile=" -f -- "${cur#*=}"))
+		;;
 	fsname=* | subtype=* | max_read=*)
 		COMPREPLY=()
 		;;
 	*)
 		COMPREPLY=($(compgen -P "$prev_opts" -W 'consistency= cache= flush_interval=
+			lock_wait= max_threads= statsfile=
 			ro rw allow_other allow_root auto_unmount fsname= subtype= max_read=
 			nosuid suid nodev dev noexec exec noatime atime relatime norelatime
 			strictatime nostrictatime lazytime nolazytime nodiratime diratime
@@ -41,7 +52,7 @@ _fstitch_mount()
 
 	case $prev in
 	--max-threads)
-		COMPREPLY=($(compgen -W '1 2 4' -- "$cur"))
+		COMPREPLY=($(compgen -W '1 2 4 8' -- "$cur"))
 		return
 		;;
 	-o | --options)
@@ -51,7 +62,7 @@ _fstitch_mount()
 	esac
 	case $cur in
 	--max-threads=*)
-		COMPREPLY=($(compgen -P --max-threads= -W '1 2 4' -- "${cur#*=}"))
+		COMPREPLY=($(compgen -P --max-threads= -W '1 2 4 8' -- "${cur#*=}"))
 		return
 		;;
 	--options=*)

@@ -52,6 +52,20 @@ int e2_get_live(struct e2fs *fs, uint32_t ino, struct e2_inode **out)
 	return 0;
 }
 
+/* A live regular file (the inode read and write work on). */
+int e2_get_file(struct e2fs *fs, uint32_t ino, struct e2_inode **out)
+{
+	int r = e2_get_live(fs, ino, out);
+
+	if (r)
+		return r;
+	if (e2_idir(*out))
+		return -EISDIR;
+	if (!S_ISREG(e2_imode(*out)))
+		return -EINVAL;
+	return 0;
+}
+
 int e2_get_dir(struct e2fs *fs, uint32_t ino, struct e2_inode **out)
 {
 	int r = e2_get_live(fs, ino, out);
@@ -91,6 +105,20 @@ int e2_add_links(struct e2fs *fs, struct e2_inode *ip, int delta, struct e2_deps
 	return e2_iwrite(fs, ip, &nw, deps, out);
 }
 
+/* e2_add_links after up to three patches (NULL: none). */
+int e2_add_links_after(struct e2fs *fs, struct e2_inode *ip, int delta, struct patch *a,
+		       struct patch *b, struct patch *c, struct patch **out)
+{
+	struct e2_deps d = {0};
+	int r;
+
+	if (!(r = e2_deps_addref(&d, a)) && !(r = e2_deps_addref(&d, b)) &&
+	    !(r = e2_deps_addref(&d, c)))
+		r = e2_add_links(fs, ip, delta, &d, out);
+	e2_deps_free(fs, &d);
+	return r;
+}
+
 /* Link count reached 0: clear the inode (links 0 and dtime in one patch,
  * after the entry removal), and free it now if nobody holds it. */
 int e2_drop_last_link(struct e2fs *fs, struct e2_inode *ip, struct e2_deps *deps)
@@ -125,6 +153,19 @@ int e2_unlink_inode(struct e2fs *fs, struct e2_inode *ip, struct patch *removal)
 	else
 		r = e2_drop_last_link(fs, ip, &d);
 	e2_deps_free(fs, &d);
+	return r;
+}
+
+/* ip lost the name in dir whose removal (or retargeting) is `removal`:
+ * lower its count or clear it; a removed directory's ".." stops counting
+ * in dir once the directory is cleared. */
+int e2_remove_inode(struct e2fs *fs, struct e2_inode *dir, struct e2_inode *ip,
+		    struct patch *removal)
+{
+	int r = e2_unlink_inode(fs, ip, removal);
+
+	if (!r && e2_idir(ip))
+		r = e2_add_links_after(fs, dir, -1, ip->clear, NULL, NULL, NULL);
 	return r;
 }
 
@@ -223,24 +264,10 @@ static int remove_common(struct e2fs *fs, uint32_t parent, const char *name, boo
 	}
 	/* The entry goes first; the inode clear (or the lower count) waits. */
 	r = e2_dir_remove(fs, dir, name, len, &d, &rm);
-	if (r)
-		goto out;
-	r = e2_unlink_inode(fs, ip, rm);
-	if (r)
-		goto out;
-	if (rmdir) {
-		/* The removed directory's ".." no longer counts once it is
-		 * cleared. */
-		struct e2_deps c = {0};
-
-		r = e2_deps_addref(&c, ip->clear);
-		if (!r)
-			r = e2_add_links(fs, dir, -1, &c, NULL);
-		e2_deps_free(fs, &c);
-		if (r)
-			goto out;
-	}
-	r = e2_touch_dir(fs, dir);
+	if (!r)
+		r = e2_remove_inode(fs, dir, ip, rm);
+	if (!r)
+		r = e2_touch_dir(fs, dir);
 out:
 	patch_release(fs->c, rm);
 	e2_deps_free(fs, &d);

@@ -1,13 +1,12 @@
 /* ext2: block mapping (direct, indirect, double and triple indirect), file
  * writes that allocate, and truncation.
  *
- * A write runs in three passes so that the soft-updates order holds:
- *   A. allocate and fill new blocks (bitmap bit, full-block initialisation),
- *      overwrite mapped blocks in place;
- *   B. one inode patch: size, times, i_blocks and pointers held in the inode,
- *      after the data it covers and the new blocks it points to;
- *   C. pointers inside indirect blocks, after their block's bit and contents
- *      and after the inode patch, so no block is ever mapped beyond i_size.
+ * A write runs in three passes (see e2_write_locked) so that the
+ * soft-updates order holds: new blocks are written whole before anything
+ * points at them; a growing write changes the size and the pointers to the
+ * data it covers in one inode write (indirect blocks it must change are
+ * copied); pointers stored in place in existing indirect blocks go after
+ * the inode patch that counted their blocks in i_blocks.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -68,6 +67,19 @@ static int read_slot(struct e2fs *fs, struct e2_inode *ip, uint32_t parent, uint
 	if (r)
 		return e2_err(fs, r, "inode %u: cannot read indirect block %u", ip->ino, parent);
 	*val = le32toh(((const uint32_t *)cblock_data(b))[idx]);
+	cache_put(fs->c, b);
+	return 0;
+}
+
+/* Copy indirect block blk of inode ino into dst (fs->bs bytes). */
+static int read_ind(struct e2fs *fs, uint32_t ino, uint32_t blk, void *dst)
+{
+	struct cblock *b;
+	int r = cache_get(fs->c, blk, &b);
+
+	if (r)
+		return e2_err(fs, r, "inode %u: cannot read indirect block %u", ino, blk);
+	memcpy(dst, cblock_data(b), fs->bs);
 	cache_put(fs->c, b);
 	return 0;
 }
@@ -155,11 +167,11 @@ static uint32_t inode_goal(const struct e2fs *fs, const struct e2_inode *ip)
  * existing one (copy-on-write).  Written whole, once, after what it points
  * at, and linked by one pointer change in its parent. */
 struct shadow {
-	uint32_t blk;	  /* its (newly allocated) number */
-	uint32_t old;	  /* the block it replaces, 0 for a new one */
-	int level;	  /* 1: points at data blocks */
-	int parent;	  /* PARENT_INODE, PARENT_INPLACE or a shadow index */
-	uint32_t *v;	  /* contents, fs->bs bytes */
+	uint32_t blk; /* its (newly allocated) number */
+	uint32_t old; /* the block it replaces, 0 for a new one */
+	int level;    /* 1: points at data blocks */
+	int parent;   /* PARENT_INODE, PARENT_INPLACE or a shadow index */
+	uint32_t *v;  /* contents, fs->bs bytes */
 	struct patch *bit, *init;
 	struct e2_deps deps; /* bits and contents of the blocks it points at */
 };
@@ -177,7 +189,7 @@ struct node {
  * (in wctx's dat list) a data block allocated by the write. */
 struct cptr {
 	uint32_t parent, idx, val;
-	int sh;		      /* the shadow it points at, or -1 for data */
+	int sh;			  /* the shadow it points at, or -1 for data */
 	struct patch *bit, *init; /* for data: references held */
 };
 
@@ -260,6 +272,90 @@ static void wctx_unalloc(struct wctx *w, const struct cplist *dat)
 		e2_bfree(w->fs, dat->e[i].val, NULL);
 }
 
+/* Index of blk's record in ip->pdeps (or npdeps); committed records are
+ * dropped on the way. */
+static size_t pdep_find(struct e2fs *fs, struct e2_inode *ip, uint32_t blk)
+{
+	size_t i = 0, at = SIZE_MAX;
+
+	while (i < ip->npdeps) {
+		struct e2_pdep *d = &ip->pdeps[i];
+
+		if (patch_committed(d->p)) {
+			patch_release(fs->c, d->p);
+			*d = ip->pdeps[--ip->npdeps];
+			continue;
+		}
+		if (d->blk == blk)
+			at = i;
+		i++;
+	}
+	return at == SIZE_MAX ? ip->npdeps : at;
+}
+
+static struct patch *pdep_get(struct e2fs *fs, struct e2_inode *ip, uint32_t blk)
+{
+	size_t i = pdep_find(fs, ip, blk);
+
+	return i < ip->npdeps ? ip->pdeps[i].p : NULL;
+}
+
+static void pdep_drop(struct e2fs *fs, struct e2_inode *ip, uint32_t blk)
+{
+	size_t i = pdep_find(fs, ip, blk);
+
+	if (i < ip->npdeps) {
+		patch_release(fs->c, ip->pdeps[i].p);
+		ip->pdeps[i] = ip->pdeps[--ip->npdeps];
+	}
+}
+
+/* Pointers in blk now also wait for deps: record that for a later copy of
+ * blk.  Without memory for the record, wait for deps instead. */
+static int pdep_add(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, struct e2_deps *deps)
+{
+	size_t i = pdep_find(fs, ip, blk);
+	struct patch *np = NULL;
+	int r;
+
+	r = e2_deps_addref(deps, i < ip->npdeps ? ip->pdeps[i].p : NULL);
+	if (!r)
+		r = patch_create_empty(fs->c, deps->p, deps->n, &np);
+	if (!r && !patch_committed(np) && i == ip->npdeps && ip->npdeps == ip->cappdeps) {
+		size_t cap = ip->cappdeps ? ip->cappdeps * 2 : 4;
+		struct e2_pdep *nd = realloc(ip->pdeps, cap * sizeof(*nd));
+
+		if (nd) {
+			ip->pdeps = nd;
+			ip->cappdeps = cap;
+		} else {
+			r = -ENOMEM;
+		}
+	}
+	if (r) {
+		patch_release(fs->c, np);
+		for (size_t k = 0; k < deps->n; k++) {
+			int r2 = cache_sync_patch(fs->c, deps->p[k]);
+
+			if (r2)
+				return r2;
+		}
+		return 0;
+	}
+	if (patch_committed(np)) {
+		patch_release(fs->c, np);
+		return 0;
+	}
+	if (i < ip->npdeps) {
+		patch_release(fs->c, ip->pdeps[i].p);
+	} else {
+		ip->npdeps++;
+		ip->pdeps[i].blk = blk;
+	}
+	ip->pdeps[i].p = np;
+	return 0;
+}
+
 /* Forget the newest shadow, whose pointer could not be stored. */
 static void shadow_drop_last(struct wctx *w)
 {
@@ -337,20 +433,14 @@ static int shadow_new(struct wctx *w, uint32_t blk, struct patch *bit, uint32_t 
 	s->bit = bit;
 	w->nsh++;
 	if (old) {
-		struct cblock *b;
-
-		r = cache_get(fs->c, old, &b);
+		r = read_ind(fs, w->ip->ino, old, s->v);
 		if (r) {
 			shadow_drop_last(w);
-			return e2_err(fs, r, "inode %u: cannot read indirect block %u",
-				      w->ip->ino, old);
+			return r;
 		}
-		memcpy(s->v, cblock_data(b), fs->bs);
-		cache_put(fs->c, b);
 		/* The copy carries the block's pointers: it waits for what
 		 * they wait for. */
-		e2_patch_drop_committed(fs, &w->ip->ptrs);
-		r = e2_deps_addref(&s->deps, w->ip->ptrs);
+		r = e2_deps_addref(&s->deps, pdep_get(fs, w->ip, old));
 		if (r) {
 			shadow_drop_last(w);
 			return r;
@@ -368,18 +458,19 @@ fail:
 static int set_ptr(struct wctx *w, int l, uint32_t val, int child, struct patch *bit,
 		   struct patch *init);
 
-/* Replace the existing block at w->n[l] by a copy that can change freely
- * (its parent then points at the copy). */
-static int cow(struct wctx *w, int l)
+/* Make the node at w->n[l] a shadow: a copy of the existing block old
+ * (copy-on-write: its parent then points at the copy), or for old 0 a new
+ * empty indirect block where the path had none. */
+static int shadow_link(struct wctx *w, int l, uint32_t old)
 {
 	struct patch *bit = NULL;
 	uint32_t nb;
-	int s, r;
+	int s = -1, r;
 
 	r = e2_balloc(w->fs, w->goal, &nb, &bit);
 	if (r)
 		return r;
-	r = shadow_new(w, nb, bit, w->n[l].blk, w->depth - l, &s);
+	r = shadow_new(w, nb, bit, old, w->depth - l, &s);
 	if (r)
 		return r;
 	w->goal = nb + 1;
@@ -389,6 +480,8 @@ static int cow(struct wctx *w, int l)
 		return r;
 	}
 	w->n[l] = (struct node){s, nb};
+	if (!old)
+		w->nnew++;
 	return 0;
 }
 
@@ -406,10 +499,10 @@ static int set_ptr(struct wctx *w, int l, uint32_t val, int child, struct patch 
 		if (!w->cow) {
 			if (child >= 0)
 				w->sh[child].parent = PARENT_INPLACE;
-			return cp_add(child >= 0 ? &w->cps : &w->cpd, n.blk, idx, val, child,
-				      bit, init);
+			return cp_add(child >= 0 ? &w->cps : &w->cpd, n.blk, idx, val, child, bit,
+				      init);
 		}
-		r = cow(w, l);
+		r = shadow_link(w, l, n.blk);
 		if (r)
 			return r;
 		n = w->n[l];
@@ -454,23 +547,9 @@ static int wpath(struct wctx *w, uint64_t lblk, uint32_t *leaf)
 		if (r)
 			return r;
 		if (!v) {
-			struct patch *bit = NULL;
-			int s;
-
-			r = e2_balloc(fs, w->goal, &v, &bit);
+			r = shadow_link(w, l, 0);
 			if (r)
 				return r;
-			r = shadow_new(w, v, bit, 0, d - l, &s);
-			if (r)
-				return r;
-			w->goal = v + 1;
-			r = set_ptr(w, l - 1, v, s, NULL, NULL);
-			if (r) {
-				shadow_drop_last(w);
-				return r;
-			}
-			w->nnew++;
-			w->n[l] = (struct node){s, v};
 			continue;
 		}
 		if (!e2_block_ok(fs, v))
@@ -506,6 +585,8 @@ static int write_shadows(struct wctx *w)
 			if (s->level != lv)
 				continue;
 			r = e2_block_init(fs, s->blk, s->v, &s->deps, &s->init);
+			if (!r)
+				r = pdep_add(fs, w->ip, s->blk, &s->deps);
 			if (r)
 				return r;
 			e2_isync_add(fs, w->ip, s->init);
@@ -533,7 +614,6 @@ static int write_inplace(struct wctx *w, struct cplist *l, struct patch *ipp, st
 		struct patch *p = NULL;
 
 		e2_deps_free(fs, &cdeps);
-		r = e2_deps_addref(&cdeps, ipp);
 		while (!r && j < l->n && l->e[j].parent == l->e[i].parent &&
 		       l->e[j].idx == l->e[i].idx + (j - i)) {
 			const struct cptr *c = &l->e[j];
@@ -548,6 +628,10 @@ static int write_inplace(struct wctx *w, struct cplist *l, struct patch *ipp, st
 			j++;
 		}
 		if (!r)
+			r = pdep_add(fs, w->ip, l->e[i].parent, &cdeps);
+		if (!r)
+			r = e2_deps_addref(&cdeps, ipp);
+		if (!r)
 			r = e2_patch(fs, l->e[i].parent, l->e[i].idx * 4, (uint32_t)(4 * (j - i)),
 				     vals, &cdeps, &p);
 		if (!r) {
@@ -558,23 +642,6 @@ static int write_inplace(struct wctx *w, struct cplist *l, struct patch *ipp, st
 	}
 	e2_deps_free(fs, &cdeps);
 	return r;
-}
-
-/* ip->ptrs := over the old one and the pointer changes in all. */
-static int note_ptrs(struct e2fs *fs, struct e2_inode *ip, struct e2_deps *all)
-{
-	struct patch *np = NULL;
-	int r;
-
-	e2_patch_drop_committed(fs, &ip->ptrs);
-	r = e2_deps_addref(all, ip->ptrs);
-	if (!r)
-		r = patch_create_empty(fs->c, all->p, all->n, &np);
-	if (r)
-		return r;
-	patch_release(fs->c, ip->ptrs);
-	ip->ptrs = np;
-	return 0;
 }
 
 /* Write size bytes at off.  The soft-updates order:
@@ -743,6 +810,7 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 	/* The copies replaced their originals in the inode patch. */
 	for (size_t i = 0; i < w.nsh; i++)
 		if (w.sh[i].old) {
+			pdep_drop(fs, ip, w.sh[i].old);
 			r = e2_bfree(fs, w.sh[i].old, ipp);
 			if (r)
 				goto out;
@@ -755,8 +823,6 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 		goto out;
 	for (size_t i = 0; i < w.nsh && !r; i++)
 		r = e2_deps_addref(&all, w.sh[i].init);
-	if (!r && all.n)
-		r = note_ptrs(fs, ip, &all);
 	if (r)
 		goto out;
 	if (dat.n)
@@ -808,7 +874,6 @@ static int fl_push(uint32_t **a, size_t *n, size_t *cap, uint32_t v)
 /* Collect blk and, for level > 0, everything below it. */
 static int collect(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, int level, struct flist *fl)
 {
-	struct cblock *b;
 	uint32_t *kids;
 	int r;
 
@@ -827,11 +892,9 @@ static int collect(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, int level
 	if (r || level == 0)
 		return r;
 	kids = fs->kids[level - 1];
-	r = cache_get(fs->c, blk, &b);
+	r = read_ind(fs, ip->ino, blk, kids);
 	if (r)
-		return e2_err(fs, r, "inode %u: cannot read indirect block %u", ip->ino, blk);
-	memcpy(kids, cblock_data(b), fs->bs);
-	cache_put(fs->c, b);
+		return r;
 	for (uint32_t i = 0; i < fs->apb && !r; i++)
 		if (kids[i])
 			r = collect(fs, ip, le32toh(kids[i]), level - 1, fl);
@@ -891,7 +954,6 @@ static int trunc_partial(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, int
 	uint64_t span = 1;
 	uint32_t *kids, first = UINT32_MAX;
 	struct flist fl = {0};
-	struct cblock *b;
 	struct patch *p = NULL;
 	int r;
 
@@ -900,11 +962,9 @@ static int trunc_partial(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, int
 	if (!e2_block_ok(fs, blk))
 		return e2_err(fs, -EIO, "inode %u: block %u out of range", ip->ino, blk);
 	kids = fs->kids[level - 1];
-	r = cache_get(fs->c, blk, &b);
+	r = read_ind(fs, ip->ino, blk, kids);
 	if (r)
-		return e2_err(fs, r, "inode %u: cannot read indirect block %u", ip->ino, blk);
-	memcpy(kids, cblock_data(b), fs->bs);
-	cache_put(fs->c, b);
+		return r;
 	for (uint32_t i = 0; i < fs->apb; i++) {
 		uint64_t cb = base + i * span;
 		uint32_t v = le32toh(kids[i]);

@@ -98,17 +98,9 @@ ssize_t e2_read(struct e2fs *fs, uint32_t ino, void *buf, size_t size, off_t off
 	if (off < 0)
 		return -EINVAL;
 	e2_lock(fs);
-	r = e2_get_live(fs, ino, &ip);
+	r = e2_get_file(fs, ino, &ip);
 	if (r)
 		goto out;
-	if (e2_idir(ip)) {
-		r = -EISDIR;
-		goto out;
-	}
-	if (!S_ISREG(e2_imode(ip))) {
-		r = -EINVAL;
-		goto out;
-	}
 	fsize = e2_isize(&ip->d);
 	if ((uint64_t)off >= fsize) {
 		r = 0;
@@ -160,17 +152,9 @@ ssize_t e2_write(struct e2fs *fs, uint32_t ino, const void *buf, size_t size, of
 	if (size > 0x40000000)
 		size = 0x40000000;
 	e2_lock(fs);
-	r = e2_get_live(fs, ino, &ip);
+	r = e2_get_file(fs, ino, &ip);
 	if (r)
 		goto out;
-	if (e2_idir(ip)) {
-		r = -EISDIR;
-		goto out;
-	}
-	if (!S_ISREG(e2_imode(ip))) {
-		r = -EINVAL;
-		goto out;
-	}
 	r = e2_write_locked(fs, ip, buf, size, (uint64_t)off, false, NULL, NULL);
 out:
 	e2_unlock(fs);

@@ -46,8 +46,12 @@ static void irelease(struct e2fs *fs, struct e2_inode *ip)
 	patch_release(fs->c, ip->sync);
 	patch_release(fs->c, ip->sync_last);
 	patch_release(fs->c, ip->tailz);
-	patch_release(fs->c, ip->ptrs);
-	ip->init = ip->clear = ip->sync = ip->sync_last = ip->tailz = ip->ptrs = NULL;
+	ip->init = ip->clear = ip->sync = ip->sync_last = ip->tailz = NULL;
+	for (size_t i = 0; i < ip->npdeps; i++)
+		patch_release(fs->c, ip->pdeps[i].p);
+	free(ip->pdeps);
+	ip->pdeps = NULL;
+	ip->npdeps = ip->cappdeps = 0;
 	e2_dindex_free(ip->dix);
 	ip->dix = NULL;
 }

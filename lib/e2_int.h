@@ -51,23 +51,31 @@ struct e2_dindex {
 	uint32_t hint; /* block where the last insert succeeded */
 };
 
+/* An indirect block whose pointers may not all be durable yet: an empty
+ * patch over what they wait for (the bitmap bits and contents of the blocks
+ * they point at).  A copy of the block (copy-on-write) waits for it, not
+ * for the block itself, so that copies of copies do not queue up. */
+struct e2_pdep {
+	uint32_t blk;
+	struct patch *p;
+};
+
 struct e2_inode {
 	struct e2_inode *hnext;
 	uint32_t ino;
 	struct ext2_inode d; /* on-disk copy (little-endian), kept current */
 	uint64_t nlookup;
 	unsigned nopen;
-	bool freed;	     /* links reached 0 and inode returned to bitmap */
-	bool unlinked;	     /* its last link went in this session: free it
-			      * once unreferenced (never an inode found with
-			      * links 0 on disk, whose blocks may be reused) */
-	struct patch *init;  /* a new entry for this inode must wait for it */
-	struct patch *clear; /* the inode-clear patch once links reached 0 */
-	struct patch *tailz; /* zeroing of the tail past a shrunk size: any
-			      * later size increase must wait for it */
-	struct patch *ptrs;  /* over this inode's uncommitted pointer changes
-			      * in indirect blocks: a copy of such a block
-			      * (copy-on-write) waits for it */
+	bool freed;	       /* links reached 0 and inode returned to bitmap */
+	bool unlinked;	       /* its last link went in this session: free it
+				* once unreferenced (never an inode found with
+				* links 0 on disk, whose blocks may be reused) */
+	struct patch *init;    /* a new entry for this inode must wait for it */
+	struct patch *clear;   /* the inode-clear patch once links reached 0 */
+	struct patch *tailz;   /* zeroing of the tail past a shrunk size: any
+				* later size increase must wait for it */
+	struct e2_pdep *pdeps; /* its indirect blocks with pending pointers */
+	size_t npdeps, cappdeps;
 	struct e2_dindex *dix;
 	struct patch *sync;	 /* empty patch over this inode's changes (fsync) */
 	struct patch *sync_last; /* last patch added to sync (held) */

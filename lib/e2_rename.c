@@ -10,20 +10,6 @@
 #include <string.h>
 #include "e2_int.h"
 
-/* e2_add_links after up to three patches. */
-static int links(struct e2fs *fs, struct e2_inode *ip, int delta, struct patch *d1,
-		 struct patch *d2, struct patch *d3, struct patch **out)
-{
-	struct e2_deps d = {0};
-	int r;
-
-	if (!(r = e2_deps_addref(&d, d1)) && !(r = e2_deps_addref(&d, d2)) &&
-	    !(r = e2_deps_addref(&d, d3)))
-		r = e2_add_links(fs, ip, delta, &d, out);
-	e2_deps_free(fs, &d);
-	return r;
-}
-
 /* True (1) if dir a is d or an ancestor of d. */
 static int is_ancestor(struct e2fs *fs, uint32_t a, uint32_t d)
 {
@@ -48,25 +34,12 @@ static int is_ancestor(struct e2fs *fs, uint32_t a, uint32_t d)
 	return e2_err(fs, -EIO, "directory %u: '..' chain loops", d);
 }
 
-static int deps2(struct e2fs *fs, struct e2_deps *d, struct patch *a, struct patch *b)
+/* d += a, b (references taken; NULL and committed ones skipped). */
+static int deps2(struct e2_deps *d, struct patch *a, struct patch *b)
 {
 	int r = e2_deps_addref(d, a);
 
-	(void)fs;
-	if (!r)
-		r = e2_deps_addref(d, b);
-	return r;
-}
-
-/* Unlink the replaced target t (its entry now names another inode: o). */
-static int drop_target(struct e2fs *fs, struct e2_inode *p2, struct e2_inode *t, struct patch *o)
-{
-	int r = e2_unlink_inode(fs, t, o);
-
-	/* A removed directory's ".." stops counting once it is cleared. */
-	if (!r && e2_idir(t))
-		r = links(fs, p2, -1, t->clear, NULL, NULL, NULL);
-	return r;
+	return r ? r : e2_deps_addref(d, b);
 }
 
 int e2_rename(struct e2fs *fs, uint32_t parent, const char *name, uint32_t newparent,
@@ -92,19 +65,11 @@ int e2_rename(struct e2fs *fs, uint32_t parent, const char *name, uint32_t newpa
 	if (e2_dot_or_dotdot(name) || e2_dot_or_dotdot(newname))
 		return -EINVAL;
 	e2_lock(fs);
-	r = e2_iget(fs, parent, &p1);
+	r = e2_get_dir(fs, parent, &p1);
 	if (!r)
-		r = e2_iget(fs, newparent, &p2);
+		r = e2_get_dir(fs, newparent, &p2);
 	if (r)
 		goto out;
-	if (!e2_idir(p1) || !e2_idir(p2)) {
-		r = -ENOTDIR;
-		goto out;
-	}
-	if (!e2_ilinks(&p1->d) || !e2_ilinks(&p2->d)) {
-		r = -ENOENT;
-		goto out;
-	}
 	r = e2_dir_lookup(fs, p1, name, len1, &loc1);
 	if (!r)
 		r = e2_entry_inode(fs, p1, &loc1, name, &s);
@@ -173,18 +138,18 @@ int e2_rename(struct e2fs *fs, uint32_t parent, const char *name, uint32_t newpa
 
 	if (flags & E2_RENAME_EXCHANGE) {
 		/* Both counts up while both names may name one inode. */
-		if ((r = links(fs, s, +1, NULL, NULL, NULL, &ls)) ||
-		    (r = links(fs, t, +1, NULL, NULL, NULL, &lt)))
+		if ((r = e2_add_links(fs, s, +1, NULL, &ls)) ||
+		    (r = e2_add_links(fs, t, +1, NULL, &lt)))
 			goto out;
-		if (sdir && moved && (r = links(fs, p2, +1, NULL, NULL, NULL, &l2)))
+		if (sdir && moved && (r = e2_add_links(fs, p2, +1, NULL, &l2)))
 			goto out;
-		if (tdir && moved && (r = links(fs, p1, +1, NULL, NULL, NULL, &l1)))
+		if (tdir && moved && (r = e2_add_links(fs, p1, +1, NULL, &l1)))
 			goto out;
-		if ((r = deps2(fs, &d, ls, s->init)) ||
+		if ((r = deps2(&d, ls, s->init)) ||
 		    (r = e2_dir_retarget(fs, p2, newname, len2, s->ino, e2_imode(s), &d, &o2)))
 			goto out;
 		e2_deps_free(fs, &d);
-		if ((r = deps2(fs, &d, lt, t->init)) ||
+		if ((r = deps2(&d, lt, t->init)) ||
 		    (r = e2_dir_retarget(fs, p1, name, len1, t->ino, e2_imode(t), &d, &o1)))
 			goto out;
 		e2_deps_free(fs, &d);
@@ -197,64 +162,45 @@ int e2_rename(struct e2fs *fs, uint32_t parent, const char *name, uint32_t newpa
 		    ((r = e2_deps_addref(&d, l1)) ||
 		     (r = e2_dir_set_dotdot(fs, t, parent, &d, &dt))))
 			goto out;
-		if ((r = links(fs, s, -1, o1, o2, NULL, NULL)) ||
-		    (r = links(fs, t, -1, o1, o2, NULL, NULL)))
+		if ((r = e2_add_links_after(fs, s, -1, o1, o2, NULL, NULL)) ||
+		    (r = e2_add_links_after(fs, t, -1, o1, o2, NULL, NULL)))
 			goto out;
-		if (sdir && moved && (r = links(fs, p1, -1, dd, o1, o2, NULL)))
+		if (sdir && moved && (r = e2_add_links_after(fs, p1, -1, dd, o1, o2, NULL)))
 			goto out;
-		if (tdir && moved && (r = links(fs, p2, -1, dt, o1, o2, NULL)))
-			goto out;
-	} else if (exists) {
-		/* A file's count covers both of its names until the old one
-		 * is gone (too low would be dangerous after a crash). */
-		if ((r = links(fs, s, +1, NULL, NULL, NULL, &ls)))
-			goto out;
-		if ((r = deps2(fs, &d, s->init, ls)) ||
-		    (r = e2_dir_retarget(fs, p2, newname, len2, s->ino, e2_imode(s), &d, &n)))
-			goto out;
-		e2_deps_free(fs, &d);
-		if (sdir && moved) {
-			if ((r = links(fs, p2, +1, NULL, NULL, NULL, &l2)) ||
-			    (r = deps2(fs, &d, l2, n)) ||
-			    (r = e2_dir_set_dotdot(fs, s, newparent, &d, &dd)))
-				goto out;
-			e2_deps_free(fs, &d);
-		}
-		/* The old entry goes once the new one and the moved
-		 * directory's new ".." are on disk. */
-		if ((r = deps2(fs, &d, n, dd)) || (r = e2_dir_remove(fs, p1, name, len1, &d, &rm)))
-			goto out;
-		if (sdir && moved && (r = links(fs, p1, -1, dd, rm, NULL, NULL)))
-			goto out;
-		if ((r = links(fs, s, -1, rm, NULL, NULL, NULL)))
-			goto out;
-		r = drop_target(fs, p2, t, n);
-		if (r)
+		if (tdir && moved && (r = e2_add_links_after(fs, p2, -1, dt, o1, o2, NULL)))
 			goto out;
 	} else {
-		r = e2_dir_prepare(fs, p2, len2, &linked);
+		/* A file's count covers both of its names until the old one
+		 * is gone (too low would be dangerous after a crash); so does
+		 * the new parent's for a directory moved in. */
+		if (!exists && (r = e2_dir_prepare(fs, p2, len2, &linked)))
+			goto out;
+		if (sdir && moved && (r = e2_add_links(fs, p2, +1, NULL, &l2)))
+			goto out;
+		if ((r = e2_add_links(fs, s, +1, NULL, &ls)) || (r = deps2(&d, s->init, linked)) ||
+		    (r = e2_deps_addref(&d, ls)))
+			goto out;
+		if (exists)
+			r = e2_dir_retarget(fs, p2, newname, len2, s->ino, e2_imode(s), &d, &n);
+		else
+			r = e2_dir_add(fs, p2, newname, len2, s->ino, e2_imode(s), &d, &n);
 		if (r)
-			goto out;
-		if (sdir && moved && (r = links(fs, p2, +1, NULL, NULL, NULL, &l2)))
-			goto out;
-		if ((r = links(fs, s, +1, NULL, NULL, NULL, &ls)))
-			goto out;
-		if ((r = deps2(fs, &d, s->init, linked)) || (r = e2_deps_addref(&d, ls)) ||
-		    (r = e2_dir_add(fs, p2, newname, len2, s->ino, e2_imode(s), &d, &n)))
 			goto out;
 		e2_deps_free(fs, &d);
 		if (sdir && moved &&
-		    ((r = deps2(fs, &d, l2, n)) ||
-		     (r = e2_dir_set_dotdot(fs, s, newparent, &d, &dd))))
+		    ((r = deps2(&d, l2, n)) || (r = e2_dir_set_dotdot(fs, s, newparent, &d, &dd))))
 			goto out;
 		e2_deps_free(fs, &d);
 		/* The old entry goes once the new one and the moved
 		 * directory's new ".." are on disk. */
-		if ((r = deps2(fs, &d, n, dd)) || (r = e2_dir_remove(fs, p1, name, len1, &d, &rm)))
+		if ((r = deps2(&d, n, dd)) || (r = e2_dir_remove(fs, p1, name, len1, &d, &rm)))
 			goto out;
-		if (sdir && moved && (r = links(fs, p1, -1, dd, rm, NULL, NULL)))
+		if (sdir && moved && (r = e2_add_links_after(fs, p1, -1, dd, rm, NULL, NULL)))
 			goto out;
-		if ((r = links(fs, s, -1, rm, NULL, NULL, NULL)))
+		if ((r = e2_add_links_after(fs, s, -1, rm, NULL, NULL, NULL)))
+			goto out;
+		/* The replaced target loses its name with the retarget. */
+		if (exists && (r = e2_remove_inode(fs, p2, t, n)))
 			goto out;
 	}
 	e2_isync_add(fs, s, n);

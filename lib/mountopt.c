@@ -47,6 +47,8 @@ void mountopt_free(struct mountopt *mo)
 {
 	free(mo->fuse_opts);
 	mo->fuse_opts = NULL;
+	free(mo->statsfile);
+	mo->statsfile = NULL;
 }
 
 const char *mountopt_consistency_name(enum consistency c)
@@ -204,6 +206,42 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 		mo->flush_interval_ms = ms;
 		return 0;
 	}
+	if (strcmp(opt, "max_threads") == 0) {
+		char *end;
+		unsigned long n;
+
+		if (!val)
+			goto need_value;
+		errno = 0;
+		n = strtoul(val, &end, 10);
+		if (!isdigit((unsigned char)*val) || errno || *end || n < 1 ||
+		    n > MOUNTOPT_THREADS_MAX)
+			goto bad_value;
+		mo->max_threads = (unsigned)n;
+		return 0;
+	}
+	if (strcmp(opt, "lock_wait") == 0) {
+		if (!val)
+			goto need_value;
+		if (mountopt_parse_seconds(val, &ms) < 0)
+			goto bad_value;
+		mo->lock_wait_ms = ms;
+		return 0;
+	}
+	if (strcmp(opt, "statsfile") == 0) {
+		char *s;
+
+		if (!val)
+			goto need_value;
+		if (!*val)
+			goto bad_value;
+		s = strdup(val);
+		if (!s)
+			return -ENOMEM;
+		free(mo->statsfile);
+		mo->statsfile = s;
+		return 0;
+	}
 	if (strcmp(opt, "ro") == 0 || strcmp(opt, "rw") == 0) {
 		if (val)
 			goto no_value;
@@ -348,4 +386,21 @@ out:
 	}
 	*out = tmp.fuse_opts;
 	return 0;
+}
+
+bool mountopt_ratelimit(struct mountopt_ratelimit *rl, uint64_t now_ms, uint64_t *missed)
+{
+	if (rl->used == 0 || now_ms < rl->start_ms || now_ms - rl->start_ms >= rl->window_ms) {
+		rl->start_ms = now_ms;
+		rl->used = 0;
+	}
+	if (rl->used >= rl->burst) {
+		rl->suppressed++;
+		return false;
+	}
+	rl->used++;
+	if (missed)
+		*missed = rl->suppressed;
+	rl->suppressed = 0;
+	return true;
 }

@@ -18,6 +18,7 @@
 #define MOUNTOPT_CACHE_MIN (1ULL << 20)            /* 1 MiB */
 #define MOUNTOPT_CACHE_MAX (1ULL << 40)            /* 1 TiB */
 #define MOUNTOPT_FLUSH_MAX_MS (24U * 3600U * 1000U) /* one day */
+#define MOUNTOPT_THREADS_MAX 1024
 
 struct mountopt {
 	enum consistency consistency; /* default CONSISTENCY_SOFTUPDATES */
@@ -27,6 +28,10 @@ struct mountopt {
 	bool debug;                   /* "debug" given as -o debug */
 	bool has_fsname;              /* the user chose fsname= */
 	bool has_subtype;             /* the user chose subtype= */
+	unsigned max_threads;         /* max_threads=N; 0: the daemon's default */
+	unsigned lock_wait_ms;        /* lock_wait=SECONDS: how long to wait for
+				       * an image in use; 0: refuse at once */
+	char *statsfile;              /* statsfile=PATH as given; NULL: none */
 	char *fuse_opts;              /* options for libfuse, comma separated,
 				       * escaped; NULL when none */
 };
@@ -80,5 +85,19 @@ int mountopt_fuse_string(const struct mountopt *mo, const char *fsname, char **o
 
 /* Name of a consistency mode as the option spells it. */
 const char *mountopt_consistency_name(enum consistency c);
+
+/* Rate limit for a log line that may repeat (one per event): at most
+ * `burst` lines in any window of `window_ms`.  Zero-initialise, then set
+ * burst and window_ms.  Not thread safe: the caller serialises. */
+struct mountopt_ratelimit {
+	unsigned burst, window_ms;
+	uint64_t start_ms;   /* when the current window began */
+	unsigned used;       /* lines logged in it */
+	uint64_t suppressed; /* events not logged since the last logged line */
+};
+/* An event at now_ms: true if its line should be logged, with *missed
+ * (may be NULL) set to the events left unlogged since the previous logged
+ * line (so that the line can say so); false if it is to be counted only. */
+bool mountopt_ratelimit(struct mountopt_ratelimit *rl, uint64_t now_ms, uint64_t *missed);
 
 #endif

@@ -498,7 +498,10 @@ state_class() {
 	mkdir "$SCRATCH/mnt2"
 	run -8 --separate-stderr "$MOUNT" -f "$IMG" "$SCRATCH/mnt2" 3>&-
 	assert_equal "${#stderr_lines[@]}" 1
-	assert_equal "$stderr" "fstitch-mount: '$IMG' is already in use (mounted by another fstitch-mount?)"
+	assert_equal "$stderr" "fstitch-mount: '$IMG' is in use by another fstitch-mount (mounted, or still writing back after an unmount); lock_wait=SECONDS waits for it"
+	# lock_wait= waits only as long as it is told to
+	run -8 --separate-stderr "$MOUNT" -f -o lock_wait=0.3 "$IMG" "$SCRATCH/mnt2" 3>&-
+	assert_equal "$stderr" "fstitch-mount: '$IMG' is in use by another fstitch-mount (mounted, or still writing back after an unmount); gave up waiting"
 	run ! mountpoint -q "$SCRATCH/mnt2"
 	# the first mount is unaffected
 	echo still >"$MNT/f"
@@ -519,6 +522,14 @@ state_class() {
 	assert_equal "$stderr" "fstitch-mount: unknown option 'frobnicate'"
 	run -64 --separate-stderr "$MOUNT" -f -o cache "$IMG" "$MNT" 3>&-
 	assert_equal "$stderr" "fstitch-mount: option 'cache' needs a value"
+	run -64 --separate-stderr "$MOUNT" -f -o max_threads=0 "$IMG" "$MNT" 3>&-
+	assert_equal "$stderr" "fstitch-mount: bad value for option 'max_threads': '0'"
+	run -64 --separate-stderr "$MOUNT" -f --max-threads=1025 "$IMG" "$MNT" 3>&-
+	assert_equal "$stderr" "fstitch-mount: bad value for option '--max-threads': '1025'"
+	run -64 --separate-stderr "$MOUNT" -f -o lock_wait=soon "$IMG" "$MNT" 3>&-
+	assert_equal "$stderr" "fstitch-mount: bad value for option 'lock_wait': 'soon'"
+	run -64 --separate-stderr "$MOUNT" -f -o statsfile=/nonexistent/dir/s.json "$IMG" "$MNT" 3>&-
+	assert_equal "$stderr" "fstitch-mount: bad value for option 'statsfile': '/nonexistent/dir/s.json': No such file or directory"
 	run -64 "$MOUNT" --no-such-flag "$IMG" "$MNT" 3>&-
 	run -64 "$MOUNT" "$IMG" 3>&-
 	run -64 "$MOUNT" "$IMG" "$MNT" extra 3>&-
@@ -674,25 +685,69 @@ state_class() {
 	mkdir -p "$MNT/a/b"
 	touch "$MNT/a/b/f"
 	run -0 python3 - "$MNT" <<-'EOF'
-		import os, stat, sys
+		import errno, os, stat, sys
 		m = sys.argv[1]
+		f = m + "/a/b/f"
 		vals = {os.getxattr(p, "user.fstitch.control")
-		        for p in (m, m + "/a", m + "/a/b/f")}
+		        for p in (m, m + "/a", f)}
 		assert len(vals) == 1, vals
 		sock = vals.pop().decode()
 		assert stat.S_ISSOCK(os.stat(sock).st_mode), sock
-		assert os.listxattr(m + "/a/b/f") == []
-		try:
-		    os.getxattr(m + "/a", "user.other")
-		    sys.exit("user.other exists")
-		except OSError as e:
-		    assert e.errno == 61, e  # ENODATA
+		for p in (m, f):
+		    assert os.listxattr(p) == [], p
+		def err(fn, *a):
+		    try:
+		        fn(*a)
+		    except OSError as e:
+		        return e.errno
+		    return 0
+		# no other attribute exists; none can be made or removed
+		assert err(os.getxattr, m + "/a", "user.other") == errno.ENODATA
+		assert err(os.getxattr, f, "security.capability") == errno.ENODATA
+		assert err(os.setxattr, f, "user.other", b"1") == errno.ENOTSUP
+		assert err(os.removexattr, f, "user.other") == errno.ENOTSUP
+		# the control attribute is read only
+		assert err(os.setxattr, f, "user.fstitch.control", b"/x") == errno.EPERM
+		assert err(os.removexattr, f, "user.fstitch.control") == errno.EPERM
+		assert os.getxattr(f, "user.fstitch.control").decode() == sock
 		print(sock)
 	EOF
 	sock=$output
 	fstitch_mount_stop "$MNT"
 	# the socket goes away with the daemon
 	[ ! -e "$sock" ]
+}
+
+@test "getfattr -d, cp -a and tar --xattrs work across the mount and copy no control attribute" {
+	new_image 32M
+	mkdir "$SCRATCH/src"
+	echo data >"$SCRATCH/src/f"
+	setfattr -n user.colour -v blue "$SCRATCH/src/f"
+	fstitch_mount_start "$IMG" "$MNT"
+	# into the mount: the attribute cannot be kept, which cp -a accepts
+	# quietly and tar reports as a warning, both with status 0
+	run -0 --separate-stderr cp -a "$SCRATCH/src/f" "$MNT/f"
+	assert_equal "$stderr" ""
+	mkdir "$MNT/t"
+	tar --xattrs -cf "$SCRATCH/in.tar" -C "$SCRATCH/src" f
+	run -0 tar --xattrs -xf "$SCRATCH/in.tar" -C "$MNT/t"
+	assert_equal "$(cat "$MNT/f" "$MNT/t/f")" "$(printf 'data\ndata')"
+	# getfattr -d lists nothing and succeeds
+	run -0 --separate-stderr getfattr -d -m - "$MNT/f" "$MNT"
+	assert_equal "$output" ""
+	# out of the mount: nothing of fstitch's comes along
+	mkdir "$SCRATCH/out"
+	run -0 cp -a "$MNT/f" "$MNT/t" "$SCRATCH/out/"
+	tar --xattrs -cf "$SCRATCH/out.tar" -C "$MNT" f t
+	run -0 tar --xattrs -tvvf "$SCRATCH/out.tar"
+	refute_output --partial fstitch
+	run -0 getfattr -R -d -m - "$SCRATCH/out"
+	refute_output --partial fstitch
+	# an explicit --preserve=xattr does fail, as on any file system
+	# without extended attributes
+	run ! cp --preserve=xattr "$SCRATCH/src/f" "$MNT/g"
+	fstitch_mount_stop "$MNT"
+	assert_fsck_clean "$IMG"
 }
 
 @test "large writes arrive as 1 MiB requests (max_write), and -d logs every request" {
@@ -729,9 +784,301 @@ state_class() {
 	for o in $help_opts; do
 		grep -q -- "$o" "$comp" || fail "completion lacks $o"
 	done
-	for o in consistency= cache= flush_interval= ro allow_other; do
+	for o in consistency= cache= flush_interval= lock_wait= max_threads= statsfile= ro allow_other; do
 		grep -q -- "$o" "$comp" || fail "completion lacks -o $o"
 	done
 	run -0 "$MOUNT" --version
 	assert_output --regexp '^fstitch-mount [0-9]'
+}
+
+@test "fallocate and posix_fallocate give zeroed blocks and the size; other modes are refused" {
+	new_image 32M
+	fstitch_mount_start "$IMG" "$MNT"
+	# leave old contents in the free blocks that preallocation will take
+	yes STALEDATA | head -c 20M >"$SCRATCH/old"
+	cp "$SCRATCH/old" "$MNT/old"
+	sync "$MNT/old"
+	rm "$MNT/old"
+	fstitch_mount_stop "$MNT"
+	fstitch_mount_start "$IMG" "$MNT"
+	free0=$(stat -f -c %f "$MNT")
+	run -0 fallocate -l 16M "$MNT/f"
+	assert_equal "$(stat -c %s "$MNT/f")" 16777216
+	[ "$(stat -c %b "$MNT/f")" -ge 32768 ]
+	cmp -n 16M "$MNT/f" /dev/zero
+	# posix_fallocate past the end of a short file keeps its bytes
+	printf 0123456789 >"$MNT/g"
+	run -0 python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+os.posix_fallocate(fd, 100, 3 << 20)' "$MNT/g"
+	assert_equal "$(stat -c %s "$MNT/g")" $((100 + (3 << 20)))
+	assert_equal "$(head -c 10 "$MNT/g")" 0123456789
+	cmp -n $((3 << 20)) -i 10 "$MNT/g" /dev/zero
+	# keep-size fills holes inside the file, and nothing past its end
+	truncate -s 1M "$MNT/h"
+	run -0 fallocate -n -l 1M "$MNT/h"
+	[ "$(du -k "$MNT/h" | cut -f1)" -ge 1024 ]
+	run ! fallocate -n -l 2M "$MNT/h"
+	assert_equal "$(stat -c %s "$MNT/h")" 1048576
+	# punching holes and the other modes are not supported
+	run ! fallocate -p -o 0 -l 64K "$MNT/g"
+	run ! fallocate -z -o 0 -l 64K "$MNT/g"
+	assert_equal "$(head -c 10 "$MNT/g")" 0123456789
+	# more than the free space: ENOSPC, and nothing changed
+	used=$(($(stat -f -c %f "$MNT")))
+	run -1 --separate-stderr fallocate -l 40M "$MNT/huge"
+	[[ "$stderr" == *"No space left on device"* ]]
+	assert_equal "$(stat -c %s "$MNT/huge")" 0
+	assert_equal "$(stat -f -c %f "$MNT")" "$used"
+	[ "$free0" -gt "$used" ]
+	fstitch_mount_stop "$MNT"
+	assert_fsck_clean "$IMG"
+	# after a remount, and read by another tool: zeros, never old contents
+	debugfs -R "dump /f $SCRATCH/f.back" "$IMG" >/dev/null 2>&1
+	assert_equal "$(stat -c %s "$SCRATCH/f.back")" 16777216
+	cmp -n 16M "$SCRATCH/f.back" /dev/zero
+	fstitch_mount_start "$IMG" "$MNT"
+	cmp -n 16M "$MNT/f" /dev/zero
+	run ! grep -l STALEDATA "$MNT/f" "$MNT/g" "$MNT/h"
+	fstitch_mount_stop "$MNT"
+}
+
+# falloc_record [fstitch-mount options...]: free blocks full of an old
+# pattern, then a daemon run (recorded, FSTITCH_RECORD) that preallocates
+# a file over them; NSTATES as for record_run.
+falloc_record() {
+	make_stock_image "$IMG" 8M
+	fstitch_mount_start "$IMG" "$MNT"
+	yes STALEDATA | head -c 6M >"$SCRATCH/old"
+	cp "$SCRATCH/old" "$MNT/old"
+	fstitch_mount_stop "$MNT"
+	fstitch_mount_start "$IMG" "$MNT"
+	rm "$MNT/old"
+	fstitch_mount_stop "$MNT"
+	export FSTITCH_RECORD=$SCRATCH/log
+	fstitch_mount_start "$IMG" "$MNT" -o flush_interval=0.05 "$@"
+	unset FSTITCH_RECORD
+	fallocate -l 5M "$MNT/new"
+	fstitch_mount_stop "$MNT"
+	CRASHIMAGE=$FSTITCH_TOOLS/crashimage
+	NSTATES=$("$CRASHIMAGE" "$SCRATCH/log")
+	[ "$NSTATES" -gt 10 ]
+}
+
+# state_stale K: true if /new, in crash state K, shows any old contents.
+state_stale() {
+	"$CRASHIMAGE" "$SCRATCH/log" "$1" "$SCRATCH/state.img"
+	rm -f "$SCRATCH/new.out"
+	debugfs -R "dump /new $SCRATCH/new.out" "$SCRATCH/state.img" >/dev/null 2>&1 || true
+	rm -f "$SCRATCH/state.img"
+	[ -f "$SCRATCH/new.out" ] && grep -q STALEDATA "$SCRATCH/new.out"
+}
+
+@test "a power failure during fallocate never shows old disk contents in the file" {
+	falloc_record
+	local k step=$(((NSTATES + 38) / 39)) n=0
+	for ((k = 0; k < NSTATES; k += step)); do
+		n=$((n + 1))
+		if state_stale "$k"; then
+			fail "crash state $k of $NSTATES: /new shows old disk contents"
+		fi
+	done
+	state_stale $((NSTATES - 1)) && fail "the final state shows old contents"
+	assert_equal "$(stat -c %s "$SCRATCH/new.out")" 5242880
+	echo "# $n of $NSTATES crash states checked, none shows old contents" >&3
+}
+
+@test "the same power failures with consistency=none do show old contents (the check can fail)" {
+	falloc_record -o consistency=none
+	local k step=$(((NSTATES + 38) / 39)) n=0
+	for ((k = step; k < NSTATES; k += step)); do
+		n=$((n + 1))
+		if state_stale "$k"; then
+			echo "# consistency=none: crash state $k of $NSTATES (sample $n) shows old contents" >&3
+			return 0
+		fi
+	done
+	fail "consistency=none: no stale state among $n samples of $NSTATES"
+}
+
+@test "SEEK_DATA and SEEK_HOLE follow the block map, so cp --sparse and tar -S keep holes" {
+	new_image 64M
+	fstitch_mount_start "$IMG" "$MNT"
+	printf a | dd of="$MNT/sp" status=none
+	printf b | dd of="$MNT/sp" bs=1 seek=$((10 << 20)) conv=notrunc status=none
+	truncate -s $((12 << 20)) "$MNT/sp"
+	truncate -s 5M "$MNT/hole"
+	: >"$MNT/empty"
+	seq 100000 >"$MNT/dense"
+	truncate -s 5G "$MNT/big"
+	printf z | dd of="$MNT/big" bs=1 seek=$((5 * 1024 * 1024 * 1024 - 1)) conv=notrunc status=none
+	run -0 python3 - "$MNT" <<-'EOF'
+		import errno, os, sys
+		m = sys.argv[1]
+		bs = os.statvfs(m).f_bsize
+		def seek(name, off, how):
+		    fd = os.open(m + "/" + name, os.O_RDONLY)
+		    try:
+		        return os.lseek(fd, off, how)
+		    except OSError as e:
+		        return -e.errno
+		    finally:
+		        os.close(fd)
+		D, H, ENXIO = os.SEEK_DATA, os.SEEK_HOLE, -errno.ENXIO
+		ten = 10 << 20
+		assert seek("sp", 0, D) == 0
+		assert seek("sp", 0, H) == bs
+		assert seek("sp", 1, D) == 1
+		assert seek("sp", bs, D) == ten - ten % bs
+		assert seek("sp", ten, H) == ten - ten % bs + bs
+		assert seek("sp", ten + bs, D) == ENXIO
+		assert seek("sp", 12 << 20, D) == ENXIO
+		assert seek("sp", 12 << 20, H) == ENXIO
+		assert seek("hole", 0, D) == ENXIO
+		assert seek("hole", 4096, H) == 4096
+		assert seek("empty", 0, D) == ENXIO
+		size = os.stat(m + "/dense").st_size
+		assert seek("dense", 0, H) == size
+		assert seek("dense", 5, D) == 5
+		# past the double indirect range: the walk skips absent subtrees
+		last = (5 << 30) - 1
+		assert seek("big", 0, D) == last - last % bs
+		assert seek("big", last - last % bs, H) == 5 << 30
+	EOF
+	# copies inside the mount and out of it keep the holes
+	cp --sparse=always "$MNT/sp" "$MNT/sp2"
+	cp "$MNT/big" "$SCRATCH/big"
+	cmp "$MNT/sp" "$MNT/sp2"
+	# (5 GiB of holes are not read back through FUSE: size and tail do)
+	assert_equal "$(stat -c %s "$SCRATCH/big")" $((5 << 30))
+	assert_equal "$(tail -c 1 "$SCRATCH/big")" z
+	[ "$(du -k "$MNT/sp2" | cut -f1)" -lt 64 ]
+	[ "$(du -k "$SCRATCH/big" | cut -f1)" -lt 64 ]
+	tar -S -cf "$SCRATCH/sp.tar" -C "$MNT" sp big
+	[ "$(stat -c %s "$SCRATCH/sp.tar")" -lt $((64 << 10)) ]
+	mkdir "$MNT/x"
+	tar -xf "$SCRATCH/sp.tar" -C "$MNT/x"
+	cmp "$MNT/sp" "$MNT/x/sp"
+	assert_equal "$(tail -c 1 "$MNT/x/big")" z
+	[ "$(du -k "$MNT/x/big" | cut -f1)" -lt 64 ]
+	fstitch_mount_stop "$MNT"
+	assert_fsck_clean "$IMG"
+}
+
+@test "a lost patchgroup ordering is logged per event, rate limited, and counted" {
+	new_image 32M
+	# fault injection: every request's pgsrv_leave counts as failed
+	FSTITCH_FAULT_PGLOST=1 fstitch_mount_start "$IMG" "$MNT"
+	for i in $(seq 1 40); do echo "$i" >"$MNT/f$i"; done
+	fstitch_mount_stop "$MNT"
+	run grep -c "^fstitch-mount: patchgroup ordering lost for a change (" "$FSTITCH_MOUNT_LOG"
+	assert_output 10
+	run grep -m1 "patchgroup ordering lost" "$FSTITCH_MOUNT_LOG"
+	assert_output --regexp '^fstitch-mount: patchgroup ordering lost for a change \([a-z]+\): the engine refused a dependency \(1 so far\)$'
+	n=$(sed -n 's/^fstitch-mount: \([0-9]*\) changes lost their patchgroup ordering during this mount$/\1/p' \
+		"$FSTITCH_MOUNT_LOG")
+	# at least a create and a write for each file
+	[ "$n" -ge 80 ]
+	# and without the fault, not a word
+	fstitch_mount_start "$IMG" "$MNT"
+	echo x >"$MNT/g"
+	fstitch_mount_stop "$MNT"
+	run ! grep -q "ordering" "$FSTITCH_MOUNT_LOG"
+	assert_fsck_clean "$IMG"
+}
+
+@test "unmount then an immediate remount never sees lost data: the lock lasts until the flush ends" {
+	new_image 64M
+	local round k
+	for round in 1 2 3; do
+		head -c 6M /dev/urandom >"$SCRATCH/d$round"
+		if [ "$round" = 1 ]; then
+			run -0 "$MOUNT" -o flush_interval=3600,cache=64M "$IMG" "$MNT" 3>&-
+		fi
+		track_mount "$MNT" fuse
+		cp "$SCRATCH/d$round" "$MNT/d$round"
+		fusermount3 -u "$MNT"
+		# (not "i": bats' run uses that name)
+		# at once: the old daemon may still be writing back
+		if [ "$round" = 2 ]; then
+			# without lock_wait: refused while it does, never a stale view
+			run --separate-stderr "$MOUNT" -o flush_interval=3600,cache=64M "$IMG" "$MNT" 3>&-
+			echo "# remount right after the unmount: exit status $status" >&3
+			if [ "$status" = 8 ]; then
+				[[ "$stderr" == *"is in use by another fstitch-mount"* ]]
+				timeout 60 flock "$IMG" true
+				run -0 "$MOUNT" -o flush_interval=3600,cache=64M "$IMG" "$MNT" 3>&-
+			else
+				assert_equal "$status" 0
+			fi
+		else
+			run -0 "$MOUNT" -o flush_interval=3600,cache=64M,lock_wait=60 "$IMG" "$MNT" 3>&-
+		fi
+		for ((k = 1; k <= round; k++)); do
+			cmp "$SCRATCH/d$k" "$MNT/d$k"
+		done
+	done
+	fusermount3 -u "$MNT"
+	# how a script waits for a background daemon's final flush
+	timeout 60 flock "$IMG" true
+	assert_fsck_clean "$IMG"
+}
+
+@test "statsfile= writes the final counters in fstitch-stat's JSON schema once all is flushed" {
+	new_image 32M
+	stat_cmd=$(fstitch_cmd fstitch-stat)
+	echo stale >"$SCRATCH/stats.json"
+	cd "$SCRATCH"
+	fstitch_mount_start "$IMG" "$MNT" -o statsfile=stats.json,flush_interval=3600
+	# an old file does not pass for this run's
+	[ ! -e "$SCRATCH/stats.json" ]
+	head -c 2M /dev/urandom >"$MNT/f"
+	run -0 "$stat_cmd" --json "$MNT"
+	live=$output
+	fstitch_mount_stop "$MNT"
+	run -0 jq -r '[.schema, .view, .blocks.dirty, .patches.pending, .io.write_errors,
+		.groups.served, .mode.flush_interval_ms] | map(tostring) | join(" ")' "$SCRATCH/stats.json"
+	assert_output "fstitch-stat/1 summary 0 0 0 true 3600000"
+	# all 2 MiB of data went out
+	bs=$(jq .mode.block_size "$SCRATCH/stats.json")
+	[ "$(jq .io.block_writes "$SCRATCH/stats.json")" -ge $((2 * 1024 * 1024 / bs)) ]
+	[ "$(jq .io.barriers "$SCRATCH/stats.json")" -ge 1 ]
+	# the same members as fstitch-stat --json prints
+	assert_equal "$(jq -c '[paths | map(tostring) | join(".")] | sort' "$SCRATCH/stats.json")" \
+		"$(jq -c '[paths | map(tostring) | join(".")] | sort' <<<"$live")"
+	# in the background (the daemon changes to /): the relative path still
+	# means the directory it was given in, and the file is there by the
+	# time the image lock is free
+	run -0 "$MOUNT" -o statsfile=bg.json "$IMG" "$MNT" 3>&-
+	track_mount "$MNT" fuse
+	echo x >"$MNT/x"
+	fusermount3 -u "$MNT"
+	timeout 60 flock "$IMG" true
+	assert_equal "$(jq -r .schema "$SCRATCH/bg.json")" fstitch-stat/1
+}
+
+@test "-o max_threads= and --max-threads set the thread limit, the last one given wins" {
+	new_image 32M
+	fstitch_mount_start "$IMG" "$MNT" --max-threads=8 -o max_threads=1
+	tree_tar "$SCRATCH/tree.tar" 300
+	two_tars() {
+		local p1 p2
+		tar -xf "$SCRATCH/tree.tar" -C "$MNT/$1" &
+		p1=$!
+		tar -xf "$SCRATCH/tree.tar" -C "$MNT/$1" --transform 's,^,2/,' &
+		p2=$!
+		wait "$p1" && wait "$p2"
+	}
+	mkdir "$MNT/a" "$MNT/b"
+	two_tars a
+	# the main thread, libfuse's, the flusher, the patchgroup socket's and
+	# one worker
+	assert_equal "$(ls /proc/"$FSTITCH_MOUNT_PID"/task | wc -l)" 5
+	fstitch_mount_stop "$MNT"
+	# the other way round: workers are added under load
+	fstitch_mount_start "$IMG" "$MNT" -o max_threads=1 --max-threads=8
+	two_tars b
+	[ "$(ls /proc/"$FSTITCH_MOUNT_PID"/task | wc -l)" -gt 5 ]
+	fstitch_mount_stop "$MNT"
+	assert_fsck_clean "$IMG"
 }

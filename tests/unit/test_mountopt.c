@@ -309,6 +309,89 @@ static void test_max_read(void **state)
 	mountopt_free(&mo);
 }
 
+static void test_max_threads(void **state)
+{
+	struct mountopt mo;
+	struct mountopt_error err;
+	const char *bad[] = { "max_threads=0", "max_threads=1025", "max_threads=-1",
+			      "max_threads=", "max_threads=4x", "max_threads=+4" };
+
+	assert_int_equal(parse(&mo, "", NULL), 0);
+	assert_int_equal(mo.max_threads, 0);
+	mountopt_free(&mo);
+	assert_int_equal(parse(&mo, "max_threads=1", &err), 0);
+	assert_int_equal(mo.max_threads, 1);
+	assert_int_equal(mountopt_parse(&mo, "max_threads=1024", &err), 0);
+	assert_int_equal(mo.max_threads, 1024);
+	assert_null(mo.fuse_opts); /* ours, not libfuse's */
+	mountopt_free(&mo);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(parse(&mo, bad[i], &err), -EINVAL);
+		assert_string_equal(err.name, "max_threads");
+		mountopt_free(&mo);
+	}
+	assert_int_equal(parse(&mo, "max_threads", &err), -EINVAL);
+	assert_int_equal(err.kind, MOUNTOPT_NEED_VALUE);
+	mountopt_free(&mo);
+}
+
+static void test_lock_wait(void **state)
+{
+	struct mountopt mo;
+	struct mountopt_error err;
+
+	assert_int_equal(parse(&mo, "lock_wait=2.5", &err), 0);
+	assert_int_equal(mo.lock_wait_ms, 2500);
+	mountopt_free(&mo);
+	assert_int_equal(parse(&mo, "lock_wait=soon", &err), -EINVAL);
+	assert_int_equal(err.kind, MOUNTOPT_BAD_VALUE);
+	assert_string_equal(err.value, "soon");
+	mountopt_free(&mo);
+}
+
+static void test_statsfile(void **state)
+{
+	struct mountopt mo;
+	struct mountopt_error err;
+
+	assert_int_equal(parse(&mo, "statsfile=/tmp/a\\,b.json,ro", &err), 0);
+	assert_string_equal(mo.statsfile, "/tmp/a,b.json");
+	assert_true(mo.readonly);
+	/* a later one replaces it (and the old string is not leaked) */
+	assert_int_equal(mountopt_parse(&mo, "statsfile=s.json", &err), 0);
+	assert_string_equal(mo.statsfile, "s.json");
+	mountopt_free(&mo);
+	assert_null(mo.statsfile);
+	assert_int_equal(parse(&mo, "statsfile=", &err), -EINVAL);
+	assert_int_equal(err.kind, MOUNTOPT_BAD_VALUE);
+	mountopt_free(&mo);
+	assert_int_equal(parse(&mo, "statsfile", &err), -EINVAL);
+	assert_int_equal(err.kind, MOUNTOPT_NEED_VALUE);
+	mountopt_free(&mo);
+}
+
+static void test_ratelimit(void **state)
+{
+	struct mountopt_ratelimit rl = { .burst = 3, .window_ms = 1000 };
+	uint64_t missed = 99;
+	int logged = 0;
+
+	/* a storm of 100 events in one window: 3 lines */
+	for (int i = 0; i < 100; i++)
+		logged += mountopt_ratelimit(&rl, 5000 + (uint64_t)i, &missed);
+	assert_int_equal(logged, 3);
+	assert_int_equal(rl.suppressed, 97);
+	/* still inside the window: counted only */
+	assert_false(mountopt_ratelimit(&rl, 5999, &missed));
+	/* the next window logs again and says how many were left out */
+	assert_true(mountopt_ratelimit(&rl, 6000, &missed));
+	assert_int_equal(missed, 98);
+	assert_true(mountopt_ratelimit(&rl, 6001, &missed));
+	assert_int_equal(missed, 0);
+	/* a clock that goes backwards starts a new window, never stalls */
+	assert_true(mountopt_ratelimit(&rl, 10, NULL));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -325,6 +408,10 @@ int main(void)
 		cmocka_unit_test(test_fsname_escaping),
 		cmocka_unit_test(test_empty_items_and_debug),
 		cmocka_unit_test(test_max_read),
+		cmocka_unit_test(test_max_threads),
+		cmocka_unit_test(test_lock_wait),
+		cmocka_unit_test(test_statsfile),
+		cmocka_unit_test(test_ratelimit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
