@@ -288,6 +288,13 @@ static void block_free(struct cache *c, struct cblock *b)
 	c->bfree = b;
 }
 
+void block_drop(struct cache *c, struct cblock *b)
+{
+	lru_del(c, b);
+	hash_remove(c, b);
+	block_free(c, b);
+}
+
 /* Evict clean, idle blocks, least recently used first, until the cache is
  * within max_blocks.  Dirty, in-flight and referenced blocks stay. */
 static void evict(struct cache *c)
@@ -862,6 +869,7 @@ void cache_destroy(struct cache *c)
 		free(ch);
 	}
 	free(c->hash);
+	free(c->dretry);
 	patch_free_all(c);
 	if (c->r_copies)
 		for (i = 0; i < c->opts.round_max_blocks; i++)

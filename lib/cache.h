@@ -131,6 +131,25 @@ void patch_release(struct cache *c, struct patch *p);
 /* True once the patch is durable (its round's barrier returned). */
 bool patch_committed(const struct patch *p);
 
+/* Block blkno's contents are dead once `clear` is durable: a file system
+ * freed the block, and `clear` removed the last pointer to it.  If none of
+ * the block's pending patches may be on disk yet, and everything that
+ * waits for them is `clear` itself, another of the block's patches, or an
+ * empty patch (not held) whose own dependents pass the same test, they are
+ * discarded: each becomes an empty patch, keeping its place in the
+ * dependency order (what waited for it now waits only for what it waited
+ * for) but writing nothing, and the block leaves the cache, so that it
+ * reads as what is on disk.  Since `clear` removes the last pointer, no
+ * crash state can show the block's unwritten contents through it.  A later
+ * reuse of the block must initialise it in full after `clear` (as a
+ * reused block always must).  Returns 1 if discarded; 0 if nothing was
+ * done (the block is not cached, clean, referenced, in flight, was written
+ * in a failed round, may wait for a held patch, or something else needs
+ * its data on disk), in which case it is written as usual; never fails.
+ * With CONSISTENCY_NONE nothing is discarded (the baseline writes what
+ * ext2 mounted async would). */
+int cache_discard(struct cache *c, uint64_t blkno, struct patch *clear);
+
 /* ---- writing ----------------------------------------------------------- */
 
 /* Run one round: write every block that has ready patches (up to
@@ -167,6 +186,8 @@ struct cache_stats {
 	uint64_t patches_nrb;    /* live soft patches without undo (counted in
 				  * patches_soft too): see cache_int.h */
 	uint64_t dirty_waits;    /* times a writer waited for the flusher */
+	uint64_t blocks_discarded;  /* cache_discard() calls that dropped a block */
+	uint64_t patches_discarded; /* block patches they turned into empty ones */
 };
 void cache_get_stats(struct cache *c, struct cache_stats *st);
 

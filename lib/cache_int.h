@@ -112,6 +112,8 @@ struct cblock {
 	uint32_t nroots;                 /* patches with no uncommitted before */
 	uint16_t flags;
 	uint16_t defers;                 /* rounds this block was put off */
+	uint64_t gen;                    /* cache's change count at its last
+					  * change (cache_discard retries) */
 };
 
 struct bchunk;
@@ -160,6 +162,13 @@ struct cache {
 	bool r_pinned;                /* one of them may wait for a hold */
 	struct patch **work;          /* empty patches to commit */
 	size_t nwork, cwork;
+	struct patch *dclear;         /* cache_discard(): the clear of the
+				       * blocks in dretry (a reference) */
+	struct dretry {
+		uint64_t blkno, gen;  /* gen: the block's at the failed try */
+	} *dretry;                    /* blocks to try discarding again */
+	uint64_t changes;             /* changes made (generation numbers) */
+	size_t ndretry, cdretry;
 
 	pthread_t flusher;
 	bool flusher_running, flusher_stop, flusher_kick;
@@ -198,6 +207,8 @@ void ready_update(struct cache *c, struct cblock *b);
 void block_became_dirty(struct cache *c, struct cblock *b);
 void block_became_clean(struct cache *c, struct cblock *b);
 void stats_engine(struct cache *c, int64_t delta);
+/* Take a clean, unreferenced block out of the cache. */
+void block_drop(struct cache *c, struct cblock *b);
 
 /* patch.c */
 void patch_commit(struct cache *c, struct patch *p);
