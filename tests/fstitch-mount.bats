@@ -901,7 +901,7 @@ state_stale() {
 	fail "consistency=none: no stale state among $n samples of $NSTATES"
 }
 
-@test "SEEK_DATA and SEEK_HOLE follow the block map, so cp --sparse and tar -S keep holes" {
+@test "SEEK_DATA and SEEK_HOLE follow the block map, so cp --sparse and tar -S keep holes; copy_file_range falls back" {
 	new_image 64M
 	fstitch_mount_start "$IMG" "$MNT"
 	printf a | dd of="$MNT/sp" status=none
@@ -945,6 +945,14 @@ state_stale() {
 		assert seek("big", 0, D) == last - last % bs
 		assert seek("big", last - last % bs, H) == 5 << 30
 	EOF
+	# copy_file_range is not served (ENOSYS): the kernel copies by reading
+	# and writing instead, and the caller sees it work
+	run -0 python3 -c 'import os, sys
+a = os.open(sys.argv[1], os.O_RDONLY)
+b = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT, 0o644)
+print(os.copy_file_range(a, b, os.fstat(a).st_size))' "$MNT/dense" "$MNT/dense2"
+	assert_output "$(stat -c %s "$MNT/dense")"
+	cmp "$MNT/dense" "$MNT/dense2"
 	# copies inside the mount and out of it keep the holes
 	cp --sparse=always "$MNT/sp" "$MNT/sp2"
 	cp "$MNT/big" "$SCRATCH/big"
