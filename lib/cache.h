@@ -91,6 +91,16 @@ uint64_t cblock_number(const struct cblock *b);
 int patch_create_byte(struct cache *c, struct cblock *b, uint32_t off, uint32_t len,
 		      const void *data, struct patch *const *deps, size_t ndeps,
 		      struct patch **out);
+/* As patch_create_byte, but the change is also ordered after every pending
+ * change of b that overlaps [span_off, span_off+span_len), which contains
+ * the change: for a change whose meaning depends on the bytes around it (a
+ * directory entry's rec_len reaching over later entries must not reach
+ * disk before the change that wrote the entry it now points to).  Only the
+ * change's own bytes are written and kept as undo.  -EINVAL also if the
+ * span does not contain the change. */
+int patch_create_byte_span(struct cache *c, struct cblock *b, uint32_t off, uint32_t len,
+			   const void *data, uint32_t span_off, uint32_t span_len,
+			   struct patch *const *deps, size_t ndeps, struct patch **out);
 /* Flip the bits set in xor_mask in the 32-bit little-endian word at byte
  * offset off (a multiple of 4).  Otherwise as patch_create_byte. */
 int patch_create_bit(struct cache *c, struct cblock *b, uint32_t off, uint32_t xor_mask,

@@ -356,6 +356,61 @@ static int pdep_add(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, struct e
 	return 0;
 }
 
+/* Replaced blocks per inode freed at once (see e2_inode.dfree). */
+#define DFREE_BATCH 64
+
+int e2_dfree_flush(struct e2fs *fs, struct e2_inode *ip)
+{
+	int r = 0, r2;
+
+	for (size_t i = 0; i < ip->ndfree; i++) {
+		r2 = e2_bfree(fs, ip->dfree[i], ip->dfree_p);
+		if (!r)
+			r = r2;
+	}
+	fs->ndfree -= ip->ndfree;
+	ip->ndfree = 0;
+	patch_release(fs->c, ip->dfree_p);
+	ip->dfree_p = NULL;
+	return r;
+}
+
+int e2_dfree_all(struct e2fs *fs)
+{
+	int r = 0, r2;
+
+	for (size_t i = 0; fs->ndfree && i < fs->ibuckets; i++)
+		for (struct e2_inode *ip = fs->itab[i]; ip; ip = ip->hnext)
+			if (ip->ndfree) {
+				r2 = e2_dfree_flush(fs, ip);
+				if (!r)
+					r = r2;
+			}
+	return r;
+}
+
+/* blk is no longer reachable once ipp (an inode patch) is on disk. */
+static int dfree_add(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, struct patch *ipp)
+{
+	if (ip->ndfree == ip->capdfree) {
+		size_t cap = ip->capdfree ? ip->capdfree * 2 : 8;
+		uint32_t *nd = realloc(ip->dfree, cap * sizeof(*nd));
+
+		if (!nd)
+			return e2_bfree(fs, blk, ipp);
+		ip->dfree = nd;
+		ip->capdfree = cap;
+	}
+	ip->dfree[ip->ndfree++] = blk;
+	fs->ndfree++;
+	/* a later inode patch of this inode is ordered after the earlier
+	 * ones (same bytes), so the newest covers the whole batch */
+	patch_retain(ipp);
+	patch_release(fs->c, ip->dfree_p);
+	ip->dfree_p = ipp;
+	return 0;
+}
+
 /* Forget the newest shadow, whose pointer could not be stored. */
 static void shadow_drop_last(struct wctx *w)
 {
@@ -691,6 +746,10 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 	w.ip = ip;
 	w.nw = ip->d;
 	w.cow = end > oldsize;
+	/* Blocks waiting in free batches are not free yet: give them back
+	 * before the space they hold is missed. */
+	if (fs->ndfree && fs->free_blocks < 2 * fs->ndfree + size / fs->bs + 64)
+		e2_dfree_all(fs);
 	if (w.cow) {
 		/* Copies need room.  On a nearly full file system a growing
 		 * write stores pointers in place (as a write into holes
@@ -807,14 +866,23 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 	r = e2_iwrite(fs, ip, &w.nw, &w.ideps, &ipp);
 	if (r)
 		goto out;
-	/* The copies replaced their originals in the inode patch. */
+	/* The copies replaced their originals in the inode patch: free
+	 * those once it is on disk, in batches (without an after for the
+	 * inode patch, the next write's inode change merges into it). */
+	if (ip->dfree_p && patch_committed(ip->dfree_p))
+		e2_dfree_flush(fs, ip); /* no wait: frees at once */
 	for (size_t i = 0; i < w.nsh; i++)
 		if (w.sh[i].old) {
 			pdep_drop(fs, ip, w.sh[i].old);
-			r = e2_bfree(fs, w.sh[i].old, ipp);
+			r = dfree_add(fs, ip, w.sh[i].old, ipp);
 			if (r)
 				goto out;
 		}
+	if (ip->ndfree >= DFREE_BATCH) {
+		r = e2_dfree_flush(fs, ip);
+		if (r)
+			goto out;
+	}
 	/* Pass C */
 	r = write_inplace(&w, &w.cpd, ipp, &all);
 	if (!r)

@@ -613,8 +613,15 @@ int e2_dir_remove(struct e2fs *fs, struct e2_inode *dir, const char *name, size_
 		parse(fs, dir, dn->pos / fs->bs, cblock_data(b), prev, &pd);
 		rec = pd.rec + de.rec;
 		rl = htole16((uint16_t)(rec == 65536 ? 65535 : rec));
-		r = patch_create_byte(fs->c, b, prev + 4, 2, &rl, deps ? deps->p : NULL,
-				      deps ? deps->n : 0, out);
+		/* The new rec_len is computed from the removed entry's rec_len,
+		 * which a pending create may have just shortened (splitting
+		 * it for a later entry).  Written without that create, the
+		 * predecessor would end inside what the create's rollback
+		 * leaves: a corrupt block.  So order the removal after every
+		 * pending change of the removed entry's header too. */
+		r = patch_create_byte_span(fs->c, b, prev + 4, 2, &rl, prev + 4,
+					   off + 8 - (prev + 4), deps ? deps->p : NULL,
+					   deps ? deps->n : 0, out);
 	} else {
 		uint32_t z = 0;
 

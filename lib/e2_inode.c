@@ -52,6 +52,14 @@ static void irelease(struct e2fs *fs, struct e2_inode *ip)
 	free(ip->pdeps);
 	ip->pdeps = NULL;
 	ip->npdeps = ip->cappdeps = 0;
+	/* (only when the file system goes away: inodes with a batch are
+	 * flushed before they are dropped) */
+	patch_release(fs->c, ip->dfree_p);
+	fs->ndfree -= ip->ndfree;
+	free(ip->dfree);
+	ip->dfree = NULL;
+	ip->dfree_p = NULL;
+	ip->ndfree = ip->capdfree = 0;
 	e2_dindex_free(ip->dix);
 	ip->dix = NULL;
 }
@@ -315,10 +323,16 @@ int e2_ifree(struct e2fs *fs, struct e2_inode *ip)
 
 	if (ip->freed)
 		return 0;
-	if (S_ISREG(m) || S_ISDIR(m) || (S_ISLNK(m) && !e2_fast_symlink(fs, &ip->d)))
-		r = e2_free_all_blocks(fs, ip, ip->clear);
+	r = e2_dfree_flush(fs, ip);
 	if (r == -ENOMEM)
 		return r;
+	if (S_ISREG(m) || S_ISDIR(m) || (S_ISLNK(m) && !e2_fast_symlink(fs, &ip->d))) {
+		r2 = e2_free_all_blocks(fs, ip, ip->clear);
+		if (r2 == -ENOMEM)
+			return r2;
+		if (!r)
+			r = r2;
+	}
 	r2 = ea_release(fs, ip);
 	if (!r)
 		r = r2;
@@ -364,6 +378,8 @@ void e2_icache_trim(struct e2fs *fs)
 
 			e2_patch_drop_committed(fs, &ip->init);
 			e2_patch_drop_committed(fs, &ip->clear);
+			if (ip->ndfree)
+				e2_dfree_flush(fs, ip);
 			/* An inode whose initialisation is still pending must
 			 * stay: a new entry for it has to wait for that patch. */
 			if (!ip->nlookup && !ip->nopen && ip->ino != E2_ROOT_INO && !ip->init &&

@@ -76,6 +76,15 @@ struct e2_inode {
 				* later size increase must wait for it */
 	struct e2_pdep *pdeps; /* its indirect blocks with pending pointers */
 	size_t npdeps, cappdeps;
+	/* Indirect blocks replaced by copies, to be freed after dfree_p (the
+	 * newest inode patch, which no longer points at any of them).  Freed
+	 * in batches: a free that waits for the inode patch gives it an
+	 * after, and a patch with afters cannot take the next write's inode
+	 * change, so freeing at every growing write left one inode patch per
+	 * write on the inode table block (appends cost O(n) each). */
+	uint32_t *dfree;
+	size_t ndfree, capdfree;
+	struct patch *dfree_p;
 	struct e2_dindex *dix;
 	struct patch *sync;	 /* empty patch over this inode's changes (fsync) */
 	struct patch *sync_last; /* last patch added to sync (held) */
@@ -119,6 +128,7 @@ struct e2fs {
 
 	struct e2_inode **itab;
 	size_t ibuckets, icount, itrim_at;
+	size_t ndfree; /* sum of the inodes' ndfree */
 
 	struct e2_freed **ftab;
 	size_t fbuckets, fcount, fprune_at;
@@ -173,6 +183,10 @@ bool e2_fast_symlink(const struct e2fs *fs, const struct ext2_inode *d);
 
 /* e2_alloc.c */
 int e2_balloc(struct e2fs *fs, uint32_t goal, uint32_t *blk, struct patch **bit);
+/* Free ip's batch of replaced indirect blocks now (after its dfree_p);
+ * e2_dfree_all: every inode's (for a sync, or when space is short). */
+int e2_dfree_flush(struct e2fs *fs, struct e2_inode *ip);
+int e2_dfree_all(struct e2fs *fs);
 int e2_bfree(struct e2fs *fs, uint32_t blk, struct patch *clear);
 int e2_ialloc(struct e2fs *fs, uint32_t parent, bool dir, uint32_t *ino, struct patch **bit);
 int e2_ifree_bit(struct e2fs *fs, uint32_t ino, bool dir, struct patch *clear);

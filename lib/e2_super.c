@@ -586,6 +586,9 @@ int e2_close(struct e2fs *fs)
 					if (!r)
 						r = r2;
 				}
+		r2 = e2_dfree_all(fs);
+		if (!r)
+			r = r2;
 		r2 = cache_sync(fs->c);
 		if (!r)
 			r = r2;
@@ -652,7 +655,9 @@ int e2_sync(struct e2fs *fs)
 	if (fs->ro)
 		return 0;
 	pthread_mutex_lock(&fs->lock);
-	r = e2_sb_write_counts(fs);
+	r = e2_dfree_all(fs);
+	if (!r)
+		r = e2_sb_write_counts(fs);
 	pthread_mutex_unlock(&fs->lock);
 	if (r)
 		return r;

@@ -634,9 +634,12 @@ fail:
 	return err;
 }
 
+/* [soff, soff+slen) contains the change: what overlaps it is ordered
+ * before the change (for a plain change, the change's own range). */
 static int make_change(struct cache *c, struct cblock *b, enum patch_type type,
 		       uint32_t off, uint32_t len, const void *data, uint32_t mask,
-		       struct patch *const *deps, size_t ndeps, struct patch **out)
+		       uint32_t soff, uint32_t slen, struct patch *const *deps, size_t ndeps,
+		       struct patch **out)
 {
 	struct patch_scope *scope = tls_scope;
 	struct patch *const *sdeps = NULL;
@@ -676,11 +679,12 @@ static int make_change(struct cache *c, struct cblock *b, enum patch_type type,
 	/* Same-block ordering: the change must not reach disk without the
 	 * older changes it overlaps, or their rollback would undo it. */
 	/* (the scan is skipped when no soft patch can overlap) */
-	for (q = (chunk_mask(c->bs, off, len) & b->ovmask) ? b->phead : NULL; q;
+	for (q = (chunk_mask(c->bs, soff, slen) & b->ovmask) ? b->phead : NULL; q;
 	     q = q->bnext) {
-		if ((q->flags & PF_HARD) || !overlaps(q, off, len))
+		if ((q->flags & PF_HARD) || !overlaps(q, soff, slen))
 			continue;
-		cand = q; /* the newest one, in the end */
+		if (overlaps(q, off, len))
+			cand = q; /* the newest one, in the end */
 		/* Flips of distinct bits commute.  Flips of the same bit do
 		 * not: a flip means "set" or "clear" only after the flips of
 		 * that bit before it. */
@@ -788,7 +792,18 @@ int patch_create_byte(struct cache *c, struct cblock *b, uint32_t off, uint32_t 
 {
 	if (!c || !b || !data || len == 0 || off >= c->bs || len > c->bs - off)
 		return -EINVAL;
-	return make_change(c, b, PT_BYTE, off, len, data, 0, deps, ndeps, out);
+	return make_change(c, b, PT_BYTE, off, len, data, 0, off, len, deps, ndeps, out);
+}
+
+int patch_create_byte_span(struct cache *c, struct cblock *b, uint32_t off, uint32_t len,
+			   const void *data, uint32_t span_off, uint32_t span_len,
+			   struct patch *const *deps, size_t ndeps, struct patch **out)
+{
+	if (!c || !b || !data || len == 0 || off >= c->bs || len > c->bs - off ||
+	    span_off > off || span_len > c->bs - span_off || off + len > span_off + span_len)
+		return -EINVAL;
+	return make_change(c, b, PT_BYTE, off, len, data, 0, span_off, span_len, deps, ndeps,
+			   out);
 }
 
 int patch_create_bit(struct cache *c, struct cblock *b, uint32_t off, uint32_t xor_mask,
@@ -796,7 +811,7 @@ int patch_create_bit(struct cache *c, struct cblock *b, uint32_t off, uint32_t x
 {
 	if (!c || !b || (off & 3) || off > c->bs - 4)
 		return -EINVAL;
-	return make_change(c, b, PT_BIT, off, 4, NULL, xor_mask, deps, ndeps, out);
+	return make_change(c, b, PT_BIT, off, 4, NULL, xor_mask, off, 4, deps, ndeps, out);
 }
 
 static int make_empty(struct cache *c, struct patch *const *deps, size_t ndeps,

@@ -286,6 +286,8 @@ static void setup_stale(struct work *w)
 		snprintf(nm, sizeof(nm), "stale%u", i);
 		OK(w, e2_unlink(w->fs, E2_ROOT_INO, nm));
 	}
+	/* the frees durable, so that the workload's files land on those blocks */
+	OK(w, e2_sync(w->fs));
 }
 
 /* ---- workloads ---------------------------------------------------------- */
@@ -762,6 +764,56 @@ static void run_reuse(struct work *w)
 	w_rounds(w);
 	OK(w, e2_unlink(w->fs, E2_ROOT_INO, "r2"));
 	w_mkdir(w, E2_ROOT_INO, "r4");
+	w_rounds(w);
+}
+
+/* One round only: part of what is pending reaches disk. */
+static void w_round1(struct work *w)
+{
+	size_t n;
+
+	OK(w, cache_flush_round(e2_cache(w->fs), &n));
+}
+
+static void su_churn(struct work *w)
+{
+	su_dirs(w);
+	w_file(w, w->dirs[1], "k0", 10, 3000);
+	w_file(w, w->dirs[1], "k1", 11, 3000);
+	w_file(w, w->dirs[1], "k9", 19, 3000);
+}
+
+/* Creates, unlinks and re-creates in one directory block, files written in
+ * several e2_write calls (their inodes reach disk late), inodes reused.  An
+ * unlink merges the last entry into its predecessor (a change that waits
+ * for nothing); a create then splits that room, shortening the
+ * predecessor's rec_len in a change that waits for the new inode; and
+ * unlinking the predecessor merges its rec_len, as now cached, into the
+ * entry before it.  That last change must not reach disk before the
+ * create: the entry before would end inside the room the create's
+ * rollback leaves ("directory corrupted"), or keep naming an inode that
+ * has been cleared. */
+static void run_churn(struct work *w)
+{
+	uint32_t d = w->dirs[1];
+
+	OK(w, e2_unlink(w->fs, d, "k9"));
+	w_file(w, d, "k2", 12, 20000);
+	OK(w, e2_unlink(w->fs, d, "k1"));
+	w_round1(w);
+	w_file(w, d, "k3", 13, 17000);
+	OK(w, e2_unlink(w->fs, d, "k2"));
+	w_round1(w);
+	w_file(w, d, "k1", 14, 9000);
+	OK(w, e2_unlink(w->fs, d, "k0"));
+	w_round1(w);
+	w_file(w, d, "k4", 15, 26000);
+	OK(w, e2_unlink(w->fs, d, "k3"));
+	w_file(w, d, "k2", 16, 5000);
+	w_round1(w);
+	OK(w, e2_unlink(w->fs, d, "k1"));
+	w_file(w, d, "k0", 17, 12000);
+	OK(w, e2_unlink(w->fs, d, "k4"));
 	w_rounds(w);
 }
 
@@ -1365,6 +1417,7 @@ static const struct workload workloads[] = {
     {"link", su_link, run_link, true, false, false},
     {"symlink", NULL, run_symlink, true, false, false},
     {"reuse", NULL, run_reuse, true, false, false},
+    {"dir-churn", su_churn, run_churn, true, false, false},
     {"fsync", NULL, run_fsync, false, false, false},
 };
 #define NWORK (sizeof(workloads) / sizeof(workloads[0]))

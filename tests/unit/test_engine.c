@@ -949,6 +949,49 @@ static void test_changes_during_round(void **state)
 	pthread_mutex_destroy(&g.m);
 }
 
+/* A change ordered over a span: it waits for a pending change elsewhere in
+ * the span (which waits for a held patch), while the same change made
+ * plainly would be hard and written at once. */
+static void test_span_ordering(void **state)
+{
+	struct env e;
+	struct cblock *b;
+	struct patch *h, *p, *s, *t;
+	const struct rec_event *ev;
+	uint8_t v[2] = {0x5a, 0x5a};
+	size_t w;
+
+	(void)state;
+	env_open(&e, NULL);
+	b = get(&e, 1);
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &h), 0);
+	p = put_byte(&e, b, 100, 0x11, 4, &h, 1);
+	assert_int_equal(patch_create_byte_span(e.c, b, 0, 2, v, 1, 200, NULL, 0, &s), -EINVAL);
+	assert_int_equal(patch_create_byte_span(e.c, b, 0, 2, v, 0, BS + 1, NULL, 0, &s), -EINVAL);
+	assert_int_equal(patch_create_byte_span(e.c, b, 0, 2, v, 0, 200, NULL, 0, &s), 0);
+	assert_int_equal(patch_create_byte(e.c, b, 300, 2, v, NULL, 0, &t), 0);
+	assert_int_equal(cache_flush_round(e.c, NULL), 0);
+	assert_true(patch_committed(t));
+	assert_false(patch_committed(s));
+	w = next_write(e.rec, 0, 1);
+	assert_true(w != SIZE_MAX);
+	ev = bdev_recorder_event(e.rec, w);
+	assert_int_equal(((const uint8_t *)ev->data)[300], 0x5a);
+	assert_int_equal(((const uint8_t *)ev->data)[0], 0);   /* s rolled back */
+	assert_int_equal(((const uint8_t *)ev->data)[100], 0); /* p too */
+	patch_unhold(e.c, h);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_true(patch_committed(s));
+	assert_int_equal(mem_block(&e, 1)[0], 0x5a);
+	assert_int_equal(mem_block(&e, 1)[100], 0x11);
+	patch_release(e.c, h);
+	patch_release(e.c, p);
+	patch_release(e.c, s);
+	patch_release(e.c, t);
+	cache_put(e.c, b);
+	env_close(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -971,6 +1014,7 @@ int main(void)
 		cmocka_unit_test(test_same_bit_flips),
 		cmocka_unit_test(test_sync_patch_targeted),
 		cmocka_unit_test(test_changes_during_round),
+		cmocka_unit_test(test_span_ordering),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
