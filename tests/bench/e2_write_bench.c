@@ -4,12 +4,15 @@
  *   - big:    one file written in 128 KiB writes, one sync at the end;
  *   - append: one file grown by 4 KiB writes with a sync every 16 writes
  *             (a log), the case where each write changes the same
- *             indirect block.
+ *             indirect block;
+ *   - seqN:   files of MIB/8, MIB/4 and MIB/2 MiB grown by 4 KiB writes,
+ *             one sync at the end (dd bs=4k): the time per MiB must not
+ *             grow with the file.
  *
  *   e2_write_bench IMAGE [MIB]
  *
- * IMAGE must be a fresh ext2 image with room for MIB (default 64) MiB plus
- * MIB / 8 MiB, for example "mke2fs -q -t ext2 -F -b 4096 IMAGE 128M".
+ * IMAGE must be a fresh ext2 image with room for 2 * MIB (default 64) MiB,
+ * for example "mke2fs -q -t ext2 -F -b 4096 IMAGE 256M".
  *
  * Exit status: 0 done, 1 a file-system call failed, 64 usage.
  */
@@ -99,6 +102,12 @@ int main(int argc, char **argv)
 	ret = run(fs, "big", mib << 20, 128 * 1024, 0);
 	if (!ret)
 		ret = run(fs, "append", (mib << 20) / 8, 4096, 16);
+	for (unsigned k = 3; k >= 1 && !ret; k--) {
+		char nm[16];
+
+		snprintf(nm, sizeof(nm), "seq%u", 4 - k);
+		ret = run(fs, nm, (mib << 20) >> k, 4096, 0);
+	}
 	r = e2_close(fs);
 	if (r && !ret) {
 		fprintf(stderr, "e2_write_bench: close: %s\n", strerror(-r));
