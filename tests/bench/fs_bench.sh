@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # File-system level benchmark: fstitch against fuse2fs, libfuse's
 # passthrough_ll and the kernel's ext2, on the same disk, in the same run
-# (design.md §7).  Writes build/bench/report.md, report.json and plots.
+# (design.md §7).  Writes build/bench/report.md, report.json, summary.md
+# (the headline table for README.md) and plots/*.svg.
 #
 #   tests/bench/fs_bench.sh [--quick|--full|--small] [--runs N]
 #       [--workloads LIST] [--contenders LIST] [--out DIR] [--report-only]
 #
 # --quick (default) 3 runs, a 20k-file subset of the linux-source tree and
 #         reduced counts: under 15 minutes on a 2-core machine
-# --full  3 runs, the whole tree and the paper's sizes: about 25 minutes
+# --full  3 runs, the whole tree and the paper's sizes: 25 to 35 minutes
 # --small 1 run and tiny inputs: checks that the harness works
 # LIST is comma-separated.  Workloads: untar postmark replace mail meta.
 # Contenders: fstitch-su fstitch-none fuse2fs passthrough_ll kernel-ext2.
@@ -37,7 +38,7 @@ OUT=${BENCH_OUT:-$ROOT/build/bench}
 report_only=0
 
 usage() {
-	sed -n '6,15p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '7,16p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 64
 }
 
@@ -99,7 +100,7 @@ full)
 	PM_FILES=500 PM_MAX=4000000 PM_TX=1000
 	REPLACE_N=1000 MAIL_N=1000 META_SIZES="1000 10000 100000"
 	: "${META_TIMEOUT:=120}"
-	: "${BENCH_TIMEOUT:=1800}" ;;
+	: "${BENCH_TIMEOUT:=600}" ;;
 small)
 	RUNS=${runs:-1} UNTAR_FILES=2000
 	PM_FILES=50 PM_MAX=200000 PM_TX=200

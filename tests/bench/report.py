@@ -512,7 +512,9 @@ def summary_md(res):
     cmd = "make bench" + (f" BENCH_ARGS=--{mode}" if mode != "quick" else "")
     w(f"Run {p.get('started', '?')[:10]} ({p.get('started', '?')} to "
       f"{p.get('finished', '?')}), `{cmd}`, mode `{mode}`, "
-      f"{p.get('runs', '?')} runs; machine: {m.get('cores', '?')} cores "
+      f"{p.get('runs', '?')} runs"
+      + (f" ({p['note']})" if p.get("note") else "")
+      + f"; machine: {m.get('cores', '?')} cores "
       f"({m.get('cpu', '?')}), {m.get('memory_gib', '?')} GiB, kernel "
       f"{m.get('kernel', '?')}, images on {m.get('disk', {}).get('device', '?')}"
       f" ({m.get('disk', {}).get('host_fs', '?')}); load average "
@@ -639,7 +641,8 @@ def markdown(res, keys, present):
     w = L.append
     w("# fstitch file-system benchmark\n")
     w("Produced by `make bench` (tests/bench/fs_bench.sh, "
-      f"mode `{p.get('mode', '?')}`, {p.get('runs', '?')} runs, started "
+      f"mode `{p.get('mode', '?')}`, {p.get('runs', '?')} runs"
+      + (f" ({p['note']})" if p.get("note") else "") + ", started "
       f"{p.get('started', '?')}, finished {p.get('finished', '?')}).\n")
     w("## Machine\n")
     disk = m.get("disk", {})
@@ -660,8 +663,8 @@ def markdown(res, keys, present):
 
     w("## Method\n")
     w("- Every measurement makes a fresh stock ext2 image "
-      f"(`{p.get('mkfs', 'mke2fs')}`, {p.get('image_size', '4G')} for untar "
-      "and PostMark, 1G otherwise) in a file on the disk above, mounts it, "
+      f"(`{p.get('mkfs', 'mke2fs')}`, {p.get('image_size', '4G')} for untar, "
+      "PostMark and directories of over 50k names, 1G otherwise) in a file on the disk above, mounts it, "
       "runs the workload and stops the clock only when the work is durable: "
       "after the unmount, the exit of the FUSE daemon (which flushes on exit)"
       " and an fsync of the image file. `work` and `flush` columns split the"
@@ -685,7 +688,13 @@ def markdown(res, keys, present):
     w(f"- atomic replace: {p.get('replace_n', '?')} updates cycling over 16 "
       f"files of 1 KiB; mail: {p.get('mail_n', '?')} messages of 1 to 8 KiB "
       "moved between two mbox files, then an expunge; metadata: "
-      f"{p.get('meta_sizes', '?')} names in one directory.")
+      f"{p.get('meta_sizes', '?')} names in one directory (create; stat and "
+      "unlink each after a remount), each phase stopped after "
+      f"{p.get('meta_timeout_s', '?')} s; a contender whose create of over "
+      "50k names took over 60 s or did not finish is measured at that size "
+      "in its first run only (fuse2fs scans directories linearly: minutes "
+      "per phase). The ext2 module alone: "
+      f"{p.get('e2dir_n', '?')} names through lib/e2.h once per run.")
     if p.get("nofile"):
         drops = res["noise"].get("passthrough_ll_cache_drops") or {}
         dtxt = ", ".join(f"{k}: {v}" for k, v in drops.items()) or "none"
