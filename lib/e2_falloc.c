@@ -75,6 +75,23 @@ static int find(struct e2fs *fs, struct e2_inode *ip, uint64_t from, uint64_t li
 	return 0;
 }
 
+/* The next run of holes at or after pos, below lim: [*hole, *data).
+ * 1 found, 0 none left, -errno. */
+static int hole_run(struct e2fs *fs, struct e2_inode *ip, uint64_t pos, uint64_t lim,
+		    uint64_t *hole, uint64_t *data)
+{
+	int r = find(fs, ip, pos, lim, false, hole);
+
+	if (r <= 0)
+		return r;
+	r = find(fs, ip, *hole, lim, true, data);
+	if (r < 0)
+		return r;
+	if (r == 0)
+		*data = lim;
+	return 1;
+}
+
 /* The blocks filling the holes of [first, lim) will take: the data blocks
  * and, for those past the direct ones, indirect blocks (one per apb, and a
  * double and a triple indirect block at most: an estimate on the safe
@@ -86,14 +103,9 @@ static int blocks_needed(struct e2fs *fs, struct e2_inode *ip, uint64_t first, u
 	int r;
 
 	for (;;) {
-		r = find(fs, ip, pos, lim, false, &hole);
+		r = hole_run(fs, ip, pos, lim, &hole, &data);
 		if (r <= 0)
 			break;
-		r = find(fs, ip, hole, lim, true, &data);
-		if (r < 0)
-			break;
-		if (r == 0)
-			data = lim;
 		n += data - hole;
 		if (data > E2_NDIR)
 			deep += data - (hole > E2_NDIR ? hole : E2_NDIR);
@@ -152,14 +164,9 @@ int e2_falloc(struct e2fs *fs, uint32_t ino, bool keep_size, off_t off, off_t le
 	for (pos = first; need;) {
 		uint64_t lo, hi;
 
-		r = find(fs, ip, pos, lim, false, &hole);
+		r = hole_run(fs, ip, pos, lim, &hole, &data);
 		if (r <= 0)
 			break;
-		r = find(fs, ip, hole, lim, true, &data);
-		if (r < 0)
-			break;
-		if (r == 0)
-			data = lim;
 		lo = hole * fs->bs;
 		hi = data * fs->bs < newsize ? data * fs->bs : newsize;
 		while (lo < hi) {
