@@ -48,14 +48,15 @@ enum exit_status {
 #define NEG_TIMEOUT 10.0
 #define MAX_WRITE (1U << 20)
 /* The ext2 module serialises operations under one lock, so extra threads
- * only let a request that waits outside it go on without holding up the
- * others: an fsync waits for its rounds with the lock dropped.  With 2
- * threads, two processes in fsync stall every other request of the mount;
- * 4 leaves room for a few fsyncing processes (with three of them looping,
- * mkdir's median latency went from 0.4-0.8 ms at 2 threads to 0.2-0.3 ms
- * at 4), while untar of 4000 files took the same time (within noise,
- * 0.8-1.3 s) with 2, 4 or 8 threads on a 2-core machine. */
-#define MAX_THREADS 4
+ * only let a request that waits outside it (an fsync waits for its rounds
+ * with the lock dropped) go on without holding up the others.  More
+ * threads than that cost throughput: extracting the full linux-source
+ * tree took 26.2 s with 2 threads and 43.1 s with 4 on a 2-core machine
+ * (tests/bench/fs_bench.sh --full --workloads untar, one run each), so the
+ * default is 2; a mount with several fsyncing processes may want
+ * max_threads=4 (mkdir's median latency beside three fsync loops went
+ * from 0.4-0.8 ms at 2 threads to 0.2-0.3 ms at 4). */
+#define MAX_THREADS 2
 
 struct args {
 	const char *source;
@@ -908,7 +909,7 @@ static const struct argp_option options[] = {
 	{ "foreground", 'f', NULL, 0, "Stay in the foreground", 0 },
 	{ "debug", 'd', NULL, 0, "Print every FUSE request (implies -f)", 0 },
 	{ "single-thread", OPT_SINGLE, NULL, 0, "Serve one request at a time", 0 },
-	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Serve up to N requests at once (default 4)", 0 },
+	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Serve up to N requests at once (default 2)", 0 },
 	{ NULL, 0, NULL, 0, NULL, 0 },
 };
 
