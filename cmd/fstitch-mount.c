@@ -64,7 +64,6 @@ struct args {
 	struct mountopt mo;
 	bool foreground;
 	bool single;
-	unsigned max_threads;
 	bool fake; /* mount helper's -f: check everything, mount nothing */
 };
 
@@ -163,6 +162,7 @@ static uint64_t now_ms(void)
 static void leave(const char *op)
 {
 	uint64_t missed = 0, n;
+	char unlogged[48] = "";
 	bool log;
 
 	if (!D.srv || (pgsrv_leave(D.srv) == 0 && !D.fault_lost))
@@ -174,12 +174,10 @@ static void leave(const char *op)
 	if (!log)
 		return;
 	if (missed)
-		say("patchgroup ordering lost for a change (%s): the engine refused a dependency "
-		    "(%llu so far; %llu not logged)", op, (unsigned long long)n,
-		    (unsigned long long)missed);
-	else
-		say("patchgroup ordering lost for a change (%s): the engine refused a dependency "
-		    "(%llu so far)", op, (unsigned long long)n);
+		snprintf(unlogged, sizeof(unlogged), "; %llu not logged",
+			 (unsigned long long)missed);
+	say("patchgroup ordering lost for a change (%s): the engine refused a dependency "
+	    "(%llu so far%s)", op, (unsigned long long)n, unlogged);
 }
 
 /* The owner of a new inode.  In a kernel file system the VFS applies the
@@ -1162,34 +1160,28 @@ static int check_source(const char *spec, struct source *src)
  * than the last step of a long run.  *out is malloc'ed. */
 static int statsfile_path(const char *path, char **out)
 {
-	char *abs, *dir, *slash;
+	char *abs = NULL, *cwd, *cut, c;
 	int r = 0;
 
 	if (path[0] == '/') {
 		abs = strdup(path);
 	} else {
-		char *cwd = getcwd(NULL, 0);
-
-		abs = cwd ? malloc(strlen(cwd) + strlen(path) + 2) : NULL;
-		if (abs)
-			sprintf(abs, "%s/%s", cwd, path);
+		cwd = getcwd(NULL, 0);
+		if (cwd && asprintf(&abs, "%s/%s", cwd, path) < 0)
+			abs = NULL;
 		free(cwd);
 	}
 	if (!abs)
 		return -ENOMEM;
-	dir = strdup(abs);
-	if (!dir) {
-		free(abs);
-		return -ENOMEM;
-	}
-	slash = strrchr(dir, '/');
-	if (slash == dir)
-		slash[1] = '\0';
-	else
-		*slash = '\0';
-	if (access(dir, W_OK | X_OK) < 0)
+	/* the directory: cut at the last slash (after it for "/f") */
+	cut = strrchr(abs, '/');
+	if (cut == abs)
+		cut++;
+	c = *cut;
+	*cut = '\0';
+	if (access(abs, W_OK | X_OK) < 0)
 		r = -errno;
-	free(dir);
+	*cut = c;
 	if (r < 0) {
 		free(abs);
 		return r;
@@ -1278,23 +1270,16 @@ int main(int argc, char **argv)
 	}
 	if (a.mo.statsfile) {
 		r = statsfile_path(a.mo.statsfile, &stats);
+		/* A file left by an earlier run must not pass for this one's. */
+		if (r == 0 && !a.fake && unlink(stats) < 0 && errno != ENOENT)
+			r = -errno;
 		if (r < 0) {
 			fprintf(stderr, PROG ": bad value for option 'statsfile': '%s': %s\n",
 				a.mo.statsfile, strerror(-r));
 			status = EXIT_USAGE;
 			goto out;
 		}
-		/* A file left by an earlier run must not pass for this one's. */
-		if (!a.fake && unlink(stats) < 0 && errno != ENOENT) {
-			fprintf(stderr, PROG ": bad value for option 'statsfile': '%s': %s\n",
-				a.mo.statsfile, strerror(errno));
-			status = EXIT_USAGE;
-			goto out;
-		}
 	}
-	/* -o max_threads= (fstab gives only -o options) or --max-threads:
-	 * the last one given */
-	a.max_threads = a.mo.max_threads;
 	D.fault_lost = getenv("FSTITCH_FAULT_PGLOST") != NULL;
 	r = mountopt_fuse_string(&a.mo, src.path, &fopts);
 	if (r < 0) {
@@ -1352,8 +1337,10 @@ int main(int argc, char **argv)
 			say("out of memory");
 			r = -ENOMEM;
 		} else {
-			fuse_loop_cfg_set_max_threads(cfg, a.max_threads ? a.max_threads
-									  : MAX_THREADS);
+			/* -o max_threads= (fstab gives only -o options) or
+			 * --max-threads, the last one given */
+			fuse_loop_cfg_set_max_threads(cfg, a.mo.max_threads ? a.mo.max_threads
+									     : MAX_THREADS);
 			fuse_loop_cfg_set_clone_fd(cfg, 0);
 			r = fuse_session_loop_mt(se, cfg);
 			fuse_loop_cfg_destroy(cfg);

@@ -299,13 +299,8 @@ void block_drop(struct cache *c, struct cblock *b)
  * within max_blocks.  Dirty, in-flight and referenced blocks stay. */
 static void evict(struct cache *c)
 {
-	while (c->nblocks > c->opts.max_blocks && c->lru_head) {
-		struct cblock *b = c->lru_head;
-
-		lru_del(c, b);
-		hash_remove(c, b);
-		block_free(c, b);
-	}
+	while (c->nblocks > c->opts.max_blocks && c->lru_head)
+		block_drop(c, c->lru_head);
 }
 
 /* ---- rounds ------------------------------------------------------------ */

@@ -85,6 +85,14 @@ static inline uint32_t afters_cap(uint32_t n)
 	return cap;
 }
 
+/* Whether p can take one more after without allocating. */
+static inline bool after_room(const struct patch *p)
+{
+	if (!(p->flags & PF_AFTV))
+		return p->nafters == 0;
+	return p->nafters < afters_cap(p->nafters);
+}
+
 enum block_flags {
 	BF_READING = 1 << 0, /* being read in; wait on io_cond */
 	BF_BADREAD = 1 << 1, /* the read failed: unhashed, to be freed */

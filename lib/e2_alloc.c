@@ -18,15 +18,9 @@
 
 #define FREED_PRUNE 65536
 
-/* Dropping a freed block's unwritten data (cache_discard).  The crash test
- * in tests/unit/test_engine_discard.c checks it over create / write /
- * fsync / truncate / delete workloads; it needs e2_dir_remove's rec_len
- * change ordered over the removed entry's header (patch_create_byte_span),
- * without which rolled-back directory blocks could be corrupt anyway. */
-static const bool e2_discard_on = true;
-
 static struct patch *bitclr_dep(struct e2fs *fs, uint64_t key);
 static bool freed_pending(struct e2fs *fs, uint64_t key);
+static bool freed_any(const struct e2fs *fs);
 
 /* First zero bit in [start, end) of a bitmap, or end. */
 static uint32_t find_zero(const uint8_t *map, uint32_t start, uint32_t end)
@@ -140,7 +134,7 @@ int e2_balloc(struct e2fs *fs, uint32_t goal, uint32_t *blk, struct patch **bit)
 	if (goal >= fs->first_data && goal < fs->nblocks)
 		g0 = (goal - fs->first_data) / fs->bpg;
 	/* First only blocks whose free (if any) is durable, then any. */
-	for (int reuse = 0; reuse < 2; reuse++) {
+	for (int reuse = !freed_any(fs); reuse < 2; reuse++) {
 		for (uint32_t k = 0; k < fs->ngroups; k++) {
 			uint32_t g = (g0 + k) % fs->ngroups;
 
@@ -223,11 +217,18 @@ struct patch *e2_freed_dep(struct e2fs *fs, uint32_t blk)
 	return f ? live(f->clear) : NULL;
 }
 
-/* Is key's free (block or inode) not yet durable?  (Without ordering
- * nothing waits for a free, and reuse costs nothing: never.) */
+/* May some free (block or inode) not be durable yet?  (Without ordering
+ * nothing waits for a free, and reuse costs nothing: never.)  If not, the
+ * allocators skip their first, reuse-avoiding pass. */
+static bool freed_any(const struct e2fs *fs)
+{
+	return fs->opts.consistency != CONSISTENCY_NONE && fs->fcount;
+}
+
+/* Is key's free not yet durable? */
 static bool freed_pending(struct e2fs *fs, uint64_t key)
 {
-	return fs->opts.consistency != CONSISTENCY_NONE && fs->fcount && freed_find(fs, key);
+	return freed_any(fs) && freed_find(fs, key);
 }
 
 /* The pending clear of a bit we are about to set again: setting it must be
@@ -317,9 +318,12 @@ int e2_bfree(struct e2fs *fs, uint32_t blk, struct patch *clear)
 	patch_release(fs->c, bp);
 	/* Contents that never reached disk need not: a file created and
 	 * deleted before a flush writes no data (design.md §4).  The engine
-	 * keeps them if anything but `clear` still needs them. */
-	if (e2_discard_on)
-		cache_discard(fs->c, blk, clear);
+	 * keeps them if anything but `clear` still needs them.  The crash
+	 * test in tests/unit/test_engine_discard.c covers this over create /
+	 * write / fsync / truncate / delete; it relies on e2_dir_remove's
+	 * rec_len change being ordered over the removed entry's header
+	 * (patch_create_byte_span). */
+	cache_discard(fs->c, blk, clear);
 	if (i < gr->bhint)
 		gr->bhint = i;
 	gr->free_blocks++;
@@ -404,7 +408,7 @@ int e2_ialloc(struct e2fs *fs, uint32_t parent, bool dir, uint32_t *ino, struct 
 		}
 		g0 = best;
 	}
-	for (int reuse = 0; reuse < 2; reuse++) {
+	for (int reuse = !freed_any(fs); reuse < 2; reuse++) {
 		for (uint32_t k = 0; k < fs->ngroups; k++) {
 			r = ialloc_group(fs, (g0 + k) % fs->ngroups, dir, reuse, ino, bit);
 			if (r != -ENOSPC)

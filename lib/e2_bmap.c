@@ -186,11 +186,12 @@ struct node {
 };
 
 /* A pointer to store in place in an existing indirect block (pass C), or
- * (in wctx's dat list) a data block allocated by the write. */
+ * (in e2_write_locked's dat list, val only) a data block allocated by the
+ * write. */
 struct cptr {
 	uint32_t parent, idx, val;
 	int sh;			  /* the shadow it points at, or -1 for data */
-	struct patch *bit, *init; /* for data: references held */
+	struct patch *bit, *init; /* in-place data pointer: references held */
 };
 
 struct cplist {
@@ -203,7 +204,7 @@ struct wctx {
 	struct e2_inode *ip;
 	struct ext2_inode nw; /* the inode as the write leaves it */
 	bool cow;	      /* pointers go into copies, not in place */
-	uint32_t goal, nnew;  /* allocation goal; blocks added (i_blocks) */
+	uint32_t goal;	      /* allocation goal */
 	struct shadow *sh;
 	size_t nsh, capsh;
 	struct cplist cpd, cps; /* in-place pointers to data / to shadows */
@@ -213,8 +214,8 @@ struct wctx {
 	struct node n[4];
 	uint32_t off[4];
 	int depth;
-	uint64_t base; /* first lblk of n[depth - 1] when depth > 1 */
-	bool valid;
+	uint64_t base; /* first lblk of n[depth - 1] */
+	bool valid;    /* the path is cached (only with depth > 1) */
 };
 
 static int cp_add(struct cplist *l, uint32_t parent, uint32_t idx, uint32_t val, int sh,
@@ -535,8 +536,6 @@ static int shadow_link(struct wctx *w, int l, uint32_t old)
 		return r;
 	}
 	w->n[l] = (struct node){s, nb};
-	if (!old)
-		w->nnew++;
 	return 0;
 }
 
@@ -587,7 +586,7 @@ static int wpath(struct wctx *w, uint64_t lblk, uint32_t *leaf)
 	uint32_t v;
 	int d, r;
 
-	if (w->valid && w->depth > 1 && lblk >= w->base && lblk - w->base < fs->apb) {
+	if (w->valid && lblk >= w->base && lblk - w->base < fs->apb) {
 		w->off[w->depth - 1] = (uint32_t)(lblk - w->base);
 		return node_read(w, w->n[w->depth - 1], w->off[w->depth - 1], true, leaf);
 	}
@@ -730,9 +729,9 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 	uint8_t *tmp = fs->wtmp;
 	uint64_t maxb = e2_max_lblk(fs) * fs->bs, end, pos, oldsize = e2_isize(&ip->d);
 	size_t done = 0;
+	uint32_t nnew;
 	int r = 0, stop_r = 0;
 
-	(void)dir;
 	if (fs->ro)
 		return -EROFS;
 	if (size == 0)
@@ -800,16 +799,14 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 			break;
 		}
 		e2_isync_add(fs, ip, p);
-		r = cp_add(&dat, 0, 0, pblk, -1, bit, p);
+		/* Recorded before it is linked, so that a failure after the
+		 * link still frees it; the pointer's deps hold bit and p. */
+		r = cp_add(&dat, 0, 0, pblk, -1, NULL, NULL);
 		if (!r) {
 			r = set_ptr(&w, w.depth - 1, pblk, -1, bit, p);
-			if (r) {
-				/* not linked (no room for a copy of its
-				 * indirect block) */
-				dat.n--;
-				patch_release(fs->c, bit);
-				patch_release(fs->c, p);
-			}
+			if (r)
+				dat.n--; /* not linked (no room for a copy
+					  * of its indirect block) */
 		}
 		patch_release(fs->c, bit);
 		patch_release(fs->c, p);
@@ -818,7 +815,6 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 			break;
 		}
 		w.goal = pblk + 1;
-		w.nnew++;
 		pos += len;
 		done = pos - off;
 	}
@@ -861,7 +857,12 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 		}
 		e2_iset_size(&w.nw, off + done);
 	}
-	w.nw.i_blocks = htole32(le32toh(w.nw.i_blocks) + w.nnew * (fs->bs / 512));
+	/* i_blocks grows by the data blocks and the indirect blocks that
+	 * are new (not copies, which replace a block). */
+	nnew = (uint32_t)dat.n;
+	for (size_t i = 0; i < w.nsh; i++)
+		nnew += !w.sh[i].old;
+	w.nw.i_blocks = htole32(le32toh(w.nw.i_blocks) + nnew * (fs->bs / 512));
 	w.nw.i_mtime = w.nw.i_ctime = htole32(e2_now());
 	r = e2_iwrite(fs, ip, &w.nw, &w.ideps, &ipp);
 	if (r)

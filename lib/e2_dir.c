@@ -118,7 +118,6 @@ void e2_dindex_free(struct e2_dindex *dix)
 			free(d);
 		}
 	free(dix->tab);
-	free(dix->freemax);
 	free(dix->tree);
 	free(dix);
 }
@@ -200,7 +199,6 @@ static void dix_set_room(struct e2_dindex *dix, uint32_t l, uint32_t room)
 {
 	uint32_t i = dix->tcap + l;
 
-	dix->freemax[l] = room;
 	dix->tree[i] = room;
 	for (i /= 2; i; i /= 2) {
 		uint32_t m = dix->tree[2 * i] > dix->tree[2 * i + 1] ? dix->tree[2 * i]
@@ -212,17 +210,11 @@ static void dix_set_room(struct e2_dindex *dix, uint32_t l, uint32_t room)
 	}
 }
 
+/* Blocks added read as full (room 0) until their room is set. */
 static int dix_grow(struct e2_dindex *dix, uint32_t nblocks)
 {
-	uint32_t *nf;
-
 	if (nblocks <= dix->nblocks)
 		return 0;
-	nf = realloc(dix->freemax, nblocks * sizeof(*nf));
-	if (!nf)
-		return -ENOMEM;
-	memset(nf + dix->nblocks, 0, (nblocks - dix->nblocks) * sizeof(*nf));
-	dix->freemax = nf;
 	if (nblocks > dix->tcap) {
 		uint32_t cap = dix->tcap ? dix->tcap : 16, *t;
 
@@ -231,7 +223,8 @@ static int dix_grow(struct e2_dindex *dix, uint32_t nblocks)
 		t = calloc(2 * (size_t)cap, sizeof(*t));
 		if (!t)
 			return -ENOMEM;
-		memcpy(t + cap, nf, dix->nblocks * sizeof(*t));
+		if (dix->nblocks)
+			memcpy(t + cap, dix->tree + dix->tcap, dix->nblocks * sizeof(*t));
 		for (uint32_t i = cap - 1; i; i--)
 			t[i] = t[2 * i] > t[2 * i + 1] ? t[2 * i] : t[2 * i + 1];
 		free(dix->tree);

@@ -42,10 +42,10 @@ struct e2_dname {
 struct e2_dindex {
 	struct e2_dname **tab;
 	size_t nbuckets, count;
-	uint32_t *freemax; /* per block: largest record that still fits */
 	uint32_t nblocks;
-	/* max-tree over freemax (leaves at tcap + l, 0 past nblocks), so that
-	 * finding a block with room is O(log n) however full the rest is */
+	/* per block: the largest record that still fits, as the leaves
+	 * (tcap + l, 0 past nblocks) of a max-tree, so that finding a block
+	 * with room is O(log n) however full the rest is */
 	uint32_t *tree;
 	uint32_t tcap;
 	uint32_t hint; /* block where the last insert succeeded */

@@ -104,10 +104,9 @@ static void free_afters(struct cache *c, struct patch *p)
 	p->nafters = 0;
 }
 
-static void patch_free(struct cache *c, struct patch *p)
+/* Take p out of the per-kind patch counts (freed, or turned empty). */
+static void uncount_kind(struct cache *c, const struct patch *p)
 {
-	free_undo(c, p);
-	free_afters(c, p);
 	if (p->type == PT_BYTE)
 		c->st.patches_byte--;
 	else if (p->type == PT_BIT)
@@ -122,6 +121,13 @@ static void patch_free(struct cache *c, struct patch *p)
 		else
 			c->st.patches_soft--;
 	}
+}
+
+static void patch_free(struct cache *c, struct patch *p)
+{
+	free_undo(c, p);
+	free_afters(c, p);
+	uncount_kind(c, p);
 	stats_engine(c, -(int64_t)sizeof(struct patch));
 	p->flags = 0;
 	p->bnext = c->pfree;
@@ -168,11 +174,11 @@ static struct patch *last_after(const struct patch *d)
 static int reserve_after(struct cache *c, struct patch *d)
 {
 	struct patch **v;
-	uint32_t n = d->nafters, cap;
+	uint32_t cap;
 
+	if (after_room(d))
+		return 0;
 	if (!(d->flags & PF_AFTV)) {
-		if (n == 0)
-			return 0; /* fits inline */
 		v = malloc(4 * sizeof(*v));
 		if (!v)
 			return -ENOMEM;
@@ -182,10 +188,8 @@ static int reserve_after(struct cache *c, struct patch *d)
 		stats_engine(c, 4 * sizeof(*v));
 		return 0;
 	}
-	cap = afters_cap(n);
-	if (n < cap)
-		return 0;
-	/* n == cap: the room doubles (afters_cap(n + 1) == 2 * cap) */
+	cap = afters_cap(d->nafters);
+	/* nafters == cap: the room doubles (afters_cap(n + 1) == 2 * cap) */
 	v = realloc(d->aft.v, 2 * cap * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
@@ -968,6 +972,7 @@ struct dctx {
 	struct patch *clear;
 	struct patch *absorb[DISCARD_ABSORB];
 	size_t nabsorb;
+	uint32_t lo, hi;            /* clear's range widened over them */
 	int budget;
 };
 
@@ -1029,7 +1034,7 @@ static bool discardable(struct dctx *d)
 	struct cblock *b = d->b, *cb = d->clear ? d->clear->block : NULL;
 	struct patch *p, *cl = d->clear;
 	uint64_t low = UINT64_MAX;
-	uint32_t lo, hi, i;
+	uint32_t i;
 
 	if (b->refs || (b->flags & (BF_INFLIGHT | BF_READING | BF_BADREAD)) || !b->phead ||
 	    cb == b)
@@ -1049,17 +1054,17 @@ static bool discardable(struct dctx *d)
 	if (cl->type != PT_BYTE || !has_undo(cl) || (cb->flags & BF_INFLIGHT) ||
 	    (cl->flags & (PF_INFLIGHT | PF_WRITTEN | PF_HARD | PF_NRB)))
 		return false;
-	lo = cl->off;
-	hi = cl->off + plen(cl);
+	d->lo = cl->off;
+	d->hi = cl->off + plen(cl);
 	for (i = 0; i < d->nabsorb; i++) {
 		struct patch *x = d->absorb[i];
 
 		if (x->seq < low)
 			low = x->seq;
-		if (x->off < lo)
-			lo = x->off;
-		if (x->off + plen(x) > hi)
-			hi = x->off + plen(x);
+		if (x->off < d->lo)
+			d->lo = x->off;
+		if (x->off + plen(x) > d->hi)
+			d->hi = x->off + plen(x);
 	}
 	/* Rolling back the merged clear must restore the whole span to what
 	 * it was before the oldest absorbed patch: nothing else newer than
@@ -1070,7 +1075,8 @@ static bool discardable(struct dctx *d)
 
 		for (i = 0; i < d->nabsorb && !mine; i++)
 			mine = p == d->absorb[i];
-		if (!mine && !(p->flags & PF_HARD) && p->seq > low && overlaps(p, lo, hi - lo))
+		if (!mine && !(p->flags & PF_HARD) && p->seq > low &&
+		    overlaps(p, d->lo, d->hi - d->lo))
 			return false;
 	}
 	return true;
@@ -1080,17 +1086,8 @@ static bool discardable(struct dctx *d)
 static void make_empty_patch(struct cache *c, struct patch *p)
 {
 	free_undo(c, p);
-	if (p->type == PT_BYTE)
-		c->st.patches_byte--;
-	else
-		c->st.patches_bit--;
+	uncount_kind(c, p);
 	c->st.patches_empty++;
-	if (p->flags & PF_HARD)
-		c->st.patches_hard--;
-	else
-		c->st.patches_soft--;
-	if (p->flags & PF_NRB)
-		c->st.patches_nrb--;
 	p->flags &= ~(PF_HARD | PF_NRB | PF_BLOCKED);
 	p->type = PT_EMPTY;
 	p->undo = NULL;
@@ -1104,7 +1101,8 @@ static void make_empty_patch(struct cache *c, struct patch *p)
 	c->st.patches_discarded++;
 }
 
-/* Fold the absorbed patches' bytes into clear: one undo over the span, from
+/* Fold the absorbed patches' bytes into clear: one undo over the span
+ * discardable() measured (d->lo, d->hi), from
  * the current bytes (the gaps, which nothing newer touches), clear's undo,
  * then each absorbed undo, newest first, so the oldest state wins.  Each
  * absorbed patch becomes an empty patch that clear waits for.  Room for
@@ -1113,17 +1111,10 @@ static int absorb_all(struct cache *c, struct dctx *d)
 {
 	struct patch *cl = d->clear, *x, **pp;
 	struct cblock *cb = cl->block;
-	uint32_t lo = cl->off, hi = cl->off + plen(cl);
+	uint32_t lo = d->lo, hi = d->hi;
 	size_t i, j;
 	uint8_t *u;
 
-	for (i = 0; i < d->nabsorb; i++) {
-		x = d->absorb[i];
-		if (x->off < lo)
-			lo = x->off;
-		if (x->off + plen(x) > hi)
-			hi = x->off + plen(x);
-	}
 	u = malloc(hi - lo);
 	if (!u)
 		return -ENOMEM;
@@ -1189,9 +1180,7 @@ static void settle(struct cache *c, struct patch **v, size_t n)
 		if (!(v[i]->flags & PF_COMMITTED) && is_root(v[i]))
 			patch_commit(c, v[i]);
 	for (i = 0; i < n; i++)
-		if (__atomic_sub_fetch(&v[i]->refs, 1, __ATOMIC_ACQ_REL) == 0 &&
-		    (v[i]->flags & PF_COMMITTED))
-			patch_free(c, v[i]);
+		patch_release(c, v[i]);
 }
 
 static int discard_one(struct cache *c, struct cblock *b, struct patch *clear)
@@ -1218,10 +1207,11 @@ static int discard_one(struct cache *c, struct cblock *b, struct patch *clear)
 	for (i = 0; i < d.nabsorb; i++)
 		if (plainset_add(&keep, d.absorb[i]))
 			goto out;
-	if (d.nabsorb && absorb_all(c, &d))
-		goto out;
-	if (d.nabsorb)
+	if (d.nabsorb) {
+		if (absorb_all(c, &d))
+			goto out;
 		ready_update(c, clear->block);
+	}
 	list = b->phead;
 	b->phead = b->ptail = NULL;
 	b->hard = b->nrb = NULL;
@@ -1237,7 +1227,7 @@ static int discard_one(struct cache *c, struct cblock *b, struct patch *clear)
 	/* a reference each, so that committing one cannot free another
 	 * still to be looked at */
 	for (i = 0; i < keep.n; i++)
-		__atomic_add_fetch(&keep.v[i]->refs, 1, __ATOMIC_RELAXED);
+		patch_retain(keep.v[i]);
 	settle(c, keep.v, keep.n);
 	block_became_clean(c, b);
 	ready_update(c, b);
@@ -1260,11 +1250,8 @@ static void retry_reset(struct cache *c, struct patch *clear)
 
 	c->ndretry = 0;
 	c->dclear = clear;
-	if (clear)
-		__atomic_add_fetch(&clear->refs, 1, __ATOMIC_RELAXED);
-	if (old && __atomic_sub_fetch(&old->refs, 1, __ATOMIC_ACQ_REL) == 0 &&
-	    (old->flags & PF_COMMITTED))
-		patch_free(c, old);
+	patch_retain(clear);
+	patch_release(c, old);
 }
 
 static void retry_push(struct cache *c, struct cblock *b)
@@ -1290,6 +1277,7 @@ static void retry_push(struct cache *c, struct cblock *b)
 
 int cache_discard(struct cache *c, uint64_t blkno, struct patch *clear)
 {
+	struct cblock *b;
 	bool taken, progress;
 	size_t i;
 	int ret = 0;
@@ -1302,18 +1290,19 @@ int cache_discard(struct cache *c, uint64_t blkno, struct patch *clear)
 		goto out;
 	if (clear != c->dclear)
 		retry_reset(c, NULL);
-	ret = discard_one(c, cache_find_locked(c, blkno), clear);
+	b = cache_find_locked(c, blkno);
+	ret = discard_one(c, b, clear);
 	if (!ret) {
+		/* (discard_one() changes nothing when it fails: b is live) */
 		if (!c->dclear)
 			retry_reset(c, clear);
-		retry_push(c, cache_find_locked(c, blkno));
+		retry_push(c, b);
 		goto out;
 	}
 	do {
 		progress = false;
 		for (i = 0; i < c->ndretry;) {
-			struct cblock *b = cache_find_locked(c, c->dretry[i].blkno);
-
+			b = cache_find_locked(c, c->dretry[i].blkno);
 			/* Changed since (reused, say): no longer ours to drop. */
 			if (!b || b->gen != c->dretry[i].gen) {
 				c->dretry[i] = c->dretry[--c->ndretry];

@@ -331,11 +331,7 @@ fail:
  * from it cannot fail.  Called under the cache lock. */
 static bool has_room(const struct patch *p)
 {
-	if (!p || (p->flags & PF_COMMITTED))
-		return true;
-	if (!(p->flags & PF_AFTV))
-		return p->nafters == 0;
-	return p->nafters < afters_cap(p->nafters);
+	return !p || (p->flags & PF_COMMITTED) || after_room(p);
 }
 
 int pgeng_depend(struct pgeng *e, int64_t before, int64_t after, uid_t uid)

@@ -461,6 +461,7 @@ int scope_resolve(struct scope_tab *t, pid_t tid, struct scope_key *key)
 	uint64_t tstart, gen;
 	pid_t ppid;
 	size_t n, i;
+	bool pinned;
 	int r, fd;
 
 	/* The common case costs nothing: no scope, no /proc reads. */
@@ -492,12 +493,15 @@ int scope_resolve(struct scope_tab *t, pid_t tid, struct scope_key *key)
 		return r;
 	}
 	gen = t->gen;
+	/* Only the set of scopes changed (gen): the slot's pidfd still pins
+	 * this very thread, and is kept below. */
+	pinned = cs->pidfd >= 0 && cs->tid == tid && cs->tstart == tstart;
 	pthread_mutex_unlock(&t->lock);
 
 	/* Pin the thread for later hits, then check the pidfd names the
 	 * thread whose start time we read (the tid may have been reused in
-	 * between): the walk below rereads it first. */
-	fd = t->real ? (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD) : -1;
+	 * between): its stat is read again after the walk. */
+	fd = t->real && !pinned ? (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD) : -1;
 	atomic_fetch_add(&t->reads, 1);
 	r = proc_ancestry(t->root, tid, chain, ANCESTRY_MAX, &n);
 	if (r < 0) {

@@ -288,15 +288,14 @@ tree_tar() {
 	fstitch_mount_stop "$MNT"
 }
 
-# crash_run DELAY [fstitch-mount options...]: kill -9 the daemon DELAY
+# crash_run DELAY: kill -9 the daemon DELAY
 # seconds into a metadata-heavy workload that runs until the mount dies
 # (extract a tree, replace a file by rename, rename the tree, remove the
 # previous one), unmount, and classify the image with fsck_run (sets
 # FSCK_CLASS).
 crash_run() {
 	local delay=$1 work round
-	shift
-	fstitch_mount_start "$IMG" "$MNT" -o flush_interval=0.2 "$@"
+	fstitch_mount_start "$IMG" "$MNT" -o flush_interval=0.2
 	(
 		set +e # a failed step must not end the workload; the log shows it
 		cd "$MNT" || exit 0
@@ -323,8 +322,7 @@ crash_run() {
 	kill "$work" 2>/dev/null || true
 	wait "$work" 2>/dev/null || true
 	fsck_run "$IMG"
-	echo "# crash after ${delay}s, in workload round $round${*:+ ($*)}:" \
-		"e2fsck says $FSCK_CLASS" >&3
+	echo "# crash after ${delay}s, in workload round $round: e2fsck says $FSCK_CLASS" >&3
 }
 
 random_delay() {
@@ -398,15 +396,26 @@ record_run() {
 	done
 	fstitch_mount_stop "$MNT"
 	[ -s "$SCRATCH/log" ]
-	CRASHIMAGE=$FSTITCH_TOOLS/crashimage
-	NSTATES=$("$CRASHIMAGE" "$SCRATCH/log")
+	crash_count
+}
+
+# crash_count: NSTATES, the number of crash states $SCRATCH/log allows;
+# fails unless there are enough for the samples to mean something.
+crash_count() {
+	NSTATES=$("$FSTITCH_TOOLS/crashimage" "$SCRATCH/log")
 	[ "$NSTATES" -gt 10 ]
+}
+
+# crash_image K: $SCRATCH/state.img, the disk in crash state K of
+# $SCRATCH/log (the caller removes it).
+crash_image() {
+	"$FSTITCH_TOOLS/crashimage" "$SCRATCH/log" "$1" "$SCRATCH/state.img"
 }
 
 # state_class K: e2fsck's class for the disk after a power failure at crash
 # state K of $SCRATCH/log.
 state_class() {
-	"$CRASHIMAGE" "$SCRATCH/log" "$1" "$SCRATCH/state.img"
+	crash_image "$1"
 	fsck_run "$SCRATCH/state.img"
 	rm -f "$SCRATCH/state.img"
 }
@@ -860,14 +869,12 @@ falloc_record() {
 	unset FSTITCH_RECORD
 	fallocate -l 5M "$MNT/new"
 	fstitch_mount_stop "$MNT"
-	CRASHIMAGE=$FSTITCH_TOOLS/crashimage
-	NSTATES=$("$CRASHIMAGE" "$SCRATCH/log")
-	[ "$NSTATES" -gt 10 ]
+	crash_count
 }
 
 # state_stale K: true if /new, in crash state K, shows any old contents.
 state_stale() {
-	"$CRASHIMAGE" "$SCRATCH/log" "$1" "$SCRATCH/state.img"
+	crash_image "$1"
 	rm -f "$SCRATCH/new.out"
 	debugfs -R "dump /new $SCRATCH/new.out" "$SCRATCH/state.img" >/dev/null 2>&1 || true
 	rm -f "$SCRATCH/state.img"

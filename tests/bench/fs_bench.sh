@@ -215,7 +215,7 @@ fstitch_final() {
 	local f=$WORK/$CT_NAME.final.json
 	if [ -s "$f" ]; then
 		mv "$f" "$1"
-	elif fstitch_has_statsfile; then
+	else
 		bench_log "$CT_NAME: no statsfile after the unmount (log: ${CT_LOG#"$OUT"/})"
 	fi
 }
@@ -224,7 +224,7 @@ fstitch_final() {
 # timed WORKLOAD VARIANT RUN OPS CMD...: run CMD on the mounted contender with
 # a timeout, then the durable unmount, and record both.  Sets M_OK.
 timed() {
-	local wl=$1 var=$2 run=$3 ops=$4 t0 t1 t1b t2 rc status=ok note=
+	local wl=$1 var=$2 run=$3 ops=$4 t0 t1 t1b t2 rc status=ok note='' flush_s=0
 	shift 4
 	M_OK=0
 	drops_reset
@@ -250,16 +250,14 @@ timed() {
 			note="durable unmount failed (log: ${CT_LOG#"$OUT"/})"
 		fi
 		t2=$(now)
+		flush_s=$(elapsed "$t1b" "$t2")
 		[ $status = ok ] && fstitch_final "$RAW/final/$wl-$var-$CT_NAME-$run.json"
-		[ "$CT_NAME" = passthrough_ll ] && REC_EXTRA=",\"cache_drops\":$(drops_taken)"
-		record "$wl" "$var" "$CT_NAME" "$run" "$status" \
-			"$(elapsed "$t0" "$t1")" "$(elapsed "$t1b" "$t2")" "$ops" "$note"
 	else
 		ct kill
-		[ "$CT_NAME" = passthrough_ll ] && REC_EXTRA=",\"cache_drops\":$(drops_taken)"
-		record "$wl" "$var" "$CT_NAME" "$run" "$status" \
-			"$(elapsed "$t0" "$t1")" 0 "$ops" "$note"
 	fi
+	[ "$CT_NAME" = passthrough_ll ] && REC_EXTRA=",\"cache_drops\":$(drops_taken)"
+	record "$wl" "$var" "$CT_NAME" "$run" "$status" \
+		"$(elapsed "$t0" "$t1")" "$flush_s" "$ops" "$note"
 	[ $status = ok ] && M_OK=1
 	return 0
 }

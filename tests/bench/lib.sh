@@ -173,27 +173,13 @@ fstitch_avail() {
 	return 0
 }
 
-# FSTITCH_STATSFILE: yes when fstitch-mount has -o statsfile=PATH (its
-# engine counters written after the final flush, as fstitch-stat --json
-# prints them).  Each mount writes $WORK/NAME.final.json when it exits.
-FSTITCH_STATSFILE=
-fstitch_has_statsfile() {
-	if [ -z "$FSTITCH_STATSFILE" ]; then
-		FSTITCH_STATSFILE=no
-		grep -qa 'statsfile' "$BIN/fstitch-mount" 2>/dev/null &&
-			FSTITCH_STATSFILE=yes
-	fi
-	[ "$FSTITCH_STATSFILE" = yes ]
-}
-
+# Each fstitch mount writes its engine counters after the final flush
+# (-o statsfile, as fstitch-stat --json prints them) to $WORK/NAME.final.json;
+# the daemon removes a file left by an earlier mount when it starts.
 fstitch_mount() {
-	local stats=()
-	if fstitch_has_statsfile; then
-		rm -f "$WORK/$CT_NAME.final.json"
-		stats=(-o "statsfile=$WORK/$CT_NAME.final.json")
-	fi
 	# shellcheck disable=SC2086 # BENCH_FSTITCH_OPTS is a list of words
-	fuse_start "$BIN/fstitch-mount" -f -o "consistency=$1" "${stats[@]}" \
+	fuse_start "$BIN/fstitch-mount" -f -o "consistency=$1" \
+		-o "statsfile=$WORK/$CT_NAME.final.json" \
 		${BENCH_FSTITCH_OPTS:-} "$IMG" "$MNT"
 }
 

@@ -401,9 +401,7 @@ def report(out):
                "dirty block data", v, None if v is None else v <= 4,
                "percent, peak engine bytes / peak dirty bytes over the mount,"
                " median over runs (" + (r["source"] if r else "–") + ")")
-    for wl, var in [("untar", "extract"), ("untar", "rm"),
-                    ("postmark", "default"), ("mail", "fsync"),
-                    ("mail", "pg-order")]:
+    for wl, var in OPT_ROWS:
         r = opt_row(wl, var, "fstitch-su")
         v = r and r.get("rollback_pct")
         target(f"{wl} {var}: rollback rewrites under 2% of block writes", v,

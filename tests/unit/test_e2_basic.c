@@ -15,6 +15,7 @@
 #include <cmocka.h>
 #include "crashsim.h"
 #include "e2.h"
+#include "e2test_util.h"
 
 static char img[64];
 
@@ -681,17 +682,9 @@ static unsigned shrink_grow_bad(enum consistency cons)
 	char data[3000];
 	void *bytes;
 	size_t len;
-	FILE *f;
 
 	mkimg("1M", "");
-	f = fopen(img, "rb");
-	assert_non_null(f);
-	fseek(f, 0, SEEK_END);
-	len = (size_t)ftell(f);
-	rewind(f);
-	bytes = malloc(len);
-	assert_int_equal(fread(bytes, 1, len, f), len);
-	fclose(f);
+	assert_int_equal(e2t_read_file(img, &bytes, &len), 0);
 	assert_int_equal(bdev_mem_create(1024, 0, bytes, len, &mem), 0);
 	free(bytes);
 	assert_int_equal(bdev_recorder_create(mem, &rec), 0);

@@ -245,6 +245,15 @@ static uint32_t w_file1(struct work *w, uint32_t dir, const char *name, unsigned
 	return st.st_ino;
 }
 
+/* Sets the size of inode ino (a truncate, or growth by a size change). */
+static void w_size(struct work *w, uint32_t ino, off_t size)
+{
+	struct stat a = {0}, st;
+
+	a.st_size = size;
+	OK(w, e2_setattr(w->fs, ino, &a, E2_SET_SIZE, &st));
+}
+
 static uint32_t w_mkdir(struct work *w, uint32_t dir, const char *name)
 {
 	struct stat st;
@@ -359,22 +368,17 @@ static void su_truncate(struct work *w)
 
 static void run_truncate(struct work *w)
 {
-	struct stat a = {0}, st;
 	uint32_t t1 = w_lookup(w, E2_ROOT_INO, "t1");
 	uint32_t t2 = w_lookup(w, w->dirs[1], "t2");
 	uint32_t t3 = w_lookup(w, w->dirs[1], "t3");
 
-	a.st_size = 5000;
-	OK(w, e2_setattr(w->fs, t1, &a, E2_SET_SIZE, &st));
+	w_size(w, t1, 5000);
 	name_holes(w, "t1", 5000, 290000);
 	w_rounds(w);
-	a.st_size = 0;
-	OK(w, e2_setattr(w->fs, t2, &a, E2_SET_SIZE, &st));
+	w_size(w, t2, 0);
 	/* shrink then extend: the tail must read as zeros, not old data */
-	a.st_size = 100;
-	OK(w, e2_setattr(w->fs, t3, &a, E2_SET_SIZE, &st));
-	a.st_size = 30000;
-	OK(w, e2_setattr(w->fs, t3, &a, E2_SET_SIZE, &st));
+	w_size(w, t3, 100);
+	w_size(w, t3, 30000);
 	name_zeros(w, "t3", 100, 30000, 5000);
 	w_rounds(w);
 	/* reuse the freed blocks for another file at once */
@@ -397,27 +401,21 @@ static void su_shrink_grow(struct work *w)
 
 static void run_shrink_grow(struct work *w)
 {
-	struct stat a = {0}, st;
 	uint32_t g1 = w_lookup(w, E2_ROOT_INO, "g1");
 	uint32_t g2 = w_lookup(w, w->dirs[1], "g2");
 	uint32_t g3 = w_lookup(w, w->dirs[2], "g3");
 
-	a.st_size = 100;
-	OK(w, e2_setattr(w->fs, g1, &a, E2_SET_SIZE, &st));
-	a.st_size = 30000;
-	OK(w, e2_setattr(w->fs, g1, &a, E2_SET_SIZE, &st));
+	w_size(w, g1, 100);
+	w_size(w, g1, 30000);
 	name_zeros(w, "g1", 100, 30000, 5000);
 	w_rounds(w);
-	a.st_size = 100;
-	OK(w, e2_setattr(w->fs, g2, &a, E2_SET_SIZE, &st));
+	w_size(w, g2, 100);
 	w_write_pat(w, g2, 2, 40000, 1000);
 	name_zeros(w, "g2", 100, 40000, 5000);
 	w_rounds(w);
 	/* inside one block: cut to 1500, grow to 3000 */
-	a.st_size = 1500;
-	OK(w, e2_setattr(w->fs, g3, &a, E2_SET_SIZE, &st));
-	a.st_size = 3000;
-	OK(w, e2_setattr(w->fs, g3, &a, E2_SET_SIZE, &st));
+	w_size(w, g3, 1500);
+	w_size(w, g3, 3000);
 	name_zeros(w, "g3", 1500, 3000, 5000);
 	w_rounds(w);
 }
@@ -526,15 +524,23 @@ static void su_rename_over_dirs(struct work *w)
 #define FRESH_SIZE 25000
 #define FRESH_BIG  300000
 
+/* /d/e/fresh, made in this session with one e2_write of size bytes of
+ * pattern 3, is about to go to /target: the third content /target may
+ * show (empty while still the same new inode). */
+static void w_fresh_candidate(struct work *w, size_t size)
+{
+	w->atomic[2] = (struct acand){.id = 3, .size = size, .empty_ok = true};
+	w->atomic[2].ino = w_file1(w, w->dirs[2], "fresh", 3, size);
+	w->nacand = 3;
+	name_add(w, "target", 3);
+}
+
 /* A file made in this session goes over the target first (its entry and
  * inode are new: without ordering the target can name an inode not yet
  * on disk), then the synced one. */
 static void run_rename_over_dirs(struct work *w)
 {
-	w->atomic[2] = (struct acand){.id = 3, .size = FRESH_SIZE, .empty_ok = true};
-	w->atomic[2].ino = w_file1(w, w->dirs[2], "fresh", 3, FRESH_SIZE);
-	w->nacand = 3;
-	name_add(w, "target", 3);
+	w_fresh_candidate(w, FRESH_SIZE);
 	OK(w, e2_rename(w->fs, w->dirs[2], "fresh", E2_ROOT_INO, "target", 0));
 	w_rounds(w);
 	OK(w, e2_rename(w->fs, w->dirs[2], "new", E2_ROOT_INO, "target", 0));
@@ -544,10 +550,7 @@ static void run_rename_over_dirs(struct work *w)
 /* The same with a file reaching the double-indirect blocks. */
 static void run_rename_over_big(struct work *w)
 {
-	w->atomic[2] = (struct acand){.id = 3, .size = FRESH_BIG, .empty_ok = true};
-	w->atomic[2].ino = w_file1(w, w->dirs[2], "fresh", 3, FRESH_BIG);
-	w->nacand = 3;
-	name_add(w, "target", 3);
+	w_fresh_candidate(w, FRESH_BIG);
 	OK(w, e2_rename(w->fs, w->dirs[2], "fresh", E2_ROOT_INO, "target", 0));
 	w_rounds(w);
 }
@@ -609,13 +612,11 @@ static void run_dir_grow(struct work *w)
  * is another file's data or an i_blocks too low. */
 static void su_holes(struct work *w)
 {
-	struct stat a = {0}, st;
 	uint32_t f;
 
 	su_dirs(w);
 	f = w_file(w, E2_ROOT_INO, "sparse", 1, 100);
-	a.st_size = 300000;
-	OK(w, e2_setattr(w->fs, f, &a, E2_SET_SIZE, &st));
+	w_size(w, f, 300000);
 	name_holes(w, "sparse", 100, 300000);
 }
 
@@ -695,10 +696,7 @@ static void su_exchange(struct work *w)
  * /target and /d/e/new trade places, twice. */
 static void run_exchange(struct work *w)
 {
-	w->atomic[2] = (struct acand){.id = 3, .size = FRESH_SIZE, .empty_ok = true};
-	w->atomic[2].ino = w_file1(w, w->dirs[2], "fresh", 3, FRESH_SIZE);
-	w->nacand = 3;
-	name_add(w, "target", 3);
+	w_fresh_candidate(w, FRESH_SIZE);
 	name_add(w, "fresh", 1);
 	OK(w, e2_rename(w->fs, w->dirs[2], "fresh", E2_ROOT_INO, "target", E2_RENAME_EXCHANGE));
 	w_rounds(w);

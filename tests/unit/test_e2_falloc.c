@@ -132,6 +132,7 @@ static void test_alloc_and_seek(void **state)
 	assert_int_equal(fsize(fs, g), 5 * BS + 1);
 	assert_int_equal(bfree(fs), free0);
 	close_clean(fs, path);
+	free(path);
 }
 
 /* The estimate counts the indirect blocks of the holes' extent, with room
@@ -182,6 +183,7 @@ static void test_enospc_part_way(void **state)
 	assert_int_equal(seek(fs, f, 0, true), tind - BS);
 	assert_int_equal(seek(fs, f, tind - BS, false), tind + BS);
 	close_clean(fs, path);
+	free(path);
 }
 
 int main(void)

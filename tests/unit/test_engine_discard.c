@@ -132,22 +132,42 @@ static void check_log(struct env *e, size_t data_writes, bool discarded)
 	assert_int_equal(nd, data_writes);
 }
 
+/* Counts the crash states whose INODE is neither old nor complete. */
 static int crash_inode_cb(const struct crash_state *st, void *arg)
 {
 	int s = inode_state((const uint8_t *)st->image + (size_t)INODE * st->block_size);
 
-	(void)arg;
-	return s == 0 || s == 2 ? 0 : 1;
+	*(size_t *)arg += !(s == 0 || s == 2);
+	return 0;
+}
+
+/* The number of crash states that show the pointer without the clear
+ * (there are always several states to look at). */
+static size_t pointer_only_states(struct env *e)
+{
+	struct crash_opts co = {0};
+	size_t n = 0, bad = 0;
+
+	assert_int_equal(crash_enumerate(e->rec, &co, crash_inode_cb, &bad, &n), 0);
+	assert_true(n > 1);
+	return bad;
 }
 
 static void check_crash_states(struct env *e)
 {
-	struct crash_opts co = {0};
-	size_t n = 0;
-
-	assert_int_equal(crash_enumerate(e->rec, &co, crash_inode_cb, NULL, &n), 0);
-	assert_true(n > 1);
+	assert_int_equal(pointer_only_states(e), 0);
 }
+
+static void release_all(struct env *e, struct patch *const *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		patch_release(e->c, p[i]);
+}
+
+/* Drops the test's references to the patches listed. */
+#define RELEASE(e, ...)                                                                            \
+	release_all((e), (struct patch *[]){__VA_ARGS__},                                          \
+		    sizeof((struct patch *[]){__VA_ARGS__}) / sizeof(struct patch *))
 
 /* A soft patch on INODE that the pointer patch comes after: the inode
  * block is rarely clean, and on a clean block the pointer patch would keep
@@ -195,11 +215,7 @@ static void test_discard_merged_clear(void **state)
 	assert_true(patch_committed(cl));
 	check_log(&e, 0, true);
 	check_crash_states(&e);
-	patch_release(e.c, d);
-	patch_release(e.c, s);
-	patch_release(e.c, r);
-	patch_release(e.c, cl);
-	patch_release(e.c, x);
+	RELEASE(&e, d, s, r, cl, x);
 	assert_int_equal(stats(&e).engine_bytes, 0);
 	env_close(&e);
 }
@@ -234,14 +250,35 @@ static void test_discard_absorbs_pointer(void **state)
 	assert_int_equal(inode_state((uint8_t *)bdev_mem_data(e.mem) + INODE * BS), 2);
 	check_log(&e, 1, true); /* the new contents only */
 	check_crash_states(&e);
-	patch_release(e.c, n);
-	patch_release(e.c, col);
-	patch_release(e.c, d);
-	patch_release(e.c, s);
-	patch_release(e.c, r);
-	patch_release(e.c, cl);
-	patch_release(e.c, x);
+	RELEASE(&e, n, col, d, s, r, cl, x);
 	assert_int_equal(stats(&e).engine_bytes, 0);
+	env_close(&e);
+}
+
+/* The negative control of the crash checks above: the same patches
+ * without the discard.  Soft updates may then write the pointer before the
+ * clear (its data is on disk by then), and the checker must see those
+ * states, or finding none above proves nothing. */
+static void test_discard_check_fires_without_discard(void **state)
+{
+	struct env e;
+	struct patch *d, *s, *r, *cl, *x, *col;
+	size_t n;
+
+	(void)state;
+	env_open(&e, CONSISTENCY_SOFTUPDATES);
+	x = dirty_inode_block(&e);
+	d = put(&e, DATA, 0, 0xdd, BS, NULL, 0);
+	s = put(&e, INODE, 0, PTR, 16, &d, 1);
+	assert_int_equal(patch_create_empty(e.c, &s, 1, &col), 0);
+	r = put(&e, DIR, 0, 0x44, 4, &x, 1);
+	cl = put(&e, INODE, 8, CLR, 4, &r, 1);
+	assert_int_equal(cache_sync(e.c), 0);
+	check_log(&e, 1, false);
+	n = pointer_only_states(&e);
+	print_message("# without the discard: %zu crash states show the pointer alone\n", n);
+	assert_true(n > 0);
+	RELEASE(&e, col, d, s, r, cl, x);
 	env_close(&e);
 }
 
@@ -272,14 +309,7 @@ static void test_discard_retry_after_indirect(void **state)
 	for (size_t i = 0; i < bdev_recorder_count(e.rec); i++)
 		assert_int_not_equal(bdev_recorder_event(e.rec, i)->blkno, IND);
 	check_crash_states(&e);
-	patch_release(e.c, col);
-	patch_release(e.c, d);
-	patch_release(e.c, ind);
-	patch_release(e.c, p);
-	patch_release(e.c, s);
-	patch_release(e.c, r);
-	patch_release(e.c, cl);
-	patch_release(e.c, x);
+	RELEASE(&e, col, d, ind, p, s, r, cl, x);
 	env_close(&e);
 }
 
@@ -298,8 +328,7 @@ static void test_discard_refused(void **state)
 	assert_int_equal(cache_discard(e.c, DATA, cl), 0);
 	assert_int_equal(cache_sync(e.c), 0);
 	check_log(&e, 1, false);
-	patch_release(e.c, d);
-	patch_release(e.c, cl);
+	RELEASE(&e, d, cl);
 	env_close(&e);
 
 	env_open(&e, CONSISTENCY_SOFTUPDATES);
@@ -329,13 +358,7 @@ static void test_discard_refused(void **state)
 	check_log(&e, 1, false);
 	/* committed: nothing to discard */
 	assert_int_equal(cache_discard(e.c, DATA, cl), 0);
-	patch_release(e.c, h);
-	patch_release(e.c, q);
-	patch_release(e.c, d);
-	patch_release(e.c, s);
-	patch_release(e.c, r);
-	patch_release(e.c, cl);
-	patch_release(e.c, x);
+	RELEASE(&e, h, q, d, s, r, cl, x);
 	env_close(&e);
 }
 
@@ -354,8 +377,7 @@ static void test_discard_refused_after_failed_round(void **state)
 	cl = put(&e, INODE, 8, CLR, 4, &d, 1);
 	assert_int_equal(cache_discard(e.c, DATA, cl), 0);
 	assert_int_equal(cache_sync(e.c), 0);
-	patch_release(e.c, d);
-	patch_release(e.c, cl);
+	RELEASE(&e, d, cl);
 	env_close(&e);
 }
 
@@ -669,6 +691,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_discard_merged_clear),
 		cmocka_unit_test(test_discard_absorbs_pointer),
+		cmocka_unit_test(test_discard_check_fires_without_discard),
 		cmocka_unit_test(test_discard_retry_after_indirect),
 		cmocka_unit_test(test_discard_refused),
 		cmocka_unit_test(test_discard_refused_after_failed_round),

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -29,7 +30,6 @@
 #include "pgsrv.h"
 #include "e2test_util.h"
 #include "pg.h"
-#include <sys/syscall.h>
 #include "scope.h"
 
 #define BS 1024
