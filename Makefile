@@ -44,7 +44,7 @@ Q := @
 quiet = @printf '  %-6s %s\n'
 endif
 
-LIB_SRC := $(wildcard lib/*.c)
+LIB_SRC := $(wildcard lib/*/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CMD_SRC := $(wildcard cmd/*.c)
 CMDS := $(CMD_SRC:cmd/%.c=$(BUILD)/bin/%)
@@ -180,7 +180,7 @@ uninstall:
 	rm -f $(DESTDIR)$(BASHCOMPDIR)/mkfs.fstitch
 
 format:
-	clang-format -i lib/*.[ch] lib/fstitch/*.h cmd/*.c tests/unit/*.[ch]
+	clang-format -i lib/*/*.[ch] cmd/*.c tests/unit/*.[ch]
 
 lint:
 	for m in man/*.[1-8]; do mandoc -Tlint -Wwarning $$m; done

@@ -1,5 +1,5 @@
 /* fstitch-mkfs: make an ext2 file system in an image file or on a block
- * device.  Parsing and messages only; lib/mkfs.c does the work.
+ * device.  Parsing and messages only; lib/mkfs/mkfs.c does the work.
  * Exit status (the mkfs family's): 0 success, 8 operational error, 16 usage
  * or syntax error. */
 #include <argp.h>
@@ -10,9 +10,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cliopt.h"
-#include "mkfs.h"
-#include "size.h"
+#include "cli/cliopt.h"
+#include "mkfs/mkfs.h"
+#include "util/size.h"
 
 enum {
 	EXIT_MKFS_OK = 0,

@@ -1,6 +1,6 @@
 /* fstitch-mount: serve an ext2 image through FUSE with dependency-ordered
- * write-back.  FUSE glue only: options are decided in lib/mountopt.c, the
- * source in lib/source.c, everything about the file system in lib/e2.c.
+ * write-back.  FUSE glue only: options are decided in lib/cli/mountopt.c, the
+ * source in lib/cli/source.c, everything about the file system in lib/ext2/e2.c.
  */
 #define FUSE_USE_VERSION 314
 
@@ -22,14 +22,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "e2.h"
-#include "e2_falloc.h"
-#include "inspect.h"
-#include "mountopt.h"
-#include "pgsrv.h"
-#include "reclog.h"
-#include "source.h"
-#include "statfmt.h"
+#include "ext2/e2.h"
+#include "ext2/e2_falloc.h"
+#include "inspect/inspect.h"
+#include "cli/mountopt.h"
+#include "pg/pgsrv.h"
+#include "crash/reclog.h"
+#include "cli/source.h"
+#include "inspect/statfmt.h"
 
 #define PROG "fstitch-mount"
 

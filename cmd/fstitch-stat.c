@@ -1,6 +1,6 @@
 /* fstitch-stat: inspect a running fstitch mount (patch graph, ready lists,
  * undo memory, patchgroups, I/O).  The daemon takes the snapshot
- * (lib/inspect.c); this file asks for it and renders it (lib/statfmt.c).
+ * (lib/inspect/inspect.c); this file asks for it and renders it (lib/inspect/statfmt.c).
  */
 #include <argp.h>
 #include <errno.h>
@@ -13,11 +13,11 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "cliopt.h"
-#include "ctl.h"
-#include "inspect.h"
-#include "pgcli.h"
-#include "statfmt.h"
+#include "cli/cliopt.h"
+#include "proto/ctl.h"
+#include "inspect/inspect.h"
+#include "cli/pgcli.h"
+#include "inspect/statfmt.h"
 
 enum {
 	KEY_BLOCKS = 0x200,

@@ -1,6 +1,6 @@
 /* pgclose: drop patchgroup handles; their ordering stays. */
-#include "cliopt.h"
-#include "pgcli.h"
+#include "cli/cliopt.h"
+#include "cli/pgcli.h"
 
 const char *argp_program_version = "pgclose (fstitch) " FSTITCH_VERSION;
 

@@ -1,8 +1,8 @@
 /* pgcreate: make a new, unengaged patchgroup and print its id. */
 #include <errno.h>
 #include <stdio.h>
-#include "cliopt.h"
-#include "pgcli.h"
+#include "cli/cliopt.h"
+#include "cli/pgcli.h"
 
 static pg_t after[PGCLI_AFTER_MAX];
 static int nafter;

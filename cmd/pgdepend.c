@@ -1,6 +1,6 @@
 /* pgdepend: make one patchgroup's changes reach disk after another's. */
-#include "cliopt.h"
-#include "pgcli.h"
+#include "cli/cliopt.h"
+#include "cli/pgcli.h"
 
 /* Operands are group ids, exactly two of them. */
 static error_t parse(int key, char *arg, struct argp_state *state)

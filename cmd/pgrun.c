@@ -9,8 +9,8 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "cliopt.h"
-#include "pgcli.h"
+#include "cli/cliopt.h"
+#include "cli/pgcli.h"
 
 /* pgrun's own failures: the status env(1) and timeout(1) use, so that a
  * script can tell them from the command's. */

@@ -1,6 +1,6 @@
 /* pgsync: wait until patchgroups' changes, and their befores', are on disk. */
-#include "cliopt.h"
-#include "pgcli.h"
+#include "cli/cliopt.h"
+#include "cli/pgcli.h"
 
 const char *argp_program_version = "pgsync (fstitch) " FSTITCH_VERSION;
 

@@ -9,10 +9,10 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
-#include "ctl.h"
+#include "proto/ctl.h"
 #include "fstitch/patchgroup.h"
-#include "pgcli.h"
-#include "pgsrv.h"
+#include "cli/pgcli.h"
+#include "pg/pgsrv.h"
 
 static pthread_mutex_t api_lock = PTHREAD_MUTEX_INITIALIZER;
 static int api_fd = -1;

@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "cache.h"
+#include "engine/cache.h"
 
 /* Limits for the values, checked by mountopt_parse(). */
 #define MOUNTOPT_CACHE_MIN (1ULL << 20)            /* 1 MiB */

@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "bdev.h"
+#include "bdev/bdev.h"
 
 struct crash_opts {
 	unsigned max_exhaustive; /* 0 means 10 */

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "bdev_int.h"
+#include "bdev/bdev_int.h"
 #include "reclog.h"
 
 #define MAGIC "FSTREC1\n"

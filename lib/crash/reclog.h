@@ -15,8 +15,8 @@
 #ifndef FSTITCH_RECLOG_H
 #define FSTITCH_RECLOG_H
 
-#include "bdev.h"
-#include "e2.h"
+#include "bdev/bdev.h"
+#include "ext2/e2.h"
 
 /* Save rec's log to path.  0 or -errno. */
 int reclog_save(struct bdev *rec, const char *path);

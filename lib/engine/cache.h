@@ -25,7 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "bdev.h"
+#include "bdev/bdev.h"
 
 struct cache;
 struct cblock;

@@ -22,8 +22,8 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/types.h>
-#include "bdev.h"
-#include "cache.h"
+#include "bdev/bdev.h"
+#include "engine/cache.h"
 
 struct e2fs;
 

@@ -11,7 +11,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <ext2fs/ext2_fs.h>
-#include "cache.h"
+#include "engine/cache.h"
 #include "e2.h"
 
 #define E2_NDIR		    12 /* direct block pointers */

@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "cache_int.h"
-#include "ctl.h"
+#include "engine/cache_int.h"
+#include "proto/ctl.h"
 #include "inspect.h"
-#include "pg.h"
+#include "pg/pg.h"
 
 #define WHY_SLOTS 64 /* befores looked at per step of a why-chain */
 /* Patch slots a why-chain may scan in all, whatever the limit: anyone may

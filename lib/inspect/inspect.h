@@ -22,7 +22,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "cache.h"
+#include "engine/cache.h"
 
 struct pgeng;
 struct ctl_req;

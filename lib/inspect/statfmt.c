@@ -3,7 +3,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include "pg.h"
+#include "pg/pg.h"
 #include "statfmt.h"
 
 static int done(FILE *f)

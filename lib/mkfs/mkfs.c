@@ -25,8 +25,8 @@
 #include <blkid/blkid.h>
 #include <ext2fs/ext2fs.h>
 
-#include "e2err.h"
-#include "size.h"
+#include "ext2/e2err.h"
+#include "util/size.h"
 
 #define KiB 1024ULL
 #define MiB (1024 * KiB)

@@ -4,7 +4,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cache_int.h"
+#include "engine/cache_int.h"
 #include "pg.h"
 
 struct pg_group {

@@ -42,7 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include "cache.h"
+#include "engine/cache.h"
 
 struct pgeng;
 struct pg_group;

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "ctl.h"
-#include "inspect.h"
+#include "proto/ctl.h"
+#include "inspect/inspect.h"
 #include "pg.h"
 #include "pgsrv.h"
 #include "scope.h"

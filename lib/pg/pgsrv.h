@@ -7,7 +7,7 @@
 
 #include <stdbool.h>
 #include <sys/types.h>
-#include "e2.h"
+#include "ext2/e2.h"
 
 struct pgsrv;
 

@@ -1,5 +1,5 @@
 /* e2_dir_bench: cost of creates and lookups in one large directory, through
- * lib/e2.h directly (no FUSE), so that what is timed is the ext2 module.
+ * lib/ext2/e2.h directly (no FUSE), so that what is timed is the ext2 module.
  *
  *   e2_dir_bench IMAGE [N]
  *
@@ -21,7 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-#include "e2.h"
+#include "ext2/e2.h"
 
 static double now_us(void)
 {

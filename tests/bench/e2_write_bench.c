@@ -1,4 +1,4 @@
-/* e2_write_bench: what a growing file costs on disk, through lib/e2.h
+/* e2_write_bench: what a growing file costs on disk, through lib/ext2/e2.h
  * directly (no FUSE): block writes, write rounds (each ends with a barrier)
  * and time, for
  *   - big:    one file written in 128 KiB writes, one sync at the end;
@@ -23,8 +23,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-#include "cache.h"
-#include "e2.h"
+#include "engine/cache.h"
+#include "ext2/e2.h"
 
 static double now_s(void)
 {

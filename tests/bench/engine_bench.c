@@ -26,8 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "bdev.h"
-#include "cache.h"
+#include "bdev/bdev.h"
+#include "engine/cache.h"
 
 #define BS 4096
 #define GROUP 32768          /* blocks per group */

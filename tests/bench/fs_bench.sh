@@ -486,7 +486,7 @@ wl_meta() {
 }
 
 # lib_meta RUN: the same directory scaling in the ext2 module alone
-# (tests/bench/e2_dir_bench.c: lib/e2.h, no FUSE, no I/O while timed), on a
+# (tests/bench/e2_dir_bench.c: lib/ext2/e2.h, no FUSE, no I/O while timed), on a
 # fresh image with 4 KiB blocks like the mounted ones; then e2fsck -fn of
 # what it left.  Output parsed by report.py from raw/e2dir-RUN.txt.
 lib_meta() {

@@ -1,5 +1,5 @@
 /* How long fstitch-stat's snapshot holds the cache lock, as the patch graph
- * grows (lib/inspect.c): the summary and the bounded views must not grow
+ * grows (lib/inspect/inspect.c): the summary and the bounded views must not grow
  * with the cache; finding befores (--patches, --why) scans every live patch
  * once per step and does.
  *
@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "bdev.h"
-#include "cache.h"
-#include "inspect.h"
+#include "bdev/bdev.h"
+#include "engine/cache.h"
+#include "inspect/inspect.h"
 
 #define BS     512
 #define LAYERS 4

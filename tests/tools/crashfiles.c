@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "bdev.h"
-#include "crashsim.h"
-#include "e2.h"
-#include "reclog.h"
+#include "bdev/bdev.h"
+#include "crash/crashsim.h"
+#include "ext2/e2.h"
+#include "crash/reclog.h"
 
 struct ctx {
 	const char *path, *out;

@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "bdev.h"
-#include "crashsim.h"
-#include "reclog.h"
+#include "bdev/bdev.h"
+#include "crash/crashsim.h"
+#include "crash/reclog.h"
 
 struct pick {
 	size_t want, index;

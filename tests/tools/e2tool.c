@@ -1,4 +1,4 @@
-/* e2tool: copy trees in and out of an ext2 image through lib/e2.h, for the
+/* e2tool: copy trees in and out of an ext2 image through lib/ext2/e2.h, for the
  * interoperability tests (tests/e2-interop.bats).
  *
  *   e2tool [OPTION...] IMAGE put SRC_DIR DEST   copy SRC_DIR's contents into DEST
@@ -19,7 +19,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "e2.h"
+#include "ext2/e2.h"
 
 #define EX_USAGE_ 64
 #define CHUNK	  (64 * 1024)

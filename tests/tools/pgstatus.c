@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <fstitch/patchgroup.h>
-#include "ctl.h"
-#include "pgsrv.h"
+#include "proto/ctl.h"
+#include "pg/pgsrv.h"
 
 static int summary(void)
 {

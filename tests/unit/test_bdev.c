@@ -12,8 +12,8 @@
 #include <sys/file.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "bdev.h"
-#include "crashsim.h"
+#include "bdev/bdev.h"
+#include "crash/crashsim.h"
 
 static char *tmp_image(size_t size)
 {

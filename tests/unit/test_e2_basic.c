@@ -13,8 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "crashsim.h"
-#include "e2.h"
+#include "crash/crashsim.h"
+#include "ext2/e2.h"
 #include "e2test_util.h"
 
 static char img[64];

@@ -23,8 +23,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "bdev.h"
-#include "e2.h"
+#include "bdev/bdev.h"
+#include "ext2/e2.h"
 #include "e2test_util.h"
 
 #define BS	 1024

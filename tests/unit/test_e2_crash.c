@@ -40,10 +40,10 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "bdev.h"
-#include "cache.h"
-#include "crashsim.h"
-#include "e2.h"
+#include "bdev/bdev.h"
+#include "engine/cache.h"
+#include "crash/crashsim.h"
+#include "ext2/e2.h"
 #include "e2test_util.h"
 
 #define BS	 1024

@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "e2.h"
+#include "ext2/e2.h"
 #include "e2test_util.h"
 
 #define CHUNK 16384

@@ -1,4 +1,4 @@
-/* Preallocation and hole queries (lib/e2_falloc.c) on real images: the
+/* Preallocation and hole queries (lib/ext2/e2_falloc.c) on real images: the
  * results against what was written, the refusals, and the one path the
  * FUSE tests cannot reach: the disk filling up part way through, after the
  * up-front estimate said there was room.  e2fsck -fn judges every image.
@@ -14,8 +14,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "e2.h"
-#include "e2_falloc.h"
+#include "ext2/e2.h"
+#include "ext2/e2_falloc.h"
 #include "e2test_util.h"
 
 #define BS 1024

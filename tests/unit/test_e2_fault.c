@@ -26,9 +26,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "bdev.h"
-#include "cache.h"
-#include "e2.h"
+#include "bdev/bdev.h"
+#include "engine/cache.h"
+#include "ext2/e2.h"
 #include "e2test_util.h"
 
 #define BS	1024

@@ -1,5 +1,5 @@
 /* Model test for the ext2 module: long seeded random sequences of every
- * operation, run against lib/e2.h and against a simple in-memory model of
+ * operation, run against lib/ext2/e2.h and against a simple in-memory model of
  * the tree.  After every step the touched inodes and directories are
  * compared with the model, the whole tree now and then, and again after
  * e2_close and a reopen; e2fsck -fn must find the image clean at the end.
@@ -20,7 +20,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "e2.h"
+#include "ext2/e2.h"
 #include "e2test_util.h"
 
 #define MAXNODES    400

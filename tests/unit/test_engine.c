@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "bdev.h"
-#include "cache.h"
+#include "bdev/bdev.h"
+#include "engine/cache.h"
 
 #define BS 512
 #define NBLK 64

@@ -28,10 +28,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <cmocka.h>
-#include "bdev.h"
-#include "cache.h"
-#include "crashsim.h"
-#include "e2.h"
+#include "bdev/bdev.h"
+#include "engine/cache.h"
+#include "crash/crashsim.h"
+#include "ext2/e2.h"
 #include "e2test_util.h"
 
 #define BS 512

@@ -27,9 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
-#include "bdev.h"
-#include "cache.h"
-#include "crashsim.h"
+#include "bdev/bdev.h"
+#include "engine/cache.h"
+#include "crash/crashsim.h"
 
 #define BS 512
 #define NB 6

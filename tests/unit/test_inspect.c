@@ -1,5 +1,5 @@
-/* Unit tests of engine snapshots (lib/inspect.c) and their rendering
- * (lib/statfmt.c) on a memory cache with a known patch graph:
+/* Unit tests of engine snapshots (lib/inspect/inspect.c) and their rendering
+ * (lib/inspect/statfmt.c) on a memory cache with a known patch graph:
  *
  *   block 1: h   byte 0+8, no deps            (hard, writable)
  *            E   empty, held, no deps         (stands for an open group)
@@ -22,11 +22,11 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "bdev.h"
-#include "cache.h"
-#include "inspect.h"
-#include "pg.h"
-#include "statfmt.h"
+#include "bdev/bdev.h"
+#include "engine/cache.h"
+#include "inspect/inspect.h"
+#include "pg/pg.h"
+#include "inspect/statfmt.h"
 
 #define BS   512
 #define NBLK 64

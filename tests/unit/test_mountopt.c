@@ -1,4 +1,4 @@
-/* fstitch-mount's option parser (lib/mountopt.c). */
+/* fstitch-mount's option parser (lib/cli/mountopt.c). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "mountopt.h"
+#include "cli/mountopt.h"
 
 static int parse(struct mountopt *mo, const char *s, struct mountopt_error *err)
 {

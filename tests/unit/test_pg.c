@@ -1,4 +1,4 @@
-/* Patchgroups in the engine (lib/pg.c) and caller resolution (lib/scope.c),
+/* Patchgroups in the engine (lib/pg/pg.c) and caller resolution (lib/pg/scope.c),
  * with no daemon: the rules of design.md §5 with their errnos, "a refused
  * call changes nothing", ordering of a random DAG of groups checked on every
  * crash state of a recorder log (and shown to fail with ordering off), and
@@ -21,16 +21,16 @@
 
 #include <cmocka.h>
 
-#include "bdev.h"
-#include "cache.h"
-#include "crashsim.h"
-#include "ctl.h"
-#include "e2.h"
+#include "bdev/bdev.h"
+#include "engine/cache.h"
+#include "crash/crashsim.h"
+#include "proto/ctl.h"
+#include "ext2/e2.h"
 #include "fstitch/patchgroup.h"
-#include "pgsrv.h"
+#include "pg/pgsrv.h"
 #include "e2test_util.h"
-#include "pg.h"
-#include "scope.h"
+#include "pg/pg.h"
+#include "pg/scope.h"
 
 #define BS 1024
 #define NBLOCKS 64

@@ -1,4 +1,4 @@
-/* Size parsing and formatting (lib/size.c). */
+/* Size parsing and formatting (lib/util/size.c). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "size.h"
+#include "util/size.h"
 
 #define SENTINEL UINT64_C(0xdeadbeefcafef00d)
 

@@ -1,4 +1,4 @@
-/* Resolving fstitch-mount's SOURCE (lib/source.c). */
+/* Resolving fstitch-mount's SOURCE (lib/cli/source.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "source.h"
+#include "cli/source.h"
 
 static char dir[] = "/tmp/fstitch-test-source.XXXXXX";
 
