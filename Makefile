@@ -46,6 +46,15 @@ endif
 
 LIB_SRC := $(wildcard lib/*/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+# The public library is the C API and the client half of the control
+# protocol: nothing else, so that it needs no libext2fs or libfuse and
+# exports only what <fstitch/patchgroup.h> declares.
+API_SRC := $(wildcard lib/api/*.c) lib/proto/ctl_client.c
+API_OBJ := $(API_SRC:%.c=$(BUILD)/%.o)
+API_SYM := lib/api/libfstitch.sym
+# Only the API's own objects hide their symbols: the commands define
+# variables glibc must see (argp_program_version).
+$(API_OBJ): ALL_CFLAGS += -fvisibility=hidden
 CMD_SRC := $(wildcard cmd/*.c)
 CMDS := $(CMD_SRC:cmd/%.c=$(BUILD)/bin/%)
 # tests/unit/test_*.c are test programs; other .c files there are helpers
@@ -56,6 +65,8 @@ UNIT_HELP_OBJ := $(UNIT_HELP_SRC:%.c=$(BUILD)/%.o)
 UNITS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard tests/bench/*.c)
 BENCHES := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
+# Everything in lib/, for the commands and tests (never installed).
+LIBINT := $(BUILD)/libfstitch-internal.a
 LIBA := $(BUILD)/libfstitch.a
 LIBSO := $(BUILD)/libfstitch.so.0
 
@@ -65,7 +76,7 @@ LIBSO := $(BUILD)/libfstitch.so.0
 # Keep object files of test and command programs between runs.
 .SECONDARY:
 
-all: $(LIBA) $(LIBSO) $(CMDS) $(BUILD)/fstitch.pc
+all: $(LIBINT) $(LIBA) $(LIBSO) $(CMDS) $(BUILD)/fstitch.pc
 
 deps:
 	$(Q)bash .ci/deps.sh
@@ -75,28 +86,37 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
-$(LIBA): $(LIB_OBJ)
+$(LIBINT): $(LIB_OBJ)
 	$(quiet) AR $@
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(LIBSO): $(LIB_OBJ)
-	$(quiet) LD $@
-	$(Q)$(CC) -shared -Wl,-soname,libfstitch.so.0 $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+# The static API library is one relocatable object whose hidden symbols are
+# made local, so that a program's own ctl_connect cannot clash with ours.
+$(LIBA): $(API_OBJ)
+	$(quiet) AR $@
+	$(Q)ld -r -o $(BUILD)/libfstitch-api.o $^ && \
+		objcopy --localize-hidden $(BUILD)/libfstitch-api.o && \
+		rm -f $@ && ar rcs $@ $(BUILD)/libfstitch-api.o
 
-$(BUILD)/bin/%: $(BUILD)/cmd/%.o $(LIBA)
+$(LIBSO): $(API_OBJ) $(API_SYM)
+	$(quiet) LD $@
+	$(Q)$(CC) -shared -Wl,-soname,libfstitch.so.0 -Wl,--version-script=$(API_SYM) \
+		-Wl,-z,defs $(ALL_LDFLAGS) -o $@ $(API_OBJ)
+
+$(BUILD)/bin/%: $(BUILD)/cmd/%.o $(LIBINT)
 	$(quiet) LD $@
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBA) $(LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBINT) $(LIBS)
 
-$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(UNIT_HELP_OBJ) $(LIBA)
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(UNIT_HELP_OBJ) $(LIBINT)
 	$(quiet) LD $@
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(UNIT_HELP_OBJ) $(LIBA) $(LIBS) -lcmocka
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(UNIT_HELP_OBJ) $(LIBINT) $(LIBS) -lcmocka
 
-$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(LIBA)
+$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(LIBINT)
 	$(quiet) LD $@
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBA) $(LIBS) -lm
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBINT) $(LIBS) -lm
 
 $(BUILD)/fstitch.pc: Makefile
 	@mkdir -p $(@D)
@@ -104,7 +124,7 @@ $(BUILD)/fstitch.pc: Makefile
 		'includedir=$(INCLUDEDIR)' '' 'Name: fstitch' \
 		'Description: Featherstitch patchgroups for FUSE file systems' \
 		'Version: $(VERSION)' 'Cflags: -I$${includedir}' \
-		'Libs: -L$${libdir} -lfstitch' > $@
+		'Libs: -L$${libdir} -lfstitch' 'Libs.private: -pthread' > $@
 
 # The test runner prints one summary line "N passed, N failed" and fails if
 # anything failed.
@@ -194,7 +214,7 @@ clean:
 TOOL_SRC := $(wildcard tests/tools/*.c)
 TOOLS := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tests/tools/%)
 all: $(TOOLS)
-$(BUILD)/tests/tools/%: $(BUILD)/tests/tools/%.o $(LIBA)
+$(BUILD)/tests/tools/%: $(BUILD)/tests/tools/%.o $(LIBINT)
 	$(quiet) LD $@
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBA) $(LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBINT) $(LIBS)

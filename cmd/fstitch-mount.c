@@ -27,9 +27,10 @@
 #include "inspect/inspect.h"
 #include "cli/mountopt.h"
 #include "pg/pgsrv.h"
-#include "crash/reclog.h"
+#include "bdev/reclog.h"
+#include "crash/record.h"
 #include "cli/source.h"
-#include "inspect/statfmt.h"
+#include "cli/statfmt.h"
 
 #define PROG "fstitch-mount"
 

@@ -17,7 +17,7 @@
 #include "proto/ctl.h"
 #include "inspect/inspect.h"
 #include "cli/pgcli.h"
-#include "inspect/statfmt.h"
+#include "cli/statfmt.h"
 
 enum {
 	KEY_BLOCKS = 0x200,
@@ -345,7 +345,7 @@ int main(int argc, char **argv)
 		where = getenv("FSTITCH_CONTROL");
 	if (!where || !*where)
 		where = ".";
-	r = pgcli_socket(where, sock, sizeof(sock));
+	r = ctl_find_socket(where, sock, sizeof(sock));
 	if (r == -ENXIO) {
 		cli_error("'%s' is not inside an fstitch mount", where);
 		return CLI_EXIT_FAILURE;

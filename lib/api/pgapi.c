@@ -6,13 +6,13 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 #include "proto/ctl.h"
 #include "fstitch/patchgroup.h"
-#include "cli/pgcli.h"
-#include "pg/pgsrv.h"
+
+/* The library is built with hidden visibility: only what is marked here is
+ * exported (lib/api/libfstitch.sym lists the same names). */
+#define PG_API __attribute__((visibility("default")))
 
 static pthread_mutex_t api_lock = PTHREAD_MUTEX_INITIALIZER;
 static int api_fd = -1;
@@ -41,33 +41,6 @@ __attribute__((constructor)) static void api_init(void)
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
-/* The socket named by where: where itself if it is a socket, else the
- * value of the control attribute of the file system holding where. */
-static int socket_of(const char *where, char *buf, size_t size)
-{
-	struct stat st;
-	ssize_t n;
-
-	if (stat(where, &st) < 0)
-		return -errno;
-	if (S_ISSOCK(st.st_mode)) {
-		if (strlen(where) >= size)
-			return -ENAMETOOLONG;
-		strcpy(buf, where);
-		return 0;
-	}
-	n = getxattr(where, PGSRV_XATTR, buf, size - 1);
-	if (n < 0)
-		return errno == ENODATA || errno == ENOTSUP || errno == ERANGE ? -ENXIO : -errno;
-	buf[n] = '\0';
-	return 0;
-}
-
-int pgcli_socket(const char *where, char *buf, size_t size)
-{
-	return socket_of(where, buf, size);
-}
-
 static int connect_now(void)
 {
 	const char *where = api_where;
@@ -78,7 +51,7 @@ static int connect_now(void)
 		where = getenv("FSTITCH_CONTROL");
 	if (!where || !*where)
 		where = ".";
-	r = socket_of(where, path, sizeof(path));
+	r = ctl_find_socket(where, path, sizeof(path));
 	if (r < 0)
 		return r;
 	r = ctl_connect(path, &fd);
@@ -132,7 +105,7 @@ static int ret(int r)
 	return 0;
 }
 
-pg_t pg_create(void)
+PG_API pg_t pg_create(void)
 {
 	struct ctl_rep rep;
 	int r = call(CTL_CREATE, 0, 0, &rep);
@@ -144,37 +117,37 @@ pg_t pg_create(void)
 	return rep.id;
 }
 
-int pg_depend(pg_t before, pg_t after)
+PG_API int pg_depend(pg_t before, pg_t after)
 {
 	return ret(call(CTL_DEPEND, before, after, NULL));
 }
 
-int pg_engage(pg_t pg)
+PG_API int pg_engage(pg_t pg)
 {
 	return ret(call(CTL_ENGAGE, pg, 0, NULL));
 }
 
-int pg_disengage(pg_t pg)
+PG_API int pg_disengage(pg_t pg)
 {
 	return ret(call(CTL_DISENGAGE, pg, 0, NULL));
 }
 
-int pg_sync(pg_t pg)
+PG_API int pg_sync(pg_t pg)
 {
 	return ret(call(CTL_SYNC, pg, 0, NULL));
 }
 
-int pg_close(pg_t pg)
+PG_API int pg_close(pg_t pg)
 {
 	return ret(call(CTL_CLOSE, pg, 0, NULL));
 }
 
-int pg_fsync_policy(enum pg_fsync_policy policy)
+PG_API int pg_fsync_policy(enum pg_fsync_policy policy)
 {
 	return ret(call(CTL_FSYNC_POLICY, policy, 0, NULL));
 }
 
-int pg_status(pg_t pg, struct pg_status *st)
+PG_API int pg_status(pg_t pg, struct pg_status *st)
 {
 	struct ctl_rep rep;
 	int r = call(CTL_INFO, pg, 0, &rep);
@@ -191,7 +164,7 @@ int pg_status(pg_t pg, struct pg_status *st)
 	return 0;
 }
 
-int pg_set_control(const char *path)
+PG_API int pg_set_control(const char *path)
 {
 	char *dup = NULL;
 

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "bdev/bdev_int.h"
+#include "bdev_int.h"
 #include "reclog.h"
 
 #define MAGIC "FSTREC1\n"
@@ -146,26 +146,13 @@ static const struct bdev_ops sv_ops = {
 	.destroy = sv_destroy,
 };
 
-int reclog_e2_open(const char *image, const char *logpath, const struct e2_opts *o,
-		   struct e2fs **out)
+int reclog_saver_create(struct bdev *rec, const char *logpath, struct bdev **out)
 {
-	struct bdev *file, *rec;
 	struct saver *s;
-	int r;
 
-	r = bdev_file_open(image, 1024, o->readonly ? BDEV_RDONLY | BDEV_EXCL : BDEV_EXCL,
-			   &file);
-	if (r < 0)
-		return r;
-	r = bdev_recorder_create(file, &rec);
-	if (r < 0) {
-		bdev_destroy(file);
-		return r;
-	}
 	s = calloc(1, sizeof(*s));
 	if (!s || !(s->path = strdup(logpath))) {
 		free(s);
-		bdev_destroy(rec);
 		return -ENOMEM;
 	}
 	s->base.dev.ops = &sv_ops;
@@ -174,5 +161,6 @@ int reclog_e2_open(const char *image, const char *logpath, const struct e2_opts 
 	s->base.bytes = (uint64_t)rec->nblocks * rec->block_size;
 	s->base.resize = sv_resize;
 	s->rec = rec;
-	return e2_open_bdev(&s->base.dev, o, out);
+	*out = &s->base.dev;
+	return 0;
 }

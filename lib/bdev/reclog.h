@@ -1,7 +1,8 @@
 /* Recorder logs on disk, so that crash states of a whole daemon run can be
  * checked afterwards (tests only).
  *
- * fstitch-mount opens its image through reclog_e2_open() when the
+ * fstitch-mount opens its image through reclog_e2_open() (crash/record.h)
+ * when the
  * environment variable FSTITCH_RECORD names a log file: every block write
  * and barrier is recorded, and when the file system is closed the log is
  * saved there.  A test then loads it with reclog_load() and hands the
@@ -15,17 +16,16 @@
 #ifndef FSTITCH_RECLOG_H
 #define FSTITCH_RECLOG_H
 
-#include "bdev/bdev.h"
-#include "ext2/e2.h"
+#include "bdev.h"
 
 /* Save rec's log to path.  0 or -errno. */
 int reclog_save(struct bdev *rec, const char *path);
 /* Rebuild a recorder (over a memory device) from a saved log; -EPROTO for
  * a file that is not a log. */
 int reclog_load(const char *path, struct bdev **out);
-/* e2_open() of image, through a recorder whose log is saved to logpath
- * when the file system is closed (or abandoned). */
-int reclog_e2_open(const char *image, const char *logpath, const struct e2_opts *o,
-		   struct e2fs **out);
+/* A device passing everything to the recorder rec, which saves rec's log
+ * to logpath when it is destroyed and then destroys rec.  0 or -ENOMEM (rec
+ * is then still the caller's). */
+int reclog_saver_create(struct bdev *rec, const char *logpath, struct bdev **out);
 
 #endif

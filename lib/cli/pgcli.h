@@ -4,8 +4,7 @@
  *
  * Command-line support linked into the commands, like cliopt.h: unlike the
  * rest of lib/, the functions below that say so print to stderr, and the
- * argp pieces may exit on bad usage.  pgcli_socket() is the exception used
- * by fstitch-stat too; it prints nothing.
+ * argp pieces may exit on bad usage.
  */
 #ifndef FSTITCH_PGCLI_H
 #define FSTITCH_PGCLI_H
@@ -20,11 +19,6 @@
 /* A group id as the shell writes it: a positive decimal integer.  0 or
  * -EINVAL. */
 int pgcli_parse_id(const char *s, pg_t *id);
-/* The control socket for where: where itself if it is a socket, else the
- * one named by the user.fstitch.control attribute of where (any path in an
- * fstitch mount).  buf gets the path.  0, -ENXIO if where is in no fstitch
- * mount, or -errno (e.g. -ENOENT). */
-int pgcli_socket(const char *where, char *buf, size_t size);
 
 /* The argp children every patchgroup command lists: -C DIR. */
 extern const struct argp_child pgcli_children[];

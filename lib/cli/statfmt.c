@@ -3,7 +3,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include "pg/pg.h"
+#include "engine/pgeng.h"
 #include "statfmt.h"
 
 static int done(FILE *f)

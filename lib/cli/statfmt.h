@@ -9,7 +9,7 @@
 #define FSTITCH_STATFMT_H
 
 #include <stdio.h>
-#include "inspect.h"
+#include "inspect/inspect.h"
 
 /* The version of the JSON schema ("schema" member): bumped only when a
  * member changes meaning or goes away; new members may be added. */

@@ -185,7 +185,7 @@ struct cache {
 	uint64_t st_dirty_waits;
 };
 
-/* Read-only accessors (for inspection code: the layout may change). */
+/* Small accessors shared by the engine files. */
 static inline uint32_t patch_nafters(const struct patch *p)
 {
 	return p->nafters;
@@ -206,6 +206,17 @@ static inline uint32_t patch_len(const struct patch *p)
 	return (uint32_t)p->lenm1 + 1;
 }
 
+/* Whether the patch keeps undo bytes: hard and NRB patches never do. */
+static inline bool patch_has_undo(const struct patch *p)
+{
+	return p->type == PT_BYTE && !(p->flags & (PF_HARD | PF_NRB)) && p->undo;
+}
+
+/* Allocated and not yet committed. */
+static inline bool patch_live(const struct patch *p)
+{
+	return (p->flags & PF_ALLOC) && !(p->flags & PF_COMMITTED);
+}
 /* cache.c */
 /* The cached block blkno, or NULL; call with the cache lock held. */
 struct cblock *cache_find_locked(struct cache *c, uint64_t blkno);

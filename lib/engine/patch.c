@@ -13,11 +13,6 @@ void cache_set_scope(struct patch_scope *s)
 	tls_scope = s;
 }
 
-static uint32_t plen(const struct patch *p)
-{
-	return (uint32_t)p->lenm1 + 1;
-}
-
 static void set_range(struct patch *p, uint32_t off, uint32_t len)
 {
 	p->off = (uint16_t)off;
@@ -78,17 +73,12 @@ static struct patch *patch_alloc(struct cache *c, enum patch_type type)
 	return p;
 }
 
-static bool has_undo(const struct patch *p)
-{
-	return p->type == PT_BYTE && !(p->flags & (PF_HARD | PF_NRB)) && p->undo;
-}
-
 static void free_undo(struct cache *c, struct patch *p)
 {
-	if (!has_undo(p))
+	if (!patch_has_undo(p))
 		return;
-	c->st.undo_bytes -= plen(p);
-	stats_engine(c, -(int64_t)plen(p));
+	c->st.undo_bytes -= patch_len(p);
+	stats_engine(c, -(int64_t)patch_len(p));
 	free(p->undo);
 	p->undo = NULL;
 }
@@ -146,7 +136,7 @@ void patch_free_all(struct cache *c)
 
 			if (!(p->flags & PF_ALLOC))
 				continue;
-			if (has_undo(p))
+			if (patch_has_undo(p))
 				free(p->undo);
 			if (p->flags & PF_AFTV)
 				free(p->aft.v);
@@ -407,7 +397,7 @@ void block_prune_committed(struct cache *c, struct cblock *b)
 
 static bool overlaps(const struct patch *q, uint32_t off, uint32_t len)
 {
-	return q->off < off + len && off < q->off + plen(q);
+	return q->off < off + len && off < q->off + patch_len(q);
 }
 
 static void apply_change(struct cblock *b, enum patch_type type, uint32_t off,
@@ -437,7 +427,7 @@ static enum merge can_merge_soft(struct patch *t, enum patch_type type, uint32_t
 				 uint32_t len, const struct depset *ds)
 {
 	enum merge how = MERGE;
-	uint32_t lo, hi, tend = t->off + plen(t);
+	uint32_t lo, hi, tend = t->off + patch_len(t);
 	struct patch *q;
 	size_t i;
 
@@ -496,7 +486,7 @@ static enum merge can_merge_soft(struct patch *t, enum patch_type type, uint32_t
 
 static bool cheap_widen(const struct patch *t, uint32_t off, uint32_t len)
 {
-	uint32_t lo, hi, tend = t->off + plen(t);
+	uint32_t lo, hi, tend = t->off + patch_len(t);
 
 	if (t->flags & PF_HARD)
 		return false;
@@ -504,7 +494,7 @@ static bool cheap_widen(const struct patch *t, uint32_t off, uint32_t len)
 		return true; /* can_merge_soft checks the word */
 	lo = t->off < off ? t->off : off;
 	hi = tend > off + len ? tend : off + len;
-	return (hi - lo) - plen(t) <= MAX_WIDEN;
+	return (hi - lo) - patch_len(t) <= MAX_WIDEN;
 }
 
 /* Give t the next sequence number and the tail of its block's list.  Only
@@ -531,24 +521,24 @@ static void renumber(struct cache *c, struct patch *t)
 static int widen(struct cache *c, struct cblock *b, struct patch *t, uint32_t off,
 		 uint32_t len)
 {
-	uint32_t lo, hi, tend = t->off + plen(t);
+	uint32_t lo, hi, tend = t->off + patch_len(t);
 	uint8_t *u;
 
 	lo = t->off < off ? t->off : off;
 	hi = tend > off + len ? tend : off + len;
 	if (lo == t->off && hi == tend)
 		return 0;
-	if (has_undo(t)) {
+	if (patch_has_undo(t)) {
 		u = malloc(hi - lo);
 		if (!u)
 			return -ENOMEM;
 		/* Bytes outside t's old range are unchanged by t: their
 		 * value before t is their value now. */
 		memcpy(u, b->data + lo, hi - lo);
-		memcpy(u + (t->off - lo), t->undo, plen(t));
+		memcpy(u + (t->off - lo), t->undo, patch_len(t));
 		free(t->undo);
-		c->st.undo_bytes += (hi - lo) - plen(t);
-		stats_engine(c, (int64_t)((hi - lo) - plen(t)));
+		c->st.undo_bytes += (hi - lo) - patch_len(t);
+		stats_engine(c, (int64_t)((hi - lo) - patch_len(t)));
 		t->undo = u;
 	}
 	set_range(t, lo, hi - lo);
@@ -989,8 +979,8 @@ static bool absorbable(struct dctx *d, struct patch *x, int depth)
 	uint32_t i;
 
 	if (!cl || cl->block != x->block || x->seq >= cl->seq || x->type != PT_BYTE ||
-	    !has_undo(x) || (x->flags & (PF_INFLIGHT | PF_WRITTEN | PF_PINNED | PF_HARD | PF_NRB)) ||
-	    !overlaps(x, cl->off, plen(cl)))
+	    !patch_has_undo(x) || (x->flags & (PF_INFLIGHT | PF_WRITTEN | PF_PINNED | PF_HARD | PF_NRB)) ||
+	    !overlaps(x, cl->off, patch_len(cl)))
 		return false;
 	for (i = 0; i < d->nabsorb; i++)
 		if (d->absorb[i] == x)
@@ -1051,11 +1041,11 @@ static bool discardable(struct dctx *d)
 		return true;
 	/* clear will carry the absorbed bytes: it must keep undo data, and
 	 * its block must not be in a round right now. */
-	if (cl->type != PT_BYTE || !has_undo(cl) || (cb->flags & BF_INFLIGHT) ||
+	if (cl->type != PT_BYTE || !patch_has_undo(cl) || (cb->flags & BF_INFLIGHT) ||
 	    (cl->flags & (PF_INFLIGHT | PF_WRITTEN | PF_HARD | PF_NRB)))
 		return false;
 	d->lo = cl->off;
-	d->hi = cl->off + plen(cl);
+	d->hi = cl->off + patch_len(cl);
 	for (i = 0; i < d->nabsorb; i++) {
 		struct patch *x = d->absorb[i];
 
@@ -1063,8 +1053,8 @@ static bool discardable(struct dctx *d)
 			low = x->seq;
 		if (x->off < d->lo)
 			d->lo = x->off;
-		if (x->off + plen(x) > d->hi)
-			d->hi = x->off + plen(x);
+		if (x->off + patch_len(x) > d->hi)
+			d->hi = x->off + patch_len(x);
 	}
 	/* Rolling back the merged clear must restore the whole span to what
 	 * it was before the oldest absorbed patch: nothing else newer than
@@ -1119,7 +1109,7 @@ static int absorb_all(struct cache *c, struct dctx *d)
 	if (!u)
 		return -ENOMEM;
 	memcpy(u, cb->data + lo, hi - lo);
-	memcpy(u + (cl->off - lo), cl->undo, plen(cl));
+	memcpy(u + (cl->off - lo), cl->undo, patch_len(cl));
 	/* newest first (insertion sort by seq, descending: a handful) */
 	for (i = 1; i < d->nabsorb; i++)
 		for (j = i; j > 0 && d->absorb[j - 1]->seq < d->absorb[j]->seq; j--) {
@@ -1129,10 +1119,10 @@ static int absorb_all(struct cache *c, struct dctx *d)
 		}
 	for (i = 0; i < d->nabsorb; i++) {
 		x = d->absorb[i];
-		memcpy(u + (x->off - lo), x->undo, plen(x));
+		memcpy(u + (x->off - lo), x->undo, patch_len(x));
 	}
-	c->st.undo_bytes += (hi - lo) - plen(cl);
-	stats_engine(c, (int64_t)((hi - lo) - plen(cl)));
+	c->st.undo_bytes += (hi - lo) - patch_len(cl);
+	stats_engine(c, (int64_t)((hi - lo) - patch_len(cl)));
 	free(cl->undo);
 	cl->undo = u;
 	set_range(cl, lo, hi - lo);

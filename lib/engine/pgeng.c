@@ -1,11 +1,11 @@
-/* Patchgroups over the patch engine: see pg.h for the model and the rules. */
+/* Patchgroups over the patch engine: see pgeng.h for the model and the rules. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include "engine/cache_int.h"
-#include "pg.h"
+#include "cache_int.h"
+#include "engine/pgeng.h"
 
 struct pg_group {
 	int64_t id;

@@ -35,8 +35,8 @@
  * Locking: one engine lock; it is taken before the cache's lock and never
  * while the cache lock is held (the scope hooks read only atomics).
  */
-#ifndef FSTITCH_PG_H
-#define FSTITCH_PG_H
+#ifndef FSTITCH_PGENG_H
+#define FSTITCH_PGENG_H
 
 #include <stdbool.h>
 #include <stddef.h>

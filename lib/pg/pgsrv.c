@@ -11,7 +11,7 @@
 #include <unistd.h>
 #include "proto/ctl.h"
 #include "inspect/inspect.h"
-#include "pg.h"
+#include "engine/pgeng.h"
 #include "pgsrv.h"
 #include "scope.h"
 
@@ -208,7 +208,7 @@ out:
 }
 
 static void handle(void *arg, const struct ctl_peer *peer, const struct ctl_req *req,
-		   struct ctl_rep *rep)
+		   struct ctl_rep *rep, struct ctl_payload *pl)
 {
 	struct pgsrv *srv = arg;
 	struct pg_summary sum;
@@ -268,7 +268,7 @@ static void handle(void *arg, const struct ctl_peer *peer, const struct ctl_req 
 		r = do_policy(srv, peer, req->a);
 		break;
 	case CTL_STATS:
-		r = inspect_serve(srv->c, srv->eng, req, rep);
+		r = inspect_serve(srv->c, srv->eng, req, rep, pl);
 		break;
 	default:
 		r = -EOPNOTSUPP;

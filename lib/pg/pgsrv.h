@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 #include "ext2/e2.h"
+#include "proto/ctl.h"
 
 struct pgsrv;
 
@@ -36,7 +37,7 @@ bool pgsrv_fsync_order(struct pgsrv *srv, pid_t pid);
 
 /* The extended attribute, readable on every path in the mount, whose value
  * is the control socket's path: "fstitch.control" in the user namespace. */
-#define PGSRV_XATTR "user.fstitch.control"
+#define PGSRV_XATTR CTL_XATTR
 const char *pgsrv_socket_path(const struct pgsrv *srv);
 
 #endif

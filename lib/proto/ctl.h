@@ -18,8 +18,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/un.h>
 
 #define CTL_MAGIC 0x46535443u /* "FSTC" */
+/* The virtual extended attribute every path of a mount carries: its value
+ * is the path of the mount's control socket.  This is how a client finds
+ * its daemon from any path inside the mount. */
+#define CTL_XATTR "user.fstitch.control"
 #define CTL_VERSION 1
 
 enum ctl_op {
@@ -93,10 +98,23 @@ struct ctl_peer {
 	gid_t gid;
 };
 
-/* Fill in rep (already zeroed, magic/version/op set) for req from peer.
- * May block (CTL_SYNC). */
+/* Replies with a payload (CTL_STATS): the reply's id gives the payload's
+ * length, and its bytes follow in messages of at most CTL_PAYLOAD_CHUNK
+ * bytes each.  A reply with err set carries none. */
+#define CTL_PAYLOAD_CHUNK 65536
+
+/* What a handler attaches to its reply: a malloc'd buffer that the server
+ * sends after the reply and then frees (also when it cannot be sent, or
+ * when the reply carries an error). */
+struct ctl_payload {
+	void *buf;
+	size_t len;
+};
+
+/* Fill in rep (already zeroed, magic/version/op set) for req from peer, and
+ * optionally pl (empty on entry).  May block (CTL_SYNC). */
 typedef void (*ctl_handler)(void *arg, const struct ctl_peer *peer, const struct ctl_req *req,
-			    struct ctl_rep *rep);
+			    struct ctl_rep *rep, struct ctl_payload *pl);
 
 struct ctl_server;
 
@@ -109,15 +127,15 @@ int ctl_server_start(const char *path, ctl_handler fn, void *arg, struct ctl_ser
  * being answered finishes first), remove the socket file. */
 void ctl_server_stop(struct ctl_server *s);
 
-/* Replies with a payload (CTL_STATS): the reply's id gives the payload's
- * length, and its bytes follow in messages of at most CTL_PAYLOAD_CHUNK
- * bytes each.  A reply with err set carries none. */
-#define CTL_PAYLOAD_CHUNK 65536
-/* Server, from inside a handler: send the malloc'd buf[0..len) after the
- * reply.  The server frees buf, also when it cannot be sent. */
-void ctl_reply_payload(void *buf, size_t len);
+/* Both sides: a unix socket address for path.  0 or -ENAMETOOLONG. */
+int ctl_addr(const char *path, struct sockaddr_un *sa);
 
-/* Client side.  Connect to path: the fd is close-on-exec. */
+/* Client side.  The control socket for where: where itself if it is a
+ * socket, else the value of CTL_XATTR on where (any path in an fstitch
+ * mount).  buf gets the path.  0, -ENXIO if where is in no fstitch mount,
+ * -ENAMETOOLONG, or -errno of stat/getxattr (e.g. -ENOENT). */
+int ctl_find_socket(const char *where, char *buf, size_t size);
+/* Connect to path: the fd is close-on-exec. */
 int ctl_connect(const char *path, int *fd);
 /* One request, one reply.  Returns 0 (rep filled, rep->err may be set),
  * -EPROTO for a reply of another version, or -errno of the transport. */

@@ -1,4 +1,5 @@
-/* The control socket: transport and server threads (see ctl.h). */
+/* The control socket, daemon side: the listening socket and one thread
+ * per connection (see ctl.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -38,39 +39,15 @@ struct ctl_server {
 	bool stopping;
 };
 
-static int make_addr(const char *path, struct sockaddr_un *sa)
-{
-	memset(sa, 0, sizeof(*sa));
-	sa->sun_family = AF_UNIX;
-	if (strlen(path) >= sizeof(sa->sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa->sun_path, path);
-	return 0;
-}
-
-/* The payload a handler attached to the reply it is answering: the
- * handler runs on the connection's own thread. */
-static __thread struct {
-	void *buf;
-	size_t len;
-} tls_payload;
-
-void ctl_reply_payload(void *buf, size_t len)
-{
-	free(tls_payload.buf);
-	tls_payload.buf = buf;
-	tls_payload.len = len;
-}
-
 /* Send (or, when send is false, drop) the attached payload.  0 or -1. */
-static int send_payload(int fd, bool send_it)
+static int send_payload(int fd, struct ctl_payload *pl, bool send_it)
 {
-	char *b = tls_payload.buf;
-	size_t len = tls_payload.len, off = 0, n;
+	char *b = pl->buf;
+	size_t len = pl->len, off = 0, n;
 	int r = 0;
 
-	tls_payload.buf = NULL;
-	tls_payload.len = 0;
+	pl->buf = NULL;
+	pl->len = 0;
 	while (send_it && off < len) {
 		n = len - off < CTL_PAYLOAD_CHUNK ? len - off : CTL_PAYLOAD_CHUNK;
 		if (send(fd, b + off, n, MSG_NOSIGNAL) != (ssize_t)n) {
@@ -89,6 +66,7 @@ static void *conn_main(void *arg)
 	struct ctl_server *s = c->s;
 	struct ctl_req req;
 	struct ctl_rep rep;
+	struct ctl_payload pl = {0};
 	ssize_t n;
 
 	for (;;) {
@@ -103,13 +81,13 @@ static void *conn_main(void *arg)
 			rep.err = EPROTO;
 		} else {
 			rep.op = req.op;
-			s->fn(s->arg, &c->peer, &req, &rep);
+			s->fn(s->arg, &c->peer, &req, &rep, &pl);
 		}
 		if (send(c->fd, &rep, sizeof(rep), MSG_NOSIGNAL) != sizeof(rep)) {
-			send_payload(c->fd, false);
+			send_payload(c->fd, &pl, false);
 			break;
 		}
-		if (send_payload(c->fd, rep.err == 0) < 0)
+		if (send_payload(c->fd, &pl, rep.err == 0) < 0)
 			break;
 	}
 	pthread_mutex_lock(&s->lock);
@@ -205,7 +183,7 @@ int ctl_server_start(const char *path, ctl_handler fn, void *arg, struct ctl_ser
 		return -ENOMEM;
 	s->lfd = -1;
 	s->stopfd[0] = s->stopfd[1] = -1;
-	r = make_addr(path, &sa);
+	r = ctl_addr(path, &sa);
 	if (r < 0)
 		goto fail;
 	strcpy(s->path, path);
@@ -280,82 +258,4 @@ void ctl_server_stop(struct ctl_server *s)
 	pthread_cond_destroy(&s->gone);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
-}
-
-int ctl_connect(const char *path, int *fd)
-{
-	struct sockaddr_un sa;
-	int r, s;
-
-	r = make_addr(path, &sa);
-	if (r < 0)
-		return r;
-	s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (s < 0)
-		return -errno;
-	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		r = -errno;
-		close(s);
-		return r;
-	}
-	*fd = s;
-	return 0;
-}
-
-int ctl_call_payload(int fd, const struct ctl_req *req, struct ctl_rep *rep, void **buf,
-		     size_t *len, size_t max)
-{
-	size_t want, off = 0;
-	char *b;
-	ssize_t n;
-	int r;
-
-	*buf = NULL;
-	*len = 0;
-	r = ctl_call(fd, req, rep);
-	if (r < 0 || rep->err)
-		return r;
-	if (rep->id < 0 || (uint64_t)rep->id > max)
-		return -EMSGSIZE;
-	want = (size_t)rep->id;
-	if (want == 0)
-		return 0;
-	b = malloc(want);
-	if (!b)
-		return -ENOMEM;
-	/* Each message is one chunk; asking for the rest takes it whole. */
-	while (off < want) {
-		do
-			n = recv(fd, b + off, want - off, 0);
-		while (n < 0 && errno == EINTR);
-		if (n <= 0) {
-			r = n < 0 ? -errno : -ECONNRESET;
-			free(b);
-			return r;
-		}
-		off += (size_t)n;
-	}
-	*buf = b;
-	*len = want;
-	return 0;
-}
-
-int ctl_call(int fd, const struct ctl_req *req, struct ctl_rep *rep)
-{
-	struct ctl_rep r;
-	ssize_t n;
-
-	if (send(fd, req, sizeof(*req), MSG_NOSIGNAL) != sizeof(*req))
-		return -errno ? -errno : -EIO;
-	do
-		n = recv(fd, &r, sizeof(r), 0);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return -errno;
-	if (n == 0)
-		return -ECONNRESET;
-	if ((size_t)n != sizeof(r) || r.magic != CTL_MAGIC || r.version != CTL_VERSION)
-		return -EPROTO;
-	*rep = r;
-	return 0;
 }

@@ -16,7 +16,7 @@
 #include "bdev/bdev.h"
 #include "crash/crashsim.h"
 #include "ext2/e2.h"
-#include "crash/reclog.h"
+#include "bdev/reclog.h"
 
 struct ctx {
 	const char *path, *out;

@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include "bdev/bdev.h"
 #include "crash/crashsim.h"
-#include "crash/reclog.h"
+#include "bdev/reclog.h"
 
 struct pick {
 	size_t want, index;

@@ -25,8 +25,8 @@
 #include "bdev/bdev.h"
 #include "engine/cache.h"
 #include "inspect/inspect.h"
-#include "pg/pg.h"
-#include "inspect/statfmt.h"
+#include "engine/pgeng.h"
+#include "cli/statfmt.h"
 
 #define BS   512
 #define NBLK 64

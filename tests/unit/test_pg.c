@@ -29,7 +29,7 @@
 #include "fstitch/patchgroup.h"
 #include "pg/pgsrv.h"
 #include "e2test_util.h"
-#include "pg/pg.h"
+#include "engine/pgeng.h"
 #include "pg/scope.h"
 
 #define BS 1024
