@@ -117,12 +117,18 @@ static fuse_ino_t out_ino(uint32_t ino)
 /* ---- replies ------------------------------------------------------------ */
 
 /* The one place errors turn into FUSE replies; the e2 layer already speaks
- * -errno, so only an EIO needs more: its explanation goes to the log. */
+ * -errno.  An EIO's explanation was logged by log_eio() when it happened,
+ * on the same thread, so that two workers cannot swap explanations. */
 static void reply_err(fuse_req_t req, int r, const char *op)
 {
-	if (r == -EIO)
-		say("%s: %s", op, e2_error(D.fs));
+	(void)op;
 	fuse_reply_err(req, r < 0 ? -r : r);
+}
+
+static void log_eio(void *arg, const char *msg)
+{
+	(void)arg;
+	say("I/O error: %s", msg);
 }
 
 /* Reply with an entry that carries one e2 reference, dropping it again if
@@ -1096,6 +1102,7 @@ static int open_fs(const struct args *a, const struct source *src)
 		.consistency = a->mo.consistency,
 		.flush_interval_ms = a->mo.flush_interval_ms,
 		.readonly = a->mo.readonly,
+		.log = log_eio,
 	};
 	uint32_t bs = 0;
 	int r;

@@ -576,7 +576,7 @@ state_class() {
 	echo ok >"$MNT/new"
 	fstitch_mount_stop "$MNT"
 	run cat "$FSTITCH_MOUNT_LOG"
-	assert_output --partial "fstitch-mount: read: inode 12: block 99999999"
+	assert_output --partial "fstitch-mount: I/O error: inode 12: block 99999999"
 }
 
 @test "unmount with dirty data and a long flush interval loses nothing" {

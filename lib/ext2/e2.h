@@ -36,6 +36,12 @@ struct e2_opts {
 	bool readonly;
 	bool no_flusher;            /* tests: no background thread */
 	size_t round_max_blocks;    /* 0: default; tests use small values */
+	/* Called with the explanation of every EIO (a corrupt structure, a
+	 * failed read) when it happens, on the thread of the failing call and
+	 * with the file system's lock held: it must not call into e2.  NULL:
+	 * the explanation is only kept for e2_error(). */
+	void (*log)(void *arg, const char *msg);
+	void *log_arg;
 };
 
 /* Open an image file or block device (exclusively locked; -EBUSY if another
@@ -53,7 +59,9 @@ int e2_close(struct e2fs *fs);
 /* Close without writing anything more (a simulated crash, for tests). */
 void e2_abandon(struct e2fs *fs);
 /* A human-readable explanation of the last open failure or EIO ("feature
- * 'extents' is not supported", "inode 12: bad block number 999999"). */
+ * 'extents' is not supported", "inode 12: bad block number 999999").  With
+ * several threads calling into fs, another call may have replaced it: a
+ * multi-threaded user takes explanations from opts.log instead. */
 const char *e2_error(const struct e2fs *fs);
 /* Same for a failed e2_open (fs is not available then): thread-local. */
 const char *e2_open_error(void);

@@ -31,6 +31,8 @@ int e2_err(struct e2fs *fs, int err, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(fs->err, sizeof(fs->err), fmt, ap);
 	va_end(ap);
+	if (fs->opts.log)
+		fs->opts.log(fs->opts.log_arg, fs->err);
 	return err;
 }
 
