@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "bdev_int.h"
+#include "util/grow.h"
 
 struct bdev_rec {
 	struct bdev_base base;
@@ -27,15 +28,8 @@ static int rec_append(struct bdev_rec *r, enum rec_kind kind, uint64_t blkno,
 {
 	struct rec_event *e;
 
-	if (r->nev == r->cap) {
-		size_t cap = r->cap ? r->cap * 2 : 64;
-
-		e = realloc(r->ev, cap * sizeof(*e));
-		if (!e)
-			return -ENOMEM;
-		r->ev = e;
-		r->cap = cap;
-	}
+	if (GROW(&r->ev, &r->cap, r->nev + 1, 64))
+		return -ENOMEM;
 	e = &r->ev[r->nev++];
 	e->kind = kind;
 	e->blkno = blkno;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 #include "cache_int.h"
+#include "util/grow.h"
 
 #define DATA_ALIGN 4096
 #define MAX_DEFERS 2
@@ -347,20 +348,7 @@ static int round_scratch(struct cache *c)
 
 static int grow_vec(struct patch ***v, size_t *cap, size_t need)
 {
-	struct patch **nv;
-	size_t ncap;
-
-	if (need <= *cap)
-		return 0;
-	ncap = *cap ? *cap : 256;
-	while (ncap < need)
-		ncap *= 2;
-	nv = realloc(*v, ncap * sizeof(*nv));
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	*cap = ncap;
-	return 0;
+	return GROW(v, cap, need, 256) ? -ENOMEM : 0;
 }
 
 /* Choose the patches of b to write now: those with no unwritten before

@@ -13,6 +13,7 @@
 #include "cache_int.h"
 #include "pgeng.h"
 #include "snapshot.h"
+#include "util/grow.h"
 
 #define WHY_SLOTS 64 /* befores looked at per step of a why-chain */
 /* Patch slots a why-chain may scan in all, whatever the limit: anyone may
@@ -29,15 +30,8 @@ struct vec {
 
 static void *vec_push(struct vec *a)
 {
-	if (a->n == a->cap) {
-		size_t cap = a->cap ? a->cap * 2 : 16;
-		void *v = realloc(a->v, cap * a->size);
-
-		if (!v)
-			return NULL;
-		a->v = v;
-		a->cap = cap;
-	}
+	if (grow(&a->v, &a->cap, a->n + 1, a->size, 16))
+		return NULL;
 	return memset((char *)a->v + a->n++ * a->size, 0, a->size);
 }
 

@@ -3,20 +3,14 @@
 #include <errno.h>
 #include <stdlib.h>
 #include "e2_int.h"
+#include "util/grow.h"
 
 int e2_deps_add(struct e2_deps *d, struct patch *p)
 {
 	if (!p)
 		return 0;
-	if (d->n == d->cap) {
-		size_t cap = d->cap ? d->cap * 2 : 8;
-		struct patch **np = realloc(d->p, cap * sizeof(*np));
-
-		if (!np)
-			return -ENOMEM;
-		d->p = np;
-		d->cap = cap;
-	}
+	if (GROW(&d->p, &d->cap, d->n + 1, 8))
+		return -ENOMEM;
 	d->p[d->n++] = p;
 	return 0;
 }
