@@ -20,6 +20,8 @@ INCLUDEDIR ?= $(PREFIX)/include
 MANDIR ?= $(PREFIX)/share/man
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+# bats helpers for users' own crash tests (fstitch-crash(1)).
+BATSDIR ?= $(PREFIX)/share/fstitch/bats
 
 BUILD ?= build
 CC ?= cc
@@ -164,7 +166,7 @@ install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MOUNTHELPERDIR) \
 		$(DESTDIR)$(LIBDIR) \
 		$(DESTDIR)$(INCLUDEDIR)/fstitch $(DESTDIR)$(PKGCONFIGDIR) \
-		$(DESTDIR)$(BASHCOMPDIR)
+		$(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(BATSDIR)
 	for c in $(CMDS); do install -m 755 $$c $(DESTDIR)$(BINDIR)/; done
 	[ ! -e $(BUILD)/bin/fstitch-mkfs ] || \
 		ln -sf $(BINDIR)/fstitch-mkfs $(DESTDIR)$(SBINDIR)/mkfs.fstitch
@@ -185,6 +187,7 @@ install: all
 		install -m 644 $$f $(DESTDIR)$(BASHCOMPDIR)/$$n; done
 	[ ! -e completions/fstitch-mkfs.bash ] || \
 		ln -sf fstitch-mkfs $(DESTDIR)$(BASHCOMPDIR)/mkfs.fstitch
+	install -m 644 share/bats/*.bash $(DESTDIR)$(BATSDIR)/
 
 uninstall:
 	for c in $(CMDS); do rm -f $(DESTDIR)$(BINDIR)/$${c##*/}; done
@@ -198,6 +201,8 @@ uninstall:
 	for f in completions/*.bash; do [ -e "$$f" ] || continue; \
 		rm -f $(DESTDIR)$(BASHCOMPDIR)/$$(basename $$f .bash); done
 	rm -f $(DESTDIR)$(BASHCOMPDIR)/mkfs.fstitch
+	for f in share/bats/*.bash; do rm -f $(DESTDIR)$(BATSDIR)/$${f##*/}; done
+	-rmdir $(DESTDIR)$(BATSDIR) $(DESTDIR)$(PREFIX)/share/fstitch 2>/dev/null
 
 format:
 	clang-format -i lib/*/*.[ch] cmd/*.c tests/unit/*.[ch]

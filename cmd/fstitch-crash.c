@@ -30,6 +30,7 @@ enum {
 	KEY_NO_MOUNT,
 	KEY_LIST,
 	KEY_SHOW,
+	KEY_RW,
 };
 
 enum sub { SUB_NONE, SUB_RUN, SUB_STATES, SUB_CHECK, SUB_IMAGE };
@@ -43,7 +44,7 @@ static struct {
 	unsigned jobs;
 	struct crash_plan_opts plan;
 	enum crash_fsck fsck;
-	bool no_mount, list;
+	bool no_mount, list, rw;
 	size_t show;
 } A = { .jobs = 1, .plan = { .seed = 1 }, .show = 5 };
 
@@ -59,14 +60,17 @@ static const struct argp_option options[] = {
     {"seed", KEY_SEED, "S", 0, "Seed for sampled states (default 1)", 2},
     {"max", KEY_MAX, "N", 0, "Take at most N states (default: every one)", 2},
     {"exhaustive", KEY_EXHAUSTIVE, "N", 0,
-     "Every subset of a round of at most N writes (default 10, at most 20)", 2},
-    {"samples", KEY_SAMPLES, "N", 0, "Subsets drawn from a larger round (default 64)", 2},
+     "Every subset of a round of at most N writes (default 4, at most 20)", 2},
+    {"samples", KEY_SAMPLES, "N", 0, "Subsets drawn from a larger round (default 16)", 2},
     {"list", KEY_LIST, NULL, 0, "states: list each state", 2},
     {NULL, 0, NULL, 0, "check:", 3},
     {"jobs", 'j', "N", 0, "Check N states at once (default 1)", 3},
     {"fsck", KEY_FSCK, "HOW", 0,
      "repair (e2fsck -fy, the default), preen (e2fsck -p must be enough) or none", 3},
     {"no-mount", KEY_NO_MOUNT, NULL, 0, "Give CHECK only the image, in $FSTITCH_IMAGE", 3},
+    {"rw", KEY_RW, NULL, 0,
+     "Mount each state read-write, for a check that must write (its changes are thrown away)",
+     3},
     {"show", KEY_SHOW, "N", 0, "Describe the first N failed states (default 5)", 3},
     {0}};
 
@@ -153,6 +157,9 @@ static error_t parse(int key, char *arg, struct argp_state *state)
 	case KEY_NO_MOUNT:
 		A.no_mount = true;
 		return 0;
+	case KEY_RW:
+		A.rw = true;
+		return 0;
 	case KEY_SHOW:
 		if (parse_num(arg, SIZE_MAX, &v))
 			argp_error(state, "--show takes a number, not '%s'", arg);
@@ -187,6 +194,8 @@ static error_t parse(int key, char *arg, struct argp_state *state)
 			argp_error(state, "%s needs a command after --", sub_names[A.sub]);
 		if (A.sub == SUB_RUN && !A.rec)
 			argp_error(state, "run needs --rec DIR");
+		if (A.rw && A.no_mount)
+			argp_error(state, "--rw and --no-mount cannot be used together");
 		if (A.image && A.size)
 			argp_error(state, "--image and --size cannot be used together");
 		return 0;
@@ -201,7 +210,7 @@ static const struct argp argp = {
 	options, parse,
 	"run [-o OPTS] [--image IMG | --size SIZE] [--setup CMD] --rec DIR -- COMMAND...\n"
 	"states [--seed S] [--max N] [--list] DIR\n"
-	"check [--jobs N] [--seed S] [--max N] [--fsck HOW] [--no-mount] DIR -- CHECK...\n"
+	"check [--jobs N] [--seed S] [--max N] [--fsck HOW] [--no-mount | --rw] DIR -- CHECK...\n"
 	"image [--seed S] DIR N OUT",
 	"Crash-test a command: record its run on an fstitch mount, then check "
 	"every disk state a power failure during that run could leave.\v"
@@ -329,10 +338,20 @@ static int do_run(void)
 		.mount_opts = A.opts, .setup = A.setup, .argv = A.cmd,
 	};
 	struct crash_err e;
+	char *abs = NULL, cwd[PATH_MAX];
 	int st = 0, r;
 
+	/* COMMAND sees the mount by an absolute path, whatever DIR was. */
+	if (A.rec[0] != '/') {
+		if (!getcwd(cwd, sizeof(cwd)) || asprintf(&abs, "%s/%s", cwd, A.rec) < 0) {
+			cli_error_errno(errno, "cannot find the current directory");
+			return EXIT_RUN_FAIL;
+		}
+		o.dir = abs;
+	}
 	fflush(stdout);
 	r = crash_run(&o, &st, &e);
+	free(abs);
 	if (r) {
 		report_err(r, &e);
 		return EXIT_RUN_FAIL;
@@ -529,7 +548,7 @@ static void print_json(const struct crash_plan *p, const struct crash_result *re
 static int do_check(void)
 {
 	struct crash_check_opts o = {
-		.tools = &tools, .jobs = A.jobs, .fsck = A.fsck, .no_mount = A.no_mount,
+		.tools = &tools, .jobs = A.jobs, .fsck = A.fsck, .no_mount = A.no_mount, .rw = A.rw,
 		.argv = A.cmd,
 	};
 	struct crash_check_stats st = { 0 };

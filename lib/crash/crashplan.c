@@ -202,11 +202,11 @@ int crash_plan_open(const char *logpath, const struct crash_plan_opts *o,
 	if (o)
 		p->o = *o;
 	if (!p->o.exhaustive)
-		p->o.exhaustive = 10;
+		p->o.exhaustive = 4;
 	if (p->o.exhaustive > 20)
 		p->o.exhaustive = 20; /* 2^20 states per round is already too many */
 	if (!p->o.samples)
-		p->o.samples = 64;
+		p->o.samples = 16;
 	ret = reclog_load(logpath, &p->rec);
 	if (ret)
 		goto fail;

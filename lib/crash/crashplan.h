@@ -27,8 +27,8 @@
 #include <stdint.h>
 
 struct crash_plan_opts {
-	unsigned exhaustive; /* 0 means 10; at most 20 */
-	unsigned samples;    /* 0 means 64 */
+	unsigned exhaustive; /* 0 means 4; at most 20 */
+	unsigned samples;    /* 0 means 16 */
 	uint64_t seed;
 	size_t max;          /* 0 means every state */
 };

@@ -70,11 +70,24 @@ static int start(char *const *argv, const struct spawn *s, pid_t *pid)
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
 	sigset_t def;
-	char **env = make_env(s->env);
-	int ret;
+	const char *add[8];
+	char *pwd = NULL;
+	char **env;
+	int ret, n = 0;
 
-	if (!env)
+	/* A shell trusts $PWD when it names its directory: keep it true. */
+	if (s->cwd && asprintf(&pwd, "PWD=%s", s->cwd) < 0)
 		return -ENOMEM;
+	for (; s->env && s->env[n] && n < 6; n++)
+		add[n] = s->env[n];
+	if (pwd)
+		add[n++] = pwd;
+	add[n] = NULL;
+	env = make_env(add);
+	if (!env) {
+		free(pwd);
+		return -ENOMEM;
+	}
 	posix_spawn_file_actions_init(&fa);
 	posix_spawnattr_init(&at);
 	/* The children get the default dispositions whatever ours are. */
@@ -98,6 +111,7 @@ static int start(char *const *argv, const struct spawn *s, pid_t *pid)
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);
 	free(env);
+	free(pwd);
 	return ret;
 }
 
@@ -463,7 +477,7 @@ static int check_one(struct worker *w, size_t i)
 		struct spawn s = { .cwd = w->mnt, .out = w->out, .env = env };
 		struct mount m;
 
-		r = mount_start(t, w->img, w->mnt, "ro", &d, &m);
+		r = mount_start(t, w->img, w->mnt, o->rw ? "rw" : "ro", &d, &m);
 		if (r) {
 			res->why = CRASH_FAIL_MOUNT;
 			res->check_out = slurp(w->mnterr, 4096);

@@ -85,6 +85,7 @@ struct crash_check_opts {
 	unsigned jobs;        /* states checked at once; 0 means 1 */
 	enum crash_fsck fsck;
 	bool no_mount;        /* the check gets $FSTITCH_IMAGE only */
+	bool rw;              /* mount read-write (the state is rebuilt after) */
 	char *const *argv;    /* the check command */
 	/* Called after each state, from any thread but never two at once. */
 	void (*progress)(size_t done, size_t failed, void *arg);

@@ -1,0 +1,197 @@
+#!/usr/bin/env bats
+# fstitch-crash: recording a run, numbering its crash states, checking a
+# command against each, the man page's examples as written, and the bats
+# helper users load.
+
+load common
+
+setup() {
+	common_setup
+	CRASH=$(fstitch_cmd fstitch-crash)
+	PATH=$FSTITCH_BIN:$PATH
+	export PATH
+	cd "$SCRATCH"
+}
+
+# fstitch-crash makes and removes its own mounts; a test that failed half
+# way may leave one.
+teardown() {
+	local m
+	cd /
+	for m in $(awk -v s="$SCRATCH" 'index($2, s) == 1 { print $2 }' /proc/mounts); do
+		fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" 2>/dev/null || true
+	done
+	common_teardown
+}
+
+# man_examples: the literal blocks of fstitch-crash(1)'s EXAMPLES, one file
+# each, $SCRATCH/example.N, as a reader would copy them.
+man_examples() {
+	awk -v dir="$SCRATCH" '
+		/^\.Sh / { ex = ($2 == "EXAMPLES") }
+		ex && /^\.Bd -literal/ { n++; f = dir "/example." n; printf "" >f; inb = 1; next }
+		inb && /^\.Ed/ { inb = 0; close(f); next }
+		inb { print >f }
+	' "$FSTITCH_ROOT/man/fstitch-crash.1"
+}
+
+# A recording: the config file replaced by mv, consistency=none (some
+# states break it), in $SCRATCH/none.
+record_none() {
+	"$CRASH" run -o consistency=none --setup 'seq 1000 > config' --rec none -- \
+		sh -c 'seq 2000 > config.tmp && mv config.tmp config' 3>&-
+}
+
+@test "the EXAMPLES of fstitch-crash(1) run as written and give what the page says" {
+	command -v sqlite3 >/dev/null || skip "sqlite3 is not installed"
+	man_examples
+	local n=0 want=(1 0 1 0 0)
+	for f in "$SCRATCH"/example.*; do
+		n=$((n + 1))
+	done
+	assert_equal "$n" 5
+	for n in 1 2 3 4 5; do
+		# every line must contain a command: nothing unescaped left over
+		run grep -c '\\' "$SCRATCH/example.$n"
+		assert_output 0
+		run bash -e "$SCRATCH/example.$n" 3>&-
+		echo "example $n: status $status" >&2
+		printf '%s\n' "$output" >&2
+		assert_equal "$status" "${want[n - 1]}"
+		case $n in
+		1 | 3)
+			assert_line --regexp '^failed states: [0-9]'
+			assert_line --regexp ', [1-9][0-9]* failed, .* states/s$'
+			;;
+		2)
+			assert_line --regexp '^[0-9]+ of [0-9]+ states checked \(seed 1\), 0 failed'
+			;;
+		4)
+			assert_line --regexp '^60 of [0-9]+ states checked \(seed 1\), 0 failed'
+			;;
+		5)
+			assert_output 1000
+			;;
+		esac
+	done
+}
+
+@test "sqlite under pgrun --fsync=order with consistency=none is caught losing integrity" {
+	command -v sqlite3 >/dev/null || skip "sqlite3 is not installed"
+	"$CRASH" run -o consistency=none --setup 'sqlite3 db "create table t(x)"' --rec db -- \
+		sh -c 'seq 2 | sed "s/.*/insert into t values(&);/" | pgrun --fsync=order -- sqlite3 db' 3>&-
+	run -1 "$CRASH" check --jobs 2 --max 60 --rw db -- \
+		sh -c 'test "$(sqlite3 db "pragma integrity_check")" = ok' 3>&-
+	assert_line --regexp ', [1-9][0-9]* failed, '
+	echo "# sqlite, consistency=none: ${lines[-1]}" >&3
+}
+
+@test "run passes on the command's status, keeps the log, and reports a failing setup with 125" {
+	run -3 "$CRASH" run --size 4M --rec r -- sh -c 'echo hi > f; test "$PWD" = "$FSTITCH_MNT" && exit 3' 3>&-
+	assert [ -s r/log ]
+	assert_equal "$(debugfs -R 'cat f' r/image 2>/dev/null)" hi
+	assert_equal "$(stat -c %s r/image)" 4194304
+	run -125 --separate-stderr "$CRASH" run --setup 'exit 7' --rec s -- true 3>&-
+	assert_equal "$stderr" "fstitch-crash: setup command failed: exit status 7"
+	run -127 "$CRASH" run --rec t -- /nonexistent/cmd 3>&-
+	# --image copies and leaves the original alone
+	make_image "$SCRATCH/orig.img" 4M
+	sum=$(file_sum "$SCRATCH/orig.img")
+	run -0 "$CRASH" run --image "$SCRATCH/orig.img" --rec u -- sh -c 'echo x > y' 3>&-
+	assert_equal "$(file_sum "$SCRATCH/orig.img")" "$sum"
+	assert_equal "$(debugfs -R 'cat y' u/image 2>/dev/null)" x
+}
+
+@test "bad usage and bad recordings get one clear line and the documented status" {
+	run -64 --separate-stderr "$CRASH" frobnicate
+	assert_equal "${stderr_lines[0]}" "fstitch-crash: unknown command 'frobnicate'"
+	run -64 --separate-stderr "$CRASH" run -- true
+	assert_equal "${stderr_lines[0]}" "fstitch-crash: run needs --rec DIR"
+	run -64 --separate-stderr "$CRASH" check dir
+	assert_equal "${stderr_lines[0]}" "fstitch-crash: check needs a command after --"
+	run -64 --separate-stderr "$CRASH" check --jobs 0 dir -- true
+	assert_equal "${stderr_lines[0]}" "fstitch-crash: --jobs takes a number from 1 to 1024, not '0'"
+	run -1 --separate-stderr "$CRASH" states "$SCRATCH/nothing"
+	assert_equal "$stderr" "fstitch-crash: cannot load '$SCRATCH/nothing/log': No such file or directory"
+	mkdir junk
+	echo "not a log" >junk/log
+	run -1 --separate-stderr "$CRASH" check junk -- true
+	assert_equal "$stderr" "fstitch-crash: cannot load 'junk/log': not an fstitch-crash log"
+	record_none
+	total=$("$CRASH" states none | awk '$1 == "states" { print $2 }')
+	run -1 --separate-stderr "$CRASH" image none "$total" out.img
+	assert_equal "$stderr" "fstitch-crash: no crash state $total: 'none' has $total (0 to $((total - 1)))"
+	assert [ ! -e out.img ]
+	run -64 --separate-stderr "$CRASH" image none seven out.img
+	assert_equal "$stderr" "fstitch-crash: bad state number 'seven'"
+}
+
+@test "every state check sees is the one image writes, at any --jobs, after repairs and writes" {
+	record_none
+	# the check compares its (unrepaired) image with image's, then
+	# scribbles on it: the next state must still be rebuilt right
+	run -0 "$CRASH" check --max 24 --fsck none --no-mount --jobs 2 none -- sh -c '
+		fstitch-crash image none "$FSTITCH_STATE" "$FSTITCH_IMAGE.want" &&
+		cmp "$FSTITCH_IMAGE" "$FSTITCH_IMAGE.want" && rm "$FSTITCH_IMAGE.want" &&
+		dd if=/dev/urandom of="$FSTITCH_IMAGE" bs=1024 seek=$((FSTITCH_STATE % 8)) count=64 conv=notrunc status=none'
+	assert_line --regexp '^([0-9]+) of \1 states checked \(seed 1\), 0 failed'
+	# and after e2fsck -fy repaired each one
+	run -0 "$CRASH" check --max 24 --no-mount none -- sh -c '
+		fstitch-crash image none "$FSTITCH_STATE" want.img &&
+		e2fsck -fy want.img >/dev/null 2>&1; e2fsck -fn "$FSTITCH_IMAGE" >/dev/null'
+	# the check can fail: a different state's image is caught
+	run -1 "$CRASH" check --max 8 --fsck none --no-mount none -- sh -c '
+		fstitch-crash image none $(( (FSTITCH_STATE + 1) % 20 )) other.img && cmp -s "$FSTITCH_IMAGE" other.img'
+}
+
+@test "the same recording, seed and limits give the same states in the same order" {
+	record_none
+	run -0 "$CRASH" states --list none
+	first=$output
+	assert_line --index 0 --regexp '^states [0-9]+$'
+	assert_line "seed 1"
+	run -0 "$CRASH" states --list none
+	assert_equal "$output" "$first"
+	# a sample: the same seed gives the same states, another seed others
+	a=$("$CRASH" states --list --max 12 --seed 5 none | grep '^state ')
+	b=$("$CRASH" states --list --max 12 --seed 5 none | grep '^state ')
+	c=$("$CRASH" states --list --max 12 --seed 6 none | grep '^state ')
+	assert_equal "$a" "$b"
+	assert_equal "$(wc -l <<<"$a")" 12
+	assert [ "$a" != "$c" ]
+	# a check fails the same states whatever --jobs is
+	check='test $((FSTITCH_STATE % 3)) != 1'
+	run -1 "$CRASH" check --max 12 --seed 5 --fsck none --no-mount none -- sh -c "$check"
+	one=$(grep '^failed states:' <<<"$output")
+	run -1 "$CRASH" check --max 12 --seed 5 --fsck none --no-mount --jobs 3 none -- sh -c "$check"
+	assert_line "$one"
+	want=$(grep '^state ' <<<"$a" | awk '$2 % 3 == 1 { printf " %s", $2 }')
+	assert_equal "$one" "failed states:$want"
+}
+
+@test "check --json reports the counts, the rate and each failure with e2fsck's findings" {
+	record_none
+	run -1 "$CRASH" check --json --jobs 2 none -- sh -c 'seq 1000 | cmp -s - config || seq 2000 | cmp -s - config'
+	run -0 python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["checked"] == d["states"] > 10, d
+assert 0 < d["failed"] == len(d["failures"]) < d["checked"], d
+assert d["seed"] == 1 and d["jobs"] == 2 and d["states_per_second"] > 0
+# rebuilt by writing blocks, not one whole image per state
+image_blocks = 8 * 1024
+assert d["full_writes"] <= 2 and d["blocks_written"] < d["checked"] * image_blocks / 4, d
+f = d["failures"][0]
+assert f["reason"] == "check" and f["check_status"] == 1 and f["fsck_status"] in (0, 1)
+assert any(x["fsck_status"] == 1 and "Fix? yes" in x["fsck"] for x in d["failures"])
+print(d["checked"], d["failed"])' "$output"
+	echo "# consistency=none config replace: $output (checked, failed)" >&3
+}
+
+@test "check --fsck preen fails a state e2fsck -p cannot repair; --fsck none leaves states alone" {
+	record_none
+	run -1 "$CRASH" check --fsck preen --no-mount none -- true
+	assert_line --regexp '^state [0-9]+ \(round [0-9]+, [0-9]+ of [0-9]+ writes\): e2fsck -fp left errors \(exit status 4\)$'
+	run -0 "$CRASH" check --fsck none --no-mount none -- true
+	assert_line --regexp ', 0 failed, 0 repaired by e2fsck; '
+}
