@@ -195,3 +195,17 @@ print(d["checked"], d["failed"])' "$output"
 	run -0 "$CRASH" check --fsck none --no-mount none -- true
 	assert_line --regexp ', 0 failed, 0 repaired by e2fsck; '
 }
+
+@test "the installed bats helper runs and checks a script the way a user's test would" {
+	load "$FSTITCH_ROOT/share/bats/fstitch-crash"
+	FSTITCH_CRASH=$CRASH
+	run -0 fstitch_crash_run --setup 'echo old > f' -- sh -c 'echo new > f.tmp && mv f.tmp f' 3>&-
+	assert [ -s "$BATS_TEST_TMPDIR/fstitch-crash.rec/log" ]
+	run -0 fstitch_crash_states
+	assert_line --regexp '^states [0-9]+$'
+	run -0 fstitch_crash_check --max 6 -- sh -c 'grep -qx -e old -e new f'
+	assert_line --regexp '^6 of [0-9]+ states checked \(seed 1\), 0 failed'
+	# and it reports a failing check
+	run -1 fstitch_crash_check --max 6 -- sh -c 'grep -qx old f'
+	assert_line --regexp '^failed states: [0-9]'
+}

@@ -376,14 +376,21 @@ random_delay() {
 	assert_output ""
 }
 
+# Crash states are checked with fstitch-crash: the daemon records every
+# block write and barrier (FSTITCH_RECORD) into $SCRATCH/rec/log, and
+# `fstitch-crash check` rebuilds the states the crash model gives, all of
+# them or at most CRASH_MAX drawn with the fixed seed CRASH_SEED (printed),
+# so a check never depends on when it ran.
+CRASH_MAX=160
+CRASH_SEED=1
+
 # record_run [fstitch-mount options...]: a small image, mounted with the
-# daemon recording every block write and barrier (FSTITCH_RECORD), a
-# metadata-heavy workload, unmount; the log is $SCRATCH/log and
-# NSTATES the number of crash states it allows (crashimage).
+# daemon recording, a metadata-heavy workload, unmount.
 record_run() {
 	make_stock_image "$IMG" 8M
-	tree_tar "$SCRATCH/tree.tar" 150
-	export FSTITCH_RECORD=$SCRATCH/log
+	tree_tar "$SCRATCH/tree.tar" 40
+	mkdir -p "$SCRATCH/rec"
+	export FSTITCH_RECORD=$SCRATCH/rec/log
 	fstitch_mount_start "$IMG" "$MNT" -o flush_interval=0.05 "$@"
 	unset FSTITCH_RECORD
 	for r in 1 2 3; do
@@ -395,65 +402,47 @@ record_run() {
 		rm -rf "$MNT/x$((r - 1))"
 	done
 	fstitch_mount_stop "$MNT"
-	[ -s "$SCRATCH/log" ]
-	crash_count
+	[ -s "$SCRATCH/rec/log" ]
 }
 
-# crash_count: NSTATES, the number of crash states $SCRATCH/log allows;
-# fails unless there are enough for the samples to mean something.
-crash_count() {
-	NSTATES=$("$FSTITCH_TOOLS/crashimage" "$SCRATCH/log")
-	[ "$NSTATES" -gt 10 ]
+# crash_check CHECK...: fstitch-crash check of $SCRATCH/rec on the states as
+# the crash left them (no repair, no mount: CHECK gets $FSTITCH_IMAGE).
+crash_check() {
+	"$(fstitch_cmd fstitch-crash)" check --fsck none --no-mount --jobs 2 \
+		--max "$CRASH_MAX" --seed "$CRASH_SEED" "$SCRATCH/rec" -- "$@" 3>&-
 }
 
-# crash_image K: $SCRATCH/state.img, the disk in crash state K of
-# $SCRATCH/log (the caller removes it).
-crash_image() {
-	"$FSTITCH_TOOLS/crashimage" "$SCRATCH/log" "$1" "$SCRATCH/state.img"
-}
-
-# state_class K: e2fsck's class for the disk after a power failure at crash
-# state K of $SCRATCH/log.
-state_class() {
-	crash_image "$1"
-	fsck_run "$SCRATCH/state.img"
-	rm -f "$SCRATCH/state.img"
+# The check run in every state: the fsck classifier of common.bash.
+fsck_not_dangerous() {
+	fsck_run "$FSTITCH_IMAGE"
+	rm -f "$FSCK_OUT"
+	[ "$FSCK_CLASS" != dangerous ] && return 0
+	printf '%s\n' "$FSCK_WHY"
+	return 1
 }
 
 # Power failure, not just a killed process: the recorder's log gives every
 # state the disk may be in (completed rounds plus any subset of the round in
 # flight), so this is where ordering shows, and where consistency=none fails.
-@test "power failure at 40 sampled points of a daemon run leaves only benign damage" {
+@test "power failure at any crash state of a daemon run leaves only benign damage" {
 	record_run
-	local k step=$(((NSTATES + 38) / 39)) n=0 benign=0
-	for ((k = 0; k < NSTATES; k += step)); do
-		state_class "$k"
-		n=$((n + 1))
-		[ "$FSCK_CLASS" = benign ] && benign=$((benign + 1))
-		if [ "$FSCK_CLASS" = dangerous ]; then
-			echo "crash state $k of $NSTATES is dangerous:" >&2
-			printf '%s' "$FSCK_WHY" >&2
-			false
-		fi
-	done
+	export -f fsck_run fsck_not_dangerous
+	run -0 crash_check bash -c fsck_not_dangerous
+	assert_line --regexp '^[0-9]+ of [0-9]+ states checked \(seed 1\), 0 failed'
+	echo "# ${lines[-1]}" >&3
 	# after the last write (the final flush) the image is clean
-	state_class $((NSTATES - 1))
-	assert_equal "$FSCK_CLASS" clean
-	echo "# $n of $NSTATES crash states checked, $benign benign, none dangerous" >&3
+	"$(fstitch_cmd fstitch-crash)" image "$SCRATCH/rec" \
+		$(($("$(fstitch_cmd fstitch-crash)" states "$SCRATCH/rec" | awk '$1 == "states" { print $2 }') - 1)) \
+		"$SCRATCH/final.img"
+	assert_fsck_clean "$SCRATCH/final.img"
 }
 
 @test "the same power failures with consistency=none do leave dangerous damage" {
 	record_run -o consistency=none
-	local k step=$(((NSTATES + 48) / 49)) n=0
-	for ((k = step; k < NSTATES; k += step)); do
-		state_class "$k"
-		n=$((n + 1))
-		if [ "$FSCK_CLASS" = dangerous ]; then
-			echo "# consistency=none: crash state $k of $NSTATES (sample $n) is dangerous" >&3
-			return 0
-		fi
-	done
-	fail "consistency=none: no dangerous state among $n samples of $NSTATES"
+	export -f fsck_run fsck_not_dangerous
+	run -1 crash_check bash -c fsck_not_dangerous
+	assert_line --regexp '^failed states: [0-9]'
+	echo "# consistency=none: ${lines[-1]}" >&3
 }
 
 # The kill -9 test above relies on this rule of the classifier (design.md
@@ -853,8 +842,8 @@ os.posix_fallocate(fd, 100, 3 << 20)' "$MNT/g"
 }
 
 # falloc_record [fstitch-mount options...]: free blocks full of an old
-# pattern, then a daemon run (recorded, FSTITCH_RECORD) that preallocates
-# a file over them; NSTATES as for record_run.
+# pattern, then a daemon run (recorded, as for record_run) that preallocates
+# a file over them.
 falloc_record() {
 	make_stock_image "$IMG" 8M
 	fstitch_mount_start "$IMG" "$MNT"
@@ -864,48 +853,45 @@ falloc_record() {
 	fstitch_mount_start "$IMG" "$MNT"
 	rm "$MNT/old"
 	fstitch_mount_stop "$MNT"
-	export FSTITCH_RECORD=$SCRATCH/log
+	mkdir -p "$SCRATCH/rec"
+	export FSTITCH_RECORD=$SCRATCH/rec/log
 	fstitch_mount_start "$IMG" "$MNT" -o flush_interval=0.05 "$@"
 	unset FSTITCH_RECORD
 	fallocate -l 5M "$MNT/new"
 	fstitch_mount_stop "$MNT"
-	crash_count
+	[ -s "$SCRATCH/rec/log" ]
 }
 
-# state_stale K: true if /new, in crash state K, shows any old contents.
-state_stale() {
-	crash_image "$1"
-	rm -f "$SCRATCH/new.out"
-	debugfs -R "dump /new $SCRATCH/new.out" "$SCRATCH/state.img" >/dev/null 2>&1 || true
-	rm -f "$SCRATCH/state.img"
-	[ -f "$SCRATCH/new.out" ] && grep -q STALEDATA "$SCRATCH/new.out"
+# The check run in every state: /new shows none of the old contents.
+no_stale() {
+	debugfs -R "dump /new $FSTITCH_IMAGE.new" "$FSTITCH_IMAGE" >/dev/null 2>&1 || true
+	if [ -f "$FSTITCH_IMAGE.new" ] && grep -q STALEDATA "$FSTITCH_IMAGE.new"; then
+		echo "/new shows old disk contents"
+		return 1
+	fi
+	rm -f "$FSTITCH_IMAGE.new"
 }
 
 @test "a power failure during fallocate never shows old disk contents in the file" {
 	falloc_record
-	local k step=$(((NSTATES + 38) / 39)) n=0
-	for ((k = 0; k < NSTATES; k += step)); do
-		n=$((n + 1))
-		if state_stale "$k"; then
-			fail "crash state $k of $NSTATES: /new shows old disk contents"
-		fi
-	done
-	state_stale $((NSTATES - 1)) && fail "the final state shows old contents"
+	export -f no_stale
+	run -0 crash_check bash -c no_stale
+	assert_line --regexp '^[0-9]+ of [0-9]+ states checked \(seed 1\), 0 failed'
+	echo "# ${lines[-1]}" >&3
+	# the final state holds the whole file, all zeros
+	n=$("$(fstitch_cmd fstitch-crash)" states "$SCRATCH/rec" | awk '$1 == "states" { print $2 }')
+	"$(fstitch_cmd fstitch-crash)" image "$SCRATCH/rec" $((n - 1)) "$SCRATCH/final.img"
+	debugfs -R "dump /new $SCRATCH/new.out" "$SCRATCH/final.img" >/dev/null 2>&1
 	assert_equal "$(stat -c %s "$SCRATCH/new.out")" 5242880
-	echo "# $n of $NSTATES crash states checked, none shows old contents" >&3
+	cmp -n 5M "$SCRATCH/new.out" /dev/zero
 }
 
 @test "the same power failures with consistency=none do show old contents (the check can fail)" {
 	falloc_record -o consistency=none
-	local k step=$(((NSTATES + 38) / 39)) n=0
-	for ((k = step; k < NSTATES; k += step)); do
-		n=$((n + 1))
-		if state_stale "$k"; then
-			echo "# consistency=none: crash state $k of $NSTATES (sample $n) shows old contents" >&3
-			return 0
-		fi
-	done
-	fail "consistency=none: no stale state among $n samples of $NSTATES"
+	export -f no_stale
+	run -1 crash_check bash -c no_stale
+	assert_line --regexp '^failed states: [0-9]'
+	echo "# consistency=none: ${lines[-1]}" >&3
 }
 
 @test "SEEK_DATA and SEEK_HOLE follow the block map, so cp --sparse and tar -S keep holes; copy_file_range falls back" {
