@@ -253,8 +253,9 @@ os.close(fd)'
 record_start() {
 	cd /
 	fstitch_mount_stop "$MNT"
-	rm -f "$SCRATCH/log"
-	export FSTITCH_RECORD=$SCRATCH/log
+	rm -rf "$SCRATCH/rec"
+	mkdir "$SCRATCH/rec"
+	export FSTITCH_RECORD=$SCRATCH/rec/log
 	fstitch_mount_start "$IMG" "$MNT" "$@"
 	unset FSTITCH_RECORD
 	cd "$MNT"
@@ -264,32 +265,31 @@ record_start() {
 record_stop() {
 	cd /
 	fstitch_mount_stop "$MNT"
-	if [ ! -s "$SCRATCH/log" ]; then
+	if [ ! -s "$SCRATCH/rec/log" ]; then
 		echo "fstitch-mount saved no recorder log: FSTITCH_RECORD is not supported" >&2
 		return 1
 	fi
 }
 
-# replace_states: every crash state of the log, f classified against
-# $SCRATCH/old and $SCRATCH/new; sets STATES, GOOD, BAD and FILES (how many
-# state files crashfiles wrote: must equal STATES, or the loop proved nothing).
-replace_states() {
-	local x
-	rm -rf "$SCRATCH/out"
-	mkdir "$SCRATCH/out"
-	"$FSTITCH_TOOLS/crashfiles" "$SCRATCH/log" f "$SCRATCH/out" >"$SCRATCH/cf" || return 1
-	STATES=$(sed -n 's/^states //p' "$SCRATCH/cf")
-	GOOD=0 BAD=0 FILES=0
-	shopt -s nullglob
-	for x in "$SCRATCH"/out/*; do
-		FILES=$((FILES + 1))
-		if cmp -s "$x" "$SCRATCH/old" || cmp -s "$x" "$SCRATCH/new"; then
-			GOOD=$((GOOD + 1))
-		else
-			BAD=$((BAD + 1))
-		fi
-	done
-	shopt -u nullglob
+# crash_check [fstitch-crash check options] -- CHECK...: fstitch-crash check
+# of $SCRATCH/rec, every state or at most 200 drawn with the fixed seed 1
+# (printed in its last line).  Sets STATES (checked) and BAD (failed).
+crash_check() {
+	local out
+	# (exit status 1 when a state failed: the counts below tell)
+	out=$("$(fstitch_cmd fstitch-crash)" check --jobs 2 --max 200 --seed 1 "$@" 3>&-) || true
+	tail -n 1 <<<"$out"
+	STATES=$(tail -n 1 <<<"$out" | sed -n 's/^\([0-9]*\) of .*/\1/p')
+	BAD=$(tail -n 1 <<<"$out" | sed -n 's/.*, \([0-9]*\) failed,.*/\1/p')
+	[ -n "$STATES" ] && [ -n "$BAD" ]
+}
+
+# The check run in every state of the replace, as the crash left it: f is
+# the complete old or the complete new file.
+f_old_or_new() {
+	rm -f "$FSTITCH_IMAGE.f"
+	debugfs -R "dump /f $FSTITCH_IMAGE.f" "$FSTITCH_IMAGE" >/dev/null 2>&1
+	cmp -s "$FSTITCH_IMAGE.f" "$SCRATCH/old" || cmp -s "$FSTITCH_IMAGE.f" "$SCRATCH/new"
 }
 
 # atomic_replace_run [fstitch-mount options]: old f made durable first, then
@@ -304,73 +304,63 @@ atomic_replace_run() {
 	run cat f
 	assert_output "$(cat "$SCRATCH/new")"
 	record_stop
-	replace_states
+	export -f f_old_or_new
+	export SCRATCH
+	crash_check --fsck none --no-mount "$SCRATCH/rec" -- bash -c f_old_or_new
 }
 
 @test "crash states: the pgrun atomic replace leaves f complete old or complete new" {
-	atomic_replace_run
-	echo "# atomic replace: $STATES crash states, $GOOD checked good, $BAD bad" >&3
+	atomic_replace_run >"$SCRATCH/summary"
+	echo "# atomic replace: $(cat "$SCRATCH/summary")" >&3
 	assert [ "$STATES" -gt 3 ]
-	assert_equal "$FILES" "$STATES"
 	assert_equal "$BAD" 0
 }
 
 @test "crash states: with consistency=none the same replace is caught breaking f" {
-	atomic_replace_run -o consistency=none
-	echo "# atomic replace, consistency=none: $STATES crash states, $BAD bad" >&3
+	atomic_replace_run -o consistency=none >"$SCRATCH/summary"
+	echo "# atomic replace, consistency=none: $(cat "$SCRATCH/summary")" >&3
 	assert [ "$STATES" -gt 3 ]
-	assert_equal "$FILES" "$STATES"
 	assert [ "$BAD" -gt 0 ]
 }
 
 # sqlite_run [fstitch-mount options]: 60 autocommit inserts by one sqlite3
-# under pgrun --fsync=order with a recording daemon; then every sampled crash
-# state's db (with its hot journal) is opened by sqlite3, which must find it
-# intact and holding rows 1..k.  Sets STATES and BAD.
+# under pgrun --fsync=order with a recording daemon; then in every checked
+# crash state, repaired by e2fsck and mounted read-write (so that sqlite3
+# can roll back a hot journal), the database must be intact and hold rows
+# 1..k, a prefix of the commits.  Sets STATES and BAD.
 sqlite_run() {
-	local x n out
 	sqlite3 db 'create table t(x integer);'
 	record_start "$@"
 	seq 1 60 | sed 's/.*/insert into t values(&);/' >"$SCRATCH/ins.sql"
 	run -0 "$PGRUN" --fsync=order -- sqlite3 db <"$SCRATCH/ins.sql"
 	ORDERED=$(fsync_ordered)
 	record_stop
-	mkdir "$SCRATCH/db" "$SCRATCH/jn" "$SCRATCH/try"
-	"$FSTITCH_TOOLS/crashfiles" "$SCRATCH/log" db "$SCRATCH/db" 200 >"$SCRATCH/cf"
-	"$FSTITCH_TOOLS/crashfiles" "$SCRATCH/log" db-journal "$SCRATCH/jn" 200 >/dev/null
-	STATES=0 BAD=0
-	for x in "$SCRATCH"/db/*; do
-		n=${x##*/}
-		n=${n%%.*}
-		rm -f "$SCRATCH"/try/*
-		[ "${x%.missing}" = "$x" ] && cp "$x" "$SCRATCH/try/db"
-		[ -e "$SCRATCH/jn/$n" ] && cp "$SCRATCH/jn/$n" "$SCRATCH/try/db-journal"
-		STATES=$((STATES + 1))
-		out=$(sqlite3 "$SCRATCH/try/db" 'pragma integrity_check; select count(*) = coalesce(max(x), 0), count(*) from t;' 2>&1)
-		# "ok", then "1|ROWS": rows 1..ROWS, a prefix of the commits
-		if [ "$(sed -n 1p <<<"$out")" != ok ] || [ "$(sed -n 2p <<<"$out" | cut -d'|' -f1)" != 1 ]; then
-			BAD=$((BAD + 1))
-			echo "state $n: $out" >&2
-		fi
-	done
+	# "ok", then "1|ROWS": rows 1..ROWS
+	crash_check --rw --max 60 "$SCRATCH/rec" -- sh -c '
+		out=$(sqlite3 db "pragma integrity_check; select count(*) = coalesce(max(x), 0), count(*) from t;" 2>&1)
+		echo "$out"
+		[ "$(echo "$out" | sed -n 1p)" = ok ] && [ "$(echo "$out" | sed -n 2p | cut -d"|" -f1)" = 1 ]'
 }
 
 @test "crash states: sqlite under pgrun --fsync=order keeps integrity and a prefix of commits" {
 	command -v sqlite3 >/dev/null || skip "sqlite3 is not installed"
-	sqlite_run
-	echo "# sqlite fsync=order: $STATES crash states checked, $BAD bad, $ORDERED fsyncs ordered" >&3
+	sqlite_run >"$SCRATCH/summary"
+	echo "# sqlite fsync=order: $(cat "$SCRATCH/summary"), $ORDERED fsyncs ordered" >&3
 	assert [ "$STATES" -gt 3 ]
 	assert_equal "$BAD" 0
 	# every commit's fsyncs really became ordering points
 	assert [ "$ORDERED" -ge 60 ]
 	# the final state holds every transaction
-	run sqlite3 "$SCRATCH/try/db" 'select count(*) from t'
+	n=$("$(fstitch_cmd fstitch-crash)" states "$SCRATCH/rec" | awk '$1 == "states" { print $2 }')
+	"$(fstitch_cmd fstitch-crash)" image "$SCRATCH/rec" $((n - 1)) "$SCRATCH/final.img"
+	debugfs -R "dump /db $SCRATCH/final.db" "$SCRATCH/final.img" >/dev/null 2>&1
+	run sqlite3 "$SCRATCH/final.db" 'select count(*) from t'
 	assert_output 60
 }
 
 @test "crash states: sqlite with consistency=none is caught losing integrity" {
 	command -v sqlite3 >/dev/null || skip "sqlite3 is not installed"
-	sqlite_run -o consistency=none
-	echo "# sqlite fsync=order, consistency=none: $STATES crash states, $BAD bad" >&3
+	sqlite_run -o consistency=none >"$SCRATCH/summary"
+	echo "# sqlite fsync=order, consistency=none: $(cat "$SCRATCH/summary")" >&3
 	assert [ "$BAD" -gt 0 ]
 }

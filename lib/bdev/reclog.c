@@ -1,4 +1,4 @@
-/* Recorder logs saved to and loaded from files (tests only); see reclog.h. */
+/* Recorder logs saved to and loaded from files; see reclog.h. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,13 +1,12 @@
 /* Recorder logs on disk, so that crash states of a whole daemon run can be
- * checked afterwards (tests only).
+ * checked afterwards (fstitch-crash(1), and the tests).
  *
  * fstitch-mount opens its image through reclog_e2_open() (crash/record.h)
- * when the
- * environment variable FSTITCH_RECORD names a log file: every block write
- * and barrier is recorded, and when the file system is closed the log is
- * saved there.  A test then loads it with reclog_load() and hands the
- * recorder to crash_enumerate().  The log holds a copy of the whole image:
- * use small images.
+ * when the environment variable FSTITCH_RECORD names a log file: every
+ * block write and barrier is recorded, and when the file system is closed
+ * the log is saved there.  fstitch-crash (crash/crashplan.h) or a test then
+ * loads it with reclog_load().  The log holds a copy of the whole image: use small
+ * images.
  *
  * Format (host byte order): "FSTREC1\n", u32 block size, u64 block count,
  * the initial image, then per event u8 kind (0 write, 1 barrier) and, for a
