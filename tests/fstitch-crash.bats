@@ -122,6 +122,8 @@ record_none() {
 	run -1 --separate-stderr "$CRASH" image none "$total" out.img
 	assert_equal "$stderr" "fstitch-crash: no crash state $total: 'none' has $total (0 to $((total - 1)))"
 	assert [ ! -e out.img ]
+	run -1 --separate-stderr "$CRASH" check --max 2 none -- /nonexistent/check
+	assert_equal "$stderr" "fstitch-crash: cannot run '/nonexistent/check': No such file or directory"
 	run -64 --separate-stderr "$CRASH" image none seven out.img
 	assert_equal "$stderr" "fstitch-crash: bad state number 'seven'"
 }
@@ -182,7 +184,7 @@ assert d["seed"] == 1 and d["jobs"] == 2 and d["states_per_second"] > 0
 image_blocks = 8 * 1024
 assert d["full_writes"] <= 2 and d["blocks_written"] < d["checked"] * image_blocks / 4, d
 f = d["failures"][0]
-assert f["reason"] == "check" and f["check_status"] == 1 and f["fsck_status"] in (0, 1)
+assert f["reason"] == "check" and f["check_status"] in (1, 2) and f["fsck_status"] in (0, 1)
 assert any(x["fsck_status"] == 1 and "Fix? yes" in x["fsck"] for x in d["failures"])
 print(d["checked"], d["failed"])' "$output"
 	echo "# consistency=none config replace: $output (checked, failed)" >&3

@@ -7,7 +7,7 @@
 #include <unistd.h>
 #include "bdev/bdev.h"
 #include "crashplan.h"
-#include "reclog.h"
+#include "bdev/reclog.h"
 
 #define NO_MASK SIZE_MAX
 #define RESYNC_BLOCKS 256

@@ -140,13 +140,23 @@ static int run_wait(char *const *argv, const struct spawn *s)
 	pid_t pid;
 	int r = start(argv, s, &pid);
 
+	if (r == 0)
+		return wait_pid(pid);
 	if (r == -ENOENT)
 		return 127;
 	if (r == -EACCES || r == -ENOEXEC || r == -EISDIR || r == -ENOTDIR)
 		return 126;
-	if (r)
-		return r;
-	return wait_pid(pid);
+	return r;
+}
+
+/* The same, but a command that cannot be started is -errno: a check that
+ * is not found is an error, not a failed state. */
+static int run_check(char *const *argv, const struct spawn *s)
+{
+	pid_t pid;
+	int r = start(argv, s, &pid);
+
+	return r ? r : wait_pid(pid);
 }
 
 /* ---- mounts ------------------------------------------------------------ */
@@ -482,7 +492,7 @@ static int check_one(struct worker *w, size_t i)
 			res->why = CRASH_FAIL_MOUNT;
 			res->check_out = slurp(w->mnterr, 4096);
 		} else {
-			res->check_status = run_wait(o->argv, &s);
+			res->check_status = run_check(o->argv, &s);
 			r = mount_stop(t, &m);
 			if (r) {
 				fail_with(c, r < 0 ? r : -EIO, "the daemon failed at unmount", NULL);
@@ -492,7 +502,7 @@ static int check_one(struct worker *w, size_t i)
 	} else if (res->why == CRASH_OK) {
 		struct spawn s = { .out = w->out, .env = env };
 
-		res->check_status = run_wait(o->argv, &s);
+		res->check_status = run_check(o->argv, &s);
 	}
 	if (res->why == CRASH_OK && res->check_status < 0) {
 		fail_with(c, res->check_status, "cannot run", o->argv[0]);

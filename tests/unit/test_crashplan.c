@@ -13,7 +13,7 @@
 #include <cmocka.h>
 #include "bdev/bdev.h"
 #include "crash/crashplan.h"
-#include "crash/reclog.h"
+#include "bdev/reclog.h"
 
 #define BS 1024
 #define NB 32
