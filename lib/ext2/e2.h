@@ -163,6 +163,34 @@ struct e2_dirent {
 int e2_readdir(struct e2fs *fs, uint32_t ino, off_t off,
 	       int (*fn)(const struct e2_dirent *d, void *arg), void *arg);
 
+/* Extended attributes (doc/ext2-xattr.md).  Names are full names:
+ * "user.", "trusted.", "security." with a non-empty suffix, and
+ * "system.posix_acl_access" / "system.posix_acl_default", whose values are
+ * in the ext2 ACL encoding (e2_acl_from_xattr converts).  Errors as
+ * Linux's ext2: -EOPNOTSUPP for another prefix, -EINVAL for an empty
+ * suffix, -ERANGE for a name over 255 bytes, -ENODATA when absent,
+ * -EIO (and e2_error()) for a corrupt attribute block or inode area. */
+enum e2_xattr_flags {
+	E2_XATTR_CREATE = 1 << 0,    /* -EEXIST if it exists */
+	E2_XATTR_REPLACE = 1 << 1,   /* -ENODATA if it does not */
+	E2_XATTR_KILL_SGID = 1 << 2, /* access ACL: also clear the set-group-ID bit */
+};
+/* The value's length; copies it into buf when size > 0 (-ERANGE if it does
+ * not fit). */
+ssize_t e2_getxattr(struct e2fs *fs, uint32_t ino, const char *name, void *buf, size_t size);
+/* The names, each NUL-terminated, and their total length; with size 0 only
+ * the length; -ERANGE if size is too small.  trusted.* only if `trusted`. */
+ssize_t e2_listxattr(struct e2fs *fs, uint32_t ino, char *buf, size_t size, bool trusted);
+/* Set a value (up to the block size: -ERANGE above it, -E2BIG above 64 KiB;
+ * -ENOSPC when the inode's attributes no longer fit in its inode and one
+ * block).  An access ACL also sets the permission bits, and one the mode
+ * says all of is not stored (as Linux); a default ACL on a non-directory
+ * is -EACCES; a malformed ACL -EINVAL. */
+int e2_setxattr(struct e2fs *fs, uint32_t ino, const char *name, const void *val, size_t size,
+		unsigned flags);
+/* -ENODATA if absent. */
+int e2_removexattr(struct e2fs *fs, uint32_t ino, const char *name);
+
 /* Sizes and free counts in blocks of the file system's block size.  0. */
 int e2_statfs(struct e2fs *fs, struct statvfs *sv);
 /* Make this inode's changes (data and metadata, with everything they

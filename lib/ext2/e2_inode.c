@@ -280,40 +280,6 @@ int e2_itouch(struct e2fs *fs, struct e2_inode *ip, bool mtime, bool ctime)
 	return e2_iwrite(fs, ip, &nw, NULL, NULL);
 }
 
-#define EA_MAGIC 0xEA020000u
-
-/* Drop the inode's reference to its extended-attribute block (shared
- * between inodes with equal attributes): free it with the last reference.
- * Both changes wait for the inode clear that dropped the pointer. */
-static int ea_release(struct e2fs *fs, struct e2_inode *ip)
-{
-	uint32_t blk = le32toh(ip->d.i_file_acl), hdr[2], refs;
-	struct e2_deps d = {0};
-	struct cblock *b;
-	int r;
-
-	if (!blk)
-		return 0;
-	if (!e2_block_ok(fs, blk))
-		return e2_err(fs, -EIO, "inode %u: attribute block %u out of range", ip->ino, blk);
-	r = cache_get(fs->c, blk, &b);
-	if (r)
-		return e2_err(fs, r, "inode %u: cannot read attribute block %u", ip->ino, blk);
-	memcpy(hdr, cblock_data(b), sizeof(hdr));
-	cache_put(fs->c, b);
-	refs = le32toh(hdr[1]);
-	if (le32toh(hdr[0]) != EA_MAGIC || refs == 0)
-		return e2_err(fs, -EIO, "inode %u: bad attribute block %u", ip->ino, blk);
-	if (refs == 1)
-		return e2_bfree(fs, blk, ip->clear);
-	hdr[1] = htole32(refs - 1);
-	r = e2_deps_addref(&d, ip->clear);
-	if (!r)
-		r = e2_patch(fs, blk, 4, 4, &hdr[1], &d, NULL);
-	e2_deps_free(fs, &d);
-	return r;
-}
-
 /* Return an unlinked inode's blocks and its bitmap bit.  Both wait for the
  * inode clear (links 0, dtime set), which waited for the entry removal. */
 int e2_ifree(struct e2fs *fs, struct e2_inode *ip)
@@ -333,7 +299,7 @@ int e2_ifree(struct e2fs *fs, struct e2_inode *ip)
 		if (!r)
 			r = r2;
 	}
-	r2 = ea_release(fs, ip);
+	r2 = e2_xattr_release(fs, ip, ip->clear);
 	if (!r)
 		r = r2;
 	r2 = e2_ifree_bit(fs, ip->ino, S_ISDIR(m), ip->clear);

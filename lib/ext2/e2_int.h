@@ -133,6 +133,10 @@ struct e2fs {
 	struct e2_freed **ftab;
 	size_t fbuckets, fcount, fprune_at;
 
+	/* attribute blocks by number and by content hash (e2_xattr.c) */
+	struct e2_xblk **xbtab, **xhtab;
+	size_t xcount;
+
 	/* Block-sized scratch, used under lock so the write path does not
 	 * allocate per request: wtmp for a data block being built, wzero
 	 * all zeros (never written), kids[l - 1] for an indirect block of
@@ -235,6 +239,10 @@ int e2_dir_iterate(struct e2fs *fs, struct e2_inode *dir, off_t off,
 		   int (*fn)(const struct e2_dirent *d, void *arg), void *arg);
 void e2_dindex_free(struct e2_dindex *dix);
 uint8_t e2_ftype(mode_t mode);
+
+/* e2_xattr.c */
+int e2_xattr_release(struct e2fs *fs, struct e2_inode *ip, struct patch *clear);
+void e2_xattr_destroy(struct e2fs *fs);
 
 /* e2.c: shared by the operation files */
 void e2_lock(struct e2fs *fs);

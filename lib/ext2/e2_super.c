@@ -438,6 +438,7 @@ static void fs_free(struct e2fs *fs)
 {
 	e2_icache_destroy(fs);
 	e2_freed_destroy(fs);
+	e2_xattr_destroy(fs);
 	if (fs->c)
 		cache_destroy(fs->c);
 	bdev_destroy(fs->dev);

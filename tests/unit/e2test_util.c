@@ -366,6 +366,10 @@ static int is_answer(const char *l)
  *     blocks that no pointer on disk reaches yet (or any more); those
  *     blocks are leaked, like the "-" bitmap differences that come with
  *     it.  A count that is too low is dangerous;
+ *   - "Extended attribute block N has reference count A, should be B"
+ *     with A > B: an inode stopped sharing the block and the lowered
+ *     count is not on disk yet.  Too low is dangerous (a later free would
+ *     leave a pointer to a free block);
  *   - "Entry 'y' in /x (N) is a link to directory /d/y (M)" and "'..' in
  *     /d/y (M) is /x (N), should be /d (P)": a directory renamed from one
  *     parent to another.  The new name must exist before the old one goes
@@ -407,6 +411,9 @@ static char classify_line(const char *l)
 		return 'B';
 	if (sscanf(l, "Inode %u, i_blocks is %llu, should be %llu.", &ino, &qa, &qb) == 3)
 		return qa > qb ? 'B' : 'D';
+	if (sscanf(l, "Extended attribute block %u has reference count %u, should be %u.", &ino,
+		   &a, &b) == 3)
+		return a > b ? 'B' : 'D';
 	return 'D';
 }
 
