@@ -77,6 +77,7 @@ static struct {
 	uint64_t lost;
 	struct mountopt_ratelimit lost_rl;
 	bool fault_lost; /* tests: FSTITCH_FAULT_PGLOST, every leave fails */
+	bool acl;	 /* the kernel enforces POSIX ACLs and leaves the umask to us */
 } D = {
 	.lost_lock = PTHREAD_MUTEX_INITIALIZER,
 	/* one line per event, but a storm (a bug hitting every write) must
@@ -203,6 +204,35 @@ static void new_owner(fuse_req_t req, fuse_ino_t parent, mode_t *mode, gid_t *gi
 	}
 }
 
+/* The permission bits of a new inode.  With POSIX ACLs on, the kernel
+ * leaves the umask to us: a default ACL in the parent replaces it (and
+ * *acl asks for inherit() once the inode exists). */
+static int new_mode(fuse_req_t req, fuse_ino_t parent, mode_t *mode, bool *acl)
+{
+	int r;
+
+	*acl = false;
+	if (!D.acl)
+		return 0;
+	r = e2_acl_create_mode(D.fs, in_ino(parent), mode, fuse_req_ctx(req)->umask);
+	if (r < 0)
+		return r;
+	*acl = r == 1;
+	return 0;
+}
+
+static int inherit(fuse_ino_t parent, const struct stat *st, bool acl, struct stat *out)
+{
+	int r;
+
+	if (!acl)
+		return 0;
+	r = e2_acl_inherit(D.fs, in_ino(parent), (uint32_t)st->st_ino);
+	if (!r)
+		r = e2_getattr(D.fs, (uint32_t)st->st_ino, out);
+	return r;
+}
+
 /* ---- operations --------------------------------------------------------- */
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
@@ -222,6 +252,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* Locks stay in the kernel, which is right for a single-host file
 	 * system with one daemon. */
 	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+	/* The kernel checks permissions with the ACLs (default_permissions
+	 * is always on) and leaves the umask to us: new inodes inherit their
+	 * parent's default ACL instead (new_mode, inherit). */
+	if (conn->capable & FUSE_CAP_POSIX_ACL)
+		conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
+	D.acl = (conn->want & FUSE_CAP_POSIX_ACL) != 0;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -322,9 +358,15 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	gid_t gid;
 	int r;
 
+	bool acl;
+
 	new_owner(req, parent, &mode, &gid);
+	r = new_mode(req, parent, &mode, &acl);
 	enter(req);
-	r = e2_mknod(D.fs, in_ino(parent), name, mode, rdev, ctx->uid, gid, &st);
+	if (!r)
+		r = e2_mknod(D.fs, in_ino(parent), name, mode, rdev, ctx->uid, gid, &st);
+	if (!r && (r = inherit(parent, &st, acl, &st)) < 0)
+		e2_forget(D.fs, (uint32_t)st.st_ino, 1);
 	leave("mknod");
 	if (r < 0)
 		reply_err(req, r, "mknod");
@@ -339,10 +381,16 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	gid_t gid;
 	int r;
 
+	bool acl;
+
 	mode |= S_IFDIR;
 	new_owner(req, parent, &mode, &gid);
+	r = new_mode(req, parent, &mode, &acl);
 	enter(req);
-	r = e2_mkdir(D.fs, in_ino(parent), name, mode, ctx->uid, gid, &st);
+	if (!r)
+		r = e2_mkdir(D.fs, in_ino(parent), name, mode, ctx->uid, gid, &st);
+	if (!r && (r = inherit(parent, &st, acl, &st)) < 0)
+		e2_forget(D.fs, (uint32_t)st.st_ino, 1);
 	leave("mkdir");
 	if (r < 0)
 		reply_err(req, r, "mkdir");
@@ -466,10 +514,16 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	gid_t gid;
 	int r;
 
+	bool acl;
+
 	mode = S_IFREG | (mode & 07777);
 	new_owner(req, parent, &mode, &gid);
+	r = new_mode(req, parent, &mode, &acl);
 	enter(req);
-	r = e2_mknod(D.fs, in_ino(parent), name, mode, 0, ctx->uid, gid, &st);
+	if (!r)
+		r = e2_mknod(D.fs, in_ino(parent), name, mode, 0, ctx->uid, gid, &st);
+	if (!r && (r = inherit(parent, &st, acl, &st)) < 0)
+		e2_forget(D.fs, (uint32_t)st.st_ino, 1);
 	leave("create");
 	if (r < 0) {
 		reply_err(req, r, "create");
@@ -759,55 +813,164 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 		fuse_reply_statfs(req, &sv);
 }
 
-/* Extended attributes.  The ext2 module stores none, and there is one
- * virtual attribute, PGSRV_XATTR, whose value is the patchgroup control
- * socket's path, so that pgrun finds the daemon from any path inside the
- * mount.  It is readable on every inode but listed on none: a listed
- * attribute is what cp -a, tar --xattrs and rsync -X copy, and a socket
- * path copied onto another file is wrong there (and stale later).  So:
- *   getxattr    PGSRV_XATTR: the path; any other name: ENODATA (there is no
- *               such attribute, as the empty list says)
- *   listxattr   always empty (getfattr -d shows nothing, and succeeds)
- *   setxattr    PGSRV_XATTR: EPERM (read only); any other: ENOTSUP, which
- *               copying tools take as "this file system keeps no
- *               attributes" and skip quietly
- *   removexattr PGSRV_XATTR: EPERM; any other: ENOTSUP, as setxattr. */
+/* Extended attributes live in the ext2 module (e2_getxattr and friends);
+ * ACL values cross this boundary in the xattr encoding and are stored in
+ * ext2's.  One attribute is virtual: PGSRV_XATTR, whose value is the
+ * patchgroup control socket's path, so that pgrun finds the daemon from
+ * any path inside the mount.  It is readable on every inode but listed on
+ * none (a listed attribute is what cp -a, tar --xattrs and rsync -X copy,
+ * and a socket path copied onto another file is wrong there), and setting
+ * or removing it is EPERM. */
+static bool is_acl(const char *name)
+{
+	return !strcmp(name, "system.posix_acl_access") ||
+	       !strcmp(name, "system.posix_acl_default");
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
-	const char *val;
-	size_t len;
+	uint8_t e[4 + 8 * 64];
+	ssize_t r;
 
-	if (!D.srv || strcmp(name, PGSRV_XATTR) != 0) {
-		fuse_reply_err(req, ENODATA);
+	if (!strcmp(name, PGSRV_XATTR)) {
+		const char *val;
+		size_t len;
+
+		if (!D.srv) {
+			fuse_reply_err(req, ENODATA);
+			return;
+		}
+		val = pgsrv_socket_path(D.srv);
+		len = strlen(val);
+		if (size == 0)
+			fuse_reply_xattr(req, len);
+		else if (size < len)
+			fuse_reply_err(req, ERANGE);
+		else
+			fuse_reply_buf(req, val, len);
 		return;
 	}
-	val = pgsrv_socket_path(D.srv);
-	len = strlen(val);
-	if (size == 0)
-		fuse_reply_xattr(req, len);
-	else if (size < len)
-		fuse_reply_err(req, ERANGE);
-	else
-		fuse_reply_buf(req, val, len);
+	if (is_acl(name)) {
+		uint8_t x[4 + 8 * 64];
+
+		r = e2_getxattr(D.fs, in_ino(ino), name, e, sizeof(e));
+		if (r >= 0)
+			r = e2_acl_to_xattr(e, (size_t)r, x, size ? size : 0);
+		if (r == -EINVAL)
+			r = -EIO;
+		if (r < 0)
+			reply_err(req, (int)r, "getxattr");
+		else if (size == 0)
+			fuse_reply_xattr(req, (size_t)r);
+		else
+			fuse_reply_buf(req, (const char *)x, (size_t)r);
+		return;
+	}
+	{
+		char *buf = size ? malloc(size) : NULL;
+
+		if (size && !buf) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		r = e2_getxattr(D.fs, in_ino(ino), name, buf, size);
+		if (r < 0)
+			reply_err(req, (int)r, "getxattr");
+		else if (size == 0)
+			fuse_reply_xattr(req, (size_t)r);
+		else
+			fuse_reply_buf(req, buf, (size_t)r);
+		free(buf);
+	}
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	if (size == 0)
-		fuse_reply_xattr(req, 0);
+	/* trusted.* is for CAP_SYS_ADMIN: listed to root only, as Linux */
+	bool trusted = fuse_req_ctx(req)->uid == 0;
+	char *buf = size ? malloc(size) : NULL;
+	ssize_t r;
+
+	if (size && !buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	r = e2_listxattr(D.fs, in_ino(ino), buf, size, trusted);
+	if (r < 0)
+		reply_err(req, (int)r, "listxattr");
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)r);
 	else
-		fuse_reply_buf(req, NULL, 0);
+		fuse_reply_buf(req, buf, (size_t)r);
+	free(buf);
+}
+
+/* Is the caller in group gid (or root)?  For the set-group-ID rule of an
+ * ACL change (Linux's posix_acl_update_mode). */
+static bool in_group(fuse_req_t req, gid_t gid)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	gid_t list[256];
+	int n;
+
+	if (ctx->uid == 0 || ctx->gid == gid)
+		return true;
+	n = fuse_req_getgroups(req, 256, list);
+	for (int i = 0; i < n && i < 256; i++)
+		if (list[i] == gid)
+			return true;
+	return false;
 }
 
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			size_t size, int flags)
 {
-	fuse_reply_err(req, strcmp(name, PGSRV_XATTR) == 0 ? EPERM : ENOTSUP);
+	unsigned f = 0;
+	int r;
+
+	if (!strcmp(name, PGSRV_XATTR)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	if (flags & ~(XATTR_CREATE | XATTR_REPLACE)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (flags & XATTR_CREATE)
+		f |= E2_XATTR_CREATE;
+	if (flags & XATTR_REPLACE)
+		f |= E2_XATTR_REPLACE;
+	enter(req);
+	if (is_acl(name)) {
+		uint8_t e[4 + 8 * 64];
+		ssize_t n = e2_acl_from_xattr(value, size, e, sizeof(e));
+		struct stat st;
+
+		if (n == -ERANGE)
+			n = -EINVAL;
+		if (!strcmp(name, "system.posix_acl_access") &&
+		    e2_getattr(D.fs, in_ino(ino), &st) == 0 && !in_group(req, st.st_gid))
+			f |= E2_XATTR_KILL_SGID;
+		r = n < 0 ? (int)n : e2_setxattr(D.fs, in_ino(ino), name, e, (size_t)n, f);
+	} else {
+		r = e2_setxattr(D.fs, in_ino(ino), name, value, size, f);
+	}
+	leave("setxattr");
+	reply_err(req, r, "setxattr");
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	fuse_reply_err(req, strcmp(name, PGSRV_XATTR) == 0 ? EPERM : ENOTSUP);
+	int r;
+
+	if (!strcmp(name, PGSRV_XATTR)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	enter(req);
+	r = e2_removexattr(D.fs, in_ino(ino), name);
+	leave("removexattr");
+	reply_err(req, r, "removexattr");
 }
 
 /* fallocate: mode 0 (allocate zeroed blocks, grow the size) and

@@ -191,6 +191,22 @@ int e2_setxattr(struct e2fs *fs, uint32_t ino, const char *name, const void *val
 /* -ENODATA if absent. */
 int e2_removexattr(struct e2fs *fs, uint32_t ino, const char *name);
 
+/* ACLs between the xattr encoding (what FUSE and getfacl speak: version
+ * 2, 8-byte entries) and ext2's (version 1, short entries without an id).
+ * The length written, -EINVAL for a malformed ACL, -ERANGE if out is too
+ * small (e2_acl_to_xattr with size 0: the length only). */
+ssize_t e2_acl_from_xattr(const void *x, size_t n, void *out, size_t size);
+ssize_t e2_acl_to_xattr(const void *e, size_t n, void *out, size_t size);
+/* Before creating in parent: with no default ACL there, *mode loses the
+ * umask bits and 0 is returned; with one, *mode is limited by it (the
+ * umask is not used, as POSIX says) and 1 is returned: call
+ * e2_acl_inherit on the new inode then. */
+int e2_acl_create_mode(struct e2fs *fs, uint32_t parent, mode_t *mode, mode_t umask);
+/* Give ino (just created in parent) the ACLs inherited from parent's
+ * default ACL: an access ACL if it says more than the mode, and for a
+ * directory the default ACL itself.  0 or -errno. */
+int e2_acl_inherit(struct e2fs *fs, uint32_t parent, uint32_t ino);
+
 /* Sizes and free counts in blocks of the file system's block size.  0. */
 int e2_statfs(struct e2fs *fs, struct statvfs *sv);
 /* Make this inode's changes (data and metadata, with everything they

@@ -66,6 +66,8 @@ int e2_setattr(struct e2fs *fs, uint32_t ino, const struct stat *attr, unsigned 
 	else if (set)
 		nw.i_ctime = now;
 	r = e2_iwrite(fs, ip, &nw, NULL, NULL);
+	if (!r && (set & E2_SET_MODE))
+		r = e2_acl_chmod_locked(fs, ip);
 	if (!r)
 		e2_istat(fs, ip, st);
 out:

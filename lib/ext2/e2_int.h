@@ -151,6 +151,7 @@ void e2_set_open_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)
 int e2_sb_write_counts(struct e2fs *fs);
 int e2_gd_write(struct e2fs *fs, uint32_t g);
 int e2_sb_set_large_file(struct e2fs *fs, struct patch **out);
+int e2_sb_set_ext_attr(struct e2fs *fs, struct patch **out);
 bool e2_group_has_super(const struct e2fs *fs, uint32_t g);
 bool e2_block_ok(const struct e2fs *fs, uint32_t blk);
 uint32_t e2_now(void);
@@ -243,6 +244,7 @@ uint8_t e2_ftype(mode_t mode);
 /* e2_xattr.c */
 int e2_xattr_release(struct e2fs *fs, struct e2_inode *ip, struct patch *clear);
 void e2_xattr_destroy(struct e2fs *fs);
+int e2_acl_chmod_locked(struct e2fs *fs, struct e2_inode *ip);
 
 /* e2.c: shared by the operation files */
 void e2_lock(struct e2fs *fs);

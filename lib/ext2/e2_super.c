@@ -412,6 +412,21 @@ int e2_sb_set_large_file(struct e2fs *fs, struct patch **out)
 	return sb_write(fs, SB_RANGE(s_feature_ro_compat, s_feature_ro_compat), out);
 }
 
+/* The ext_attr feature, before the first attribute is stored: *out (or
+ * NULL if it is set already) is what the inode must wait for. */
+int e2_sb_set_ext_attr(struct e2fs *fs, struct patch **out)
+{
+	uint32_t c = le32toh(fs->sb.s_feature_compat);
+
+	*out = NULL;
+	if (c & EXT2_FEATURE_COMPAT_EXT_ATTR)
+		return 0;
+	if (le32toh(fs->sb.s_rev_level) == EXT2_GOOD_OLD_REV)
+		return -EOPNOTSUPP;
+	fs->sb.s_feature_compat = htole32(c | EXT2_FEATURE_COMPAT_EXT_ATTR);
+	return sb_write(fs, SB_RANGE(s_feature_compat, s_feature_compat), out);
+}
+
 static int mount_rw(struct e2fs *fs)
 {
 	uint16_t state = le16toh(fs->sb.s_state);

@@ -717,6 +717,17 @@ static int store(struct e2fs *fs, struct e2_inode *ip, uint8_t *raw, struct xase
 	r = place(fs, s, room, &nblock);
 	if (r)
 		return r;
+	if (s->n) {
+		struct patch *feat = NULL;
+
+		r = e2_sb_set_ext_attr(fs, &feat);
+		if (!r)
+			r = e2_deps_add(&deps, feat);
+		if (r) {
+			patch_release(fs->c, feat);
+			return r;
+		}
+	}
 	nraw = malloc(fs->isize);
 	img = malloc(fs->bs);
 	if (!nraw || !img) {
@@ -1213,4 +1224,257 @@ int e2_xattr_release(struct e2fs *fs, struct e2_inode *ip, struct patch *clear)
 	if (r)
 		return e2_err(fs, -EIO, "inode %u: bad attribute block %u", ip->ino, blk);
 	return unref_block(fs, ip->ino, blk, clear);
+}
+
+/* ---- ACLs: the xattr encoding, inheritance, chmod ------------------------ */
+
+#define XACL_VERSION 2
+#define XACL_NOID    0xffffffffu
+
+ssize_t e2_acl_from_xattr(const void *x, size_t n, void *out, size_t size)
+{
+	const uint8_t *v = x;
+	uint8_t *o = out;
+	size_t p = 4;
+
+	if (n < 4 || (n - 4) % 8 || get32(v) != XACL_VERSION)
+		return -EINVAL;
+	if (size < 4 + (n - 4))
+		return -ERANGE;
+	put32(o, ACL_VERSION);
+	for (size_t i = 4; i < n; i += 8) {
+		uint16_t tag = get16(v + i);
+
+		put16(o + p, tag);
+		put16(o + p + 2, get16(v + i + 2));
+		if (tag == T_USER || tag == T_GROUP) {
+			put32(o + p + 4, get32(v + i + 4));
+			p += 8;
+		} else {
+			p += 4;
+		}
+	}
+	return (ssize_t)p;
+}
+
+ssize_t e2_acl_to_xattr(const void *e, size_t n, void *out, size_t size)
+{
+	struct acl_ent ent[64];
+	uint8_t *o = out;
+	int k = acl_decode(e, n, ent, 64);
+
+	if (k < 0)
+		return k;
+	if (size == 0)
+		return 4 + 8 * (ssize_t)k;
+	if (size < 4 + 8 * (size_t)k)
+		return -ERANGE;
+	put32(o, XACL_VERSION);
+	for (int i = 0; i < k; i++) {
+		put16(o + 4 + 8 * i, ent[i].tag);
+		put16(o + 4 + 8 * i + 2, ent[i].perm);
+		put32(o + 4 + 8 * i + 4,
+		      ent[i].tag == T_USER || ent[i].tag == T_GROUP ? ent[i].id : XACL_NOID);
+	}
+	return 4 + 8 * (ssize_t)k;
+}
+
+/* Linux's posix_acl_create_masq: limit the inherited ACL by the requested
+ * mode and the mode by the ACL; true if the ACL says more than the mode. */
+static bool acl_masq(struct acl_ent *e, size_t k, mode_t *mode)
+{
+	struct acl_ent *group = NULL, *mask = NULL;
+	mode_t m = *mode & 0777;
+	bool more = false;
+
+	for (size_t i = 0; i < k; i++) {
+		switch (e[i].tag) {
+		case T_USER_OBJ:
+			e[i].perm &= (m >> 6) & 7;
+			m = (m & ~(mode_t)0700) | ((mode_t)e[i].perm << 6);
+			break;
+		case T_USER:
+		case T_GROUP:
+			more = true;
+			break;
+		case T_GROUP_OBJ:
+			group = &e[i];
+			break;
+		case T_OTHER:
+			e[i].perm &= m & 7;
+			m = (m & ~(mode_t)07) | e[i].perm;
+			break;
+		case T_MASK:
+			mask = &e[i];
+			more = true;
+			break;
+		}
+	}
+	if (!mask)
+		mask = group;
+	if (mask) {
+		mask->perm &= (m >> 3) & 7;
+		m = (m & ~(mode_t)070) | ((mode_t)mask->perm << 3);
+	}
+	*mode = (*mode & ~(mode_t)0777) | m;
+	return more;
+}
+
+/* dir's default ACL decoded into e (0 entries if it has none). */
+static int default_acl(struct e2fs *fs, struct e2_inode *dir, struct acl_ent *e, size_t max,
+		       size_t *k)
+{
+	struct xaset s = {0};
+	uint8_t *raw = malloc(fs->isize);
+	size_t at;
+	bool found;
+	int r;
+
+	*k = 0;
+	if (!raw)
+		return -ENOMEM;
+	r = load(fs, dir, raw, &s);
+	if (!r) {
+		at = set_find(&s, XI_ACL_DEFAULT, "", 0, &found);
+		if (found) {
+			r = acl_decode(s.a[at].val, s.a[at].vlen, e, max);
+			if (r < 0)
+				r = e2_err(fs, -EIO, "inode %u: bad default ACL", dir->ino);
+			else
+				*k = (size_t)r, r = 0;
+		}
+	}
+	set_free(&s);
+	free(raw);
+	return r;
+}
+
+int e2_acl_create_mode(struct e2fs *fs, uint32_t parent, mode_t *mode, mode_t umask)
+{
+	struct acl_ent e[64];
+	struct e2_inode *dir;
+	size_t k = 0;
+	int r;
+
+	e2_lock(fs);
+	r = e2_get_live(fs, parent, &dir);
+	if (!r)
+		r = default_acl(fs, dir, e, 64, &k);
+	e2_unlock(fs);
+	if (r)
+		return r;
+	if (!k) {
+		*mode &= ~(umask & 0777);
+		return 0;
+	}
+	acl_masq(e, k, mode);
+	return 1;
+}
+
+int e2_acl_inherit(struct e2fs *fs, uint32_t parent, uint32_t ino)
+{
+	struct acl_ent e[64];
+	struct e2_inode *dir, *ip;
+	struct xaset s = {0};
+	struct ext2_inode nw;
+	uint8_t *raw = NULL, v[4 + 8 * 64];
+	mode_t mode;
+	size_t k = 0, at, n;
+	bool found;
+	int r;
+
+	if (fs->ro)
+		return -EROFS;
+	e2_lock(fs);
+	r = e2_get_live(fs, parent, &dir);
+	if (!r)
+		r = default_acl(fs, dir, e, 64, &k);
+	if (r || !k)
+		goto out;
+	r = e2_get_live(fs, ino, &ip);
+	if (r)
+		goto out;
+	raw = malloc(fs->isize);
+	if (!raw) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = load(fs, ip, raw, &s);
+	if (r)
+		goto out;
+	if (e2_idir(ip)) {
+		n = acl_encode(e, k, v);
+		at = set_find(&s, XI_ACL_DEFAULT, "", 0, &found);
+		if (found)
+			set_remove(&s, at);
+		r = set_insert(&s, at, XI_ACL_DEFAULT, "", 0, v, n);
+		if (r)
+			goto out;
+	}
+	mode = e2_imode(ip);
+	nw = ip->d;
+	if (acl_masq(e, k, &mode)) {
+		n = acl_encode(e, k, v);
+		at = set_find(&s, XI_ACL_ACCESS, "", 0, &found);
+		if (found)
+			set_remove(&s, at);
+		r = set_insert(&s, at, XI_ACL_ACCESS, "", 0, v, n);
+		if (r)
+			goto out;
+	}
+	nw.i_mode = htole16((uint16_t)mode);
+	r = store(fs, ip, raw, &s, &nw);
+out:
+	e2_unlock(fs);
+	set_free(&s);
+	free(raw);
+	return r;
+}
+
+/* After a chmod: the access ACL's owner, group class (the mask, or the
+ * owning group without one) and other entries follow the new mode, as
+ * Linux's posix_acl_chmod.  Called with the lock held. */
+int e2_acl_chmod_locked(struct e2fs *fs, struct e2_inode *ip)
+{
+	struct acl_ent e[64];
+	struct xaset s = {0};
+	struct ext2_inode nw = ip->d;
+	uint8_t *raw = malloc(fs->isize), v[4 + 8 * 64];
+	mode_t mode = e2_imode(ip);
+	size_t at, n;
+	bool found, mask = false;
+	int r, k;
+
+	if (!raw)
+		return -ENOMEM;
+	r = load(fs, ip, raw, &s);
+	if (r)
+		goto out;
+	at = set_find(&s, XI_ACL_ACCESS, "", 0, &found);
+	if (!found)
+		goto out;
+	k = acl_decode(s.a[at].val, s.a[at].vlen, e, 64);
+	if (k < 0) {
+		r = e2_err(fs, -EIO, "inode %u: bad access ACL", ip->ino);
+		goto out;
+	}
+	for (int i = 0; i < k; i++)
+		mask |= e[i].tag == T_MASK;
+	for (int i = 0; i < k; i++) {
+		if (e[i].tag == T_USER_OBJ)
+			e[i].perm = (mode >> 6) & 7;
+		else if (e[i].tag == (mask ? T_MASK : T_GROUP_OBJ))
+			e[i].perm = (mode >> 3) & 7;
+		else if (e[i].tag == T_OTHER)
+			e[i].perm = mode & 7;
+	}
+	n = acl_encode(e, (size_t)k, v);
+	set_remove(&s, at);
+	r = set_insert(&s, at, XI_ACL_ACCESS, "", 0, v, n);
+	if (!r)
+		r = store(fs, ip, raw, &s, &nw);
+out:
+	set_free(&s);
+	free(raw);
+	return r;
 }
