@@ -897,6 +897,197 @@ static int group_teardown(void **state)
 	return 0;
 }
 
+/* ---- extended attributes ---------------------------------------------------- */
+
+/* Offset of inode ino in a one-group image with 1 KiB blocks. */
+static size_t xinode_off(const uint8_t *img, uint32_t ino)
+{
+	uint32_t itab = get32(img + 2 * 1024 + 8), isz = get16(img + 1024 + 88);
+
+	return (size_t)itab * 1024 + (size_t)(ino - 1) * isz;
+}
+
+struct xcorrupt {
+	const char *name;
+	bool inode; /* in the inode's own area (256-byte inodes) */
+	void (*fn)(uint8_t *area, size_t len);
+};
+
+static void xc_magic(uint8_t *a, size_t n)
+{
+	(void)n;
+	put32(a, 0xEA020001u);
+}
+
+static void xc_refcount0(uint8_t *a, size_t n)
+{
+	(void)n;
+	put32(a + 4, 0);
+}
+
+static void xc_hblocks(uint8_t *a, size_t n)
+{
+	(void)n;
+	put32(a + 8, 7);
+}
+
+/* no end marker: entries run to the end of the area */
+static void xc_noend(uint8_t *a, size_t n)
+{
+	memset(a + 32, 0x41, n - 32);
+}
+
+/* well-formed entries, distinct names, no values, up to the last one,
+ * whose name runs past the end of the block */
+static void xc_name_past(uint8_t *a, size_t n)
+{
+	size_t p, k = 0;
+
+	memset(a + 32, 0, n - 32);
+	for (p = 32; p + 20 <= n; p += 20, k++) {
+		a[p] = 2;
+		a[p + 1] = 1;
+		a[p + 16] = (uint8_t)('a' + k / 26);
+		a[p + 17] = (uint8_t)('a' + k % 26);
+	}
+	a[p] = 8;
+	a[p + 1] = 1;
+}
+
+static void xc_value_past(uint8_t *a, size_t n)
+{
+	(void)n;
+	put16(a + 32 + 2, 1020);
+	put32(a + 32 + 8, 500);
+}
+
+/* the second entry's value on top of the first's */
+static void xc_overlap(uint8_t *a, size_t n)
+{
+	uint32_t second = 32 + ((16 + a[32] + 3) & ~3u);
+
+	(void)n;
+	put16(a + second + 2, get16(a + 32 + 2));
+}
+
+static void xc_value_on_entries(uint8_t *a, size_t n)
+{
+	(void)n;
+	put16(a + 32 + 2, 32);
+}
+
+static void xc_inode_noend(uint8_t *a, size_t n)
+{
+	memset(a + 4, 0x41, n - 4);
+}
+
+static void xc_inode_value_past(uint8_t *a, size_t n)
+{
+	(void)n;
+	put16(a + 4 + 2, 80);
+	put32(a + 4 + 8, 40);
+}
+
+static void xc_inode_name_past(uint8_t *a, size_t n)
+{
+	(void)n;
+	a[4] = 200;
+}
+
+static const struct xcorrupt xcorruptions[] = {
+    {"bad magic", false, xc_magic},
+    {"reference count 0", false, xc_refcount0},
+    {"h_blocks not 1", false, xc_hblocks},
+    {"no end of entries", false, xc_noend},
+    {"name past the block", false, xc_name_past},
+    {"value past the block", false, xc_value_past},
+    {"overlapping values", false, xc_overlap},
+    {"value over the entries", false, xc_value_on_entries},
+    {"in-inode: no end of entries", true, xc_inode_noend},
+    {"in-inode: value past the inode", true, xc_inode_value_past},
+    {"in-inode: name past the inode", true, xc_inode_name_past},
+};
+
+static void test_corrupt_xattr(void **state)
+{
+	struct e2_opts o = {.no_flusher = true};
+	char val[600];
+	uint8_t *base, *img;
+	size_t len;
+	struct bdev *mem;
+	struct e2fs *fs;
+	struct stat st;
+	uint32_t bad, good;
+	void *raw;
+
+	(void)state;
+	memset(val, 'v', sizeof(val));
+	for (size_t i = 0; i < sizeof(xcorruptions) / sizeof(xcorruptions[0]); i++) {
+		const struct xcorrupt *c = &xcorruptions[i];
+		char buf[700];
+		size_t off;
+		ssize_t r;
+
+		/* a fresh image: "bad" with two block attributes (or small ones
+		 * in its inode), "good" with its own */
+		assert_int_equal(e2t_mkfs_mem(1024, 1024, c->inode ? "-I 256" : "-I 128", &raw, &len),
+				 0);
+		assert_int_equal(bdev_mem_create(1024, 0, raw, len, &mem), 0);
+		free(raw);
+		assert_int_equal(e2_open_bdev(mem, &o, &fs), 0);
+		assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "bad", S_IFREG | 0644, 0, 0, 0, &st), 0);
+		bad = (uint32_t)st.st_ino;
+		assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "good", S_IFREG | 0644, 0, 0, 0, &st), 0);
+		good = (uint32_t)st.st_ino;
+		assert_int_equal(e2_setxattr(fs, bad, "user.one", val, c->inode ? 8 : 300, 0), 0);
+		assert_int_equal(e2_setxattr(fs, bad, "user.two", val, c->inode ? 8 : 200, 0), 0);
+		assert_int_equal(e2_setxattr(fs, good, "user.g", val, 500, 0), 0);
+		assert_int_equal(e2_sync(fs), 0);
+		base = bdev_mem_data(mem);
+		img = malloc(len);
+		assert_non_null(img);
+		memcpy(img, base, len);
+		e2_abandon(fs);
+		off = xinode_off(img, bad);
+		if (c->inode) {
+			/* after the 128 bytes and i_extra_isize */
+			size_t body = off + 128 + get16(img + off + 128);
+
+			assert_int_equal(get32(img + body), 0xEA020000u);
+			c->fn(img + body, 256 - (body - off));
+		} else {
+			uint32_t blk = get32(img + off + 104);
+
+			assert_true(blk > 0);
+			assert_int_equal(get32(img + (size_t)blk * 1024), 0xEA020000u);
+			c->fn(img + (size_t)blk * 1024, 1024);
+		}
+		snprintf(g_label, sizeof(g_label), "attributes: %s", c->name);
+		assert_int_equal(bdev_mem_create(1024, 0, img, len, &mem), 0);
+		free(img);
+		assert_int_equal(e2_open_bdev(mem, &o, &fs), 0);
+		/* every attribute call on the damaged inode: EIO with a reason */
+		r = e2_getxattr(fs, bad, "user.one", buf, sizeof(buf));
+		if (r != -EIO)
+			fail_msg("%s: getxattr gave %zd, expected -EIO", c->name, r);
+		assert_non_null(strstr(e2_error(fs), "attribute"));
+		print_message("# %-32s %s\n", c->name, e2_error(fs));
+		assert_int_equal(e2_listxattr(fs, bad, buf, sizeof(buf), true), -EIO);
+		assert_int_equal(e2_setxattr(fs, bad, "user.new", "x", 1, 0), -EIO);
+		assert_int_equal(e2_removexattr(fs, bad, "user.one"), -EIO);
+		/* the rest of the file system works */
+		assert_int_equal(e2_getxattr(fs, good, "user.g", buf, sizeof(buf)), 500);
+		assert_int_equal(e2_setxattr(fs, good, "user.h", "x", 1, 0), 0);
+		assert_int_equal(e2_getattr(fs, bad, &st), 0);
+		/* removing the damaged file neither crashes nor frees a block
+		 * twice */
+		(void)e2_unlink(fs, E2_ROOT_INO, "bad");
+		(void)e2_forget(fs, bad, 1);
+		(void)e2_forget(fs, good, 1);
+		(void)e2_close(fs);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -907,6 +1098,7 @@ int main(void)
 	    cmocka_unit_test(test_unsupported_features),
 	    cmocka_unit_test(test_unsupported_feature_bits),
 	    cmocka_unit_test(test_journal_needs_recovery),
+	    cmocka_unit_test(test_corrupt_xattr),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
