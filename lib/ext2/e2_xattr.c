@@ -1030,7 +1030,8 @@ ssize_t e2_getxattr(struct e2fs *fs, uint32_t ino, const char *name, void *buf, 
 	else if (size < s.a[at].vlen)
 		r = -ERANGE;
 	else {
-		memcpy(buf, s.a[at].val, s.a[at].vlen);
+		if (s.a[at].vlen)
+			memcpy(buf, s.a[at].val, s.a[at].vlen);
 		r = s.a[at].vlen;
 	}
 out:

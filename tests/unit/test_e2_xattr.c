@@ -236,6 +236,7 @@ static void run_model(unsigned isize, uint64_t seed, unsigned steps)
 	for (unsigned f = 0; f < NFILES; f++)
 		check_file(fs, &m, f, seed, steps);
 	assert_int_equal(e2_close(fs), 0);
+	free(path);
 	print_message("# model: %u-byte inodes, seed %llu, %u steps, %zu distinct sets at the "
 		      "end (block count checked %u times)\n",
 		      isize, (unsigned long long)seed, steps, distinct_sets(&m), nshared_ok);
@@ -311,6 +312,7 @@ static void test_errors(void **state)
 			fail_msg("e2fsck -fn status %d:\n%s", fr.status, fr.output);
 		e2t_fsck_free(&fr);
 	}
+	free(path);
 }
 
 /* ext2 ACL encoding helpers for the tests */
@@ -389,6 +391,7 @@ static void test_acl_mode(void **state)
 			fail_msg("e2fsck -fn status %d:\n%s", fr.status, fr.output);
 		e2t_fsck_free(&fr);
 	}
+	free(path);
 }
 
 /* ---- crash states ---------------------------------------------------------- */
