@@ -362,3 +362,36 @@ EOF
 	assert_output ""
 	assert_equal "$stderr" "fstitch-stat: cannot use '$MNT': its fstitch daemon is gone (the mount is dead)"
 }
+
+@test "--why and --patches name extended-attribute blocks" {
+	echo x >f
+	# too big for the inode: the value goes to an attribute block
+	setfattr -n user.k -v "$(head -c 300 /dev/zero | tr '\0' k)" f
+	local blk found= waiter=
+	for blk in $("$STAT" --blocks --json --limit 100000 | jq -r '.block_list[].block'); do
+		if "$STAT" --why "$blk" --json | jq -e '.block_kind == "attribute"' >/dev/null; then
+			found=$blk
+			break
+		fi
+	done
+	[ -n "$found" ] || {
+		echo "no dirty block is named an attribute block" >&2
+		return 1
+	}
+	run -0 "$STAT" --why "$found"
+	assert_output --regexp "^attribute block $found "
+	# the inode that points to it waits for it, and --patches says so
+	for blk in $("$STAT" --blocks --json --limit 100000 | jq -r '.block_list[].block'); do
+		if "$STAT" --patches "$blk" | grep -q "on attribute block $found"; then
+			waiter=$blk
+			break
+		fi
+	done
+	[ -n "$waiter" ]
+	run -0 "$STAT" --patches "$waiter" --json
+	echo "$output" | jq -e --argjson b "$found" \
+		'[.waited_for[] | select(.block == $b and .block_kind == "attribute")] | length > 0'
+	# other blocks are not named
+	run -0 "$STAT" --why 1 --json
+	echo "$output" | jq -e '.block_kind == null'
+}

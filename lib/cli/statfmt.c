@@ -175,6 +175,12 @@ static void text_groups(FILE *f, const struct insp_snap *s)
 	}
 }
 
+/* "attribute " before "block" for the blocks the file system named */
+static const char *kind_name(uint32_t kind)
+{
+	return kind == CBK_XATTR ? "attribute " : "";
+}
+
 /* "#12 byte 0+128 on block 99" / "#7 empty (held, head of group 3)" */
 static void describe(char *buf, size_t size, const struct insp_patch *p)
 {
@@ -183,10 +189,11 @@ static void describe(char *buf, size_t size, const struct insp_patch *p)
 
 	/* A hard patch keeps no range: it is never rolled back. */
 	if (p->type != INSP_P_EMPTY && (p->flags & INSP_P_HARD))
-		snprintf(where, sizeof(where), " on block %" PRIu64, p->blkno);
+		snprintf(where, sizeof(where), " on %sblock %" PRIu64, kind_name(p->kind),
+			 p->blkno);
 	else if (p->type != INSP_P_EMPTY)
-		snprintf(where, sizeof(where), " %" PRIu32 "+%" PRIu32 " on block %" PRIu64, p->off,
-			 p->len, p->blkno);
+		snprintf(where, sizeof(where), " %" PRIu32 "+%" PRIu32 " on %sblock %" PRIu64,
+			 p->off, p->len, kind_name(p->kind), p->blkno);
 	n = snprintf(extra, sizeof(extra), "%s%s%s", (p->flags & INSP_P_HELD) ? "held" : "",
 		     (p->flags & INSP_P_HARD) ? "hard" : "",
 		     (p->flags & INSP_P_INFLIGHT)
@@ -261,26 +268,27 @@ static void text_why(FILE *f, const struct insp_snap *s)
 {
 	char d[192];
 	const struct insp_patch *last;
+	const char *kind = (s->flags & INSP_S_XATTR) ? "attribute " : "";
 	size_t i;
 
 	switch (s->why_end) {
 	case INSP_WHY_CLEAN:
-		fprintf(f, "block %" PRIu64 " is clean: it has nothing waiting to be written\n",
-			s->block);
+		fprintf(f, "%sblock %" PRIu64 " is clean: it has nothing waiting to be written\n",
+			kind, s->block);
 		return;
 	case INSP_WHY_READY:
 		fprintf(f,
-			"block %" PRIu64 " is not held back: all its patches are writable and the "
+			"%sblock %" PRIu64 " is not held back: all its patches are writable and the "
 			"next round writes it\n",
-			s->block);
+			kind, s->block);
 		return;
 	case INSP_WHY_INFLIGHT:
-		fprintf(f, "block %" PRIu64 " is being written right now\n", s->block);
+		fprintf(f, "%sblock %" PRIu64 " is being written right now\n", kind, s->block);
 		return;
 	default:
 		break;
 	}
-	fprintf(f, "block %" PRIu64 " waits:\n", s->block);
+	fprintf(f, "%sblock %" PRIu64 " waits:\n", kind, s->block);
 	for (i = 0; i < s->npatches; i++) {
 		describe(d, sizeof(d), &s->patches[i]);
 		fprintf(f, "  %s%s\n", d, i + 1 < s->npatches ? ", which waits for" : "");
@@ -400,6 +408,7 @@ static void json_patch(FILE *f, const struct insp_patch *p)
 	else
 		fprintf(f, "\"block\":%" PRIu64 ",\"offset\":%" PRIu32 ",\"length\":%" PRIu32 ",",
 			p->blkno, p->off, p->len);
+	fprintf(f, "\"block_kind\":%s,", p->kind == CBK_XATTR ? "\"attribute\"" : "null");
 	fprintf(f,
 		"\"undo_bytes\":%" PRIu32 ",\"hard\":%s,\"held\":%s,\"inflight\":%s,"
 		"\"waits_other_blocks\":%" PRIu32 ",\"waits_same_block\":%" PRIu32
@@ -501,7 +510,8 @@ int statfmt_json(FILE *f, const struct insp_snap *s)
 		json_edges(f, s);
 	}
 	if (s->view == INSP_WHY) {
-		fprintf(f, ",\"block\":%" PRIu64 ",\"why\":{\"end\":\"%s\"", s->block,
+		fprintf(f, ",\"block\":%" PRIu64 ",\"block_kind\":%s,\"why\":{\"end\":\"%s\"",
+			s->block, (s->flags & INSP_S_XATTR) ? "\"attribute\"" : "null",
 			inspect_why_name(s->why_end));
 		json_patch_list(f, s, "chain", ALL);
 		fprintf(f, "}");

@@ -638,6 +638,8 @@ again:
 	if (b) {
 		b->refs++;
 		lru_del(c, b);
+		if (fresh)
+			b->kind = CBK_NONE; /* a new use of the block */
 		if (b->flags & BF_READING) {
 			while (b->flags & BF_READING)
 				pthread_cond_wait(&c->io_cond, &c->lock);
@@ -715,6 +717,11 @@ const uint8_t *cblock_data(const struct cblock *b)
 uint64_t cblock_number(const struct cblock *b)
 {
 	return b->blkno;
+}
+
+void cblock_set_kind(struct cblock *b, unsigned kind)
+{
+	b->kind = (uint16_t)kind;
 }
 
 /* ---- the flusher ------------------------------------------------------- */

@@ -74,6 +74,13 @@ int cache_get(struct cache *c, uint64_t blkno, struct cblock **out);
 int cache_get_new(struct cache *c, uint64_t blkno, struct cblock **out);
 /* Drop a reference.  Unreferenced clean blocks are evicted LRU. */
 void cache_put(struct cache *c, struct cblock *b);
+/* What a block is, for fstitch-stat to name it (the file system says;
+ * cache_get_new forgets it).  Set on a block the caller holds. */
+enum cblock_kind {
+	CBK_NONE = 0,
+	CBK_XATTR = 1, /* an ext2 extended-attribute block */
+};
+void cblock_set_kind(struct cblock *b, unsigned kind);
 /* The cached contents (block_size bytes): read only. */
 const uint8_t *cblock_data(const struct cblock *b);
 uint64_t cblock_number(const struct cblock *b);

@@ -120,6 +120,7 @@ struct cblock {
 	uint32_t nroots;                 /* patches with no uncommitted before */
 	uint16_t flags;
 	uint16_t defers;                 /* rounds this block was put off */
+	uint16_t kind;                   /* enum cblock_kind, for inspection */
 	uint64_t gen;                    /* cache's change count at its last
 					  * change (cache_discard retries) */
 };

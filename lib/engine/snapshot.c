@@ -154,6 +154,7 @@ static void fill_patch(const struct take *t, const struct patch *p, struct insp_
 	o->npend_ext = p->npend_ext;
 	o->npend_blk = p->npend_blk;
 	o->nafters = patch_nafters(p);
+	o->kind = p->block ? p->block->kind : CBK_NONE;
 	group_of(t, p, &o->group, &o->role);
 }
 
@@ -525,6 +526,8 @@ static int take_why(struct take *t)
 	int r = 0;
 
 	t->s->why_end = INSP_WHY_CLEAN;
+	if (b && b->kind == CBK_XATTR)
+		t->s->flags |= INSP_S_XATTR;
 	if (!b || b->npatches == 0)
 		return 0;
 	if (b->flags & BF_INFLIGHT) {

@@ -103,7 +103,7 @@ struct insp_patch {
 	uint32_t npend_blk; /* ... and on its own block */
 	uint32_t nafters;
 	uint32_t role; /* enum insp_role */
-	uint32_t reserved;
+	uint32_t kind; /* enum cblock_kind of its block */
 };
 
 /* after waits for before (both by sequence number). */
@@ -141,6 +141,7 @@ enum insp_why_end {
 
 enum insp_snap_flags {
 	INSP_S_TRUNCATED = 1 << 0, /* a list was cut at the limit */
+	INSP_S_XATTR = 1 << 1,	   /* the block asked about is an attribute block */
 };
 
 struct insp_snap {

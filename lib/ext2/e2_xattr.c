@@ -497,6 +497,8 @@ static int load_block(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, struct
 		r = parse(fs, d, XA_HDR, fs->bs, 0, false, s, what);
 	if (!r)
 		r = xidx_add(fs, blk, get32(d + 12), NULL, NULL);
+	if (!r)
+		cblock_set_kind(b, CBK_XATTR);
 	cache_put(fs->c, b);
 	return r;
 }
@@ -796,6 +798,7 @@ static int store(struct e2fs *fs, struct e2_inode *ip, uint8_t *raw, struct xase
 			if (r)
 				goto out;
 		} else if (!newblk) {
+			struct cblock *b;
 			uint32_t goal = oldblk ? oldblk : ip->last_pblk;
 
 			r = e2_balloc(fs, goal, &newblk, &bit);
@@ -807,6 +810,10 @@ static int store(struct e2fs *fs, struct e2_inode *ip, uint8_t *raw, struct xase
 				goto out;
 			}
 			r = xidx_add(fs, newblk, hash, init, NULL);
+			if (!r && cache_get(fs->c, newblk, &b) == 0) {
+				cblock_set_kind(b, CBK_XATTR);
+				cache_put(fs->c, b);
+			}
 			if (!r)
 				r = e2_deps_add(&deps, bit);
 			bit = NULL;
@@ -1221,6 +1228,8 @@ int e2_xattr_release(struct e2fs *fs, struct e2_inode *ip, struct patch *clear)
 	if (r)
 		return e2_err(fs, r, "inode %u: cannot read attribute block %u", ip->ino, blk);
 	r = get32(cblock_data(b)) == XA_MAGIC && get32(cblock_data(b) + 4) != 0 ? 0 : -EIO;
+	if (!r)
+		cblock_set_kind(b, CBK_XATTR);
 	cache_put(fs->c, b);
 	if (r)
 		return e2_err(fs, -EIO, "inode %u: bad attribute block %u", ip->ino, blk);
