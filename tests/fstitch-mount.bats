@@ -732,9 +732,9 @@ fsck_not_dangerous() {
 	run -0 --separate-stderr tar --xattrs --xattrs-include='*' -xf "$SCRATCH/in.tar" -C "$MNT/t"
 	assert_equal "$stderr" ""
 	assert_equal "$(cat "$MNT/f" "$MNT/t/f")" "$(printf 'data\ndata')"
-	run -0 getfattr --only-values -n user.colour "$MNT/f"
+	run -0 --separate-stderr getfattr --only-values -n user.colour "$MNT/f"
 	assert_output blue
-	run -0 getfattr --only-values -n user.colour "$MNT/t/f"
+	run -0 --separate-stderr getfattr --only-values -n user.colour "$MNT/t/f"
 	assert_output blue
 	# out of the mount: the attribute comes along, nothing of fstitch's
 	mkdir "$SCRATCH/out"
