@@ -5,14 +5,20 @@
 # (the headline table for README.md) and plots/*.svg.
 #
 #   tests/bench/fs_bench.sh [--quick|--full|--small] [--runs N]
-#       [--workloads LIST] [--contenders LIST] [--out DIR] [--report-only]
+#       [--workloads LIST] [--contenders LIST] [--delays LIST] [--out DIR]
+#       [--report-only]
 #
 # --quick (default) 3 runs, a 20k-file subset of the linux-source tree and
 #         reduced counts: under 15 minutes on a 2-core machine
 # --full  3 runs, the whole tree and the paper's sizes: 25 to 35 minutes
 # --small 1 run and tiny inputs: checks that the harness works
-# LIST is comma-separated.  Workloads: untar postmark replace mail meta.
-# Contenders: fstitch-su fstitch-none fuse2fs passthrough_ll kernel-ext2.
+# LIST is comma-separated.  Workloads: untar postmark replace mail meta
+# sqlite.  Contenders: fstitch-su fstitch-none fuse2fs passthrough_ll
+# kernel-ext2.  Delays (default 0,2,8): the disk's cache-flush latency in
+# ms; 0 is the bare disk, N > 0 (and sf0: no delay) put every image under
+# tests/tools/slowflush, which delays each flush by N ms.  Only the
+# fsync-sensitive workloads (postmark replace mail sqlite) run on the
+# delayed disks.
 #
 # Every measurement gets a fresh image and mount, and its time runs until
 # the work is durable: the workload, then the unmount, the daemon's exit and
@@ -32,13 +38,14 @@ ROOT=$PWD
 
 mode=quick
 runs=
-workloads=untar,postmark,replace,mail,meta
+workloads=untar,postmark,replace,mail,meta,sqlite
+delays=0,2,8
 contenders=fstitch-su,fstitch-none,fuse2fs,passthrough_ll,kernel-ext2
 OUT=${BENCH_OUT:-$ROOT/build/bench}
 report_only=0
 
 usage() {
-	sed -n '7,16p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '7,22p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 64
 }
 
@@ -53,6 +60,8 @@ while [ $# -gt 0 ]; do
 	--workloads=*) workloads=${1#*=} ;;
 	--contenders) contenders=${2:-}; shift ;;
 	--contenders=*) contenders=${1#*=} ;;
+	--delays) delays=${2:-}; shift ;;
+	--delays=*) delays=${1#*=} ;;
 	--out) OUT=${2:-}; shift ;;
 	--out=*) OUT=${1#*=} ;;
 	--report-only) report_only=1 ;;
@@ -65,6 +74,13 @@ case $runs in
 '' | [1-9] | [1-9][0-9]) ;;
 *) echo "fs_bench: bad run count '$runs'" >&2; exit 64 ;;
 esac
+for d in ${delays//,/ }; do
+	case $d in
+	sf0 | [0-9] | [1-9][0-9] | [1-9][0-9][0-9]) ;;
+	*) echo "fs_bench: bad delay '$d': want milliseconds 0 to 999, or sf0" >&2; exit 64 ;;
+	esac
+done
+[ -n "${delays//,/}" ] || { echo "fs_bench: no delay given" >&2; exit 64; }
 
 BUILD=${BUILD:-build}
 case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
@@ -90,7 +106,7 @@ case $mode in
 quick)
 	RUNS=${runs:-3} UNTAR_FILES=20000
 	PM_FILES=200 PM_MAX=1000000 PM_TX=1000
-	REPLACE_N=200 MAIL_N=250 META_SIZES="1500 15000"
+	REPLACE_N=200 MAIL_N=250 SQLITE_N=200 META_SIZES="1500 15000"
 	: "${BENCH_TIMEOUT:=300}" ;;
 full)
 	# 3 runs: about 25 minutes on this 2-core machine (--runs 5: about
@@ -98,13 +114,13 @@ full)
 	# META_TIMEOUT and measured once (see wl_meta).
 	RUNS=${runs:-3} UNTAR_FILES=all
 	PM_FILES=500 PM_MAX=4000000 PM_TX=1000
-	REPLACE_N=1000 MAIL_N=1000 META_SIZES="1000 10000 100000"
+	REPLACE_N=1000 MAIL_N=1000 SQLITE_N=1000 META_SIZES="1000 10000 100000"
 	: "${META_TIMEOUT:=120}"
 	: "${BENCH_TIMEOUT:=600}" ;;
 small)
 	RUNS=${runs:-1} UNTAR_FILES=2000
 	PM_FILES=50 PM_MAX=200000 PM_TX=200
-	REPLACE_N=30 MAIL_N=30 META_SIZES="500 2000" E2DIR_N=20000
+	REPLACE_N=30 MAIL_N=30 SQLITE_N=30 META_SIZES="500 2000" E2DIR_N=20000
 	: "${BENCH_TIMEOUT:=120}" ;;
 esac
 PM_MIN=500
@@ -167,6 +183,7 @@ cleanup() {
 		ct kill
 		rm -f "$IMG"
 	done
+	disk_down
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -228,6 +245,7 @@ timed() {
 	shift 4
 	M_OK=0
 	drops_reset
+	disk_flushes_start
 	t0=$(now)
 	timeout -k 10 "$BENCH_TIMEOUT" "$@" >>"$CT_LOG" 2>&1
 	rc=$?
@@ -256,6 +274,7 @@ timed() {
 		ct kill
 	fi
 	[ "$CT_NAME" = passthrough_ll ] && REC_EXTRA=",\"cache_drops\":$(drops_taken)"
+	REC_EXTRA="${REC_EXTRA:-}$(disk_flushes_taken)"
 	record "$wl" "$var" "$CT_NAME" "$run" "$status" \
 		"$(elapsed "$t0" "$t1")" "$flush_s" "$ops" "$note"
 	[ $status = ok ] && M_OK=1
@@ -440,6 +459,49 @@ wl_mail() {
 		"$BIN/pgrun" "$FSOPS" "$d" "$MAIL_N"
 }
 
+# A sqlite3 insert loop: SQLITE_N rows, each its own transaction (sqlite's
+# default rollback journal, synchronous=FULL: several fsyncs per row), as a
+# small database-backed program does.  nosync: the same with
+# synchronous=OFF (not crash-safe); pg-order: the fsync version under
+# pgrun --fsync=order, sqlite unmodified.
+SQL_FSYNC=
+SQL_NOSYNC=
+sqlite_sql() {
+	SQL_FSYNC=$WORK/sqlite-insert.sql
+	SQL_NOSYNC=$WORK/sqlite-insert-nosync.sql
+	awk -v n="$SQLITE_N" 'BEGIN {
+		for (i = 1; i <= n; i++)
+			printf "insert into t(k, v) values(%d, \x27row %d of the insert loop, about one hundred bytes of text to store\x27);\n", i, i
+	}' >"$SQL_FSYNC"
+	{ echo 'pragma synchronous=off;'; cat "$SQL_FSYNC"; } >"$SQL_NOSYNC"
+}
+
+sqlite_one() {
+	local var=$1 run=$2
+	shift 2
+	fresh 1G || { setup_fail sqlite "$var" "$run" mount; return 0; }
+	mkdir -p "$MNT/db" &&
+		sqlite3 "$MNT/db/t.db" 'create table t(id integer primary key, k integer, v text);' \
+			>>"$CT_LOG" 2>&1 &&
+		ct umount && ct mount || { setup_fail sqlite "$var" "$run" setup; return 0; }
+	timed sqlite "$var" "$run" "$SQLITE_N" "$@"
+	[ $M_OK = 1 ] && add_fsck sqlite "$var" "$run"
+	return 0
+}
+
+wl_sqlite() {
+	local run=$1 db
+	command -v sqlite3 >/dev/null || return 0
+	[ -n "$SQL_FSYNC" ] || sqlite_sql
+	db=$MNT/db/t.db
+	sqlite_one fsync "$run" sqlite3 "$db" ".read $SQL_FSYNC"
+	sqlite_one nosync "$run" sqlite3 "$db" ".read $SQL_NOSYNC"
+	has_pg "$CT_NAME" || return 0
+	sqlite_one pg-order "$run" bash -c \
+		'cd "${2%/*}" && exec "$0" --fsync=order -- sqlite3 "$2" ".read $1"' \
+		"$BIN/pgrun" "$SQL_FSYNC" "$db"
+}
+
 # Create, then stat (after a remount, so lookups reach the file system),
 # then unlink n entries of one directory; each phase flushed and timed.
 #
@@ -523,30 +585,46 @@ cat >"$RAW/params.json" <<EOF
 {"mode":"$mode","runs":$RUNS,"untar_files":"$UNTAR_FILES","untar_entries":$TAR_ENTRIES,
  "untar_bytes":$TAR_BYTES,"untar_tar":"$(basename "${TAR:-none}")",
  "postmark":{"files":$PM_FILES,"min":$PM_MIN,"max":$PM_MAX,"transactions":$PM_TX,"io":4096},
- "replace_n":$REPLACE_N,"mail_n":$MAIL_N,"meta_sizes":"$META_SIZES","e2dir_n":$E2DIR_N,
+ "replace_n":$REPLACE_N,"mail_n":$MAIL_N,"sqlite_n":$SQLITE_N,"delays_ms":"$delays","meta_sizes":"$META_SIZES","e2dir_n":$E2DIR_N,
  "meta_timeout_s":${META_TIMEOUT:-$BENCH_TIMEOUT},
  "image_size":"$IMG_SIZE","timeout_s":$BENCH_TIMEOUT,"mkfs":"$BENCH_MKFS",
  "workloads":"$workloads","contenders":"${ACTIVE[*]}",
  "fstitch_opts":"${BENCH_FSTITCH_OPTS:-}","nofile":$NOFILE,"started":"$(date -u +%FT%TZ)"}
 EOF
 
-bench_log "mode $mode, $RUNS runs, contenders: ${ACTIVE[*]}, workloads: $workloads"
+bench_log "mode $mode, $RUNS runs, contenders: ${ACTIVE[*]}, workloads: $workloads, flush delays (ms): $delays"
+# fsync_sensitive WORKLOAD: run on the emulated slow-flush disks too
+fsync_sensitive() {
+	case $1 in postmark | replace | mail | sqlite) return 0 ;; esac
+	return 1
+}
+for wl in ${workloads//,/ }; do
+	if ! declare -F "wl_$wl" >/dev/null; then
+		echo "fs_bench: unknown workload '$wl'" >&2
+		exit 64
+	fi
+done
 for ((run = 1; run <= RUNS; run++)); do
-	for wl in ${workloads//,/ }; do
-		if ! declare -F "wl_$wl" >/dev/null; then
-			echo "fs_bench: unknown workload '$wl'" >&2
-			exit 64
-		fi
-		# Rotate the contenders' order from run to run, so that a drift in
-		# the machine's load does not always land on the same one.
-		n=${#ACTIVE[@]}
-		for ((k = 0; k < n; k++)); do
-			c=${ACTIVE[$(((k + run - 1) % n))]}
-			ct_use "$c"
-			"wl_$wl" "$run"
-			ct_destroy
+	for d in ${delays//,/ }; do
+		ran=0
+		for wl in ${workloads//,/ }; do
+			[ "$d" = 0 ] || fsync_sensitive "$wl" || continue
+			if [ $ran = 0 ]; then
+				disk_up "$d" || break
+				ran=1
+			fi
+			# Rotate the contenders' order from run to run, so that a drift in
+			# the machine's load does not always land on the same one.
+			n=${#ACTIVE[@]}
+			for ((k = 0; k < n; k++)); do
+				c=${ACTIVE[$(((k + run - 1) % n))]}
+				ct_use "$c"
+				"wl_$wl" "$run"
+				ct_destroy
+			done
+			[ "$wl" = meta ] && lib_meta "$run"
 		done
-		[ "$wl" = meta ] && lib_meta "$run"
+		disk_down
 	done
 done
 sed -i "s/}\$/,\"finished\":\"$(date -u +%FT%TZ)\"}/" "$RAW/params.json"
