@@ -160,7 +160,7 @@ bench: all $(BENCHES)
 
 # The other patchgroup calls are documented in pg_create(3).
 PG_MANLINKS := pg_depend pg_engage pg_disengage pg_sync pg_close pg_set_control \
-	pg_fsync_policy pg_status
+	pg_fsync_policy pg_status pg_switch pg_leave
 
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MOUNTHELPERDIR) \

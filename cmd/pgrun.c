@@ -209,33 +209,54 @@ static int run(void)
 	return WEXITSTATUS(cst);
 }
 
+/* Create (unless --group), depend, set the policy and engage, one request
+ * each.  Returns 0 with *id and *created set, or -1 (message printed). */
+static int engage_slow(pg_t *id, bool *created)
+{
+	if (o.group) {
+		*id = o.group;
+	} else {
+		*id = pgcli_create();
+		if (*id < 0)
+			return -1;
+		*created = true;
+	}
+	if (pgcli_depend_all(o.after, o.nafter, *id) < 0)
+		goto fail;
+	if (o.fsync_order >= 0 && pg_fsync_policy(o.fsync_order ? PG_FSYNC_ORDER
+								: PG_FSYNC_KEEP) < 0) {
+		pgcli_error(errno, *id, "cannot set the fsync policy");
+		goto fail;
+	}
+	if (pg_engage(*id) < 0) {
+		pgcli_error(errno, *id, "cannot engage group %lld", (long long)*id);
+		goto fail;
+	}
+	return 0;
+fail:
+	if (*created)
+		pg_close(*id);
+	*created = false;
+	return -1;
+}
+
 int main(int argc, char **argv)
 {
-	pg_t id;
+	pg_t id = 0;
 	int status;
 	bool created = false;
 
 	if (pgcli_start(&argp, argc, argv, ARGP_IN_ORDER) < 0)
 		return PGRUN_EXIT_FAIL;
-	if (o.group) {
-		id = o.group;
-	} else {
-		id = pgcli_create();
-		if (id < 0)
-			return PGRUN_EXIT_FAIL;
-		created = true;
+	/* The common case (a new group, at most one --after) in one request;
+	 * if it is refused, the calls one by one say why. */
+	if (!o.group && o.nafter <= 1 && o.fsync_order != 0) {
+		id = pg_switch(0, o.nafter ? o.after[0] : 0,
+			       PG_SWITCH_ENGAGE | (o.fsync_order > 0 ? PG_SWITCH_FSYNC_ORDER : 0));
+		created = id > 0;
 	}
-	if (pgcli_depend_all(o.after, o.nafter, id) < 0)
-		goto fail;
-	if (o.fsync_order >= 0 && pg_fsync_policy(o.fsync_order ? PG_FSYNC_ORDER
-								: PG_FSYNC_KEEP) < 0) {
-		pgcli_error(errno, id, "cannot set the fsync policy");
-		goto fail;
-	}
-	if (pg_engage(id) < 0) {
-		pgcli_error(errno, id, "cannot engage group %lld", (long long)id);
-		goto fail;
-	}
+	if (!created && engage_slow(&id, &created) < 0)
+		return PGRUN_EXIT_FAIL;
 	if (tell_id(id) < 0)
 		goto fail;
 	/* Children that daemonise are reparented to us, not to init: they
@@ -243,7 +264,14 @@ int main(int argc, char **argv)
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
 		cli_error_errno(errno, "cannot become a subreaper (daemons may escape)");
 	status = run();
-	if (pg_disengage(id) < 0 && errno != ENOTCONN) {
+	if (created && !o.sync) {
+		if (pg_leave(id) == 0)
+			return status;
+		if (errno != ENOTCONN) {
+			pgcli_error(errno, id, "cannot disengage group %lld", (long long)id);
+			status = PGRUN_EXIT_FAIL;
+		}
+	} else if (pg_disengage(id) < 0 && errno != ENOTCONN) {
 		pgcli_error(errno, id, "cannot disengage group %lld", (long long)id);
 		status = PGRUN_EXIT_FAIL;
 	}

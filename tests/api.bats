@@ -25,10 +25,10 @@ header_functions() {
 	sed -n 's/^\(pg_t\|int\) \(pg_[a-z_]*\)(.*/\2/p' "$HDR" | sort
 }
 
-@test "the header declares the nine patchgroup calls" {
+@test "the header declares the eleven patchgroup calls" {
 	run header_functions
 	assert_success
-	assert_equal "$(echo "$output" | wc -l)" 9
+	assert_equal "$(echo "$output" | wc -l)" 11
 	assert_line pg_create
 	assert_line pg_status
 }

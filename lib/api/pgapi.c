@@ -64,10 +64,10 @@ static int connect_now(void)
 
 /* Send one request; returns 0 or -errno (the daemon's refusal or the
  * transport's failure). */
-static int call(uint16_t op, int64_t a, int64_t b, struct ctl_rep *out)
+static int call_flags(uint16_t op, int64_t a, int64_t b, uint32_t flags, struct ctl_rep *out)
 {
 	struct ctl_req req = { .magic = CTL_MAGIC, .version = CTL_VERSION, .op = op,
-			       .a = a, .b = b };
+			       .flags = flags, .a = a, .b = b };
 	struct ctl_rep rep;
 	int r;
 
@@ -94,6 +94,11 @@ static int call(uint16_t op, int64_t a, int64_t b, struct ctl_rep *out)
 out:
 	pthread_mutex_unlock(&api_lock);
 	return r;
+}
+
+static int call(uint16_t op, int64_t a, int64_t b, struct ctl_rep *out)
+{
+	return call_flags(op, a, b, 0, out);
 }
 
 static int ret(int r)
@@ -162,6 +167,84 @@ PG_API int pg_status(pg_t pg, struct pg_status *st)
 	st->nafters = rep.info.nafters;
 	st->nchanges = rep.info.nchanges;
 	return 0;
+}
+
+/* pg_switch against a daemon older than CTL_SWITCH: the same steps, one
+ * request each, undone the same way. */
+static pg_t switch_slow(pg_t leave, pg_t before, unsigned flags)
+{
+	pg_t id;
+	int r;
+
+	if (leave > 0 && pg_disengage(leave) < 0)
+		return -1;
+	id = pg_create();
+	if (id < 0)
+		goto undo_leave;
+	if (before > 0 && pg_depend(before, id) < 0)
+		goto undo_create;
+	if ((flags & PG_SWITCH_ENGAGE) && pg_engage(id) < 0)
+		goto undo_create;
+	if ((flags & PG_SWITCH_FSYNC_ORDER) && pg_fsync_policy(PG_FSYNC_ORDER) < 0) {
+		r = errno;
+		if (flags & PG_SWITCH_ENGAGE)
+			pg_disengage(id);
+		errno = r;
+		goto undo_create;
+	}
+	if (leave > 0)
+		pg_close(leave);
+	return id;
+undo_create:
+	r = errno;
+	pg_close(id);
+	errno = r;
+undo_leave:
+	r = errno;
+	if (leave > 0)
+		pg_engage(leave);
+	errno = r;
+	return -1;
+}
+
+PG_API pg_t pg_switch(pg_t leave, pg_t before, unsigned flags)
+{
+	uint32_t fl = CTL_SW_CREATE;
+	struct ctl_rep rep;
+	int r;
+
+	if ((flags & ~(unsigned)(PG_SWITCH_ENGAGE | PG_SWITCH_FSYNC_ORDER)) || leave < 0 ||
+	    before < 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (flags & PG_SWITCH_ENGAGE)
+		fl |= CTL_SW_ENGAGE;
+	if (flags & PG_SWITCH_FSYNC_ORDER)
+		fl |= CTL_SW_ORDER;
+	r = call_flags(CTL_SWITCH, leave, before, fl, &rep);
+	if (r == -EOPNOTSUPP)
+		return switch_slow(leave, before, flags);
+	if (r < 0) {
+		errno = -r;
+		return -1;
+	}
+	return rep.id;
+}
+
+PG_API int pg_leave(pg_t pg)
+{
+	int r;
+
+	if (pg <= 0)
+		return ret(-EINVAL);
+	r = call_flags(CTL_SWITCH, pg, 0, 0, NULL);
+	if (r == -EOPNOTSUPP) {
+		if (pg_disengage(pg) < 0)
+			return -1;
+		return pg_close(pg);
+	}
+	return ret(r);
 }
 
 PG_API int pg_set_control(const char *path)

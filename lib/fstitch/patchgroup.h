@@ -69,6 +69,24 @@ enum pg_fsync_policy {
  * afterwards). */
 int pg_fsync_policy(enum pg_fsync_policy policy);
 
+/* ---- several calls in one request to the daemon ------------------------ */
+
+enum pg_switch_flags {
+	PG_SWITCH_ENGAGE = 1 << 0,      /* engage the new group */
+	PG_SWITCH_FSYNC_ORDER = 1 << 1, /* then pg_fsync_policy(PG_FSYNC_ORDER) */
+};
+/* pg_switch(leave, before, flags) does, in one round trip, what
+ *   pg_disengage(leave); n = pg_create(); pg_depend(before, n);
+ *   pg_engage(n); pg_close(leave);
+ * do (leave, before: 0 for none; the engage with PG_SWITCH_ENGAGE).  With
+ * leave == before the new group follows the one just left: the two groups
+ * of an atomic update cost two calls, not nine.  Returns the new group's
+ * id, or -1 with the errno of the first step refused; the steps before it
+ * are undone (the left group is engaged again, the new one closed). */
+pg_t pg_switch(pg_t leave, pg_t before, unsigned flags);
+/* pg_disengage(pg) then pg_close(pg), in one round trip. */
+int pg_leave(pg_t pg);
+
 enum pg_status_state {
 	PG_STATUS_CLOSED = 1 << 0,
 	PG_STATUS_SEALED = 1 << 1,   /* has afters */

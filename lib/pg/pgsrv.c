@@ -207,6 +207,63 @@ out:
 	return r;
 }
 
+/* CTL_SWITCH (ctl.h): leave, create, depend, engage, policy in one
+ * request.  A refused step undoes the earlier ones: the left group is
+ * engaged again, a new group (which never carried a change) is closed.
+ * Only a failure to engage after a dependency was added leaves that edge:
+ * edges are never removed; the new group is closed then. */
+static int do_switch(struct pgsrv *srv, const struct ctl_peer *peer, const struct ctl_req *req,
+		     int64_t *id)
+{
+	uint32_t fl = req->flags;
+	int64_t leave = req->a, before = req->b, nid = 0;
+	int r;
+
+	if ((fl & ~(uint32_t)CTL_SW_ALL) || leave < 0 || before < 0 ||
+	    (!(fl & CTL_SW_CREATE) && (before || (fl & CTL_SW_ENGAGE))))
+		return -EINVAL;
+	if (leave > 0) {
+		r = do_disengage(srv, peer, leave);
+		if (r < 0)
+			return r;
+	}
+	if (fl & CTL_SW_CREATE) {
+		r = pgeng_group_create(srv->eng, peer->uid, &nid);
+		if (r < 0)
+			goto undo_leave;
+		if (before > 0) {
+			r = pgeng_depend(srv->eng, before, nid, peer->uid);
+			if (r < 0)
+				goto undo_create;
+		}
+		if (fl & CTL_SW_ENGAGE) {
+			r = do_engage(srv, peer, nid);
+			if (r < 0)
+				goto undo_create;
+		}
+	}
+	if (fl & CTL_SW_ORDER) {
+		r = do_policy(srv, peer, CTL_FSYNC_ORDER);
+		if (r < 0)
+			goto undo_engage;
+	}
+	/* The caller engaged it, so it may close it; closed already is fine. */
+	if (leave > 0)
+		pgeng_close(srv->eng, leave, peer->uid);
+	*id = nid;
+	return 0;
+undo_engage:
+	if (nid && (fl & CTL_SW_ENGAGE))
+		do_disengage(srv, peer, nid);
+undo_create:
+	if (nid)
+		pgeng_close(srv->eng, nid, peer->uid);
+undo_leave:
+	if (leave > 0)
+		do_engage(srv, peer, leave);
+	return r;
+}
+
 static void handle(void *arg, const struct ctl_peer *peer, const struct ctl_req *req,
 		   struct ctl_rep *rep, struct ctl_payload *pl)
 {
@@ -269,6 +326,9 @@ static void handle(void *arg, const struct ctl_peer *peer, const struct ctl_req 
 		break;
 	case CTL_STATS:
 		r = inspect_serve(srv->c, srv->eng, req, rep, pl);
+		break;
+	case CTL_SWITCH:
+		r = do_switch(srv, peer, req, &rep->id);
 		break;
 	default:
 		r = -EOPNOTSUPP;

@@ -42,12 +42,27 @@ enum ctl_op {
 			   * id >= a (ENOENT past the last): lists groups */
 	CTL_STATS,        /* a: view, b: block, flags: limit -> rep.id bytes of
 			   * payload follow the reply (fstitch-stat, inspect.h) */
+	CTL_SWITCH,       /* a: group to leave (0: none), b: before of the new
+			   * group (0: none), flags: enum ctl_switch -> id (0:
+			   * none created).  Several calls in one round trip;
+			   * added after version 1 shipped: an older daemon
+			   * answers EOPNOTSUPP and the client falls back. */
 	CTL_OP_MAX
 };
 
 enum ctl_fsync {
 	CTL_FSYNC_KEEP = 0,  /* fsync is a real fsync */
 	CTL_FSYNC_ORDER = 1, /* fsync is an ordering point */
+};
+
+/* CTL_SWITCH, in this order: disengage a from the caller and close it
+ * (when a > 0); create a group (CREATE); make it depend on b (b > 0);
+ * engage it (ENGAGE); set the caller's fsync policy to order (ORDER). */
+enum ctl_switch {
+	CTL_SW_CREATE = 1 << 0,
+	CTL_SW_ENGAGE = 1 << 1,
+	CTL_SW_ORDER = 1 << 2,
+	CTL_SW_ALL = (1 << 3) - 1,
 };
 
 struct ctl_req {

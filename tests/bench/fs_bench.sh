@@ -434,6 +434,8 @@ wl_replace() {
 	# temporary file in one group and the rename in a group after it.
 	if [ -x "$BUILD/bench/pg_replace" ]; then
 		replace_one pg-api "$run" "$BUILD/bench/pg_replace" "$d" "$n" pg 1024
+		# The same groups in two requests per update (pg_switch).
+		replace_one pg-switch "$run" "$BUILD/bench/pg_replace" "$d" "$n" switch 1024
 	fi
 }
 

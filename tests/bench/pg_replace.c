@@ -2,7 +2,10 @@
  *   fsync   write f.tmp, fsync it, rename over f (what careful programs do)
  *   pg      write f.tmp in group A, rename in group B after A (no fsync)
  *   order   the fsync version under the fsync=order policy
- * Usage: pg_replace DIR N fsync|pg|order [SIZE]
+ *   switch  as pg, in two requests to the daemon per update instead of
+ *           nine: pg_switch(previous B, 0) before the write, pg_switch(A, A)
+ *           before the rename (pg_create(3))
+ * Usage: pg_replace DIR N fsync|pg|order|switch [SIZE]
  * Prints one line: "mode=M n=N seconds=S updates_per_s=R".  Run by hand or
  * from the benchmark scripts; never a timed assertion. */
 #include <errno.h>
@@ -41,14 +44,16 @@ int main(int argc, char **argv)
 	long n, i;
 	double s;
 	int pg;
+	pg_t prev = 0;
 
 	if (argc < 4 || argc > 5) {
-		fprintf(stderr, "usage: pg_replace DIR N fsync|pg|order [SIZE]\n");
+		fprintf(stderr, "usage: pg_replace DIR N fsync|pg|order|switch [SIZE]\n");
 		return 64;
 	}
 	n = atol(argv[2]);
 	size = argc == 5 ? (size_t)atol(argv[4]) : 4096;
-	pg = !strcmp(argv[3], "pg") ? 1 : !strcmp(argv[3], "order") ? 2 : 0;
+	pg = !strcmp(argv[3], "pg") ? 1 : !strcmp(argv[3], "order") ? 2 :
+	     !strcmp(argv[3], "switch") ? 3 : 0;
 	snprintf(tmp, sizeof(tmp), "%s/f.tmp", argv[1]);
 	snprintf(dst, sizeof(dst), "%s/f", argv[1]);
 	buf = malloc(size);
@@ -77,6 +82,19 @@ int main(int argc, char **argv)
 				return fail("rename");
 			if (pg_disengage(b) < 0 || pg_close(a) < 0 || pg_close(b) < 0)
 				return fail("close");
+		} else if (pg == 3) {
+			pg_t a = pg_switch(prev, 0, PG_SWITCH_ENGAGE), b;
+
+			if (a < 0)
+				return fail("pg_switch a");
+			if (write_tmp(tmp, buf, size, 0) < 0)
+				return fail("write");
+			b = pg_switch(a, a, PG_SWITCH_ENGAGE);
+			if (b < 0)
+				return fail("pg_switch b");
+			if (rename(tmp, dst) < 0)
+				return fail("rename");
+			prev = b;
 		} else {
 			if (write_tmp(tmp, buf, size, 1) < 0)
 				return fail("write");
@@ -84,6 +102,8 @@ int main(int argc, char **argv)
 				return fail("rename");
 		}
 	}
+	if (prev && pg_leave(prev) < 0)
+		return fail("pg_leave");
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	printf("mode=%s n=%ld seconds=%.3f updates_per_s=%.1f\n", argv[3], n, s, (double)n / s);

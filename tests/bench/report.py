@@ -49,6 +49,8 @@ WHAT = {
     ("replace", "pg-order"): "the fsync program under pgrun --fsync=order",
     ("replace", "pg-api"): "atomic replace with the C API in one process "
     "(pg_replace pg): temp file in group A, rename in group B after A",
+    ("replace", "pg-switch"): "pg-api's groups in two requests per update "
+    "(pg_replace switch: pg_switch before the write and before the rename)",
     ("replace", "fsync-api"): "the same program with write, fsync, rename "
     "(pg_replace fsync), for pg-api to compare against",
     ("mail", "fsync"): "move messages mbox to mbox, fsync after each step, "
@@ -68,6 +70,9 @@ WHAT = {
 # issue 13's, met on the 8 ms disk (10x, 5x) or on every disk (0.7x, 1x).
 DISK_PAIRS = [
     ("replace", "pg-api", "fstitch-su", "fsync-api", "fstitch-su", 10.0),
+    ("replace", "pg-switch", "fstitch-su", "fsync-api", "fstitch-su", 10.0),
+    ("replace", "pg-switch", "fstitch-su", "nosync", "fstitch-su", 0.7),
+    ("replace", "pg-switch", "fstitch-su", "fsync-api", "kernel-ext2", 1.0),
     ("replace", "pg-order", "fstitch-su", "fsync", "fstitch-su", 10.0),
     ("replace", "pg-chain", "fstitch-su", "fsync-proc", "fstitch-su", 5.0),
     ("replace", "pg-api", "fstitch-su", "nosync", "fstitch-su", 0.7),

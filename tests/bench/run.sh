@@ -11,6 +11,10 @@
 #   engine   patch engine and cache alone (tests/bench/engine_bench.c):
 #            engine.md, engine.json.  ENGINE_BENCH_ARGS adds arguments
 #            (e.g. "--quick", "--sizes 10000,100000").
+#   pgapi    the patchgroup control path alone (tests/bench/pg_calls.c):
+#            microseconds per API call, per atomic replace's calls and
+#            per pgrun, on a fresh fstitch mount: pgapi.md, pgapi.txt.
+#            PGAPI_N sets the iterations (default 2000).
 #   fs       file systems compared (tests/bench/fs_bench.sh): fstitch,
 #            fuse2fs, passthrough_ll, kernel ext2; report.md, report.json,
 #            plots/.  --quick (default), --full or --small set its size;
@@ -26,12 +30,50 @@ set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
 OUT=${BENCH_OUT:-build/bench}
-SECTIONS=(engine fs)
+SECTIONS=(engine pgapi fs)
 FS_ARGS=()
 
 bench_engine() {
 	# shellcheck disable=SC2086 # word splitting of the extra arguments
 	"$BUILD/bench/engine_bench" --out "$OUT" ${ENGINE_BENCH_ARGS:-}
+}
+
+bench_pgapi() {
+	local w=$OUT/pgapi.work pid rc=0 i
+	rm -rf "$w"
+	mkdir -p "$w/mnt"
+	truncate -s 256M "$w/fs.img" && mke2fs -q -F -t ext2 "$w/fs.img" || return 1
+	"$BUILD/bin/fstitch-mount" -f "$w/fs.img" "$w/mnt" </dev/null >"$w/mount.log" 2>&1 3>&- &
+	pid=$!
+	for i in $(seq 200); do
+		mountpoint -q "$w/mnt" && break
+		sleep 0.05
+	done
+	if ! mountpoint -q "$w/mnt"; then
+		kill "$pid" 2>/dev/null
+		wait "$pid"
+		echo "bench: pgapi: fstitch-mount did not mount (log: $w/mount.log)" >&2
+		return 1
+	fi
+	"$BUILD/bench/pg_calls" "$w/mnt" "${PGAPI_N:-2000}" "$(realpath "$BUILD/bin/pgrun")" \
+		>"$OUT/pgapi.txt" || rc=1
+	fusermount3 -u "$w/mnt"
+	wait "$pid"
+	{
+		echo "# Patchgroup control path"
+		echo
+		echo "tests/bench/pg_calls.c on a fresh fstitch mount (no file-system work):"
+		echo "microseconds per operation, and the control requests it makes."
+		echo "pgrun-true is \`pgrun -- /bin/true\` started and waited for; spawn-true"
+		echo "the same without pgrun: their difference is pgrun's own cost (its"
+		echo "exec, finding the mount, its requests)."
+		echo
+		echo "| case | us per op | requests |"
+		echo "|---|---|---|"
+		sed -n 's/^\([^ ]*\) us_per_op=\([^ ]*\) calls=\(.*\)$/| \1 | \2 | \3 |/p' "$OUT/pgapi.txt"
+	} >"$OUT/pgapi.md"
+	rm -rf "$w"
+	return $rc
 }
 
 bench_fs() {

@@ -1135,6 +1135,99 @@ static void test_pgsrv_api(void **state)
 	free(dir);
 }
 
+/* pg_switch and pg_leave: several calls in one request, with the same
+ * rules as the calls one by one, and a refused step undoing the earlier. */
+static void test_pgsrv_switch(void **state)
+{
+	struct e2_opts o = { .no_flusher = true };
+	char *dir = e2t_tmpdir_new("pgsw"), path[512];
+	struct bdev *mem;
+	struct e2fs *fs;
+	struct pgsrv *srv;
+	struct pg_status st;
+	struct stat sb;
+	void *img;
+	size_t len;
+	pg_t a, b, c;
+	pid_t tid = gettid();
+
+	assert_non_null(dir);
+	snprintf(path, sizeof(path), "%s/ctl", dir);
+	assert_int_equal(e2t_mkfs_mem(2048, BS, NULL, &img, &len), 0);
+	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem), 0);
+	free(img);
+	assert_int_equal(e2_open_bdev(mem, &o, &fs), 0);
+	assert_int_equal(pgsrv_create(fs, dir, path, &srv), 0);
+	assert_int_equal(pg_set_control(path), 0);
+
+	/* create and engage */
+	a = pg_switch(0, 0, PG_SWITCH_ENGAGE);
+	assert_true(a > 0);
+	assert_int_equal(pg_status(a, &st), 0);
+	assert_int_equal(st.engaged, 1);
+	pgsrv_enter(srv, tid);
+	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "x", S_IFREG | 0644, 0, 0, 0, &sb), 0);
+	pgsrv_leave(srv);
+
+	/* leave a, and b follows it: a is closed, sealed and disengaged */
+	b = pg_switch(a, a, PG_SWITCH_ENGAGE);
+	assert_true(b > a);
+	assert_int_equal(pg_status(a, &st), 0);
+	assert_int_equal(st.engaged, 0);
+	assert_true(st.state & PG_STATUS_CLOSED);
+	assert_true(st.state & PG_STATUS_SEALED);
+	assert_int_equal(pg_status(b, &st), 0);
+	assert_int_equal(st.engaged, 1);
+	assert_int_equal(st.nbefores, 1);
+	assert_false(pgsrv_fsync_order(srv, tid));
+
+	/* A refused step changes nothing: c is engaged by us, so nothing can
+	 * follow it (EBUSY); b stays engaged and open, the new group is gone. */
+	c = pg_create();
+	assert_true(c > b);
+	assert_int_equal(pg_engage(c), 0);
+	assert_int_equal(pg_switch(b, c, PG_SWITCH_ENGAGE | PG_SWITCH_FSYNC_ORDER), -1);
+	assert_int_equal(errno, EBUSY);
+	assert_int_equal(pg_status(b, &st), 0);
+	assert_int_equal(st.engaged, 1);
+	assert_false(st.state & PG_STATUS_CLOSED);
+	assert_int_equal(pg_status(c, &st), 0);
+	assert_int_equal(st.nafters, 0);
+	assert_int_equal(pg_status(c + 1, &st), 0);
+	assert_true(st.state & PG_STATUS_CLOSED);
+	assert_int_equal(st.engaged, 0);
+	assert_false(pgsrv_fsync_order(srv, tid));
+	/* leaving a group we do not engage is refused before anything else */
+	assert_int_equal(pg_switch(a, 0, PG_SWITCH_ENGAGE), -1);
+	assert_int_equal(errno, ENOTCONN);
+	assert_int_equal(pg_switch(0, 0, 1u << 7), -1);
+	assert_int_equal(errno, EINVAL);
+
+	/* the fsync policy rides along */
+	assert_int_equal(pg_leave(c), 0);
+	a = pg_switch(b, c, PG_SWITCH_ENGAGE | PG_SWITCH_FSYNC_ORDER);
+	assert_true(a > c);
+	assert_true(pgsrv_fsync_order(srv, tid));
+	assert_int_equal(pg_status(b, &st), 0);
+	assert_true(st.state & PG_STATUS_CLOSED);
+	assert_int_equal(st.engaged, 0);
+
+	/* pg_leave: disengage and close in one */
+	assert_int_equal(pg_leave(a), 0);
+	assert_int_equal(pg_status(a, &st), 0);
+	assert_true(st.state & PG_STATUS_CLOSED);
+	assert_int_equal(st.engaged, 0);
+	assert_int_equal(pg_leave(a), -1);
+	assert_int_equal(errno, ENOTCONN);
+	assert_int_equal(pg_sync(a), 0);
+
+	pgsrv_destroy(srv);
+	pg_set_control(NULL);
+	assert_int_equal(e2_close(fs), 0);
+	e2t_rm_rf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1155,6 +1248,7 @@ int main(void)
 		cmocka_unit_test(test_scope_exit_watch),
 		cmocka_unit_test(test_ctl_protocol),
 		cmocka_unit_test(test_pgsrv_api),
+		cmocka_unit_test(test_pgsrv_switch),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
