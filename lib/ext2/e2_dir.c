@@ -239,7 +239,10 @@ static int dir_nblocks(struct e2fs *fs, struct e2_inode *dir, uint32_t *n)
 {
 	uint64_t size = e2_isize(&dir->d);
 
-	if (size % fs->bs || size / fs->bs > e2_max_lblk(fs))
+	/* A directory has no holes, so it cannot have more blocks than the
+	 * file system; its index is sized by this count, and a corrupt size
+	 * must not make it allocate and clear gigabytes. */
+	if (size % fs->bs || size / fs->bs > e2_max_lblk(fs) || size / fs->bs > fs->nblocks)
 		return e2_err(fs, -EIO, "directory %u: bad size %llu", dir->ino,
 			      (unsigned long long)size);
 	*n = (uint32_t)(size / fs->bs);
