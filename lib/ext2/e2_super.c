@@ -427,6 +427,17 @@ int e2_sb_set_ext_attr(struct e2fs *fs, struct patch **out)
 	return sb_write(fs, SB_RANGE(s_feature_compat, s_feature_compat), out);
 }
 
+/* Buckets for a hash table of at most n entries: a power of two from 64
+ * to 65536. */
+static size_t tab_size(uint64_t n)
+{
+	size_t b = 64;
+
+	while (b < n && b < (1u << 16))
+		b <<= 1;
+	return b;
+}
+
 static int mount_rw(struct e2fs *fs)
 {
 	uint16_t state = le16toh(fs->sb.s_state);
@@ -527,9 +538,12 @@ int e2_open_bdev(struct bdev *dev, const struct e2_opts *opts, struct e2fs **out
 	r = load_groups(fs);
 	if (r)
 		goto fail;
-	fs->ibuckets = 1 << 16;
+	/* Tables sized by what they can hold, up to 64k buckets: a small
+	 * file system does not pay for clearing and scanning a large one at
+	 * every open, close and sync. */
+	fs->ibuckets = tab_size(fs->ninodes);
 	fs->itab = calloc(fs->ibuckets, sizeof(*fs->itab));
-	fs->fbuckets = 1 << 16;
+	fs->fbuckets = tab_size((uint64_t)fs->ninodes + fs->nblocks);
 	fs->ftab = calloc(fs->fbuckets, sizeof(*fs->ftab));
 	if (!fs->itab || !fs->ftab) {
 		r = -ENOMEM;
