@@ -10,6 +10,7 @@
 #include <fuse_lowlevel.h>
 #include <limits.h>
 #include <linux/fs.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -78,8 +79,13 @@ static struct {
 	struct mountopt_ratelimit lost_rl;
 	bool fault_lost; /* tests: FSTITCH_FAULT_PGLOST, every leave fails */
 	bool acl;	 /* the kernel enforces POSIX ACLs and leaves the umask to us */
+	/* corrupt structures found while serving: logged with a limit */
+	struct mountopt_ratelimit eio_rl;
+	struct fuse_session *se;
+	bool panicked; /* errors=panic stopped the daemon */
 } D = {
 	.lost_lock = PTHREAD_MUTEX_INITIALIZER,
+	.eio_rl = { .burst = 10, .window_ms = 60000 },
 	/* one line per event, but a storm (a bug hitting every write) must
 	 * not flood the log: 10 lines a minute at most */
 	.lost_rl = { .burst = 10, .window_ms = 60000 },
@@ -126,10 +132,39 @@ static void reply_err(fuse_req_t req, int r, const char *op)
 	fuse_reply_err(req, r < 0 ? -r : r);
 }
 
+static uint64_t now_ms(void);
+
+/* An EIO (the library's e2_err): a corrupt structure found, or one that
+ * could not be read.  The library has counted it, marked the file system
+ * as having errors and, for errors=remount-ro or panic, stopped taking
+ * changes.  Its explanation, which names the inode or block, goes to the
+ * log, at most 10 lines a minute.  errors=panic then stops the daemon:
+ * the session ends, the mount goes away, and the close writes what was
+ * changed before (in dependency order) and the error mark. */
 static void log_eio(void *arg, const char *msg)
 {
+	uint64_t missed = 0;
+	char unlogged[48] = "";
+	bool log;
+
 	(void)arg;
-	say("I/O error: %s", msg);
+	pthread_mutex_lock(&D.lost_lock);
+	log = mountopt_ratelimit(&D.eio_rl, now_ms(), &missed);
+	pthread_mutex_unlock(&D.lost_lock);
+	if (missed)
+		snprintf(unlogged, sizeof(unlogged), " (%llu not logged)",
+			 (unsigned long long)missed);
+	if (log)
+		say("I/O error: %s%s", msg, unlogged);
+	/* During the open D.fs is not set yet, and nothing counts. */
+	if (D.fs && e2_errors_behaviour(D.fs) == E2_ERRORS_PANIC && e2_error_count(D.fs) &&
+	    !__atomic_exchange_n(&D.panicked, true, __ATOMIC_RELAXED)) {
+		say("file system error with errors=panic: writing back and stopping");
+		fuse_session_exit(D.se);
+		/* Wake the threads blocked reading requests; the handler
+		 * fuse_set_signal_handlers() installed ends the loop. */
+		kill(getpid(), SIGTERM);
+	}
 }
 
 /* Reply with an entry that carries one e2 reference, dropping it again if
@@ -1059,13 +1094,14 @@ static const char doc[] =
 	"Mount the ext2 file system in SOURCE (an image file, a block device, "
 	"LABEL=label or UUID=uuid) on MOUNTPOINT through FUSE, writing changes "
 	"back in dependency order (soft updates).\v"
-	"Options for -o: consistency=softupdates|none, cache=SIZE (K, M, G), "
+	"Options for -o: consistency=softupdates|none, errors=continue|remount-ro|panic, "
+	"cache=SIZE (K, M, G), "
 	"flush_interval=SECONDS, lock_wait=SECONDS, max_threads=N, statsfile=PATH, ro, rw, "
 	"allow_other, fsname=NAME, subtype=NAME, "
 	"and the kernel's mount flags (nosuid, nodev, noexec, noatime, ...).\n\n"
 	"Exit status:\n"
 	"  0   mounted (in the foreground: unmounted and flushed)\n"
-	"  1   failure while serving, or the final flush failed\n"
+	"  1   failure while serving, the final flush failed, or errors=panic stopped it\n"
 	"  8   SOURCE cannot be opened as an fstitch file system\n"
 	"  32  the mount failed\n"
 	"  64  bad command line";
@@ -1263,6 +1299,7 @@ static int open_fs(const struct args *a, const struct source *src)
 {
 	struct e2_opts eo = {
 		.consistency = a->mo.consistency,
+		.errors = a->mo.errors,
 		.flush_interval_ms = a->mo.flush_interval_ms,
 		.readonly = a->mo.readonly,
 		.log = log_eio,
@@ -1483,6 +1520,7 @@ int main(int argc, char **argv)
 		say("cannot set signal handlers");
 		goto out_destroy;
 	}
+	D.se = se;
 	if (fuse_session_mount(se, mnt) != 0) {
 		say("cannot mount on '%s'", a.mountpoint);
 		status = EXIT_MOUNT;
@@ -1517,8 +1555,9 @@ int main(int argc, char **argv)
 			fuse_loop_cfg_destroy(cfg);
 		}
 	}
-	/* A positive value is the signal that ended the loop: a normal stop. */
-	status = r < 0 ? EXIT_FAIL : EXIT_OK;
+	/* A positive value is the signal that ended the loop: a normal stop
+	 * (unless errors=panic sent it). */
+	status = r < 0 || __atomic_load_n(&D.panicked, __ATOMIC_RELAXED) ? EXIT_FAIL : EXIT_OK;
 	if (r < 0)
 		say("serving requests failed: %s", strerror(-r));
 	fuse_session_unmount(se);

@@ -12,6 +12,9 @@ _fstitch_mount_o()
 	consistency=*)
 		COMPREPLY=($(compgen -P "${prev_opts}consistency=" -W 'softupdates none' -- "${cur#*=}"))
 		;;
+	errors=*)
+		COMPREPLY=($(compgen -P "${prev_opts}errors=" -W 'continue remount-ro panic' -- "${cur#*=}"))
+		;;
 	cache=*)
 		COMPREPLY=($(compgen -P "${prev_opts}cache=" -W '16M 64M 256M 1G' -- "${cur#*=}"))
 		;;
@@ -32,7 +35,7 @@ _fstitch_mount_o()
 		COMPREPLY=()
 		;;
 	*)
-		COMPREPLY=($(compgen -P "$prev_opts" -W 'consistency= cache= flush_interval=
+		COMPREPLY=($(compgen -P "$prev_opts" -W 'consistency= errors= cache= flush_interval=
 			lock_wait= max_threads= statsfile=
 			ro rw allow_other allow_root auto_unmount fsname= subtype= max_read=
 			nosuid suid nodev dev noexec exec noatime atime relatime norelatime

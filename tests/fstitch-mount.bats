@@ -568,6 +568,110 @@ fsck_not_dangerous() {
 	assert_output --partial "fstitch-mount: I/O error: inode 12: block 99999999"
 }
 
+# corrupt_image: $IMG with two copies of /etc/services, f and g, and f's
+# third block pointer out of range.
+corrupt_image() {
+	make_stock_image "$IMG" 8M "$@"
+	debugfs -w -R 'write /etc/services f' "$IMG" >/dev/null 2>&1
+	debugfs -w -R 'write /etc/services g' "$IMG" >/dev/null 2>&1
+	debugfs -w -R 'sif f block[2] 99999999' "$IMG" >/dev/null 2>&1
+}
+
+# fs_state IMAGE: dumpe2fs's "Filesystem state" value.
+fs_state() {
+	dumpe2fs -h "$1" 2>/dev/null | sed -n 's/^Filesystem state: *//p'
+}
+
+@test "errors=continue: the corruption marks the superblock with errors, changes go on" {
+	corrupt_image
+	assert_equal "$(fs_state "$IMG")" clean
+	fstitch_mount_start "$IMG" "$MNT" -o errors=continue
+	run cat "$MNT/f"
+	assert_failure
+	echo ok >"$MNT/new"
+	fstitch_mount_stop "$MNT"
+	assert_equal "$(fs_state "$IMG")" "clean with errors"
+	run --separate-stderr debugfs -R 'cat /new' "$IMG"
+	assert_output ok
+	# e2fsck checks it even without -f, and finds the bad pointer.
+	run -4 e2fsck -n "$IMG"
+	assert_output --partial "contains a file system with errors"
+}
+
+@test "a corrupt image whose corruption is never met stays clean" {
+	corrupt_image
+	fstitch_mount_start "$IMG" "$MNT" -o errors=remount-ro
+	cmp /etc/services "$MNT/g"
+	echo ok >"$MNT/new"
+	fstitch_mount_stop "$MNT"
+	assert_equal "$(fs_state "$IMG")" clean
+}
+
+@test "errors=remount-ro: after the corruption changes fail with EROFS, earlier ones are kept" {
+	corrupt_image
+	fstitch_mount_start "$IMG" "$MNT" -o errors=remount-ro,flush_interval=3600
+	echo before >"$MNT/before"
+	run cat "$MNT/f"
+	assert_failure
+	run -1 touch "$MNT/after"
+	assert_output --partial "Read-only file system"
+	cmp /etc/services "$MNT/g"
+	fstitch_mount_stop "$MNT"
+	assert_equal "$(fs_state "$IMG")" "clean with errors"
+	run --separate-stderr debugfs -R 'cat /before' "$IMG"
+	assert_output before
+	run debugfs -R 'stat /after' "$IMG"
+	assert_output --partial "File not found"
+	run cat "$FSTITCH_MOUNT_LOG"
+	assert_output --partial "fstitch-mount: I/O error: inode 12: block 99999999"
+}
+
+@test "the superblock's errors behaviour (tune2fs -e) applies when errors= is not given" {
+	corrupt_image -e remount-ro
+	fstitch_mount_start "$IMG" "$MNT"
+	run cat "$MNT/f"
+	assert_failure
+	run -1 touch "$MNT/after"
+	assert_output --partial "Read-only file system"
+	fstitch_mount_stop "$MNT"
+	# errors=continue overrides it.
+	corrupt_image -e remount-ro
+	fstitch_mount_start "$IMG" "$MNT" -o errors=continue
+	run cat "$MNT/f"
+	assert_failure
+	touch "$MNT/after"
+	fstitch_mount_stop "$MNT"
+}
+
+@test "errors=panic: the daemon writes back, unmounts and exits 1 at the first corruption" {
+	corrupt_image
+	fstitch_mount_start "$IMG" "$MNT" -o errors=panic,flush_interval=3600
+	echo before >"$MNT/before"
+	run cat "$MNT/f"
+	assert_failure
+	rc=0
+	_fstitch_mount_wait "$FSTITCH_MOUNT_PID" || rc=$?
+	assert_equal "$rc" 1
+	wait_for_unmount "$MNT"
+	assert_equal "$(fs_state "$IMG")" "clean with errors"
+	run --separate-stderr debugfs -R 'cat /before' "$IMG"
+	assert_output before
+	run cat "$FSTITCH_MOUNT_LOG"
+	assert_output --partial "fstitch-mount: I/O error: inode 12: block 99999999"
+	assert_output --partial "errors=panic"
+}
+
+@test "corruption log lines are rate limited to 10 a minute" {
+	corrupt_image
+	fstitch_mount_start "$IMG" "$MNT"
+	for i in $(seq 15); do
+		cat "$MNT/f" >/dev/null 2>&1 || true
+	done
+	fstitch_mount_stop "$MNT"
+	run grep -c "block 99999999" "$FSTITCH_MOUNT_LOG"
+	assert_output 10
+}
+
 @test "unmount with dirty data and a long flush interval loses nothing" {
 	new_image 64M
 	fstitch_mount_start "$IMG" "$MNT" -o flush_interval=3600,cache=64M

@@ -189,6 +189,19 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 			goto bad_value;
 		return 0;
 	}
+	if (strcmp(opt, "errors") == 0) {
+		if (!val)
+			goto need_value;
+		if (strcmp(val, "continue") == 0)
+			mo->errors = E2_ERRORS_CONTINUE;
+		else if (strcmp(val, "remount-ro") == 0)
+			mo->errors = E2_ERRORS_RO;
+		else if (strcmp(val, "panic") == 0)
+			mo->errors = E2_ERRORS_PANIC;
+		else
+			goto bad_value;
+		return 0;
+	}
 	if (strcmp(opt, "cache") == 0) {
 		if (!val)
 			goto need_value;

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "engine/cache.h"
+#include "ext2/e2.h"
 
 /* Limits for the values, checked by mountopt_parse(). */
 #define MOUNTOPT_CACHE_MIN (1ULL << 20)            /* 1 MiB */
@@ -22,6 +23,7 @@
 
 struct mountopt {
 	enum consistency consistency; /* default CONSISTENCY_SOFTUPDATES */
+	enum e2_errors errors;        /* errors=; default: the superblock's */
 	uint64_t cache_bytes;         /* 0: the library's default */
 	unsigned flush_interval_ms;   /* 0: the library's default */
 	bool readonly;

@@ -29,8 +29,25 @@ struct e2fs;
 
 #define E2_ROOT_INO 2
 
+/* What happens once a corrupt structure has been found while running
+ * (ext2's errors= behaviour; the default comes from the superblock's
+ * s_errors, and is continue when that is unset).  In every case the
+ * request that found it fails with -EIO, e2_error() names the inode or
+ * block, and the superblock's s_state gains EXT2_ERROR_FS (written with
+ * the next flush and kept at close), so that e2fsck checks the file
+ * system at its next run. */
+enum e2_errors {
+	E2_ERRORS_DEFAULT = 0, /* from the superblock */
+	E2_ERRORS_CONTINUE,    /* nothing more: later requests go on */
+	E2_ERRORS_RO,	       /* no further changes: they fail with -EROFS;
+				* what was changed before is still written */
+	E2_ERRORS_PANIC,       /* as E2_ERRORS_RO in the library; the caller
+				* stops (see e2_error_count()) */
+};
+
 struct e2_opts {
 	enum consistency consistency;
+	enum e2_errors errors;
 	size_t cache_blocks;        /* 0: default */
 	unsigned flush_interval_ms; /* 0: default (5 s) */
 	bool readonly;
@@ -65,6 +82,11 @@ void e2_abandon(struct e2fs *fs);
 const char *e2_error(const struct e2fs *fs);
 /* Same for a failed e2_open (fs is not available then): thread-local. */
 const char *e2_open_error(void);
+/* Corrupt structures found since the open (each one an -EIO to some
+ * request), and the behaviour in force (never E2_ERRORS_DEFAULT).  Safe to
+ * call without holding anything, from any thread. */
+uint64_t e2_error_count(const struct e2fs *fs);
+enum e2_errors e2_errors_behaviour(const struct e2fs *fs);
 /* The file system's block cache (for statistics and tests); owned by fs. */
 struct cache *e2_cache(struct e2fs *fs);
 /* True if the file system was not marked clean when it was opened (a crash

@@ -114,7 +114,12 @@ struct e2fs {
 	struct bdev *dev;
 	struct cache *c;
 	struct e2_opts opts;
-	bool ro;
+	bool ro;	    /* no changes: mounted read-only, or an error
+			     * turned it so (errors=remount-ro, panic) */
+	bool mounted_ro;    /* opened read-only: nothing is ever written */
+	bool live;	    /* open finished: errors now count (e2_err) */
+	enum e2_errors errors; /* the behaviour in force */
+	uint64_t nerrors;   /* atomic: corrupt structures found */
 	char err[256];
 
 	struct ext2_super_block sb; /* in-memory copy of the on-disk fields */

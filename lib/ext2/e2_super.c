@@ -24,6 +24,9 @@ void e2_set_open_error(const char *fmt, ...)
 	va_end(ap);
 }
 
+static int sb_write(struct e2fs *fs, size_t off, size_t len, struct patch **out);
+static void fs_error(struct e2fs *fs);
+
 int e2_err(struct e2fs *fs, int err, const char *fmt, ...)
 {
 	va_list ap;
@@ -31,9 +34,24 @@ int e2_err(struct e2fs *fs, int err, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(fs->err, sizeof(fs->err), fmt, ap);
 	va_end(ap);
+	/* Every e2_err is a corrupt structure found (or one the module
+	 * cannot trust); during the open it only refuses the open.  Counted
+	 * before the log hears of it, so that the log sees the count. */
+	if (fs->live)
+		fs_error(fs);
 	if (fs->opts.log)
 		fs->opts.log(fs->opts.log_arg, fs->err);
 	return err;
+}
+
+uint64_t e2_error_count(const struct e2fs *fs)
+{
+	return __atomic_load_n(&fs->nerrors, __ATOMIC_RELAXED);
+}
+
+enum e2_errors e2_errors_behaviour(const struct e2fs *fs)
+{
+	return fs->errors;
 }
 
 const char *e2_error(const struct e2fs *fs)
@@ -48,7 +66,7 @@ struct cache *e2_cache(struct e2fs *fs)
 
 bool e2_was_unclean(const struct e2fs *fs)
 {
-	uint16_t st = fs->ro ? le16toh(fs->sb.s_state) : fs->mount_state;
+	uint16_t st = fs->mounted_ro ? le16toh(fs->sb.s_state) : fs->mount_state;
 
 	return !(st & EXT2_VALID_FS) || (st & EXT2_ERROR_FS);
 }
@@ -427,6 +445,26 @@ int e2_sb_set_ext_attr(struct e2fs *fs, struct patch **out)
 	return sb_write(fs, SB_RANGE(s_feature_compat, s_feature_compat), out);
 }
 
+/* A corrupt structure was found at run time (fs->lock held), as ext2's
+ * ext2_error(): the superblock says the file system has errors, so that
+ * e2fsck checks it however it is unmounted, and errors=remount-ro or panic
+ * stop all further changes.  The mark goes to disk with the next flush
+ * round, as a patch that depends on nothing; changes already made stay
+ * and are still written in their order (they were made before the
+ * damage was seen, and each is as consistent as a crash would leave it). */
+static void fs_error(struct e2fs *fs)
+{
+	if (__atomic_add_fetch(&fs->nerrors, 1, __ATOMIC_RELAXED) > 1 || fs->ro)
+		return;
+	fs->mount_state |= EXT2_ERROR_FS;
+	fs->sb.s_state = htole16(le16toh(fs->sb.s_state) | EXT2_ERROR_FS);
+	/* Best effort: the request fails with -EIO either way, and the
+	 * close writes s_state again. */
+	(void)sb_write(fs, SB_RANGE(s_state, s_state), NULL);
+	if (fs->errors != E2_ERRORS_CONTINUE)
+		fs->ro = true;
+}
+
 /* Buckets for a hash table of at most n entries: a power of two from 64
  * to 65536. */
 static size_t tab_size(uint64_t n)
@@ -493,6 +531,7 @@ int e2_open_bdev(struct bdev *dev, const struct e2_opts *opts, struct e2fs **out
 	fs->dev = dev;
 	fs->opts = *opts;
 	fs->ro = opts->readonly;
+	fs->mounted_ro = opts->readonly;
 	r = bdev_set_block_size(dev, 1024);
 	if (r) {
 		e2_set_open_error("cannot set device block size: %s", strerror(-r));
@@ -574,6 +613,15 @@ int e2_open_bdev(struct bdev *dev, const struct e2_opts *opts, struct e2fs **out
 			goto fail;
 		}
 	}
+	fs->errors = opts->errors;
+	if (fs->errors == E2_ERRORS_DEFAULT) {
+		switch (le16toh(fs->sb.s_errors)) {
+		case EXT2_ERRORS_RO: fs->errors = E2_ERRORS_RO; break;
+		case EXT2_ERRORS_PANIC: fs->errors = E2_ERRORS_PANIC; break;
+		default: fs->errors = E2_ERRORS_CONTINUE; break;
+		}
+	}
+	fs->live = true;
 	*out = fs;
 	return 0;
 fail:
@@ -607,9 +655,11 @@ int e2_close(struct e2fs *fs)
 	if (!fs)
 		return 0;
 	pthread_mutex_lock(&fs->lock);
-	if (!fs->ro) {
-		/* Orphans: unlinked inodes still referenced when we stop. */
-		for (size_t i = 0; i < fs->ibuckets; i++)
+	if (!fs->mounted_ro) {
+		/* Orphans: unlinked inodes still referenced when we stop
+		 * (not after an error made the file system read-only: that
+		 * would be a change). */
+		for (size_t i = 0; !fs->ro && i < fs->ibuckets; i++)
 			for (struct e2_inode *ip = fs->itab[i]; ip; ip = ip->hnext)
 				if (ip->unlinked && !ip->freed) {
 					ip->nlookup = 0;
@@ -618,14 +668,15 @@ int e2_close(struct e2fs *fs)
 					if (!r)
 						r = r2;
 				}
-		r2 = e2_dfree_all(fs);
+		r2 = fs->ro ? 0 : e2_dfree_all(fs);
 		if (!r)
 			r = r2;
 		r2 = cache_sync(fs->c);
 		if (!r)
 			r = r2;
 		if (!r) {
-			/* Clean only if it was clean at mount and all went well. */
+			/* Clean only if it was clean at mount and all went well;
+			 * mount_state carries EXT2_ERROR_FS after an error. */
 			fs->sb.s_state = htole16(fs->mount_state);
 			fs->sb.s_wtime = htole32(e2_now());
 			r = e2_sb_write_counts(fs);
@@ -684,8 +735,11 @@ int e2_sync(struct e2fs *fs)
 {
 	int r;
 
-	if (fs->ro)
+	if (fs->mounted_ro)
 		return 0;
+	/* Read-only after an error: what was changed before still goes. */
+	if (fs->ro)
+		return cache_sync(fs->c);
 	pthread_mutex_lock(&fs->lock);
 	r = e2_dfree_all(fs);
 	if (!r)
@@ -708,7 +762,7 @@ int e2_fsync(struct e2fs *fs, uint32_t ino, bool datasync)
 
 	(void)datasync;
 	if (fs->ro)
-		return 0;
+		return e2_sync(fs);
 	if (fs->opts.consistency == CONSISTENCY_NONE)
 		return e2_sync(fs);
 	pthread_mutex_lock(&fs->lock);

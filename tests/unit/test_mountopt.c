@@ -71,6 +71,24 @@ static void test_consistency(void **state)
 	assert_string_equal(mountopt_consistency_name(CONSISTENCY_SOFTUPDATES), "softupdates");
 }
 
+static void test_errors(void **state)
+{
+	struct mountopt mo;
+
+	assert_int_equal(parse(&mo, "", NULL), 0);
+	assert_int_equal(mo.errors, E2_ERRORS_DEFAULT);
+	assert_int_equal(parse(&mo, "errors=continue", NULL), 0);
+	assert_int_equal(mo.errors, E2_ERRORS_CONTINUE);
+	assert_int_equal(mountopt_parse(&mo, "errors=remount-ro", NULL), 0);
+	assert_int_equal(mo.errors, E2_ERRORS_RO);
+	assert_int_equal(mountopt_parse(&mo, "errors=panic", NULL), 0);
+	assert_int_equal(mo.errors, E2_ERRORS_PANIC);
+	mountopt_free(&mo);
+	refused("errors=remount_ro", MOUNTOPT_BAD_VALUE);
+	refused("errors=", MOUNTOPT_BAD_VALUE);
+	refused("errors", MOUNTOPT_NEED_VALUE);
+}
+
 static void test_sizes(void **state)
 {
 	static const struct {
@@ -398,6 +416,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_consistency),
+		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_cache),
 		cmocka_unit_test(test_seconds),
