@@ -403,6 +403,11 @@ int pgsrv_create(struct e2fs *fs, const char *mountpoint, const char *sockpath,
 	r = scope_tab_create(NULL, true, on_exit_cb, srv, &srv->scopes);
 	if (r < 0)
 		goto fail_eng;
+	if (sockpath && !*sockpath) {
+		/* No socket: requests come through pgsrv_request(). */
+		*out = srv;
+		return 0;
+	}
 	r = ctl_server_start(srv->sock, handle, srv, &srv->ctl);
 	if (r < 0)
 		goto fail_scopes;
@@ -438,6 +443,15 @@ void pgsrv_destroy(struct pgsrv *srv)
 	pgeng_destroy(srv->eng);
 	pthread_mutex_destroy(&srv->lock);
 	free(srv);
+}
+
+void pgsrv_request(struct pgsrv *srv, const struct ctl_peer *peer, const void *msg, size_t len,
+		   struct ctl_rep *rep)
+{
+	struct ctl_payload pl;
+
+	ctl_dispatch(handle, srv, peer, msg, len, rep, &pl);
+	free(pl.buf);
 }
 
 void pgsrv_enter(struct pgsrv *srv, pid_t pid)

@@ -15,11 +15,21 @@ struct pgsrv;
 /* Start serving patchgroups for fs mounted at mountpoint.  The control
  * socket is created at sockpath, or at a default path derived from the
  * mount when sockpath is NULL, and a thread answers it.  Clients find it
- * from any path inside the mount through pgsrv_xattr_name(). */
+ * from any path inside the mount through pgsrv_xattr_name().  An empty
+ * sockpath ("") makes no socket: requests then come only through
+ * pgsrv_request() (tests and fuzzers). */
 int pgsrv_create(struct e2fs *fs, const char *mountpoint, const char *sockpath,
 		 struct pgsrv **out);
 /* Stop the socket thread, disengage and close every group, free. */
 void pgsrv_destroy(struct pgsrv *srv);
+
+/* Answer one control message of len bytes as if it came on the socket
+ * from peer (see ctl_dispatch()); a payload the request produced is
+ * dropped.  May block as the socket's handler does (CTL_SYNC). */
+struct ctl_peer;
+struct ctl_rep;
+void pgsrv_request(struct pgsrv *srv, const struct ctl_peer *peer, const void *msg, size_t len,
+		   struct ctl_rep *rep);
 
 /* The FUSE glue brackets every request that may change the file system:
  * enter sets the calling thread's patch scope to that of process `pid` (the

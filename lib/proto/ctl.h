@@ -145,6 +145,15 @@ void ctl_server_stop(struct ctl_server *s);
 /* Both sides: a unix socket address for path.  0 or -ENAMETOOLONG. */
 int ctl_addr(const char *path, struct sockaddr_un *sa);
 
+/* Decode one received message of len bytes from peer and answer it into
+ * rep (zeroed first) and pl (emptied first): a message that is not exactly
+ * one struct ctl_req of CTL_MAGIC and CTL_VERSION gets EPROTO without
+ * reaching fn; otherwise fn fills them.  The server's connection threads
+ * use it for every message; it needs no socket, so tests and fuzzers
+ * drive handlers with it.  The caller frees pl->buf. */
+void ctl_dispatch(ctl_handler fn, void *arg, const struct ctl_peer *peer, const void *msg,
+		  size_t len, struct ctl_rep *rep, struct ctl_payload *pl);
+
 /* Client side.  The control socket for where: where itself if it is a
  * socket, else the value of CTL_XATTR on where (any path in an fstitch
  * mount).  buf gets the path.  0, -ENXIO if where is in no fstitch mount,

@@ -60,6 +60,31 @@ static int send_payload(int fd, struct ctl_payload *pl, bool send_it)
 	return r;
 }
 
+void ctl_dispatch(ctl_handler fn, void *arg, const struct ctl_peer *peer, const void *msg,
+		  size_t len, struct ctl_rep *rep, struct ctl_payload *pl)
+{
+	struct ctl_req req;
+
+	memset(rep, 0, sizeof(*rep));
+	rep->magic = CTL_MAGIC;
+	rep->version = CTL_VERSION;
+	pl->buf = NULL;
+	pl->len = 0;
+	/* Anything but one whole request of our version is refused before a
+	 * handler sees it: the handlers trust the layout. */
+	if (len != sizeof(req)) {
+		rep->err = EPROTO;
+		return;
+	}
+	memcpy(&req, msg, sizeof(req));
+	if (req.magic != CTL_MAGIC || req.version != CTL_VERSION) {
+		rep->err = EPROTO;
+		return;
+	}
+	rep->op = req.op;
+	fn(arg, peer, &req, rep, pl);
+}
+
 static void *conn_main(void *arg)
 {
 	struct conn *c = arg, **pp;
@@ -73,16 +98,7 @@ static void *conn_main(void *arg)
 		n = recv(c->fd, &req, sizeof(req), 0);
 		if (n <= 0)
 			break;
-		memset(&rep, 0, sizeof(rep));
-		rep.magic = CTL_MAGIC;
-		rep.version = CTL_VERSION;
-		if ((size_t)n != sizeof(req) || req.magic != CTL_MAGIC ||
-		    req.version != CTL_VERSION) {
-			rep.err = EPROTO;
-		} else {
-			rep.op = req.op;
-			s->fn(s->arg, &c->peer, &req, &rep, &pl);
-		}
+		ctl_dispatch(s->fn, s->arg, &c->peer, &req, (size_t)n, &rep, &pl);
 		if (send(c->fd, &rep, sizeof(rep), MSG_NOSIGNAL) != sizeof(rep)) {
 			send_payload(c->fd, &pl, false);
 			break;
