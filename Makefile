@@ -4,6 +4,7 @@
 #   make asan       the unit tests under address and undefined sanitizers
 #   make demo       a short end-to-end run on a default image
 #   make bench      benchmarks (tests/bench), report under build/bench
+#   make fuzz       libFuzzer targets (clang), run FUZZ_TIME=s or FUZZ_RUNS=n each
 #   make install    PREFIX=/usr/local DESTDIR=
 # V=1 shows full commands.
 
@@ -73,7 +74,7 @@ LIBA := $(BUILD)/libfstitch.a
 LIBSO := $(BUILD)/libfstitch.so.0
 
 .PHONY: all check unit bats asan demo bench install uninstall clean deps \
-	format lint
+	format lint fuzz fuzz-build
 .DEFAULT_GOAL := all
 # Keep object files of test and command programs between runs.
 .SECONDARY:
@@ -138,7 +139,8 @@ CHECK_ASAN := test_e2_corrupt
 
 check: deps all $(UNITS) $(BENCHES)
 	$(Q)$(MAKE) --no-print-directory BUILD=$(BUILD)/asan OPT='-O1 -g' \
-		SANITIZE='$(ASAN_FLAGS)' $(CHECK_ASAN:%=$(BUILD)/asan/tests/%)
+		SANITIZE='$(ASAN_FLAGS)' $(CHECK_ASAN:%=$(BUILD)/asan/tests/%) \
+		$(FUZZ_REPLAYS:$(BUILD)/%=$(BUILD)/asan/%)
 	$(Q)BUILD=$(BUILD) bash tests/run.sh
 
 unit: all $(UNITS)
@@ -223,3 +225,39 @@ $(BUILD)/tests/tools/%: $(BUILD)/tests/tools/%.o $(LIBINT)
 	$(quiet) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBINT) $(LIBS)
+
+# Fuzzing (tests/fuzz).  Each target tests/fuzz/fuzz_NAME.c defines
+# LLVMFuzzerTestOneInput.  `make fuzz` builds it with clang and libFuzzer
+# under ASan and UBSan into build/fuzz and runs each target in turn
+# (tests/fuzz/run.sh: FUZZ_TIME seconds or FUZZ_RUNS executions each,
+# FUZZ_TARGETS to choose).  The same sources linked with replay.c, built by
+# the ordinary compiler, replay the committed corpus in make check.
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_NAMES := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
+FUZZ_REPLAYS := $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/replay_%)
+FUZZ_CC ?= clang-14
+FUZZ_SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer \
+	-fno-sanitize-recover=undefined
+FUZZ_TIME ?=
+FUZZ_RUNS ?=
+FUZZ_TARGETS ?= $(FUZZ_NAMES)
+
+$(BUILD)/tests/fuzz/replay_%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/tests/fuzz/replay.o $(LIBINT)
+	$(quiet) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+# Linked with -fsanitize=fuzzer: libFuzzer supplies main.  Objects are
+# built with fuzzer-no-link, so the library is instrumented for coverage.
+$(BUILD)/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(LIBINT)
+	$(quiet) LD $@
+	$(Q)$(CC) $(ALL_LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LIBS)
+
+fuzz-build: $(FUZZ_NAMES:%=$(BUILD)/fuzz_%)
+
+fuzz:
+	$(Q)bash .ci/deps.sh fuzz
+	$(Q)$(MAKE) --no-print-directory BUILD=$(BUILD)/fuzz CC=$(FUZZ_CC) OPT='-O1 -g' \
+		SANITIZE='-fsanitize=fuzzer-no-link $(FUZZ_SANITIZE)' fuzz-build
+	$(Q)FUZZ_BUILD=$(BUILD)/fuzz FUZZ_TIME='$(FUZZ_TIME)' FUZZ_RUNS='$(FUZZ_RUNS)' \
+		bash tests/fuzz/run.sh $(FUZZ_TARGETS)

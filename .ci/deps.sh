@@ -15,6 +15,9 @@ pkgs=(
 	acl rsync libcap2-bin
 )
 [ "${1:-}" = bench ] && pkgs+=(linux-source hyperfine postmark gnuplot-nox)
+# make fuzz: clang-14 does not pull in compiler-rt, which holds libFuzzer
+# and the sanitizer runtimes clang links against.
+[ "${1:-}" = fuzz ] && pkgs+=(clang-14 libclang-rt-14-dev)
 
 missing=()
 for p in "${pkgs[@]}"; do

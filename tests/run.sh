@@ -47,6 +47,32 @@ run_unit() {
 	done
 }
 
+# The fuzz targets' corpora (tests/fuzz/corpus/TARGET: seeds and every
+# input that once crashed or hung), replayed once each by the targets built
+# without libFuzzer, under ASan and UBSan (see FUZZ_REPLAYS in the
+# Makefile).  A crash or sanitizer report exits non-zero.
+run_fuzz_replay() {
+	local t name rc f0
+	for t in "$BUILD"/asan/tests/fuzz/replay_*; do
+		[ -x "$t" ] || continue
+		name=${t##*/replay_}
+		f0=$failed
+		"$t" "tests/fuzz/corpus/$name" >"$log/fuzz-$name.tap" 2>&1
+		rc=$?
+		count_tap "$log/fuzz-$name.tap"
+		if [ $rc -ne 0 ] && [ $failed -eq $f0 ]; then
+			failed=$((failed + 1))
+			echo "not ok - fuzz-$name replay exited with status $rc" >>"$log/fuzz-$name.tap"
+		fi
+		if [ $failed -ne $f0 ]; then
+			echo "FAIL unit fuzz-$name (log: $log/fuzz-$name.tap)"
+			grep -vE '^(ok |# tests/)' "$log/fuzz-$name.tap" | head -40
+		else
+			echo "ok   unit fuzz-$name"
+		fi
+	done
+}
+
 run_bats() {
 	local b name f0 jobs=()
 	for b in tests/*.bats; do
@@ -69,9 +95,9 @@ run_bats() {
 }
 
 case $what in
-unit) run_unit ;;
+unit) run_unit; run_fuzz_replay ;;
 bats) run_bats ;;
-all) run_unit; run_bats ;;
+all) run_unit; run_fuzz_replay; run_bats ;;
 *) echo "usage: tests/run.sh [unit|bats|all]" >&2; exit 64 ;;
 esac
 
