@@ -226,14 +226,21 @@ static const char *fetch_why(int err)
 	switch (-err) {
 	case EOPNOTSUPP:
 		return "the daemon does not serve statistics (too old)";
-	case ECONNRESET:
-	case EPIPE:
-		return "the fstitch daemon went away";
 	case EPROTO:
 		return "the daemon sent a reply this fstitch-stat does not understand";
 	default:
 		return strerror(-err);
 	}
+}
+
+/* "cannot get statistics", or for a daemon that died meanwhile the
+ * message every command gives for a dead mount. */
+static void fetch_error(const char *where, int err)
+{
+	if (err == -ECONNRESET || err == -EPIPE)
+		pgcli_gone(where);
+	else
+		cli_error("cannot get statistics from '%s': %s", where, fetch_why(err));
 }
 
 static int render(const struct insp_snap *s)
@@ -291,7 +298,7 @@ static int watch(int fd, const char *where)
 	}
 	inspect_free(prev);
 	if (r) {
-		cli_error("cannot get statistics from '%s': %s", where, fetch_why(r));
+		fetch_error(where, r);
 		return CLI_EXIT_FAILURE;
 	}
 	return CLI_EXIT_OK;
@@ -318,7 +325,7 @@ static int explain_oldest(int fd, const char *where)
 	}
 	inspect_free(s);
 	if (r < 0) {
-		cli_error("cannot get statistics from '%s': %s", where, fetch_why(r));
+		fetch_error(where, r);
 		return r;
 	}
 	if (fflush(stdout) == EOF || ferror(stdout)) {
@@ -350,8 +357,8 @@ int main(int argc, char **argv)
 		cli_error("'%s' is not inside an fstitch mount", where);
 		return CLI_EXIT_FAILURE;
 	}
-	if (r == -ENOTCONN) {
-		cli_error("cannot use '%s': its fstitch daemon is gone (the mount is dead)", where);
+	if (r == -ECONNRESET) {
+		pgcli_gone(where);
 		return CLI_EXIT_FAILURE;
 	}
 	if (r < 0) {
@@ -359,6 +366,11 @@ int main(int argc, char **argv)
 		return CLI_EXIT_FAILURE;
 	}
 	r = ctl_connect(sock, &fd);
+	if (r == -ECONNREFUSED) {
+		/* The socket file outlived its (killed) daemon. */
+		pgcli_gone(where);
+		return CLI_EXIT_FAILURE;
+	}
 	if (r < 0) {
 		cli_error_errno(r, "cannot reach the daemon of '%s' at '%s'", where, sock);
 		return CLI_EXIT_FAILURE;
@@ -369,7 +381,7 @@ int main(int argc, char **argv)
 	}
 	r = fetch(fd, A.view, &s);
 	if (r < 0) {
-		cli_error("cannot get statistics from '%s': %s", where, fetch_why(r));
+		fetch_error(where, r);
 		goto out;
 	}
 	if (cliopt.verbosity < 0)

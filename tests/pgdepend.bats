@@ -64,8 +64,8 @@ refused() {
 
 @test "unknown groups are refused, naming the unknown one" {
 	a=$("$PGCREATE")
-	refused 9999 "$a" "group 9999 does not exist or is closed"
-	refused "$a" 9999 "group 9999 does not exist or is closed"
+	refused 9999 "$a" "group 9999 does not exist"
+	refused "$a" 9999 "group 9999 does not exist"
 }
 
 @test "an after that already has afters is refused" {
@@ -113,9 +113,9 @@ refused() {
 	a=$("$PGCREATE")
 	b=$("$PGCREATE")
 	run -0 "$PGCLOSE" "$a"
-	refused "$b" "$a" "group $a does not exist or is closed"
+	refused "$b" "$a" "group $a is closed"
 	run -1 --separate-stderr "$PGCLOSE" "$a"
-	assert_equal "$stderr" "pgclose: cannot close group $a: group $a does not exist or is closed"
+	assert_equal "$stderr" "pgclose: cannot close group $a: group $a is closed"
 	run -0 "$PGDEPEND" "$a" "$b"
 }
 
@@ -138,7 +138,7 @@ refused() {
 	"$PGDEPEND" "$a" "$b"
 	before=$("$PGSTATUS" --summary)
 	run -1 --separate-stderr "$PGCREATE" --after 9999
-	assert_regex "$stderr" "^pgcreate: cannot add dependency 9999 -> [0-9]+: group 9999 does not exist or is closed$"
+	assert_regex "$stderr" "^pgcreate: cannot add dependency 9999 -> [0-9]+: group 9999 does not exist$"
 	assert_equal "$output" ""
 	# the group it made was closed again: nothing open was added
 	run -0 "$PGSTATUS" --summary
@@ -148,12 +148,48 @@ refused() {
 	run -0 "$PGCREATE" --after "$a"
 }
 
+@test "pgsync syncs a closed group, and says a missing one does not exist" {
+	# A closed group may still be synced (pgsync(1)), so the message for
+	# an unknown id must not suggest that it was refused for being closed.
+	a=$("$PGCREATE")
+	"$PGRUN" --group "$a" -- sh -c 'echo x >f'
+	run -0 "$PGCLOSE" "$a"
+	run -0 "$PGSYNC" "$a"
+	run -0 "$PGSYNC" "$a"
+	run -1 --separate-stderr "$PGSYNC" 9999
+	assert_equal "$stderr" "pgsync: cannot sync group 9999: group 9999 does not exist"
+}
+
+@test "a dead daemon is reported by every patchgroup command as gone" {
+	a=$("$PGCREATE")
+	b=$("$PGCREATE")
+	kill -9 "$FSTITCH_MOUNT_PID"
+	wait "$FSTITCH_MOUNT_PID" 2>/dev/null || true
+	gone="cannot use '.': its fstitch daemon is gone (the mount is dead)"
+	run -1 --separate-stderr "$PGCREATE"
+	assert_equal "$stderr" "pgcreate: $gone"
+	run -1 --separate-stderr "$PGSYNC" "$a"
+	assert_equal "$stderr" "pgsync: $gone"
+	run -1 --separate-stderr "$PGCLOSE" "$a"
+	assert_equal "$stderr" "pgclose: $gone"
+	run -1 --separate-stderr "$PGDEPEND" "$a" "$b"
+	assert_equal "$stderr" "pgdepend: $gone"
+	run -125 --separate-stderr "$PGRUN" -- true
+	assert_equal "$stderr" "pgrun: $gone"
+	run -125 --separate-stderr "$PGRUN" --group "$a" -- true
+	assert_equal "$stderr" "pgrun: $gone"
+	# the same through -C, from outside the mount
+	cd /
+	run -1 --separate-stderr "$PGSYNC" -C "$MNT" "$a"
+	assert_equal "$stderr" "pgsync: cannot use '$MNT': its fstitch daemon is gone (the mount is dead)"
+}
+
 @test "pgsync and pgclose name the group they could not handle" {
 	run -1 --separate-stderr "$PGSYNC" 9999
-	assert_equal "$stderr" "pgsync: cannot sync group 9999: group 9999 does not exist or is closed"
+	assert_equal "$stderr" "pgsync: cannot sync group 9999: group 9999 does not exist"
 	a=$("$PGCREATE")
 	run -1 --separate-stderr "$PGCLOSE" "$a" 9999
-	assert_equal "$stderr" "pgclose: cannot close group 9999: group 9999 does not exist or is closed"
+	assert_equal "$stderr" "pgclose: cannot close group 9999: group 9999 does not exist"
 	run -0 "$PGSTATUS" "$a"
 	assert_output --partial closed
 }

@@ -55,8 +55,11 @@ static int connect_now(void)
 	if (r < 0)
 		return r;
 	r = ctl_connect(path, &fd);
+	/* A socket that refuses is one its killed daemon left behind. */
+	if (r == -ECONNREFUSED)
+		return -ECONNRESET;
 	if (r < 0)
-		return r == -ENOENT || r == -ECONNREFUSED ? -ENXIO : r;
+		return r == -ENOENT ? -ENXIO : r;
 	api_fd = fd;
 	api_pid = getpid();
 	return 0;
@@ -84,6 +87,9 @@ static int call_flags(uint16_t op, int64_t a, int64_t b, uint32_t flags, struct 
 	}
 	r = ctl_call(api_fd, &req, &rep);
 	if (r < 0) {
+		/* EPIPE: the daemon went away before our request reached it. */
+		if (r == -EPIPE)
+			r = -ECONNRESET;
 		close(api_fd);
 		api_fd = -1;
 		goto out;

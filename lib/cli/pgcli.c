@@ -78,9 +78,17 @@ static const char *why(char *buf, size_t size, int err, pg_t id)
 	case EINVAL:
 		snprintf(buf, size, "invalid group id %lld", n);
 		break;
-	case ENOENT:
-		snprintf(buf, size, "group %lld does not exist or is closed", n);
+	case ENOENT: {
+		/* Say which: a closed group may still be synced or named as a
+		 * before, so "or is closed" would mislead there. */
+		struct pg_status st;
+
+		if (pg_status(id, &st) == 0 && (st.state & PG_STATUS_CLOSED))
+			snprintf(buf, size, "group %lld is closed", n);
+		else
+			snprintf(buf, size, "group %lld does not exist", n);
 		break;
+	}
 	case EPERM:
 		snprintf(buf, size, "group %lld belongs to another user", n);
 		break;
@@ -108,10 +116,6 @@ static const char *why(char *buf, size_t size, int err, pg_t id)
 	case ENXIO:
 		snprintf(buf, size, "not inside an fstitch mount (use -C DIR or FSTITCH_CONTROL)");
 		break;
-	case ECONNRESET:
-	case EPIPE:
-		snprintf(buf, size, "the fstitch daemon went away");
-		break;
 	case EPROTO:
 		snprintf(buf, size, "the fstitch daemon speaks another protocol version");
 		break;
@@ -122,10 +126,31 @@ static const char *why(char *buf, size_t size, int err, pg_t id)
 	return buf;
 }
 
+const char *pgcli_where(void)
+{
+	const char *where = cliopt.dir;
+
+	if (!where)
+		where = getenv("FSTITCH_CONTROL");
+	return where && *where ? where : ".";
+}
+
+void pgcli_gone(const char *where)
+{
+	cli_error("cannot use '%s': its fstitch daemon is gone (the mount is dead)", where);
+}
+
 void pgcli_error(int err, pg_t id, const char *fmt, ...)
 {
 	char what[160], because[160];
 	va_list ap;
+
+	if (abs(err) == ECONNRESET) {
+		/* Whatever was asked, the one thing to say is that the mount
+		 * is dead, in the words fstitch-stat uses. */
+		pgcli_gone(pgcli_where());
+		return;
+	}
 
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);

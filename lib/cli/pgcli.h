@@ -20,6 +20,13 @@
  * -EINVAL. */
 int pgcli_parse_id(const char *s, pg_t *id);
 
+/* Where the API looks for the mount: -C DIR, else $FSTITCH_CONTROL, else
+ * "." (never NULL). */
+const char *pgcli_where(void);
+/* Print "prog: cannot use 'where': its fstitch daemon is gone (the mount
+ * is dead)", the one message every command gives for a dead daemon. */
+void pgcli_gone(const char *where);
+
 /* The argp children every patchgroup command lists: -C DIR. */
 extern const struct argp_child pgcli_children[];
 
@@ -46,7 +53,9 @@ error_t pgcli_parse_ids(int key, char *arg, struct argp_state *state);
 int pgcli_start(const struct argp *argp, int argc, char **argv, unsigned flags);
 
 /* Print "prog: <fmt...>: <why>", why being what the API's errno err (plus
- * or minus) means for group id, e.g. "group 9 is engaged". */
+ * or minus) means for group id, e.g. "group 9 is engaged".  For
+ * ECONNRESET (the daemon is gone) it prints pgcli_gone(pgcli_where())
+ * instead. */
 void pgcli_error(int err, pg_t id, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* The API calls, each printing why it failed:

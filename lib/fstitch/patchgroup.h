@@ -25,7 +25,9 @@
  *   EDQUOT    pg_create: this user (not root) has 65536 groups open or not
  *             yet durable
  *   ENXIO     no fstitch mount found (see pg_set_control())
- *   ECONNRESET, EPROTO  the daemon went away or speaks another version
+ *   ECONNRESET  the daemon is gone: killed (its mount is dead, or its
+ *             socket refuses), or it went away during the call
+ *   EPROTO    the daemon speaks another version of the protocol
  * A refused call changes nothing.
  */
 #ifndef FSTITCH_PATCHGROUP_H

@@ -157,7 +157,8 @@ void ctl_dispatch(ctl_handler fn, void *arg, const struct ctl_peer *peer, const 
 /* Client side.  The control socket for where: where itself if it is a
  * socket, else the value of CTL_XATTR on where (any path in an fstitch
  * mount).  buf gets the path.  0, -ENXIO if where is in no fstitch mount,
- * -ENAMETOOLONG, or -errno of stat/getxattr (e.g. -ENOENT). */
+ * -ECONNRESET if where is in a mount whose daemon died (the kernel's
+ * ENOTCONN), -ENAMETOOLONG, or -errno of stat/getxattr (e.g. -ENOENT). */
 int ctl_find_socket(const char *where, char *buf, size_t size);
 /* Connect to path: the fd is close-on-exec. */
 int ctl_connect(const char *path, int *fd);

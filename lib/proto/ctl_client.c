@@ -21,13 +21,22 @@ int ctl_addr(const char *path, struct sockaddr_un *sa)
 	return 0;
 }
 
+/* A path in a mount whose daemon died answers ENOTCONN ("transport
+ * endpoint is not connected"): that is the daemon being gone, which the
+ * client side reports as ECONNRESET everywhere, so that ENOTCONN keeps its
+ * one meaning in the API (pg_disengage of a group not engaged). */
+static int gone(int err)
+{
+	return err == -ENOTCONN ? -ECONNRESET : err;
+}
+
 int ctl_find_socket(const char *where, char *buf, size_t size)
 {
 	struct stat st;
 	ssize_t n;
 
 	if (stat(where, &st) < 0)
-		return -errno;
+		return gone(-errno);
 	if (S_ISSOCK(st.st_mode)) {
 		if (strlen(where) >= size)
 			return -ENAMETOOLONG;
@@ -36,7 +45,8 @@ int ctl_find_socket(const char *where, char *buf, size_t size)
 	}
 	n = getxattr(where, CTL_XATTR, buf, size - 1);
 	if (n < 0)
-		return errno == ENODATA || errno == ENOTSUP || errno == ERANGE ? -ENXIO : -errno;
+		return errno == ENODATA || errno == ENOTSUP || errno == ERANGE ? -ENXIO
+										: gone(-errno);
 	buf[n] = '\0';
 	return 0;
 }

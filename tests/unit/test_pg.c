@@ -14,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -1228,6 +1230,35 @@ static void test_pgsrv_switch(void **state)
 	free(dir);
 }
 
+/* A daemon that was killed leaves its socket file behind, refusing
+ * connections: the API says ECONNRESET (the daemon is gone), the errno
+ * the header documents, not ENXIO (no mount) or ENOTCONN (which
+ * pg_disengage uses for a group not engaged). */
+static void test_dead_daemon_errno(void **state)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char *dir = e2t_tmpdir_new("deadctl");
+	int fd;
+
+	(void)state;
+	assert_non_null(dir);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/dead.ctl", dir);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	close(fd); /* the file stays; nobody listens */
+	assert_int_equal(pg_set_control(sa.sun_path), 0);
+	errno = 0;
+	assert_int_equal(pg_create(), -1);
+	assert_int_equal(errno, ECONNRESET);
+	errno = 0;
+	assert_int_equal(pg_sync(1), -1);
+	assert_int_equal(errno, ECONNRESET);
+	pg_set_control(NULL);
+	e2t_rm_rf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1249,6 +1280,7 @@ int main(void)
 		cmocka_unit_test(test_ctl_protocol),
 		cmocka_unit_test(test_pgsrv_api),
 		cmocka_unit_test(test_pgsrv_switch),
+		cmocka_unit_test(test_dead_daemon_errno),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
