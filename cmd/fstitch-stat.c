@@ -39,6 +39,7 @@ static struct {
 	unsigned long count; /* 0: until interrupted */
 	int nviews;
 	int nnum; /* numbers given as arguments */
+	int watch_opt; /* --watch gave the interval */
 } A;
 
 static const struct argp_option options[] = {
@@ -56,7 +57,7 @@ static const struct argp_option options[] = {
     {"limit", KEY_LIMIT, "N", 0,
      "At most N entries per list, patches in a graph, steps of a chain (default 64)", 2},
     {"watch", KEY_WATCH, "SECONDS", 0,
-     "Print levels and rates every SECONDS until interrupted (or COUNT times)", 2},
+     "Print levels and rates every SECONDS until interrupted (or COUNT lines)", 2},
     {0}};
 
 static int parse_u64(const char *s, uint64_t max, uint64_t *out)
@@ -125,23 +126,28 @@ static error_t parse(int key, char *arg, struct argp_state *state)
 	case KEY_WATCH:
 		if (parse_seconds(arg, &A.interval) < 0)
 			argp_error(state, "invalid interval '%s' (seconds, 0.01 to 86400)", arg);
+		A.watch_opt = 1;
 		return 0;
 	case ARGP_KEY_ARG:
 		/* [MOUNTPOINT] [INTERVAL [COUNT]], as vmstat: a number is an
-		 * interval or a count (name a directory called "1" as ./1). */
+		 * interval or a count (name a directory called "1" as ./1).
+		 * After --watch=SECONDS the interval is known, so a number is
+		 * the count.  (argp hands over options before operands.) */
 		if ((arg[0] >= '0' && arg[0] <= '9') || arg[0] == '.') {
-			if (A.nnum == 0 && parse_seconds(arg, &A.interval) == 0) {
+			int slot = A.nnum + A.watch_opt; /* 0 interval, 1 count */
+
+			if (slot == 0 && parse_seconds(arg, &A.interval) == 0) {
 				A.nnum++;
 				return 0;
 			}
-			if (A.nnum == 1 && parse_u64(arg, ULONG_MAX, &v) == 0 && v > 0) {
+			if (slot == 1 && parse_u64(arg, ULONG_MAX, &v) == 0 && v > 0) {
 				A.count = (unsigned long)v;
 				A.nnum++;
 				return 0;
 			}
-			if (A.nnum > 0)
-				argp_error(state, "invalid %s '%s'",
-					   A.nnum == 1 ? "count" : "argument", arg);
+			if (slot > 0)
+				argp_error(state, "invalid %s '%s'", slot == 1 ? "count" : "argument",
+					   arg);
 		}
 		if (A.where || A.nnum)
 			argp_error(state, "unexpected argument '%s'", arg);
@@ -182,7 +188,9 @@ static const struct argp argp = {
     "current directory).  With INTERVAL (or --watch), print one line of "
     "levels and rates every INTERVAL seconds, COUNT times.  With -q, print "
     "nothing: the exit status says whether the path is in a live fstitch "
-    "mount.  With -v, the summary also explains the oldest dirty block.\v"
+    "mount.  With -v, the summary also explains the oldest dirty block.  "
+    "As in vmstat, the first line comes at once with rates since the mount "
+    "started; after --watch, a number is COUNT.\v"
     "Exit status: 0 done, 1 failed (not an fstitch mount, daemon unreachable), "
     "64 usage error.",
     children,
@@ -252,37 +260,33 @@ static int render(const struct insp_snap *s)
 	return statfmt_text(stdout, s);
 }
 
-/* The live view: levels and rates, one line (or JSON object) per
- * interval; other views are printed whole each time. */
+/* The live view, as vmstat(8) runs: the first line at once, with the
+ * rates averaged since the mount started, then one line (or JSON object)
+ * every interval with the rates over it, COUNT lines in all.  Other
+ * views are printed whole each time. */
 static int watch(int fd, const char *where)
 {
 	struct insp_snap *prev = NULL, *cur = NULL;
 	unsigned long n = 0;
-	double t0, t1;
+	double start, t0 = 0, t1, secs;
 	int r, lines = 0;
 
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
-	r = fetch(fd, A.view, &prev);
-	t0 = now_s();
-	while (r == 0 && !stop && (A.count == 0 || n < A.count)) {
-		nap(A.interval);
-		if (stop)
-			break;
-		r = fetch(fd, A.view, &cur);
-		if (r)
-			break;
-		t1 = now_s();
+	r = fetch(fd, A.view, &cur);
+	start = t1 = now_s();
+	while (r == 0) {
+		secs = prev ? t1 - t0 : (double)cur->sum.age_ms / 1000.0;
 		if (A.view != INSP_SUMMARY) {
 			if (!cliopt.json)
-				printf("%s-- after %.1fs\n", n ? "\n" : "", t1 - t0);
+				printf("%s-- at %.1fs\n", n ? "\n" : "", t1 - start);
 			r = render(cur);
 		} else if (cliopt.json) {
-			r = statfmt_rates_json(stdout, prev, cur, t1 - t0);
+			r = statfmt_rates_json(stdout, prev, cur, secs);
 		} else {
 			if (lines++ % 20 == 0)
 				statfmt_rates_header(stdout);
-			r = statfmt_rates_line(stdout, prev, cur, t1 - t0);
+			r = statfmt_rates_line(stdout, prev, cur, secs);
 		}
 		fflush(stdout);
 		inspect_free(prev);
@@ -295,6 +299,13 @@ static int watch(int fd, const char *where)
 			inspect_free(prev);
 			return CLI_EXIT_FAILURE;
 		}
+		if (A.count && n >= A.count)
+			break;
+		nap(A.interval);
+		if (stop)
+			break;
+		r = fetch(fd, A.view, &cur);
+		t1 = now_s();
 	}
 	inspect_free(prev);
 	if (r) {

@@ -395,3 +395,26 @@ EOF
 	run -0 "$STAT" --why 1 --json
 	echo "$output" | jq -e '.block_kind == null'
 }
+
+@test "INTERVAL COUNT and --watch=SECONDS COUNT print COUNT lines, as vmstat" {
+	workload
+	# --watch=SECONDS then a number: the number is the count
+	run -0 timeout 60 "$STAT" --watch=0.05 3
+	assert_equal "${#lines[@]}" 4
+	assert_line --index 0 --regexp '^ +DIRTY +PENDING'
+	run -0 timeout 60 "$STAT" --watch 0.05 "$MNT" 2
+	assert_equal "${#lines[@]}" 3
+	run -64 --separate-stderr "$STAT" --watch=1 2 3
+	assert_equal "${stderr_lines[0]}" "fstitch-stat: invalid argument '3'"
+	# the first line comes at once, with rates since the mount started:
+	# COUNT 1 never waits for the (hour-long) interval
+	run -0 timeout 60 "$STAT" 3600 1
+	assert_equal "${#lines[@]}" 2
+	run -0 timeout 60 "$STAT" --json 3600 1
+	assert_equal "${#lines[@]}" 1
+	# the workload's writes, averaged since the mount: not zero
+	echo "$output" | jq -e '.view == "rates" and .interval_s > 0 and
+		.rates.patches_created > 0'
+	run -0 timeout 60 "$STAT" --blocks 3600 1
+	assert_line --index 0 --regexp '^-- at 0\.[0-9]s$'
+}

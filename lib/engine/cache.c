@@ -808,6 +808,12 @@ int cache_create(struct bdev *dev, const struct cache_opts *opts, struct cache *
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+	{
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		c->born_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	}
 	if (opts)
 		c->opts = *opts;
 	if (c->opts.max_blocks == 0)

@@ -138,6 +138,7 @@ struct cache {
 	struct bdev *dev;
 	struct cache_opts opts;
 	uint32_t bs;
+	uint64_t born_ns; /* CLOCK_MONOTONIC ns at cache_create */
 	pthread_mutex_t lock;
 	pthread_cond_t io_cond;       /* a block read finished */
 	pthread_cond_t round_cond;    /* the round in flight finished */

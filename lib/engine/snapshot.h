@@ -61,6 +61,8 @@ struct insp_summary {
 	uint32_t round_busy;  /* a round is being written right now */
 	uint32_t have_groups; /* the mount serves patchgroups */
 	uint32_t reserved;
+	uint64_t age_ms; /* since the cache was made (the mount started):
+			  * the counters above are totals over it */
 };
 
 enum insp_block_flags {
