@@ -32,6 +32,7 @@
 #include "crash/record.h"
 #include "cli/source.h"
 #include "cli/statfmt.h"
+#include "util/size.h"
 
 #define PROG "fstitch-mount"
 
@@ -1148,6 +1149,13 @@ static void parse_o(struct args *a, const char *opts)
 		usage_error("option '%s' needs a value", err.name);
 	case MOUNTOPT_NO_VALUE:
 		usage_error("option '%s' takes no value", err.name);
+	case MOUNTOPT_TOO_LARGE: {
+		char mem[32];
+
+		usage_error("bad value for option '%s': '%s' is more than this machine's "
+			    "memory (%s)",
+			    err.name, err.value, size_format(err.limit, mem, sizeof(mem)));
+	}
 	default:
 		usage_error("bad value for option '%s': '%s'", err.name, err.value);
 	}

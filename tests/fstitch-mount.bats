@@ -514,6 +514,12 @@ fsck_not_dangerous() {
 	assert_equal "$stderr" "fstitch-mount: bad value for option 'cache': 'abc'"
 	run -64 --separate-stderr "$MOUNT" -f -o consistency=journal "$IMG" "$MNT" 3>&-
 	assert_equal "$stderr" "fstitch-mount: bad value for option 'consistency': 'journal'"
+	# a cache beyond physical memory (this machine has less than 1 TiB)
+	mem_kib=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
+	if [ "$mem_kib" -lt $((1 << 30)) ]; then
+		run -64 --separate-stderr "$MOUNT" -f -o cache=1T "$IMG" "$MNT" 3>&-
+		assert_regex "$stderr" "^fstitch-mount: bad value for option 'cache': '1T' is more than this machine's memory \([0-9.]+ GiB\)$"
+	fi
 	run -64 --separate-stderr "$MOUNT" -f -o flush_interval=-1 "$IMG" "$MNT" 3>&-
 	assert_equal "$stderr" "fstitch-mount: bad value for option 'flush_interval': '-1'"
 	run -64 --separate-stderr "$MOUNT" -f -o rw,frobnicate "$IMG" "$MNT" 3>&-

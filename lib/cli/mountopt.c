@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Options that go to the kernel through libfuse unchanged.  Anything not
  * listed here, not ours and not mount(8)'s is refused, so that a typo is an
@@ -39,8 +40,12 @@ static bool in_list(const char *s, const char *const *list, size_t n)
 
 void mountopt_init(struct mountopt *mo)
 {
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+
 	memset(mo, 0, sizeof(*mo));
 	mo->consistency = CONSISTENCY_SOFTUPDATES;
+	if (pages > 0 && page > 0)
+		mo->mem_bytes = (uint64_t)pages * (uint64_t)page;
 }
 
 void mountopt_free(struct mountopt *mo)
@@ -140,6 +145,7 @@ static void set_err(struct mountopt_error *err, enum mountopt_err kind, const ch
 	if (!err)
 		return;
 	err->kind = kind;
+	err->limit = 0;
 	snprintf(err->name, sizeof(err->name), "%s", name);
 	snprintf(err->value, sizeof(err->value), "%s", value ? value : "");
 }
@@ -208,6 +214,12 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 		if (mountopt_parse_size(val, &size) < 0 || size < MOUNTOPT_CACHE_MIN ||
 		    size > MOUNTOPT_CACHE_MAX)
 			goto bad_value;
+		if (mo->mem_bytes && size > mo->mem_bytes) {
+			set_err(err, MOUNTOPT_TOO_LARGE, opt, val);
+			if (err)
+				err->limit = mo->mem_bytes;
+			return -EINVAL;
+		}
 		mo->cache_bytes = size;
 		return 0;
 	}

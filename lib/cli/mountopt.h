@@ -34,6 +34,10 @@ struct mountopt {
 	unsigned lock_wait_ms;        /* lock_wait=SECONDS: how long to wait for
 				       * an image in use; 0: refuse at once */
 	char *statsfile;              /* statsfile=PATH as given; NULL: none */
+	uint64_t mem_bytes;           /* physical memory, set by mountopt_init():
+				       * a larger cache= is refused (it could
+				       * only end in swapping or the OOM killer);
+				       * 0: unknown, no such check */
 	char *fuse_opts;              /* options for libfuse, comma separated,
 				       * escaped; NULL when none */
 };
@@ -44,6 +48,7 @@ enum mountopt_err {
 	MOUNTOPT_BAD_VALUE,   /* the value does not parse or is out of range */
 	MOUNTOPT_NEED_VALUE,  /* "cache" without "=..." */
 	MOUNTOPT_NO_VALUE,    /* "ro=1": the option takes no value */
+	MOUNTOPT_TOO_LARGE,   /* a size above what the machine has (limit) */
 };
 
 /* What went wrong, for the caller's message: the option's name and the value
@@ -52,9 +57,11 @@ struct mountopt_error {
 	enum mountopt_err kind;
 	char name[64];
 	char value[192];
+	uint64_t limit; /* MOUNTOPT_TOO_LARGE: the largest value allowed */
 };
 
-/* Set the defaults.  Call once before mountopt_parse(). */
+/* Set the defaults, and mem_bytes to this machine's physical memory.  Call
+ * once before mountopt_parse(). */
 void mountopt_init(struct mountopt *mo);
 /* Free what mountopt_parse() allocated; mo may be parsed into again after
  * mountopt_init(). */

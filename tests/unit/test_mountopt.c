@@ -159,6 +159,39 @@ static void test_cache(void **state)
 	mountopt_free(&mo);
 }
 
+/* A cache larger than physical memory is refused with the limit, so that
+ * the message can say how much there is; up to it is fine. */
+static void test_cache_above_memory(void **state)
+{
+	struct mountopt mo;
+	struct mountopt_error err;
+
+	mountopt_init(&mo);
+	assert_true(mo.mem_bytes > 0); /* this machine's, from sysconf */
+	mo.mem_bytes = 23ULL << 30;
+	assert_int_equal(mountopt_parse(&mo, "cache=1T", &err), -EINVAL);
+	assert_int_equal(err.kind, MOUNTOPT_TOO_LARGE);
+	assert_string_equal(err.name, "cache");
+	assert_string_equal(err.value, "1T");
+	assert_true(err.limit == 23ULL << 30);
+	assert_int_equal(mo.cache_bytes, 0);
+	assert_int_equal(mountopt_parse(&mo, "cache=24G", &err), -EINVAL);
+	assert_int_equal(err.kind, MOUNTOPT_TOO_LARGE);
+	assert_int_equal(mountopt_parse(&mo, "cache=23G", &err), 0);
+	assert_true(mo.cache_bytes == 23ULL << 30);
+	/* other errors carry no limit */
+	assert_int_equal(mountopt_parse(&mo, "cache=x", &err), -EINVAL);
+	assert_int_equal(err.kind, MOUNTOPT_BAD_VALUE);
+	assert_true(err.limit == 0);
+	mountopt_free(&mo);
+
+	/* memory unknown: only the fixed range applies */
+	mountopt_init(&mo);
+	mo.mem_bytes = 0;
+	assert_int_equal(mountopt_parse(&mo, "cache=1T", &err), 0);
+	mountopt_free(&mo);
+}
+
 static void test_seconds(void **state)
 {
 	static const struct {
@@ -419,6 +452,7 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_cache),
+		cmocka_unit_test(test_cache_above_memory),
 		cmocka_unit_test(test_seconds),
 		cmocka_unit_test(test_flush_interval),
 		cmocka_unit_test(test_ro_rw),
