@@ -1346,6 +1346,11 @@ static int open_fs(const struct args *a, const struct source *src)
 		    a->mo.lock_wait_ms ? "gave up waiting" : "lock_wait=SECONDS waits for it");
 	else if (r == -EOPNOTSUPP || r == -EUCLEAN || r == -EINVAL)
 		say("cannot open '%s': %s", a->source, e2_open_error());
+	else if (!a->mo.readonly && (r == -EROFS || r == -EPERM || r == -EACCES))
+		/* An immutable image, one on a read-only file system or one
+		 * the user may only read can still be mounted read-only. */
+		say("cannot open '%s' for writing: %s; -o ro mounts it read-only", a->source,
+		    strerror(-r));
 	else
 		say("cannot open '%s': %s", a->source, strerror(-r));
 	return r;

@@ -763,6 +763,29 @@ fs_state() {
 	assert_equal "$(file_sum "$IMG")" "$sum"
 }
 
+@test "an immutable image or one on a read-only file system is refused with a hint to use -o ro" {
+	new_image 32M
+	sum=$(file_sum "$IMG")
+	chattr +i "$IMG" || skip "chattr +i is not supported here"
+	run -8 --separate-stderr "$MOUNT" -f "$IMG" "$MNT" 3>&-
+	chattr -i "$IMG"
+	assert_equal "$stderr" "fstitch-mount: cannot open '$IMG' for writing: Operation not permitted; -o ro mounts it read-only"
+	run ! mountpoint -q "$MNT"
+	# a read-only file system: a tmpfs of our own, remounted ro
+	mkdir "$SCRATCH/rofs"
+	mount -t tmpfs -o size=40M rofs "$SCRATCH/rofs"
+	track_mount "$SCRATCH/rofs" kernel
+	cp "$IMG" "$SCRATCH/rofs/fs.img"
+	mount -o remount,ro "$SCRATCH/rofs"
+	run -8 --separate-stderr "$MOUNT" -f "$SCRATCH/rofs/fs.img" "$MNT" 3>&-
+	assert_equal "$stderr" "fstitch-mount: cannot open '$SCRATCH/rofs/fs.img' for writing: Read-only file system; -o ro mounts it read-only"
+	# and the hint works
+	fstitch_mount_start "$SCRATCH/rofs/fs.img" "$MNT" -o ro
+	assert [ -d "$MNT/lost+found" ]
+	fstitch_mount_stop "$MNT"
+	assert_equal "$(file_sum "$SCRATCH/rofs/fs.img")" "$sum"
+}
+
 @test "works as a mount helper: mount.fuse.fstitch and mount.fuse3's TYPE#SOURCE form" {
 	new_image 32M
 	ln -s "$MOUNT" "$SCRATCH/mount.fuse.fstitch"
