@@ -247,6 +247,8 @@ static void fetch_error(const char *where, int err)
 {
 	if (err == -ECONNRESET || err == -EPIPE)
 		pgcli_gone(where);
+	else if (err == -ENXIO && (A.view == INSP_WHY || A.view == INSP_PATCHES))
+		cli_error("no such block %" PRIu64 ": past the end of the file system", A.block);
 	else
 		cli_error("cannot get statistics from '%s': %s", where, fetch_why(err));
 }

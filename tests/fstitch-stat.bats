@@ -64,6 +64,7 @@ json_get() {
 		'.memory.engine_bytes <= .memory.peak_engine_bytes' \
 		'.memory.dirty_bytes <= .memory.peak_dirty_bytes' \
 		'(.memory.engine_dirty_ratio - .memory.engine_bytes / .memory.dirty_bytes) | fabs < 0.001' \
+		'(.memory.engine_cache_ratio - .memory.engine_bytes / (.blocks.cached * .mode.block_size)) | fabs < 0.001' \
 		'.io.barriers <= .io.rounds' \
 		'.io.rollback_writes <= .io.block_writes' \
 		'.mode.consistency == "softupdates"' \
@@ -86,7 +87,7 @@ json_get() {
 	run -0 "$STAT"
 	assert_line --regexp '^blocks: +[0-9]+ cached, [1-9][0-9]* dirty'
 	assert_line --regexp '^mode: +consistency softupdates, flush interval 1m00s'
-	assert_line --regexp '^memory: +undo .*engine/dirty [0-9.]+%$'
+	assert_line --regexp '^memory: +undo .*engine/cache [0-9.]+%$'
 }
 
 @test "after a sync nothing is dirty and no patch is pending" {
@@ -120,7 +121,7 @@ json_get() {
 		.patches.pending .patches.byte .patches.bit .patches.empty .patches.hard \
 		.patches.soft .patches.created .patches.merged .patches.committed \
 		.memory.undo_bytes .memory.engine_bytes .memory.dirty_bytes \
-		.memory.engine_dirty_ratio .memory.peak_engine_bytes .memory.peak_dirty_bytes \
+		.memory.engine_dirty_ratio .memory.engine_cache_ratio .memory.peak_engine_bytes .memory.peak_dirty_bytes \
 		.io.rounds .io.barriers .io.block_writes .io.rollback_writes .io.write_errors \
 		.io.barrier_errors .io.dirty_waits .io.round_in_flight \
 		.groups.served .groups.known .groups.open .groups.engaged .groups.sealed \
@@ -272,10 +273,55 @@ json_get() {
 }
 
 @test "a block with nothing to write is explained as clean" {
-	run -0 "$STAT" --why 999999
-	assert_output "block 999999 is clean: it has nothing waiting to be written"
-	run -0 "$STAT" --patches 999999 --json
+	# the last block of the 32 MiB file system (1 KiB blocks)
+	run -0 "$STAT" --why 32767
+	assert_output "block 32767 is clean: it has nothing waiting to be written"
+	run -0 "$STAT" --patches 32767 --json
 	echo "$output" | jq -e '.patch_list == []'
+}
+
+@test "a block past the end of the file system is an error, not clean" {
+	local arg
+	for arg in --why=32768 --why=999999 --patches=32768 "--why=32768 --json"; do
+		# shellcheck disable=SC2086 # split on purpose
+		run -1 --separate-stderr "$STAT" $arg
+		assert_output ""
+		[ "$stderr" = "fstitch-stat: no such block ${arg//[^0-9]/}: past the end of the file system" ]
+	done
+}
+
+@test "ENG% stays a share of the cache when little is dirty" {
+	local i
+	mkdir d
+	for i in $(seq 1 1500); do
+		echo "file $i" >"d/f$i"
+	done
+	sync .
+	for ((i = 0; i < 100; i++)); do
+		[ "$(json_get '.blocks.dirty + .blocks.inflight')" = 0 ] && break
+		sleep 0.1
+	done
+	# A few dirty blocks, next to the committed patches the cached
+	# inodes still hold: engine memory over dirty data would be
+	# thousands of percent.
+	echo one >small
+	run -0 "$STAT" --json
+	echo "$output" >"$SCRATCH/s.json"
+	jq -e '.blocks.dirty > 0 and .blocks.dirty < 10' "$SCRATCH/s.json"
+	jq -e '.memory.engine_cache_ratio < 1 and
+		(.memory.engine_cache_ratio - .memory.engine_bytes /
+		 (.blocks.cached * .mode.block_size) | fabs) < 0.000001' "$SCRATCH/s.json"
+	run -0 "$STAT" 1 1
+	assert_line --index 0 --regexp 'ENG%'
+	local eng
+	eng=$(echo "${lines[1]}" | grep -o '[0-9.]*%' | head -n 1)
+	eng=${eng%\%}
+	# the same share as --json gives (the figures are a moment apart)
+	awk -v e="$eng" 'BEGIN { exit !(e >= 0 && e < 100) }'
+	run -0 "$STAT"
+	assert_line --regexp '^memory: +undo .*engine/cache [0-9]+\.[0-9]%$'
+	eng=$(echo "$output" | sed -n 's|^memory:.*engine/cache \([0-9.]*\)%$|\1|p')
+	awk -v e="$eng" 'BEGIN { exit !(e >= 0 && e < 100) }'
 }
 
 @test "the mount can be named by a path inside it, -C or FSTITCH_CONTROL" {

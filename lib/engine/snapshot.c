@@ -596,6 +596,11 @@ static int take_locked(struct take *t)
 
 	t->now_ns = mono_ns();
 	take_summary(t);
+	/* A block past the end of the device is not "clean": there is no
+	 * such block, and saying so is the only honest answer. */
+	if ((t->s->view == INSP_PATCHES || t->s->view == INSP_WHY) &&
+	    t->s->block >= cache_bdev(t->c)->nblocks)
+		return -ENXIO;
 	switch (t->s->view) {
 	case INSP_BLOCKS:
 		r = take_blocks(t, false);

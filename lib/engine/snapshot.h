@@ -169,7 +169,8 @@ struct insp_snap {
 };
 
 /* Take a snapshot of cache c (and of the groups of e, which may be NULL).
- * -EINVAL for a bad query, -ENOMEM.  The caller frees *out with
+ * -EINVAL for a bad query, -ENXIO for INSP_PATCHES or INSP_WHY of a block
+ * past the end of the device, -ENOMEM.  The caller frees *out with
  * inspect_free(). */
 int inspect_take(struct cache *c, struct pgeng *e, const struct insp_query *q,
 		 struct insp_snap **out);
