@@ -164,11 +164,19 @@ bench: all $(BENCHES)
 PG_MANLINKS := pg_depend pg_engage pg_disengage pg_sync pg_close pg_set_control \
 	pg_fsync_policy pg_status pg_switch pg_leave
 
+# Every directory install makes that was not there before is listed in
+# INSTALLED_DIRS, so that uninstall removes those (once empty) and no others.
+INSTALL_DIRS := $(BINDIR) $(SBINDIR) $(MOUNTHELPERDIR) $(LIBDIR) \
+	$(INCLUDEDIR)/fstitch $(PKGCONFIGDIR) $(BASHCOMPDIR) $(BATSDIR) \
+	$(PREFIX)/share/fstitch \
+	$(addprefix $(MANDIR)/man,$(sort $(subst .,,$(suffix $(wildcard man/*.[1-8])))))
+INSTALLED_DIRS = $(DESTDIR)$(PREFIX)/share/fstitch/installed-dirs
+
 install: all
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MOUNTHELPERDIR) \
-		$(DESTDIR)$(LIBDIR) \
-		$(DESTDIR)$(INCLUDEDIR)/fstitch $(DESTDIR)$(PKGCONFIGDIR) \
-		$(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(BATSDIR)
+	set -e; new=; for d in $(INSTALL_DIRS:%=$(DESTDIR)%); do \
+		m=$$d; while [ -n "$$m" ] && [ ! -e "$$m" ]; do new="$$new $$m"; m=$${m%/*}; done; \
+		install -d $$d; done; \
+		for d in $$new; do echo "$$d"; done >>$(INSTALLED_DIRS)
 	for c in $(CMDS); do install -m 755 $$c $(DESTDIR)$(BINDIR)/; done
 	[ ! -e $(BUILD)/bin/fstitch-mkfs ] || \
 		ln -sf $(BINDIR)/fstitch-mkfs $(DESTDIR)$(SBINDIR)/mkfs.fstitch
@@ -180,15 +188,22 @@ install: all
 	install -m 644 lib/fstitch/*.h $(DESTDIR)$(INCLUDEDIR)/fstitch/
 	install -m 644 $(BUILD)/fstitch.pc $(DESTDIR)$(PKGCONFIGDIR)/
 	for m in man/*.[1-8]; do [ -e "$$m" ] || continue; \
-		s=$${m##*.}; install -d $(DESTDIR)$(MANDIR)/man$$s; \
-		install -m 644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done
+		s=$${m##*.}; install -m 644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done
 	[ ! -e man/pg_create.3 ] || for f in $(PG_MANLINKS); do \
 		ln -sf pg_create.3 $(DESTDIR)$(MANDIR)/man3/$$f.3; done
+	# man(1) finds the command links' names too, through .so pages as
+	# e2fsprogs installs mkfs.ext2.8.
+	[ ! -e man/fstitch-mkfs.8 ] || \
+		echo '.so man8/fstitch-mkfs.8' >$(DESTDIR)$(MANDIR)/man8/mkfs.fstitch.8
+	[ ! -e man/fstitch-mount.8 ] || \
+		echo '.so man8/fstitch-mount.8' >$(DESTDIR)$(MANDIR)/man8/mount.fuse.fstitch.8
 	for f in completions/*.bash; do [ -e "$$f" ] || continue; \
 		n=$$(basename $$f .bash); \
 		install -m 644 $$f $(DESTDIR)$(BASHCOMPDIR)/$$n; done
 	[ ! -e completions/fstitch-mkfs.bash ] || \
 		ln -sf fstitch-mkfs $(DESTDIR)$(BASHCOMPDIR)/mkfs.fstitch
+	[ ! -e completions/fstitch-mount.bash ] || \
+		ln -sf fstitch-mount $(DESTDIR)$(BASHCOMPDIR)/mount.fuse.fstitch
 	install -m 644 share/bats/*.bash $(DESTDIR)$(BATSDIR)/
 
 uninstall:
@@ -200,11 +215,15 @@ uninstall:
 	for m in man/*.[1-8]; do [ -e "$$m" ] || continue; s=$${m##*.}; \
 		rm -f $(DESTDIR)$(MANDIR)/man$$s/$${m##*/}; done
 	for f in $(PG_MANLINKS); do rm -f $(DESTDIR)$(MANDIR)/man3/$$f.3; done
+	rm -f $(DESTDIR)$(MANDIR)/man8/mkfs.fstitch.8 $(DESTDIR)$(MANDIR)/man8/mount.fuse.fstitch.8
 	for f in completions/*.bash; do [ -e "$$f" ] || continue; \
 		rm -f $(DESTDIR)$(BASHCOMPDIR)/$$(basename $$f .bash); done
-	rm -f $(DESTDIR)$(BASHCOMPDIR)/mkfs.fstitch
+	rm -f $(DESTDIR)$(BASHCOMPDIR)/mkfs.fstitch $(DESTDIR)$(BASHCOMPDIR)/mount.fuse.fstitch
 	for f in share/bats/*.bash; do rm -f $(DESTDIR)$(BATSDIR)/$${f##*/}; done
-	-rmdir $(DESTDIR)$(BATSDIR) $(DESTDIR)$(PREFIX)/share/fstitch 2>/dev/null
+	# The directories install made, children first, each only if empty.
+	dirs=$$(sort -ru $(INSTALLED_DIRS) 2>/dev/null); rm -f $(INSTALLED_DIRS); \
+		for d in $$dirs $(DESTDIR)$(BATSDIR) $(DESTDIR)$(PREFIX)/share/fstitch; do \
+		[ ! -d "$$d" ] || rmdir --ignore-fail-on-non-empty "$$d"; done
 
 format:
 	clang-format -i lib/*/*.[ch] cmd/*.c tests/unit/*.[ch]

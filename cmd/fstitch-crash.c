@@ -204,7 +204,7 @@ static error_t parse(int key, char *arg, struct argp_state *state)
 	}
 }
 
-const char *argp_program_version = "fstitch-crash (fstitch) " FSTITCH_VERSION;
+CLI_VERSION("fstitch-crash");
 
 static const struct argp argp = {
 	options, parse,

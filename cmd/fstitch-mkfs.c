@@ -20,7 +20,7 @@ enum {
 	EXIT_MKFS_USAGE = 16,
 };
 
-const char *argp_program_version = "fstitch-mkfs " FSTITCH_VERSION;
+CLI_VERSION("fstitch-mkfs");
 
 static const char doc[] =
     "Make an ext2 file system (revision 1; features filetype, sparse_super, "

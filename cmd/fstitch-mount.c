@@ -26,6 +26,7 @@
 #include "ext2/e2.h"
 #include "ext2/e2_falloc.h"
 #include "inspect/inspect.h"
+#include "cli/cliopt.h"
 #include "cli/mountopt.h"
 #include "pg/pgsrv.h"
 #include "bdev/reclog.h"
@@ -1089,7 +1090,7 @@ static const struct fuse_lowlevel_ops ops = {
 
 /* ---- command line ------------------------------------------------------- */
 
-const char *argp_program_version = PROG " " FSTITCH_VERSION;
+CLI_VERSION("fstitch-mount");
 
 static const char doc[] =
 	"Mount the ext2 file system in SOURCE (an image file, a block device, "
@@ -1465,7 +1466,11 @@ int main(int argc, char **argv)
 	/* getopt names the program by argv[0]: make it "fstitch-mount:",
 	 * not the path it was run by */
 	argv[0] = base;
-	if (strncmp(base, "mount.", 6) == 0)
+	/* mount(8) always passes SOURCE and DIR; alone, --version and --help
+	 * are a person asking, and get the command's own answers. */
+	if (strncmp(base, "mount.", 6) == 0 &&
+	    !(argc == 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0 ||
+			    strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "--usage") == 0)))
 		parse_helper(&a, argc, argv);
 	else
 		argp_parse(&argp, argc, argv, 0, NULL, &a);

@@ -175,7 +175,7 @@ static const struct argp_child children[] = {{&cliopt_dir_argp, 0, NULL, 0},
 					     {&cliopt_verbosity_argp, 0, NULL, 0},
 					     {0}};
 
-const char *argp_program_version = "fstitch-stat (fstitch) " FSTITCH_VERSION;
+CLI_VERSION("fstitch-stat");
 
 static const struct argp argp = {
     options,

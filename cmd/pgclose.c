@@ -2,7 +2,7 @@
 #include "cli/cliopt.h"
 #include "cli/pgcli.h"
 
-const char *argp_program_version = "pgclose (fstitch) " FSTITCH_VERSION;
+CLI_VERSION("pgclose");
 
 static const struct argp argp = {
 	NULL, pgcli_parse_ids, "ID...",

@@ -31,7 +31,7 @@ static error_t parse(int key, char *arg, struct argp_state *state)
 	}
 }
 
-const char *argp_program_version = "pgcreate (fstitch) " FSTITCH_VERSION;
+CLI_VERSION("pgcreate");
 
 static const struct argp argp = {
 	options, parse, NULL,

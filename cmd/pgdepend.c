@@ -19,7 +19,7 @@ static error_t parse(int key, char *arg, struct argp_state *state)
 	}
 }
 
-const char *argp_program_version = "pgdepend (fstitch) " FSTITCH_VERSION;
+CLI_VERSION("pgdepend");
 
 static const struct argp argp = {
 	NULL, parse, "BEFORE AFTER",

@@ -106,7 +106,7 @@ static error_t parse(int key, char *arg, struct argp_state *state)
 	}
 }
 
-const char *argp_program_version = "pgrun (fstitch) " FSTITCH_VERSION;
+CLI_VERSION("pgrun");
 
 static const struct argp argp = {
 	options, parse, "[--] COMMAND [ARG...]",

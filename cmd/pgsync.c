@@ -2,7 +2,7 @@
 #include "cli/cliopt.h"
 #include "cli/pgcli.h"
 
-const char *argp_program_version = "pgsync (fstitch) " FSTITCH_VERSION;
+CLI_VERSION("pgsync");
 
 static const struct argp argp = {
 	NULL, pgcli_parse_ids, "ID...",

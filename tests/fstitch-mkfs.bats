@@ -502,7 +502,7 @@ sys.stdout.buffer.write(m)' >"$IMG"
 
 @test "--version exits 0 and prints the name and version" {
 	run -0 "$MKFS" --version
-	assert_output --regexp '^fstitch-mkfs [0-9]+\.[0-9]+\.[0-9]+$'
+	assert_output --regexp '^fstitch-mkfs \(fstitch\) [0-9]+\.[0-9]+\.[0-9]+$'
 }
 
 @test "the summary states the geometry made; -q prints nothing" {

@@ -920,7 +920,7 @@ fs_state() {
 		grep -q -- "$o" "$comp" || fail "completion lacks -o $o"
 	done
 	run -0 "$MOUNT" --version
-	assert_output --regexp '^fstitch-mount [0-9]'
+	assert_output --regexp '^fstitch-mount \(fstitch\) [0-9]'
 }
 
 @test "fallocate and posix_fallocate give zeroed blocks and the size; other modes are refused" {

@@ -12,6 +12,13 @@
 #include <argp.h>
 #include <stdbool.h>
 
+/* The --version line, one format for every command: "NAME (fstitch)
+ * VERSION", as coreutils prints it, whatever name the command was run
+ * under (mkfs.fstitch prints fstitch-mkfs).  Write once at file scope:
+ *	CLI_VERSION("pgsync");
+ * FSTITCH_VERSION comes from the Makefile. */
+#define CLI_VERSION(name) const char *argp_program_version = name " (fstitch) " FSTITCH_VERSION
+
 /* Exit statuses of every command except fstitch-mkfs (which uses the mkfs
  * family's 0/8/16) and pgrun (which passes its command's status on). */
 enum cli_exit {
