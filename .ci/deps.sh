@@ -12,7 +12,7 @@ pkgs=(
 	bats bats-support bats-assert parallel bash-completion
 	mandoc
 	fuse2fs sqlite3 git python3 jq graphviz xz-utils attr
-	acl rsync libcap2-bin
+	acl rsync libcap2-bin xfsprogs
 )
 [ "${1:-}" = bench ] && pkgs+=(linux-source hyperfine postmark gnuplot-nox)
 # make fuzz: clang-14 does not pull in compiler-rt, which holds libFuzzer

@@ -33,6 +33,7 @@
 #include "crash/record.h"
 #include "cli/source.h"
 #include "cli/statfmt.h"
+#include "util/fsprobe.h"
 #include "util/size.h"
 
 #define PROG "fstitch-mount"
@@ -1304,8 +1305,21 @@ static void daemon_ready(int fd)
 	close(fd);
 }
 
+/* When e2_open finds no ext2 superblock: if libblkid recognises another
+ * file system (or a partition table) on path, say which, as fstitch-mkfs
+ * does, rather than quote a bad magic number. */
+static bool not_ext2(const char *path, char *what, size_t len)
+{
+	char type[32];
+
+	if (fsprobe_describe(path, what, len, type, sizeof(type)) != 1)
+		return false;
+	return strncmp(type, "ext", 3) != 0 && strncmp(type, "jbd", 3) != 0;
+}
+
 static int open_fs(const struct args *a, const struct source *src)
 {
+	char what[256];
 	struct e2_opts eo = {
 		.consistency = a->mo.consistency,
 		.errors = a->mo.errors,
@@ -1345,6 +1359,8 @@ static int open_fs(const struct args *a, const struct source *src)
 		say("'%s' is in use by another fstitch-mount (mounted, or still writing back after "
 		    "an unmount); %s", a->source,
 		    a->mo.lock_wait_ms ? "gave up waiting" : "lock_wait=SECONDS waits for it");
+	else if (r == -EINVAL && not_ext2(src->path, what, sizeof(what)))
+		say("'%s' holds %s, not ext2", a->source, what);
 	else if (r == -EOPNOTSUPP || r == -EUCLEAN || r == -EINVAL)
 		say("cannot open '%s': %s", a->source, e2_open_error());
 	else if (!a->mo.readonly && (r == -EROFS || r == -EPERM || r == -EACCES))

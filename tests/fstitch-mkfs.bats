@@ -300,7 +300,7 @@ assert_one_line_error() {
 	before=$(file_sum "$IMG")
 	run -8 --separate-stderr "$MKFS" "$IMG" 8M
 	assert_equal "$stderr" \
-		"fstitch-mkfs: '$IMG' contains an ext4 file system (label \"precious\"); use -F to overwrite"
+		"fstitch-mkfs: '$IMG' holds an ext4 file system (label \"precious\"); use -F to overwrite"
 	assert_equal "$(file_sum "$IMG")" "$before"
 }
 
@@ -309,7 +309,7 @@ assert_one_line_error() {
 	before=$(file_sum "$IMG")
 	run -8 --separate-stderr "$MKFS" "$IMG"
 	assert_output ""
-	assert_equal "$stderr" "fstitch-mkfs: '$IMG' contains an ext2 file system; use -F to overwrite"
+	assert_equal "$stderr" "fstitch-mkfs: '$IMG' holds an ext2 file system; use -F to overwrite"
 	assert_equal "$(file_sum "$IMG")" "$before"
 }
 
@@ -324,7 +324,7 @@ sys.stdout.buffer.write(m)' >"$IMG"
 	truncate -s 8M "$IMG"
 	before=$(file_sum "$IMG")
 	run -8 --separate-stderr "$MKFS" "$IMG"
-	assert_equal "$stderr" "fstitch-mkfs: '$IMG' contains a dos partition table; use -F to overwrite"
+	assert_equal "$stderr" "fstitch-mkfs: '$IMG' holds a dos partition table; use -F to overwrite"
 	assert_equal "$(file_sum "$IMG")" "$before"
 }
 

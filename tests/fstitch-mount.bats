@@ -490,6 +490,25 @@ fsck_not_dangerous() {
 	assert_equal "$(file_sum "$IMG")" "$sum"
 }
 
+@test "an xfs or swap image is refused naming what it holds, in the words fstitch-mkfs uses" {
+	local mkfs
+	mkfs=$(fstitch_cmd fstitch-mkfs)
+	truncate -s 300M "$IMG"
+	mkfs.xfs -q -L precious "$IMG"
+	sum=$(file_sum "$IMG")
+	run -8 --separate-stderr "$MOUNT" -f "$IMG" "$MNT" 3>&-
+	assert_equal "$stderr" "fstitch-mount: '$IMG' holds an xfs file system (label \"precious\"), not ext2"
+	run -8 --separate-stderr "$mkfs" "$IMG"
+	assert_equal "$stderr" "fstitch-mkfs: '$IMG' holds an xfs file system (label \"precious\"); use -F to overwrite"
+	assert_equal "$(file_sum "$IMG")" "$sum"
+	rm "$IMG"
+	truncate -s 8M "$IMG"
+	mkswap "$IMG" >/dev/null
+	run -8 --separate-stderr "$MOUNT" -f "$IMG" "$MNT" 3>&-
+	assert_equal "$stderr" "fstitch-mount: '$IMG' holds a swap signature, not ext2"
+	run ! mountpoint -q "$MNT"
+}
+
 @test "an image already mounted by fstitch is refused as in use" {
 	new_image 32M
 	fstitch_mount_start "$IMG" "$MNT"

@@ -26,6 +26,7 @@
 #include <ext2fs/ext2fs.h>
 
 #include "ext2/e2err.h"
+#include "util/fsprobe.h"
 #include "util/size.h"
 
 #define KiB 1024ULL
@@ -316,59 +317,6 @@ static int stat_target(struct target *t, char *err, size_t errlen)
 	if (ret)
 		seterr(err, errlen, "cannot get the size of '%s': %s", t->path, strerror(-ret));
 	close(fd);
-	return ret;
-}
-
-/* "an ext4 file system (label "x")", "a dos partition table": what libblkid
- * finds on path.  Returns 1 with desc filled, 0 if nothing, -errno. */
-static int probe_existing(const char *path, char *desc, size_t len)
-{
-	const char *type = NULL, *label = NULL, *usage = NULL, *what;
-	blkid_probe pr;
-	int rc, ret;
-
-	pr = blkid_new_probe_from_filename(path);
-	if (!pr)
-		return errno ? -errno : -EIO;
-	blkid_probe_enable_superblocks(pr, 1);
-	blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_TYPE | BLKID_SUBLKS_LABEL |
-						  BLKID_SUBLKS_USAGE);
-	blkid_probe_enable_partitions(pr, 1);
-	blkid_probe_set_partitions_flags(pr, BLKID_PARTS_MAGIC);
-	rc = blkid_do_safeprobe(pr);
-	if (rc == 1) {
-		ret = 0;
-		goto out;
-	}
-	if (rc == -2) {
-		snprintf(desc, len, "more than one file system or partition table signature");
-		ret = 1;
-		goto out;
-	}
-	if (rc < 0) {
-		ret = -EIO;
-		goto out;
-	}
-	ret = 1;
-	if (blkid_probe_lookup_value(pr, "TYPE", &type, NULL) == 0) {
-		blkid_probe_lookup_value(pr, "LABEL", &label, NULL);
-		blkid_probe_lookup_value(pr, "USAGE", &usage, NULL);
-		if (usage && !strcmp(usage, "filesystem"))
-			what = "file system";
-		else if (usage && !strcmp(usage, "raid"))
-			what = "RAID member";
-		else
-			what = "signature";
-	} else if (blkid_probe_lookup_value(pr, "PTTYPE", &type, NULL) == 0) {
-		what = "partition table";
-	} else {
-		type = "unknown";
-		what = "signature";
-	}
-	snprintf(desc, len, "%s %s %s%s%s%s", strchr("aeiouAEIOU", type[0]) ? "an" : "a", type,
-		 what, label ? " (label \"" : "", label ? label : "", label ? "\")" : "");
-out:
-	blkid_free_probe(pr);
 	return ret;
 }
 
@@ -685,14 +633,14 @@ int mkfs_make(const char *path, const struct mkfs_opts *opts, struct mkfs_info *
 			ret = -EBUSY;
 			goto out;
 		}
-		ret = probe_existing(path, found, sizeof(found));
+		ret = fsprobe_describe(path, found, sizeof(found), NULL, 0);
 		if (ret < 0) {
 			seterr(err, errlen, "cannot probe '%s' for an existing file system: %s",
 			       path, strerror(-ret));
 			goto out;
 		}
 		if (ret > 0 && !(opts->flags & MKFS_FORCE)) {
-			seterr(err, errlen, "'%s' contains %s", path, found);
+			seterr(err, errlen, "'%s' holds %s", path, found);
 			ret = -EEXIST;
 			goto out;
 		}
