@@ -198,3 +198,46 @@ write_through_library() {
 	run --separate-stderr -1 "$E2TOOL" "$SCRATCH/nothing" ls /
 	[[ $stderr == "e2tool: cannot open '$SCRATCH/nothing':"* ]]
 }
+
+# statfs_of DIR: the statfs numbers df uses, as one line (block size,
+# blocks, free, available, inodes, free inodes).
+statfs_of() {
+	stat -f -c '%S %b %f %a %c %d' "$1"
+}
+
+@test "statfs through the mount gives the kernel's numbers for the same image" {
+	local img=$SCRATCH/a.img mnt=$SCRATCH/mnt kmnt=$SCRATCH/kmnt ours kern kind i
+	for kind in fstitch-mkfs mke2fs; do
+		rm -f "$img"
+		if [ $kind = fstitch-mkfs ]; then
+			make_image "$img" 256M
+		else
+			# with a resize inode: reserved GDT blocks count as used
+			truncate -s 256M "$img"
+			mke2fs -q -F -t ext2 "$img"
+		fi
+		fstitch_mount_start "$img" "$mnt"
+		ours=$(statfs_of "$mnt")
+		# df on an empty file system: about 1% used, not the 7% its
+		# inode tables and bitmaps take
+		read -r _ b f _ <<<"$ours"
+		[ $(((b - f) * 100 / b)) -le 2 ] || fail "$kind empty: $ours"
+		fstitch_mount_stop "$mnt"
+		kernel_mount "$img" "$kmnt" ro
+		kern=$(statfs_of "$kmnt")
+		kernel_umount "$kmnt"
+		[ "$ours" = "$kern" ] || fail "$kind empty: fstitch '$ours', kernel '$kern'"
+		# and with some files in it
+		fstitch_mount_start "$img" "$mnt"
+		mkdir "$mnt/d"
+		for i in $(seq 1 50); do
+			head -c $((i * 200)) /dev/urandom >"$mnt/d/f$i"
+		done
+		ours=$(statfs_of "$mnt")
+		fstitch_mount_stop "$mnt"
+		kernel_mount "$img" "$kmnt" ro
+		kern=$(statfs_of "$kmnt")
+		kernel_umount "$kmnt"
+		[ "$ours" = "$kern" ] || fail "$kind with files: fstitch '$ours', kernel '$kern'"
+	done
+}

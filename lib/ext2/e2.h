@@ -229,7 +229,10 @@ int e2_acl_create_mode(struct e2fs *fs, uint32_t parent, mode_t *mode, mode_t um
  * directory the default ACL itself.  0 or -errno. */
 int e2_acl_inherit(struct e2fs *fs, uint32_t parent, uint32_t ino);
 
-/* Sizes and free counts in blocks of the file system's block size.  0. */
+/* Sizes and free counts in blocks of the file system's block size, as the
+ * kernel reports them for ext2 (f_blocks leaves out the superblocks, group
+ * descriptors, reserved GDT blocks, bitmaps and inode tables: minixdf
+ * off).  0. */
 int e2_statfs(struct e2fs *fs, struct statvfs *sv);
 /* Make this inode's changes (data and metadata, with everything they
  * depend on, including its directory entry if new) durable. */
