@@ -2,8 +2,10 @@
 
 _fstitch_mkfs()
 {
-	local cur prev words cword
-	_init_completion || return
+	local cur prev words cword split
+	# -s: "--block-size=2" comes as prev --block-size and cur 2, which is
+	# what readline replaces (it breaks words at '=').
+	_init_completion -s || return
 
 	case $prev in
 	-b | --block-size)
@@ -23,20 +25,14 @@ _fstitch_mkfs()
 		return
 		;;
 	esac
+	$split && return
 
 	case $cur in
-	--block-size=*)
-		COMPREPLY=($(compgen -W '1024 2048 4096' -- "${cur#*=}"))
-		return
-		;;
-	--uuid=*)
-		COMPREPLY=($(compgen -W 'random time clear' -- "${cur#*=}"))
-		return
-		;;
 	-*)
-		COMPREPLY=($(compgen -W '--block-size --inodes --bytes-per-inode
-			--inode-size --reserved-percent --label --uuid --force --dry-run
+		COMPREPLY=($(compgen -W '--block-size= --inodes= --bytes-per-inode=
+			--inode-size= --reserved-percent= --label= --uuid= --force --dry-run
 			--quiet --verbose --help --usage --version' -- "$cur"))
+		[[ ${COMPREPLY-} == *= ]] && compopt -o nospace
 		return
 		;;
 	esac

@@ -50,9 +50,26 @@ _fstitch_mount_o()
 
 _fstitch_mount()
 {
-	local cur prev words cword
+	local cur prev words cword i
+	# cur is the whole word, '=' and all ("consistency=s", "LABEL=x")...
 	_init_completion -n = || return
+	_fstitch_mount_reply
+	# ... but readline replaces only what follows the last '=' when '=' is
+	# in COMP_WORDBREAKS (as it is by default): drop what comes before it
+	# from each candidate, as __ltrim_colon_completions does for ':'.
+	if [[ $cur == *=* && $COMP_WORDBREAKS == *=* ]]; then
+		local pre=${cur%"${cur##*=}"}
+		for i in "${!COMPREPLY[@]}"; do
+			COMPREPLY[i]=${COMPREPLY[i]#"$pre"}
+		done
+	fi
+} &&
+	complete -F _fstitch_mount fstitch-mount mount.fuse.fstitch
 
+# _fstitch_mount_reply: COMPREPLY for cur, prev, words and cword, each
+# candidate the whole word.
+_fstitch_mount_reply()
+{
 	case $prev in
 	--max-threads)
 		COMPREPLY=($(compgen -W '1 2 4 8' -- "$cur"))
@@ -89,16 +106,19 @@ _fstitch_mount()
 		esac
 	done
 	if ((nargs == 0)); then
-		if [[ $cur == LABEL=* || $cur == UUID=* ]]; then
+		case $cur in
+		LABEL=* | UUID=* | PARTLABEL=* | PARTUUID=*)
 			local tag=${cur%%=*}
 			COMPREPLY=($(compgen -P "$tag=" -W "$(blkid -s "$tag" -o value 2>/dev/null)" \
 				-- "${cur#*=}"))
-		else
+			;;
+		*)
 			_filedir
-			COMPREPLY+=($(compgen -W 'LABEL= UUID=' -- "$cur"))
-		fi
+			COMPREPLY+=($(compgen -W 'LABEL= UUID= PARTLABEL= PARTUUID=' -- "$cur"))
+			[[ ${COMPREPLY-} == *= ]] && compopt -o nospace
+			;;
+		esac
 	elif ((nargs == 1)); then
 		_filedir -d
 	fi
-} &&
-	complete -F _fstitch_mount fstitch-mount mount.fuse.fstitch
+}

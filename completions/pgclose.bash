@@ -6,23 +6,25 @@
 # directory; a group id has nothing to offer.
 _fstitch_pg_complete()
 {
-	local cur prev words cword
-	_init_completion || return
+	local cur prev words cword split
+	# -s: "--directory=d" comes as prev --directory and cur d, which is
+	# what readline replaces (it breaks words at '=').
+	_init_completion -s || return
 
 	case $prev in
 	-C | --directory)
 		_filedir -d
 		return
 		;;
-	esac
-	case $cur in
-	--directory=*)
-		cur=${cur#*=}
-		_filedir -d
+	-a | --after)
 		return
 		;;
+	esac
+	$split && return
+	case $cur in
 	-*)
 		COMPREPLY=($(compgen -W "$*" -- "$cur"))
+		[[ ${COMPREPLY-} == *= ]] && compopt -o nospace
 		return
 		;;
 	esac
@@ -30,6 +32,6 @@ _fstitch_pg_complete()
 
 _pgclose()
 {
-	_fstitch_pg_complete --directory --help --usage --version
+	_fstitch_pg_complete --directory= --help --usage --version
 } &&
 	complete -F _pgclose pgclose

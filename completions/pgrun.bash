@@ -2,8 +2,9 @@
 
 _pgrun()
 {
-	local cur prev words cword
-	_init_completion || return
+	local cur prev words cword split
+	# -s: "--fsync=o" comes as prev --fsync and cur o (see fstitch-mkfs).
+	_init_completion -s || return
 
 	# Once COMMAND has started, complete it as a command line of its own.
 	local i
@@ -41,20 +42,13 @@ _pgrun()
 		return
 		;;
 	esac
+	$split && return
 
 	case $cur in
-	--fsync=*)
-		COMPREPLY=($(compgen -W 'order keep' -- "${cur#*=}"))
-		return
-		;;
-	--directory=*)
-		cur=${cur#*=}
-		_filedir -d
-		return
-		;;
 	-*)
-		COMPREPLY=($(compgen -W '--group --after --sync --fsync --print-id
-			--id-file --id-fd --directory --help --usage --version' -- "$cur"))
+		COMPREPLY=($(compgen -W '--group= --after= --sync --fsync= --print-id
+			--id-file= --id-fd= --directory= --help --usage --version' -- "$cur"))
+		[[ ${COMPREPLY-} == *= ]] && compopt -o nospace
 		return
 		;;
 	esac
