@@ -973,8 +973,10 @@ static void test_scope_exit_watch(void **state)
 /* ---- the control protocol and the server, in one process ------------- */
 
 static void echo_handler(void *arg, const struct ctl_peer *peer, const struct ctl_req *req,
-			 struct ctl_rep *rep)
+			 struct ctl_rep *rep, struct ctl_payload *pl)
 {
+	(void)arg;
+	(void)pl;
 	rep->id = peer->pid;
 	rep->info.owner = peer->uid;
 	rep->info.nchanges = (uint64_t)(req->a + req->b);
