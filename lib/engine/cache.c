@@ -1,24 +1,27 @@
-/* The write-back block cache: blocks, eviction, rounds and the flusher
- * (design.md §3).  Patch bookkeeping lives in patch.c.
+/* The write-back block cache (design.md §3): the block table, the LRU and
+ * ready lists, eviction, and the cache's life cycle.  Patches live in
+ * patch.c, discarding a dead block's patches in discard.c, and rounds and
+ * the flusher in round.c.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "cache_int.h"
-#include "util/grow.h"
 
-#define DATA_ALIGN 4096
-#define MAX_DEFERS 2
-
-/* The cache whose lock this thread holds.  Scope callbacks run under the
- * lock and call back into patch_add_depend() and friends, which must then
- * not take it again. */
+/* The cache whose lock this thread holds, and how many times the thread
+ * has taken it again on top of that.  Scope callbacks run under the lock
+ * and call back into patch_add_depend() and friends, which then pass
+ * through cache_lock() without taking it.  Such a re-entered caller must
+ * never let the lock go (for I/O or a condition wait): the outer frame
+ * relies on what it saw under it.  cache_reentered() tells. */
 static __thread struct cache *tls_held;
+static __thread unsigned tls_depth;
 
 void cache_lock(struct cache *c, bool *taken)
 {
 	if (tls_held == c) {
+		tls_depth++;
 		*taken = false;
 		return;
 	}
@@ -29,20 +32,28 @@ void cache_lock(struct cache *c, bool *taken)
 
 void cache_unlock(struct cache *c, bool taken)
 {
-	if (!taken)
+	if (!taken) {
+		tls_depth--;
 		return;
+	}
 	tls_held = NULL;
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* Drop the lock around I/O, whoever took it. */
-static void io_unlock(struct cache *c)
+bool cache_reentered(const struct cache *c)
+{
+	return tls_held == c && tls_depth > 0;
+}
+
+/* Drop the lock around I/O.  Only the outermost holder comes here:
+ * round_locked() and get_block() refuse a re-entered caller first. */
+void io_unlock(struct cache *c)
 {
 	tls_held = NULL;
 	pthread_mutex_unlock(&c->lock);
 }
 
-static void io_lock(struct cache *c)
+void io_lock(struct cache *c)
 {
 	pthread_mutex_lock(&c->lock);
 	tls_held = c;
@@ -57,7 +68,7 @@ void stats_engine(struct cache *c, int64_t delta)
 
 /* ---- lists ------------------------------------------------------------- */
 
-static void lru_add(struct cache *c, struct cblock *b)
+void lru_add(struct cache *c, struct cblock *b)
 {
 	if (b->flags & BF_LRU)
 		return;
@@ -87,7 +98,7 @@ static void lru_del(struct cache *c, struct cblock *b)
 	b->lprev = b->lnext = NULL;
 }
 
-static bool idle_clean(const struct cblock *b)
+bool idle_clean(const struct cblock *b)
 {
 	return b->refs == 0 && b->npatches == 0 &&
 	       !(b->flags & (BF_INFLIGHT | BF_READING | BF_BADREAD));
@@ -298,301 +309,10 @@ void block_drop(struct cache *c, struct cblock *b)
 
 /* Evict clean, idle blocks, least recently used first, until the cache is
  * within max_blocks.  Dirty, in-flight and referenced blocks stay. */
-static void evict(struct cache *c)
+void evict(struct cache *c)
 {
 	while (c->nblocks > c->opts.max_blocks && c->lru_head)
 		block_drop(c, c->lru_head);
-}
-
-/* ---- rounds ------------------------------------------------------------ */
-
-static void rollback(uint8_t *copy, const struct patch *p)
-{
-	if (p->flags & (PF_NRB | PF_HARD))
-		return; /* cannot happen: nothing of its block is written without it */
-	if (p->type == PT_BYTE) {
-		memcpy(copy + p->off, p->undo, patch_len(p));
-	} else {
-		uint8_t *w = copy + p->off;
-
-		w[0] ^= (uint8_t)p->mask;
-		w[1] ^= (uint8_t)(p->mask >> 8);
-		w[2] ^= (uint8_t)(p->mask >> 16);
-		w[3] ^= (uint8_t)(p->mask >> 24);
-	}
-}
-
-static int round_scratch(struct cache *c)
-{
-	size_t n = c->opts.round_max_blocks;
-
-	if (c->r_blocks)
-		return 0;
-	c->r_blocks = calloc(n, sizeof(*c->r_blocks));
-	c->r_writes = calloc(n, sizeof(*c->r_writes));
-	c->r_copies = calloc(n, sizeof(*c->r_copies));
-	c->r_pstart = calloc(n + 1, sizeof(*c->r_pstart));
-	if (!c->r_blocks || !c->r_writes || !c->r_copies || !c->r_pstart) {
-		free(c->r_blocks);
-		free(c->r_writes);
-		free(c->r_copies);
-		free(c->r_pstart);
-		c->r_blocks = NULL;
-		c->r_writes = NULL;
-		c->r_copies = NULL;
-		c->r_pstart = NULL;
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-static int grow_vec(struct patch ***v, size_t *cap, size_t need)
-{
-	return GROW(v, cap, need, 256) ? -ENOMEM : 0;
-}
-
-/* Choose the patches of b to write now: those with no unwritten before
- * elsewhere whose same-block befores are all chosen too, and (for a
- * targeted round) older than limit; hard patches are in every write.  The
- * list is in sequence order and same-block edges point backwards, so one
- * pass decides, marking the same-block afters of every patch left out.
- * Those left out are collected in r_roll, oldest first.  Returns whether a
- * patch older than limit was chosen. */
-static bool choose_patches(struct cache *c, struct cblock *b, uint64_t limit)
-{
-	struct patch *p;
-	bool useful = false;
-	uint32_t i;
-
-	c->r_nroll = 0;
-	c->r_pinned = false;
-	for (p = b->phead; p; p = p->bnext) {
-		/* (a patch of a failed round may be on disk already: keep
-		 * it there rather than roll it back) */
-		bool in = p->npend_ext == 0 && !(p->flags & PF_BLOCKED) &&
-			  (p->seq < limit || (p->flags & (PF_HARD | PF_WRITTEN)));
-
-		p->flags &= ~PF_BLOCKED;
-		if (in) {
-			p->flags |= PF_INFLIGHT;
-			c->r_patches[c->r_np++] = p;
-			useful |= p->seq < limit;
-			continue;
-		}
-		c->r_roll[c->r_nroll++] = p;
-		if (p->flags & PF_PINNED)
-			c->r_pinned = true;
-		for (i = 0; i < p->nafters; i++) {
-			struct patch *a = patch_after(p, i);
-
-			if (a->block == b)
-				a->flags |= PF_BLOCKED;
-		}
-	}
-	return useful;
-}
-
-/* One round.  With limit < UINT64_MAX, a targeted round: only patches
- * older than limit (everything a patch with that sequence number can
- * depend on) are wanted, and blocks with none of those are left alone. */
-static int round_locked(struct cache *c, size_t *nwritten, uint64_t limit)
-{
-	struct cblock *next;
-	size_t n = 0, nrolled = 0, ndeferred = 0, i;
-	bool defer = true, useful;
-	int err, werr;
-
-	while (c->round_busy)
-		pthread_cond_wait(&c->round_cond, &c->lock);
-	err = round_scratch(c);
-	if (err)
-		return err;
-	c->r_np = 0;
-again:
-	for (next = c->ready_head; next && n < c->opts.round_max_blocks;) {
-		struct cblock *b = next;
-		size_t start = c->r_np;
-		uint8_t *copy;
-
-		next = b->rnext;
-
-		if (grow_vec(&c->r_patches, &c->r_cap, c->r_np + b->npatches) ||
-		    grow_vec(&c->r_roll, &c->r_rollcap, b->npatches))
-			break;
-		if (!c->r_copies[n]) {
-			void *m;
-
-			if (posix_memalign(&m, c->bs < DATA_ALIGN ? c->bs : DATA_ALIGN, c->bs))
-				break;
-			c->r_copies[n] = m;
-			c->r_ncopies++;
-		}
-		useful = choose_patches(c, b, limit);
-		/* A block that needs a rollback now may well not after this
-		 * round: put it off (twice at most) while other blocks have
-		 * work, to save the second write (design.md §7: rollback
-		 * writes under 2%).  Not if what it rolls back may wait for a
-		 * held patch: that may take any time. */
-		if (useful && c->r_nroll && !c->r_pinned && defer && b->defers < MAX_DEFERS) {
-			b->defers++;
-			ndeferred++;
-			useful = false;
-		}
-		if (!useful) {
-			/* nothing wanted here: undo the choice */
-			for (i = start; i < c->r_np; i++)
-				c->r_patches[i]->flags &= ~PF_INFLIGHT;
-			c->r_np = start;
-			continue;
-		}
-		b->defers = 0;
-		b->flags |= BF_INFLIGHT;
-		ready_update(c, b);
-		copy = c->r_copies[n];
-		memcpy(copy, b->data, c->bs);
-		/* Newest first, so each undo sees the bytes it was taken
-		 * from. */
-		for (i = c->r_nroll; i-- > 0;)
-			rollback(copy, c->r_roll[i]);
-		nrolled += c->r_nroll > 0;
-		c->r_blocks[n] = b;
-		c->r_pstart[n] = start;
-		c->r_writes[n].blkno = b->blkno;
-		c->r_writes[n].data = copy;
-		n++;
-	}
-	if (n == 0 && ndeferred) {
-		/* only blocks needing rollbacks: write them after all */
-		defer = false;
-		ndeferred = 0;
-		goto again;
-	}
-	c->r_pstart[n] = c->r_np;
-	if (n == 0) {
-		if (nwritten)
-			*nwritten = 0;
-		return c->ready_head && limit == UINT64_MAX ? -ENOMEM : 0;
-	}
-
-	c->round_busy = true;
-	c->ninflight = n;
-	io_unlock(c);
-	werr = bdev_write(c->dev, c->r_writes, n);
-	err = werr ? werr : bdev_barrier(c->dev);
-	io_lock(c);
-
-	c->st.rounds++;
-	if (!werr) {
-		c->st.block_writes += n;
-		c->st.rollback_writes += nrolled;
-	}
-	if (err) {
-		/* Nothing of this round is durable: it all stays dirty and
-		 * a later round writes it again. */
-		if (werr)
-			c->st.write_errors++;
-		else
-			c->st.barrier_errors++;
-		for (i = 0; i < c->r_np; i++) {
-			/* even a failed write may have reached the disk */
-			c->r_patches[i]->flags &= ~PF_INFLIGHT;
-			c->r_patches[i]->flags |= PF_WRITTEN;
-		}
-	} else {
-		c->st.barriers++;
-		for (i = 0; i < c->r_np; i++)
-			patch_commit(c, c->r_patches[i]);
-	}
-	for (i = 0; i < n; i++) {
-		struct cblock *b = c->r_blocks[i];
-
-		b->flags &= ~BF_INFLIGHT;
-		if (!err)
-			block_prune_committed(c, b);
-		ready_update(c, b);
-		if (idle_clean(b))
-			lru_add(c, b);
-	}
-	c->r_np = 0;
-	c->ninflight = 0;
-	c->round_busy = false;
-	c->last_round_err = err;
-	pthread_cond_broadcast(&c->round_cond);
-	evict(c);
-	if (!err && nwritten)
-		*nwritten = n;
-	return err;
-}
-
-int cache_flush_round(struct cache *c, size_t *nwritten)
-{
-	bool taken;
-	int err;
-
-	cache_lock(c, &taken);
-	err = round_locked(c, nwritten, UINT64_MAX);
-	cache_unlock(c, taken);
-	return err;
-}
-
-int cache_sync(struct cache *c)
-{
-	bool taken;
-	int err = 0;
-
-	cache_lock(c, &taken);
-	while (c->ndirty > 0) {
-		if (!c->ready_head) {
-			if (c->round_busy) {
-				pthread_cond_wait(&c->round_cond, &c->lock);
-				continue;
-			}
-			/* Dirty but nothing writable: everything left
-			 * waits for a held empty patch. */
-			err = -EAGAIN;
-			break;
-		}
-		err = round_locked(c, NULL, UINT64_MAX);
-		if (err)
-			break;
-	}
-	cache_unlock(c, taken);
-	return err;
-}
-
-int cache_sync_patch(struct cache *c, struct patch *p)
-{
-	bool taken;
-	size_t nw;
-	int err = 0;
-
-	if (!p)
-		return 0;
-	cache_lock(c, &taken);
-	while (!(p->flags & PF_COMMITTED)) {
-		/* A held patch cannot commit, but once its befores have,
-		 * everything it stands for is durable. */
-		if ((p->flags & PF_HELD) && p->npend_ext == 0 && p->npend_blk == 0)
-			break;
-		if (!c->ready_head) {
-			if (c->round_busy) {
-				pthread_cond_wait(&c->round_cond, &c->lock);
-				continue;
-			}
-			err = -EAGAIN;
-			break;
-		}
-		/* Everything p depends on is older than p: write only that
-		 * (not a global sync).  Should that find nothing, a full
-		 * round makes sure of progress. */
-		err = round_locked(c, &nw, p->seq + 1);
-		if (!err && nw == 0 && !(p->flags & PF_COMMITTED))
-			err = round_locked(c, NULL, UINT64_MAX);
-		if (err)
-			break;
-	}
-	cache_unlock(c, taken);
-	return err;
 }
 
 /* ---- blocks ------------------------------------------------------------ */
@@ -632,6 +352,11 @@ static int get_block(struct cache *c, uint64_t blkno, bool fresh, struct cblock 
 	if (!c || !out || blkno >= c->dev->nblocks)
 		return -EINVAL;
 	cache_lock(c, &taken);
+	if (!taken) {
+		/* A scope callback may not read blocks: see cache_lock(). */
+		err = -EDEADLK;
+		goto out;
+	}
 	dirty_wait(c);
 again:
 	b = cache_find_locked(c, blkno);
@@ -722,77 +447,6 @@ uint64_t cblock_number(const struct cblock *b)
 void cblock_set_kind(struct cblock *b, unsigned kind)
 {
 	b->kind = (uint16_t)kind;
-}
-
-/* ---- the flusher ------------------------------------------------------- */
-
-static void *flusher_main(void *arg)
-{
-	struct cache *c = arg;
-
-	io_lock(c);
-	while (!c->flusher_stop) {
-		if (!c->flusher_kick) {
-			struct timespec ts;
-
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			ts.tv_sec += c->opts.flush_interval_ms / 1000;
-			ts.tv_nsec += (long)(c->opts.flush_interval_ms % 1000) * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
-			pthread_cond_timedwait(&c->flush_cond, &c->lock, &ts);
-		}
-		c->flusher_kick = false;
-		/* Write everything writable, including what becomes
-		 * writable as rounds commit.  On an error, wait for the
-		 * next interval before trying again. */
-		while (!c->flusher_stop && c->ready_head)
-			if (round_locked(c, NULL, UINT64_MAX))
-				break;
-	}
-	io_unlock(c);
-	return NULL;
-}
-
-int cache_start_flusher(struct cache *c)
-{
-	bool taken;
-	int err = 0;
-
-	cache_lock(c, &taken);
-	if (c->flusher_running)
-		goto out;
-	c->flusher_stop = false;
-	c->flusher_kick = false;
-	err = -pthread_create(&c->flusher, NULL, flusher_main, c);
-	if (!err)
-		c->flusher_running = true;
-out:
-	cache_unlock(c, taken);
-	return err;
-}
-
-void cache_stop_flusher(struct cache *c)
-{
-	bool taken;
-	pthread_t t;
-
-	cache_lock(c, &taken);
-	if (!c->flusher_running) {
-		cache_unlock(c, taken);
-		return;
-	}
-	c->flusher_stop = true;
-	pthread_cond_signal(&c->flush_cond);
-	t = c->flusher;
-	cache_unlock(c, taken);
-	pthread_join(t, NULL);
-	cache_lock(c, &taken);
-	c->flusher_running = false;
-	c->flusher_stop = false;
-	cache_unlock(c, taken);
 }
 
 /* ---- life cycle -------------------------------------------------------- */

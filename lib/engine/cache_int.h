@@ -219,6 +219,64 @@ static inline bool patch_live(const struct patch *p)
 {
 	return (p->flags & PF_ALLOC) && !(p->flags & PF_COMMITTED);
 }
+
+/* Patch helpers shared by patch.c and discard.c. */
+static inline void set_range(struct patch *p, uint32_t off, uint32_t len)
+{
+	p->off = (uint16_t)off;
+	p->lenm1 = (uint16_t)(len - 1);
+}
+
+/* The 64ths of a block of size bs that [off, off+len) touches. */
+static inline uint64_t chunk_mask(uint32_t bs, uint32_t off, uint32_t len)
+{
+	uint32_t chunk = bs / 64, first = off / chunk, last = (off + len - 1) / chunk;
+
+	if (last - first >= 63)
+		return ~0ull;
+	return ((2ull << (last - first)) - 1) << first;
+}
+
+static inline uint64_t pmask(const struct cache *c, const struct patch *p)
+{
+	return chunk_mask(c->bs, p->off, (uint32_t)p->lenm1 + 1);
+}
+
+static inline bool is_root(const struct patch *p)
+{
+	return p->npend_ext == 0 && p->npend_blk == 0;
+}
+
+static inline struct patch *last_after(const struct patch *d)
+{
+	return d->nafters ? patch_after(d, d->nafters - 1) : NULL;
+}
+
+/* Is t known to depend on d already?  Only d's newest afters are looked
+ * at: enough for the common case, a run of changes made with the same
+ * dependencies (a patchgroup's befores, say). */
+static inline bool already_before(const struct patch *d, const struct patch *t)
+{
+	uint32_t i, n = d->nafters, lo = n > 8 ? n - 8 : 0;
+
+	for (i = n; i-- > lo;)
+		if (patch_after(d, i) == t)
+			return true;
+	return false;
+}
+
+static inline bool overlaps(const struct patch *q, uint32_t off, uint32_t len)
+{
+	return q->off < off + len && off < q->off + patch_len(q);
+}
+
+/* A small set of patches: the dependencies of one new change. */
+struct depset {
+	struct patch **v;
+	size_t n, cap;
+	struct patch *inl[16];
+};
+
 /* cache.c */
 /* The cached block blkno, or NULL; call with the cache lock held. */
 struct cblock *cache_find_locked(struct cache *c, uint64_t blkno);
@@ -230,12 +288,43 @@ void block_became_clean(struct cache *c, struct cblock *b);
 void stats_engine(struct cache *c, int64_t delta);
 /* Take a clean, unreferenced block out of the cache. */
 void block_drop(struct cache *c, struct cblock *b);
+/* Whether this thread holds c's lock re-entered (see cache_lock()). */
+bool cache_reentered(const struct cache *c);
+/* Drop the lock for I/O and take it back; only the thread that took it
+ * with cache_lock() and holds it once (not re-entered) may do this. */
+void io_unlock(struct cache *c);
+void io_lock(struct cache *c);
+void lru_add(struct cache *c, struct cblock *b);
+/* A clean block nothing uses or waits on. */
+bool idle_clean(const struct cblock *b);
+/* Evict idle clean blocks while the cache is over its size. */
+void evict(struct cache *c);
+
+/* Block buffers are aligned to the smaller of this and the block size. */
+#define DATA_ALIGN 4096
+
+/* round.c */
+/* Write one round of the blocks with patches older than limit (the lock
+ * held, not re-entered; -EDEADLK if it is). */
+int round_locked(struct cache *c, size_t *nwritten, uint64_t limit);
 
 /* patch.c */
 void patch_commit(struct cache *c, struct patch *p);
+/* Mark p committed and release what waits for it (the cache lock held). */
+void commit_one(struct cache *c, struct patch *p);
+/* Make room in d for one more after. */
+int reserve_after(struct cache *c, struct patch *d);
+void free_undo(struct cache *c, struct patch *p);
+/* Take p out of the per-kind patch counts. */
+void uncount_kind(struct cache *c, const struct patch *p);
+void depset_init(struct depset *s);
+/* Append p to s without the membership mark depset_add() uses. */
+int plainset_add(struct depset *s, struct patch *p);
 /* After a round committed patches of b: drop them from its list (freeing
  * those nobody references). */
 void block_prune_committed(struct cache *c, struct cblock *b);
 void patch_free_all(struct cache *c);
+
+/* discard.c: cache_discard() is declared in cache.h. */
 
 #endif

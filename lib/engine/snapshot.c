@@ -111,11 +111,6 @@ static uint32_t undo_of(const struct patch *p)
 	return patch_has_undo(p) ? patch_len(p) : 0;
 }
 
-static bool is_root(const struct patch *p)
-{
-	return p->npend_ext == 0 && p->npend_blk == 0;
-}
-
 /* The group a held or group patch stands for, if any. */
 static void group_of(const struct take *t, const struct patch *p, int64_t *id, uint32_t *role)
 {
