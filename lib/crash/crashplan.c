@@ -8,6 +8,8 @@
 #include "bdev/bdev.h"
 #include "crashplan.h"
 #include "bdev/reclog.h"
+#include "util/grow.h"
+#include "util/splitmix.h"
 
 #define NO_MASK SIZE_MAX
 #define RESYNC_BLOCKS 256
@@ -40,44 +42,18 @@ struct crash_plan {
 	size_t nsel;
 };
 
-static uint64_t splitmix(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-	size_t c = *cap ? *cap : 64;
-	void *n;
-
-	if (need <= *cap)
-		return 0;
-	while (c < need)
-		c *= 2;
-	n = realloc(*p, c * elem);
-	if (!n)
-		return -ENOMEM;
-	*p = n;
-	*cap = c;
-	return 0;
-}
-
 static int add_state(struct crash_plan *p, size_t round, const uint8_t *mask, size_t n)
 {
 	struct mstate *s;
 	size_t k = 0, i;
 
-	if (grow((void **)&p->st, &p->capst, p->nst + 1, sizeof(*p->st)))
+	if (GROW(&p->st, &p->capst, p->nst + 1, 64))
 		return -ENOMEM;
 	s = &p->st[p->nst++];
 	s->round = round;
 	s->mask = NO_MASK;
 	if (mask) {
-		if (grow((void **)&p->masks, &p->capmasks, p->nmasks + n, 1))
+		if (GROW(&p->masks, &p->capmasks, p->nmasks + n, 64))
 			return -ENOMEM;
 		memcpy(p->masks + p->nmasks, mask, n);
 		s->mask = p->nmasks;

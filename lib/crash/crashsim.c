@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "crashsim.h"
+#include "util/splitmix.h"
 
 struct sim {
 	struct bdev *rec;
@@ -23,15 +24,6 @@ struct sim {
 	void *arg;
 	size_t nstates;
 };
-
-static uint64_t splitmix(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
 
 /* Apply the writes selected by mask (in log order, so a later write of the
  * same block wins), call back, and restore the image. */

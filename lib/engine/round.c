@@ -241,6 +241,22 @@ int cache_flush_round(struct cache *c, size_t *nwritten)
 	return err;
 }
 
+/* Before a sync's next round: 0 if a block is ready to write, 1 after
+ * waiting for the round in flight (look again), or -EAGAIN if nothing can
+ * become ready: what is left dirty waits for a held empty patch. */
+static int sync_ready(struct cache *c)
+{
+	if (cache_reentered(c))
+		return -EDEADLK;
+	if (c->ready_head)
+		return 0;
+	if (c->round_busy) {
+		pthread_cond_wait(&c->round_cond, &c->lock);
+		return 1;
+	}
+	return -EAGAIN;
+}
+
 int cache_sync(struct cache *c)
 {
 	bool taken;
@@ -248,16 +264,11 @@ int cache_sync(struct cache *c)
 
 	cache_lock(c, &taken);
 	while (c->ndirty > 0) {
-		if (!c->ready_head) {
-			if (c->round_busy) {
-				pthread_cond_wait(&c->round_cond, &c->lock);
-				continue;
-			}
-			/* Dirty but nothing writable: everything left
-			 * waits for a held empty patch. */
-			err = -EAGAIN;
+		err = sync_ready(c);
+		if (err == 1)
+			continue;
+		if (err)
 			break;
-		}
 		err = round_locked(c, NULL, UINT64_MAX);
 		if (err)
 			break;
@@ -278,16 +289,13 @@ int cache_sync_patch(struct cache *c, struct patch *p)
 	while (!(p->flags & PF_COMMITTED)) {
 		/* A held patch cannot commit, but once its befores have,
 		 * everything it stands for is durable. */
-		if ((p->flags & PF_HELD) && p->npend_ext == 0 && p->npend_blk == 0)
+		if ((p->flags & PF_HELD) && is_root(p))
 			break;
-		if (!c->ready_head) {
-			if (c->round_busy) {
-				pthread_cond_wait(&c->round_cond, &c->lock);
-				continue;
-			}
-			err = -EAGAIN;
+		err = sync_ready(c);
+		if (err == 1)
+			continue;
+		if (err)
 			break;
-		}
 		/* Everything p depends on is older than p: write only that
 		 * (not a global sync).  Should that find nothing, a full
 		 * round makes sure of progress. */

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "util/splitmix.h"
 #include "e2test_util.h"
 
 extern char **environ;
@@ -22,14 +23,9 @@ void e2t_rng_seed(struct e2t_rng *r, uint64_t seed)
 	r->s = seed ^ 0x9e3779b97f4a7c15ull;
 }
 
-/* splitmix64: tiny, and good enough to drive test workloads. */
 uint64_t e2t_rng_next(struct e2t_rng *r)
 {
-	uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
+	return splitmix(&r->s);
 }
 
 uint64_t e2t_rng_below(struct e2t_rng *r, uint64_t n)

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include "util/splitmix.h"
 #include "bdev/bdev.h"
 #include "engine/cache.h"
 #include "crash/crashsim.h"
@@ -79,11 +80,7 @@ struct world {
 
 static uint64_t rnd(struct world *w)
 {
-	uint64_t z = (w->rng += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
+	return splitmix(&w->rng);
 }
 
 static uint32_t below(struct world *w, uint32_t n)
