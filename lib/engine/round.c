@@ -265,8 +265,11 @@ int cache_sync(struct cache *c)
 	cache_lock(c, &taken);
 	while (c->ndirty > 0) {
 		err = sync_ready(c);
-		if (err == 1)
+		if (err == 1) {
+			/* (and 0 if the loop ends here: 1 is no error) */
+			err = 0;
 			continue;
+		}
 		if (err)
 			break;
 		err = round_locked(c, NULL, UINT64_MAX);
@@ -292,8 +295,11 @@ int cache_sync_patch(struct cache *c, struct patch *p)
 		if ((p->flags & PF_HELD) && is_root(p))
 			break;
 		err = sync_ready(c);
-		if (err == 1)
+		if (err == 1) {
+			/* (and 0 if the loop ends here: 1 is no error) */
+			err = 0;
 			continue;
+		}
 		if (err)
 			break;
 		/* Everything p depends on is older than p: write only that
