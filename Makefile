@@ -30,7 +30,7 @@ OPT ?= -O2 -g
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wpointer-arith -Wformat=2 -Wundef -Wno-unused-parameter \
 	-Wmissing-declarations -Wvla
-PKGS := fuse3 ext2fs com_err blkid uuid
+PKGS := fuse3 ext2fs com_err blkid uuid libnbd
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 ALL_CFLAGS = -std=gnu11 $(OPT) $(WARN) -fPIC -pthread -D_GNU_SOURCE \

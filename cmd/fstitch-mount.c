@@ -1095,11 +1095,12 @@ CLI_VERSION("fstitch-mount");
 
 static const char doc[] =
 	"Mount the ext2 file system in SOURCE (an image file, a block device, "
-	"LABEL=label or UUID=uuid) on MOUNTPOINT through FUSE, writing changes "
+	"LABEL=label, UUID=uuid or an NBD URI) on MOUNTPOINT through FUSE, writing changes "
 	"back in dependency order (soft updates).\v"
 	"Options for -o: consistency=softupdates|none, errors=continue|remount-ro|panic, "
 	"cache=SIZE (K, M, G), "
 	"flush_interval=SECONDS, lock_wait=SECONDS, max_threads=N, statsfile=PATH, ro, rw, "
+	"nbd_retry=SECONDS, unsafe_no_flush, "
 	"allow_other, fsname=NAME, subtype=NAME, "
 	"and the kernel's mount flags (nosuid, nodev, noexec, noatime, ...).\n\n"
 	"Exit status:\n"
@@ -1328,8 +1329,18 @@ static int open_fs(const struct args *a, const struct source *src)
 		.log = log_eio,
 	};
 	uint32_t bs = 0;
+	char err[512];
 	int r;
 
+	if (src->nbd) {
+		r = source_open_nbd(src, &a->mo, &eo, getenv("FSTITCH_RECORD"), &D.fs, err,
+				    sizeof(err));
+		if (r < 0)
+			say("cannot open '%s': %s", a->source, err);
+		else if (e2_was_unclean(D.fs))
+			say("warning: '%s' was not cleanly unmounted; run e2fsck", a->source);
+		return r;
+	}
 	/* cache= is in bytes; e2 counts blocks, whose size only the
 	 * superblock knows.  If it cannot be read, e2_open explains. */
 	if (a->mo.cache_bytes && source_block_size(src->path, &bs) == 0)

@@ -24,6 +24,9 @@ _fstitch_mount_o()
 	lock_wait=*)
 		COMPREPLY=($(compgen -P "${prev_opts}lock_wait=" -W '10 60' -- "${cur#*=}"))
 		;;
+	nbd_retry=*)
+		COMPREPLY=($(compgen -P "${prev_opts}nbd_retry=" -W '0 60 600' -- "${cur#*=}"))
+		;;
 	max_threads=*)
 		COMPREPLY=($(compgen -P "${prev_opts}max_threads=" -W '1 2 4 8' -- "${cur#*=}"))
 		;;
@@ -36,7 +39,7 @@ _fstitch_mount_o()
 		;;
 	*)
 		COMPREPLY=($(compgen -P "$prev_opts" -W 'consistency= errors= cache= flush_interval=
-			lock_wait= max_threads= statsfile=
+			lock_wait= max_threads= statsfile= nbd_retry= unsafe_no_flush
 			ro rw allow_other allow_root auto_unmount fsname= subtype= max_read=
 			nosuid suid nodev dev noexec exec noatime atime relatime norelatime
 			strictatime nostrictatime lazytime nolazytime nodiratime diratime
@@ -114,7 +117,7 @@ _fstitch_mount_reply()
 			;;
 		*)
 			_filedir
-			COMPREPLY+=($(compgen -W 'LABEL= UUID= PARTLABEL= PARTUUID=' -- "$cur"))
+			COMPREPLY+=($(compgen -W 'LABEL= UUID= PARTLABEL= PARTUUID= nbd:// nbds:// nbd+unix:///' -- "$cur"))
 			[[ ${COMPREPLY-} == *= ]] && compopt -o nospace
 			;;
 		esac

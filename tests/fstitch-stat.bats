@@ -124,6 +124,8 @@ json_get() {
 		.memory.engine_dirty_ratio .memory.engine_cache_ratio .memory.peak_engine_bytes .memory.peak_dirty_bytes \
 		.io.rounds .io.barriers .io.block_writes .io.rollback_writes .io.write_errors \
 		.io.barrier_errors .io.dirty_waits .io.round_in_flight \
+		.device.kind .device.flushes .device.flush_mean_ms .device.flush_max_ms \
+		.device.fua_rounds .device.reconnects \
 		.groups.served .groups.known .groups.open .groups.engaged .groups.sealed \
 		.groups.closed .groups.counted; do
 		jq -e "$m != null" "$SCRATCH/s.json" >/dev/null || {

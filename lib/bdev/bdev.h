@@ -1,12 +1,20 @@
 /* Block devices: the bottom layer of libfstitch.
  *
- * One interface, three implementations: an image file or block device, an
- * in-memory device for tests, and a recorder that wraps another device and
- * logs every write and barrier so tests can rebuild the disk as it would be
- * after a crash at any point (design.md §2, §3).
+ * One interface, four implementations: an image file or block device, an
+ * NBD export (through libnbd), an in-memory device for tests, and a
+ * recorder that wraps another device and logs every write and barrier so
+ * tests can rebuild the disk as it would be after a crash at any point
+ * (design.md §2, §3).
  *
  * Durability rule: a write is durable only once a later barrier has returned
  * 0.  Nothing above this layer may assume otherwise.
+ *
+ * -ECONNRESET from write() or barrier() means: the device lost its
+ * connection and made a new one, and writes that had returned since the
+ * last barrier may have been lost with the old one (they may also have
+ * reached the disk).  The caller writes them all again and repeats the
+ * barrier; nothing may be taken as durable.  Only a network device
+ * returns it.
  *
  * All functions return 0 or -errno unless stated.  Output arguments are
  * written only on success.
@@ -14,6 +22,7 @@
 #ifndef FSTITCH_BDEV_H
 #define FSTITCH_BDEV_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,6 +34,16 @@ struct bdev_write {
 	const void *data;
 };
 
+/* What a device has done, for fstitch-stat. */
+struct bdev_stats {
+	char kind[16];         /* "file", "blockdev", "nbd", "memory" */
+	uint64_t flushes;      /* cache flushes sent: fdatasync, NBD_CMD_FLUSH */
+	uint64_t flush_ns;     /* their total time */
+	uint64_t flush_max_ns; /* the longest */
+	uint64_t fua_barriers; /* barriers a FUA write made unnecessary */
+	uint64_t reconnects;   /* connections made again after a loss */
+};
+
 struct bdev_ops {
 	/* Read count consecutive blocks starting at blkno into buf. */
 	int (*read)(struct bdev *dev, uint64_t blkno, uint32_t count, void *buf);
@@ -34,6 +53,8 @@ struct bdev_ops {
 	/* Make every write that returned before this call durable. */
 	int (*barrier)(struct bdev *dev);
 	void (*destroy)(struct bdev *dev);
+	/* Fill *st (NULL: only the kind "unknown"). */
+	void (*stats)(struct bdev *dev, struct bdev_stats *st);
 };
 
 struct bdev {
@@ -54,6 +75,8 @@ static inline int bdev_barrier(struct bdev *d)
 {
 	return d->ops->barrier(d);
 }
+/* The device's counters (zeroed, kind "unknown", for a device without). */
+void bdev_get_stats(struct bdev *d, struct bdev_stats *st);
 /* Close and free the device (does not issue a barrier).  NULL is a no-op. */
 void bdev_destroy(struct bdev *d);
 
@@ -67,12 +90,38 @@ enum bdev_file_flags {
 	BDEV_DIRECT = 1 << 1,   /* O_DIRECT */
 	BDEV_EXCL = 1 << 2,     /* take an exclusive lock (flock) on the file;
 				 * -EBUSY if another process holds it */
+	BDEV_UNSAFE_NO_FLUSH = 1 << 3, /* NBD: write to an export that cannot
+					* flush (barriers then only wait) */
 };
 
 /* Open an image file or a block device.  The size comes from fstat (files)
  * or BLKGETSIZE64 (block devices).  barrier() is fdatasync(). */
 int bdev_file_open(const char *path, uint32_t block_size, unsigned flags,
 		   struct bdev **out);
+
+/* ---- NBD exports ------------------------------------------------------- */
+
+/* True if spec is an NBD URI (nbd://, nbds://, nbd+unix://, nbds+unix://,
+ * nbd+vsock://, nbds+vsock://).  Whether libnbd accepts the rest is for
+ * bdev_nbd_open() to say. */
+bool bdev_nbd_is_uri(const char *spec);
+
+/* Connect to the export that uri names (any URI libnbd accepts, TLS
+ * included).  The size is the export's.  barrier() is NBD_CMD_FLUSH; a
+ * write() that is one request goes with FUA and makes the next barrier
+ * free.  After a connection loss the device connects again, retrying with
+ * backoff for retry_ms, then returns -ECONNRESET (bdev.h, top) or, when it
+ * gave up, -EIO; each later call tries to connect once more.
+ * Returns 0, or with a one-line explanation in err (no trailing newline):
+ *   -EINVAL      libnbd refuses the URI
+ *   -EROFS       the export is read-only and flags lacks BDEV_RDONLY
+ *   -EOPNOTSUPP  the export cannot flush and flags has neither BDEV_RDONLY
+ *                nor BDEV_UNSAFE_NO_FLUSH
+ *   -ENOSPC      the export is smaller than one block
+ *   other        -errno of the failed connection (-ECONNREFUSED, -ENOENT
+ *                for a missing socket, ...). */
+int bdev_nbd_open(const char *uri, uint32_t block_size, unsigned flags, unsigned retry_ms,
+		  struct bdev **out, char *err, size_t errlen);
 
 /* An in-memory device of nblocks zeroed blocks.  If image is not NULL, the
  * device starts with a copy of image (image_len bytes, rounded down to whole

@@ -26,6 +26,8 @@ struct bdev_file {
 	struct bdev_base base;
 	int fd;
 	unsigned flags;
+	bool blockdev;
+	struct bdev_stats st;
 };
 
 static bool unaligned(const void *p)
@@ -178,11 +180,23 @@ static int file_barrier(struct bdev *d)
 {
 	struct bdev_file *f = (struct bdev_file *)d;
 
+	uint64_t t0;
+
 	if (f->flags & BDEV_RDONLY)
 		return 0;
+	t0 = bdev_now_ns();
 	if (fdatasync(f->fd) < 0)
 		return -errno;
+	bdev_count_flush(&f->st, bdev_now_ns() - t0);
 	return 0;
+}
+
+static void file_stats(struct bdev *d, struct bdev_stats *st)
+{
+	struct bdev_file *f = (struct bdev_file *)d;
+
+	bdev_load_stats(st, &f->st);
+	strcpy(st->kind, f->blockdev ? "blockdev" : "file");
 }
 
 static void file_destroy(struct bdev *d)
@@ -198,6 +212,7 @@ static const struct bdev_ops file_ops = {
 	.write = file_write,
 	.barrier = file_barrier,
 	.destroy = file_destroy,
+	.stats = file_stats,
 };
 
 int bdev_file_open(const char *path, uint32_t block_size, unsigned flags,
@@ -244,6 +259,7 @@ int bdev_file_open(const char *path, uint32_t block_size, unsigned flags,
 	}
 	f->fd = fd;
 	f->flags = flags;
+	f->blockdev = S_ISBLK(st.st_mode);
 	f->base.dev.ops = &file_ops;
 	f->base.dev.block_size = block_size;
 	f->base.dev.nblocks = bytes / block_size;

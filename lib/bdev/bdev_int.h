@@ -23,4 +23,11 @@ static inline struct bdev_base *bdev_base(struct bdev *d)
 /* True if block_size is a power of two >= 512 (and at most 1 MiB). */
 int bdev_check_block_size(uint32_t block_size);
 
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t bdev_now_ns(void);
+/* Count one flush that took ns nanoseconds (atomically: see bdev.c). */
+void bdev_count_flush(struct bdev_stats *st, uint64_t ns);
+/* Copy the counters of src (not the kind), each read atomically. */
+void bdev_load_stats(struct bdev_stats *dst, const struct bdev_stats *src);
+
 #endif

@@ -80,6 +80,11 @@ static int mem_barrier(struct bdev *d)
 	return take_fault((struct bdev_mem *)d, BDEV_FAULT_BARRIER);
 }
 
+static void mem_stats(struct bdev *d, struct bdev_stats *st)
+{
+	strcpy(st->kind, "memory");
+}
+
 static void mem_destroy(struct bdev *d)
 {
 	struct bdev_mem *m = (struct bdev_mem *)d;
@@ -94,6 +99,7 @@ static const struct bdev_ops mem_ops = {
 	.write = mem_write,
 	.barrier = mem_barrier,
 	.destroy = mem_destroy,
+	.stats = mem_stats,
 };
 
 int bdev_mem_create(uint32_t block_size, uint64_t nblocks, const void *image,

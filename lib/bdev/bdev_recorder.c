@@ -103,6 +103,11 @@ static int rec_barrier(struct bdev *d)
 	return err;
 }
 
+static void rec_stats(struct bdev *d, struct bdev_stats *st)
+{
+	bdev_get_stats(((struct bdev_rec *)d)->inner, st);
+}
+
 static void rec_clear(struct bdev_rec *r)
 {
 	size_t i;
@@ -145,6 +150,7 @@ static const struct bdev_ops rec_ops = {
 	.write = rec_write,
 	.barrier = rec_barrier,
 	.destroy = rec_destroy,
+	.stats = rec_stats,
 };
 
 /* Read the whole inner device into a fresh buffer. */

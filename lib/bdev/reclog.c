@@ -118,6 +118,11 @@ static int sv_barrier(struct bdev *d)
 	return bdev_barrier(((struct saver *)d)->rec);
 }
 
+static void sv_stats(struct bdev *d, struct bdev_stats *st)
+{
+	bdev_get_stats(((struct saver *)d)->rec, st);
+}
+
 static void sv_destroy(struct bdev *d)
 {
 	struct saver *s = (struct saver *)d;
@@ -144,6 +149,7 @@ static const struct bdev_ops sv_ops = {
 	.write = sv_write,
 	.barrier = sv_barrier,
 	.destroy = sv_destroy,
+	.stats = sv_stats,
 };
 
 int reclog_saver_create(struct bdev *rec, const char *logpath, struct bdev **out)

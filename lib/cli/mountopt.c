@@ -46,6 +46,7 @@ void mountopt_init(struct mountopt *mo)
 	mo->consistency = CONSISTENCY_SOFTUPDATES;
 	if (pages > 0 && page > 0)
 		mo->mem_bytes = (uint64_t)pages * (uint64_t)page;
+	mo->nbd_retry_ms = MOUNTOPT_NBD_RETRY_MS;
 }
 
 void mountopt_free(struct mountopt *mo)
@@ -251,6 +252,23 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 		if (mountopt_parse_seconds(val, &ms) < 0)
 			goto bad_value;
 		mo->lock_wait_ms = ms;
+		return 0;
+	}
+	if (strcmp(opt, "nbd_retry") == 0) {
+		if (!val)
+			goto need_value;
+		/* 0: give up at the first connection loss */
+		if (strcmp(val, "0") == 0)
+			ms = 0;
+		else if (mountopt_parse_seconds(val, &ms) < 0)
+			goto bad_value;
+		mo->nbd_retry_ms = ms;
+		return 0;
+	}
+	if (strcmp(opt, "unsafe_no_flush") == 0) {
+		if (val)
+			goto no_value;
+		mo->unsafe_no_flush = true;
 		return 0;
 	}
 	if (strcmp(opt, "statsfile") == 0) {

@@ -20,6 +20,7 @@
 #define MOUNTOPT_CACHE_MAX (1ULL << 40)            /* 1 TiB */
 #define MOUNTOPT_FLUSH_MAX_MS (24U * 3600U * 1000U) /* one day */
 #define MOUNTOPT_THREADS_MAX 1024
+#define MOUNTOPT_NBD_RETRY_MS (60U * 1000U)         /* nbd_retry= default */
 
 struct mountopt {
 	enum consistency consistency; /* default CONSISTENCY_SOFTUPDATES */
@@ -33,6 +34,9 @@ struct mountopt {
 	unsigned max_threads;         /* max_threads=N; 0: the daemon's default */
 	unsigned lock_wait_ms;        /* lock_wait=SECONDS: how long to wait for
 				       * an image in use; 0: refuse at once */
+	unsigned nbd_retry_ms;        /* nbd_retry=SECONDS: how long an NBD
+				       * source reconnects after a loss */
+	bool unsafe_no_flush;         /* write to an NBD export that cannot flush */
 	char *statsfile;              /* statsfile=PATH as given; NULL: none */
 	uint64_t mem_bytes;           /* physical memory, set by mountopt_init():
 				       * a larger cache= is refused (it could

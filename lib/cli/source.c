@@ -1,12 +1,20 @@
 /* Resolving SOURCE (see source.h). */
 #include "source.h"
 
+#include "bdev/bdev.h"
+#include "bdev/reclog.h"
+#include "ext2/e2.h"
+#include "mountopt.h"
+
 #include <blkid.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,6 +34,52 @@ void source_free(struct source *src)
 	src->path = NULL;
 }
 
+/* spec with a relative socket=PATH made absolute, percent-encoded as a
+ * URI wants it: the daemon reconnects after it changed to /. */
+static int nbd_absolute(const char *spec, char **out)
+{
+	const char *q = strchr(spec, '?'), *p = q, *val = NULL;
+	char *cwd = NULL, *res = NULL;
+	FILE *f;
+	size_t len;
+
+	while (p && !val) {
+		p++;
+		if (strncmp(p, "socket=", 7) == 0)
+			val = p + 7;
+		else
+			p = strchr(p, '&');
+	}
+	if (!val || *val == '/' || *val == '&' || !*val ||
+	    strncasecmp(val, "%2f", 3) == 0) {
+		*out = strdup(spec);
+		return *out ? 0 : -ENOMEM;
+	}
+	cwd = getcwd(NULL, 0);
+	if (!cwd)
+		return -errno;
+	f = open_memstream(&res, &len);
+	if (!f) {
+		free(cwd);
+		return -ENOMEM;
+	}
+	fwrite(spec, 1, (size_t)(val - spec), f);
+	for (const unsigned char *c = (const unsigned char *)cwd; *c; c++) {
+		if (isalnum(*c) || strchr("-._~/", *c))
+			fputc(*c, f);
+		else
+			fprintf(f, "%%%02X", *c);
+	}
+	fprintf(f, "/%s", val);
+	free(cwd);
+	if (fclose(f) != 0) {
+		free(res);
+		return -ENOMEM;
+	}
+	*out = res;
+	return 0;
+}
+
 int source_resolve(const char *spec, struct source *out)
 {
 	struct source src = { .path = NULL };
@@ -35,6 +89,15 @@ int source_resolve(const char *spec, struct source *out)
 
 	if (!*spec)
 		return -EINVAL;
+	if (bdev_nbd_is_uri(spec)) {
+		/* libnbd parses the rest when it connects */
+		ret = nbd_absolute(spec, &src.path);
+		if (ret < 0)
+			return ret;
+		src.nbd = true;
+		*out = src;
+		return 0;
+	}
 	if (source_is_tag(spec)) {
 		const char *val = strchr(spec, '=') + 1;
 
@@ -105,4 +168,46 @@ int source_block_size(const char *path, uint32_t *block_size)
 out:
 	close(fd);
 	return ret;
+}
+
+int source_open_nbd(const struct source *src, const struct mountopt *mo,
+		    const struct e2_opts *eo, const char *record, struct e2fs **out, char *err,
+		    size_t errlen)
+{
+	struct e2_opts o = *eo;
+	struct bdev *dev = NULL, *rec;
+	unsigned flags = 0;
+	uint8_t sb[1024];
+	int r;
+
+	if (mo->readonly)
+		flags |= BDEV_RDONLY;
+	if (mo->unsafe_no_flush)
+		flags |= BDEV_UNSAFE_NO_FLUSH;
+	r = bdev_nbd_open(src->path, 1024, flags, mo->nbd_retry_ms, &dev, err, errlen);
+	if (r < 0)
+		return r;
+	/* cache= is in bytes, the cache counts blocks: their size is in the
+	 * superblock (when it cannot be read, e2_open_bdev explains). */
+	if (mo->cache_bytes && dev->nblocks > 1 && bdev_read(dev, 1, 1, sb) == 0 &&
+	    sb[56] == 0x53 && sb[57] == 0xef && sb[24] <= 6 && !sb[25] && !sb[26] && !sb[27])
+		o.cache_blocks = mountopt_cache_blocks(mo, 1024U << sb[24]);
+	if (record) {
+		r = bdev_recorder_create(dev, &rec);
+		if (r < 0) {
+			bdev_destroy(dev);
+			snprintf(err, errlen, "cannot record: %s", strerror(-r));
+			return r;
+		}
+		r = reclog_saver_create(rec, record, &dev);
+		if (r < 0) {
+			bdev_destroy(rec);
+			snprintf(err, errlen, "cannot record: %s", strerror(-r));
+			return r;
+		}
+	}
+	r = e2_open_bdev(dev, &o, out);
+	if (r < 0)
+		snprintf(err, errlen, "%s", *e2_open_error() ? e2_open_error() : strerror(-r));
+	return r;
 }

@@ -91,6 +91,29 @@ static const char *group_state(char *buf, size_t size, uint32_t state, uint32_t 
 
 /* ---- text --------------------------------------------------------------- */
 
+/* Milliseconds from nanoseconds. */
+static double ms(uint64_t ns)
+{
+	return (double)ns / 1e6;
+}
+
+static double flush_mean_ms(const struct bdev_stats *d)
+{
+	return d->flushes ? ms(d->flush_ns) / (double)d->flushes : 0.0;
+}
+
+static void text_device(FILE *f, const struct bdev_stats *d)
+{
+	fprintf(f, "%-14s %s; %" PRIu64 " flushes, mean %.3f ms, max %.3f ms", "device:",
+		d->kind[0] ? d->kind : "unknown", d->flushes, flush_mean_ms(d),
+		ms(d->flush_max_ns));
+	if (d->fua_barriers)
+		fprintf(f, "; %" PRIu64 " rounds by FUA", d->fua_barriers);
+	if (d->reconnects)
+		fprintf(f, "; %" PRIu64 " reconnects", d->reconnects);
+	fputc('\n', f);
+}
+
 static void text_summary(FILE *f, const struct insp_snap *s)
 {
 	const struct insp_summary *m = &s->sum;
@@ -130,6 +153,7 @@ static void text_summary(FILE *f, const struct insp_snap *s)
 		m->round_busy ? ", a round in flight" : "");
 	fprintf(f, "%-14s %" PRIu64 " write, %" PRIu64 " barrier; %" PRIu64 " writer waits\n",
 		"errors:", st->write_errors, st->barrier_errors, m->dirty_waits);
+	text_device(f, &m->dev);
 	if (m->have_groups)
 		fprintf(f,
 			"%-14s %" PRIu64 " known: %" PRIu64 " open, %" PRIu64 " engaged, %" PRIu64
@@ -405,6 +429,13 @@ static void json_summary(FILE *f, const struct insp_snap *s)
 		",\"round_in_flight\":%s},",
 		st->rounds, st->barriers, st->block_writes, st->rollback_writes, st->write_errors,
 		st->barrier_errors, m->dirty_waits, m->round_busy ? "true" : "false");
+	/* (the kind is one of a few fixed words: nothing to escape) */
+	fprintf(f,
+		"\"device\":{\"kind\":\"%s\",\"flushes\":%" PRIu64
+		",\"flush_mean_ms\":%.6f,\"flush_max_ms\":%.6f,\"fua_rounds\":%" PRIu64
+		",\"reconnects\":%" PRIu64 "},",
+		m->dev.kind[0] ? m->dev.kind : "unknown", m->dev.flushes, flush_mean_ms(&m->dev),
+		ms(m->dev.flush_max_ns), m->dev.fua_barriers, m->dev.reconnects);
 	fprintf(f,
 		"\"groups\":{\"served\":%s,\"known\":%" PRIu64 ",\"open\":%" PRIu64
 		",\"engaged\":%" PRIu64 ",\"sealed\":%" PRIu64 ",\"closed\":%" PRIu64

@@ -183,8 +183,14 @@ again:
 	c->round_busy = true;
 	c->ninflight = n;
 	io_unlock(c);
-	werr = bdev_write(c->dev, c->r_writes, n);
-	err = werr ? werr : bdev_barrier(c->dev);
+	/* A network device that lost its connection and made a new one may
+	 * have lost writes of this round with the old one: the copies are
+	 * still here and unchanged, so the round goes again as a whole
+	 * (bdev.h; the device bounds the retries). */
+	do {
+		werr = bdev_write(c->dev, c->r_writes, n);
+		err = werr ? werr : bdev_barrier(c->dev);
+	} while (err == -ECONNRESET);
 	io_lock(c);
 
 	c->st.rounds++;

@@ -63,6 +63,7 @@ struct insp_summary {
 	uint32_t reserved;
 	uint64_t age_ms; /* since the cache was made (the mount started):
 			  * the counters above are totals over it */
+	struct bdev_stats dev; /* the device under the cache */
 };
 
 enum insp_block_flags {

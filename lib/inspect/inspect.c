@@ -131,6 +131,7 @@ int inspect_decode(const void *buf, size_t len, struct insp_snap **out)
 	s->limit = w.limit;
 	s->why_end = w.why_end;
 	s->sum = w.sum;
+	s->sum.dev.kind[sizeof(s->sum.dev.kind) - 1] = '\0';
 	s->blocks = take_array(&at, &left, h.nblocks, sizeof(*s->blocks), &r);
 	s->groups = take_array(&at, &left, h.ngroups, sizeof(*s->groups), &r);
 	s->patches = take_array(&at, &left, h.npatches, sizeof(*s->patches), &r);

@@ -503,6 +503,34 @@ static void test_write_fault(void **state)
 	env_close(&e);
 }
 
+/* A device that lost its connection and made a new one (bdev.h): the
+ * round is written again at once, and commits only after a barrier that
+ * succeeds; the callers see no error. */
+static void test_connection_reset(void **state)
+{
+	struct env e;
+	struct cblock *b;
+	struct patch *p;
+	struct cache_stats st;
+
+	env_open(&e, NULL);
+	b = get(&e, 4);
+	p = put_byte(&e, b, 0, 0x66, 32, NULL, 0);
+	bdev_mem_inject(e.mem, BDEV_FAULT_BARRIER, 0, 2, ECONNRESET);
+	bdev_mem_inject(e.mem, BDEV_FAULT_WRITE, 0, 1, ECONNRESET);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_true(patch_committed(p));
+	st = stats(&e);
+	assert_int_equal(st.rounds, 1);
+	assert_int_equal(st.barriers, 1);
+	assert_int_equal(st.write_errors, 0);
+	assert_int_equal(st.barrier_errors, 0);
+	assert_int_equal(mem_block(&e, 4)[31], 0x66);
+	patch_release(e.c, p);
+	cache_put(e.c, b);
+	env_close(&e);
+}
+
 static void test_read_fault(void **state)
 {
 	struct env e;
@@ -877,7 +905,7 @@ static void gate_destroy(struct bdev *d)
 	(void)d;
 }
 
-static const struct bdev_ops gate_ops = { gate_read, gate_write, gate_barrier, gate_destroy };
+static const struct bdev_ops gate_ops = { gate_read, gate_write, gate_barrier, gate_destroy, NULL };
 
 /* Changes made while a round is in flight are not part of it, and never
  * merge into a patch in flight. */
@@ -1004,6 +1032,7 @@ int main(void)
 		cmocka_unit_test(test_empty_patches),
 		cmocka_unit_test(test_held_blocks_sync),
 		cmocka_unit_test(test_write_fault),
+		cmocka_unit_test(test_connection_reset),
 		cmocka_unit_test(test_read_fault),
 		cmocka_unit_test(test_eviction),
 		cmocka_unit_test(test_dirty_limit),

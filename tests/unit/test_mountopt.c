@@ -405,6 +405,29 @@ static void test_lock_wait(void **state)
 	mountopt_free(&mo);
 }
 
+static void test_nbd(void **state)
+{
+	struct mountopt mo;
+	struct mountopt_error err;
+
+	assert_int_equal(parse(&mo, "rw", &err), 0);
+	assert_int_equal(mo.nbd_retry_ms, MOUNTOPT_NBD_RETRY_MS);
+	assert_false(mo.unsafe_no_flush);
+	mountopt_free(&mo);
+	assert_int_equal(parse(&mo, "nbd_retry=0.5,unsafe_no_flush", &err), 0);
+	assert_int_equal(mo.nbd_retry_ms, 500);
+	assert_true(mo.unsafe_no_flush);
+	mountopt_free(&mo);
+	assert_int_equal(parse(&mo, "nbd_retry=0", &err), 0);
+	assert_int_equal(mo.nbd_retry_ms, 0);
+	mountopt_free(&mo);
+	assert_int_equal(parse(&mo, "nbd_retry=-1", &err), -EINVAL);
+	assert_int_equal(err.kind, MOUNTOPT_BAD_VALUE);
+	mountopt_free(&mo);
+	refused("nbd_retry", MOUNTOPT_NEED_VALUE);
+	refused("unsafe_no_flush=1", MOUNTOPT_NO_VALUE);
+}
+
 static void test_statsfile(void **state)
 {
 	struct mountopt mo;
@@ -464,6 +487,7 @@ int main(void)
 		cmocka_unit_test(test_max_read),
 		cmocka_unit_test(test_max_threads),
 		cmocka_unit_test(test_lock_wait),
+		cmocka_unit_test(test_nbd),
 		cmocka_unit_test(test_statsfile),
 		cmocka_unit_test(test_ratelimit),
 	};

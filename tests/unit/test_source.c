@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -58,6 +59,39 @@ static void test_tags(void **state)
 	assert_false(source_is_tag("label=x"));
 	assert_false(source_is_tag("/dev/sda"));
 	assert_false(source_is_tag("disk.img"));
+}
+
+static void test_nbd_uri(void **state)
+{
+	struct source src = { .path = NULL };
+
+	/* taken as given, without looking for a file of that name */
+	assert_int_equal(source_resolve("nbd+unix:///exp?socket=/run/x.sock", &src), 0);
+	assert_string_equal(src.path, "nbd+unix:///exp?socket=/run/x.sock");
+	assert_true(src.nbd);
+	assert_false(src.blockdev);
+	source_free(&src);
+	assert_int_equal(source_resolve("nbds://host:10809/exp", &src), 0);
+	assert_true(src.nbd);
+	source_free(&src);
+	/* a relative socket path is made absolute (the daemon changes to
+	 * /), percent-encoded */
+	{
+		char cwd[PATH_MAX], want[PATH_MAX + 64];
+
+		assert_non_null(getcwd(cwd, sizeof(cwd)));
+		assert_int_equal(chdir(dir), 0);
+		assert_int_equal(mkdir("a b", 0755), 0);
+		assert_int_equal(chdir("a b"), 0);
+		assert_int_equal(source_resolve("nbd+unix:///e?tls=off&socket=d.sock", &src), 0);
+		snprintf(want, sizeof(want), "nbd+unix:///e?tls=off&socket=%s/a%%20b/d.sock", dir);
+		assert_string_equal(src.path, want);
+		source_free(&src);
+		assert_int_equal(chdir(cwd), 0);
+	}
+	/* not a scheme of NBD: a (missing) file */
+	assert_int_equal(source_resolve("nbdx://host/exp", &src), -ENOENT);
+	assert_int_equal(source_resolve("NBD://host/exp", &src), -ENOENT);
 }
 
 static void test_file(void **state)
@@ -132,6 +166,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tags),
+		cmocka_unit_test(test_nbd_uri),
 		cmocka_unit_test(test_file),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_block_size),

@@ -1,0 +1,322 @@
+#!/usr/bin/env bats
+# NBD exports as the disk (lib/bdev/bdev_nbd.c): nbdkit serves an image
+# file or memory on a Unix socket made by the test; fstitch-mount and
+# fstitch-mkfs take its URI; e2fsck judges the export's data afterwards.
+
+load common
+
+setup() {
+	common_setup
+	MOUNT=$(fstitch_cmd fstitch-mount)
+	IMG=$SCRATCH/fs.img
+	MNT=$SCRATCH/mnt
+	SOCK=$SCRATCH/nbd.sock
+	URI="nbd+unix:///?socket=$SOCK"
+	NBD_PID=
+	mkdir -p "$MNT"
+	command -v nbdkit >/dev/null || {
+		echo "nbdkit is not installed (bash .ci/deps.sh)" >&2
+		return 1
+	}
+}
+
+teardown() {
+	common_teardown
+	fstitch_mount_reap
+	nbd_stop
+}
+
+# nbd_start PLUGIN ARGS...: nbdkit in the foreground on $SOCK, with fd 3
+# closed, waited for until it serves (its pid file appears once it listens).
+nbd_start() {
+	local n
+	rm -f "$SOCK" "$SCRATCH/nbd.pid"
+	nbdkit -f --unix "$SOCK" --pidfile "$SCRATCH/nbd.pid" "$@" \
+		3>&- </dev/null >>"$SCRATCH/nbdkit.log" 2>&1 &
+	NBD_PID=$!
+	for ((n = 0; n < 200; n++)); do
+		[ -s "$SCRATCH/nbd.pid" ] && return 0
+		kill -0 "$NBD_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	echo "nbdkit did not start:" >&2
+	cat "$SCRATCH/nbdkit.log" >&2
+	return 1
+}
+
+# nbd_stop [SIGNAL]: stop nbdkit (default TERM) and wait for it.
+nbd_stop() {
+	[ -n "$NBD_PID" ] || return 0
+	kill "-${1:-TERM}" "$NBD_PID" 2>/dev/null || true
+	wait "$NBD_PID" 2>/dev/null || true
+	NBD_PID=
+}
+
+# tree_tar OUT N: a tar of the first N files of /usr/include (sorted).
+tree_tar() {
+	(cd /usr/include && find . -type f | LC_ALL=C sort | head -n "$2" |
+		tar -cf "$1" --no-recursion -T -)
+}
+
+@test "mounts an nbdkit file export by URI; real tools work; e2fsck finds it clean" {
+	make_stock_image "$IMG" 32M
+	nbd_start file "$IMG"
+	fstitch_mount_start "$URI" "$MNT"
+	grep -qF "$URI $MNT fuse.fstitch " /proc/mounts
+	tree_tar "$SCRATCH/tree.tar" 300
+	mkdir "$MNT/src" "$SCRATCH/ref"
+	tar -xf "$SCRATCH/tree.tar" -C "$MNT/src"
+	tar -xf "$SCRATCH/tree.tar" -C "$SCRATCH/ref"
+	cp -a "$MNT/src" "$MNT/copy"
+	mv "$MNT/copy" "$MNT/moved"
+	rm -rf "$MNT/src"
+	dd if=/dev/urandom of="$SCRATCH/big" bs=1M count=3 status=none
+	cp "$SCRATCH/big" "$MNT/big"
+	sync "$MNT/big"
+	diff -r "$SCRATCH/ref" "$MNT/moved"
+	cmp "$SCRATCH/big" "$MNT/big"
+	fstitch_mount_stop "$MNT"
+	nbd_stop
+	assert_fsck_clean "$IMG"
+	debugfs -R "dump /big $SCRATCH/big.out" "$IMG" >/dev/null 2>&1
+	cmp "$SCRATCH/big" "$SCRATCH/big.out"
+}
+
+@test "fstitch-stat names the device nbd and counts its flushes and their latency" {
+	make_stock_image "$IMG" 16M
+	nbd_start file "$IMG"
+	fstitch_mount_start "$URI" "$MNT"
+	for i in 1 2 3; do
+		echo "$i" >"$MNT/f$i"
+		sync "$MNT/f$i"
+	done
+	run -0 "$(fstitch_cmd fstitch-stat)" -C "$MNT" --json
+	echo "$output" | jq -e '.device.kind == "nbd" and .device.flushes >= 3 and
+		.device.flush_max_ms > 0 and .device.flush_mean_ms > 0 and
+		.device.flush_mean_ms <= .device.flush_max_ms and .device.reconnects == 0'
+	run -0 "$(fstitch_cmd fstitch-stat)" -C "$MNT"
+	assert_line --regexp '^device: +nbd; [0-9]+ flushes, mean [0-9.]+ ms, max [0-9.]+ ms'
+	fstitch_mount_stop "$MNT"
+	# an image file says so too
+	fstitch_mount_start "$IMG" "$MNT"
+	run -0 "$(fstitch_cmd fstitch-stat)" -C "$MNT" --json
+	echo "$output" | jq -e '.device.kind == "file"'
+}
+
+@test "a read-only export is refused read-write and mounts with -o ro" {
+	make_stock_image "$IMG" 16M
+	debugfs -w -R "write /etc/services services" "$IMG" >/dev/null 2>&1
+	sum=$(file_sum "$IMG")
+	nbd_start -r file "$IMG"
+	run -8 --separate-stderr "$MOUNT" -f "$URI" "$MNT" 3>&-
+	assert_equal "$stderr" \
+		"fstitch-mount: cannot open '$URI': the export is read-only; mount it with -o ro"
+	run ! mountpoint -q "$MNT"
+	fstitch_mount_start "$URI" "$MNT" -o ro
+	cmp /etc/services "$MNT/services"
+	run ! touch "$MNT/new"
+	fstitch_mount_stop "$MNT"
+	assert_equal "$(file_sum "$IMG")" "$sum"
+}
+
+# An export without NBD_CMD_FLUSH: nbdkit's eval plugin with no flush.
+nbd_start_noflush() {
+	nbd_start eval get_size="stat -Lc %s $IMG" \
+		pread="dd if=$IMG skip=\$4 count=\$3 iflag=count_bytes,skip_bytes status=none" \
+		pwrite="dd of=$IMG seek=\$4 conv=notrunc oflag=seek_bytes status=none"
+}
+
+@test "an export that cannot flush is refused read-write unless -o unsafe_no_flush" {
+	make_stock_image "$IMG" 4M
+	nbd_start_noflush
+	sum=$(file_sum "$IMG")
+	run -8 --separate-stderr "$MOUNT" -f "$URI" "$MNT" 3>&-
+	assert_equal "$stderr" "fstitch-mount: cannot open '$URI': the export cannot flush its write cache, so no write order survives a crash of the server; -o unsafe_no_flush mounts it anyway"
+	assert_equal "$(file_sum "$IMG")" "$sum"
+	# read-only needs no flush
+	fstitch_mount_start "$URI" "$MNT" -o ro
+	ls "$MNT/lost+found"
+	fstitch_mount_stop "$MNT"
+	fstitch_mount_start "$URI" "$MNT" -o unsafe_no_flush
+	echo hello >"$MNT/f"
+	fstitch_mount_stop "$MNT"
+	nbd_stop
+	assert_fsck_clean "$IMG"
+	run debugfs -R 'cat /f' "$IMG"
+	assert_output --partial hello
+}
+
+@test "a socket with no server behind it is a clear error and exit status 8" {
+	run -8 --separate-stderr "$MOUNT" -f "$URI" "$MNT" 3>&-
+	assert_equal "$stderr" \
+		"fstitch-mount: cannot open '$URI': connect: No such file or directory"
+	run -8 --separate-stderr "$MOUNT" -f "nbd+unix:///?sockett=$SOCK" "$MNT" 3>&-
+	assert_equal "$stderr" "fstitch-mount: cannot open 'nbd+unix:///?sockett=$SOCK': cannot parse socket parameter from NBD URI (did you mean to use \"nbd+unix:///?socket=...\"?): Invalid argument"
+	run ! mountpoint -q "$MNT"
+}
+
+# Crash states of a daemon run over NBD, as tests/fstitch-mount.bats checks
+# them on an image file: the recorder sits on the NBD device (FSTITCH_RECORD)
+# and fstitch-crash rebuilds every state the crash model allows (at most
+# CRASH_MAX, drawn with the fixed, printed seed CRASH_SEED).
+CRASH_MAX=160
+CRASH_SEED=1
+
+# record_run [fstitch-mount options...]: a metadata-heavy workload on an 8M
+# export, recorded at the block-device layer.
+record_run() {
+	make_stock_image "$IMG" 8M
+	nbd_start file "$IMG"
+	tree_tar "$SCRATCH/tree.tar" 40
+	mkdir -p "$SCRATCH/rec"
+	export FSTITCH_RECORD=$SCRATCH/rec/log
+	fstitch_mount_start "$URI" "$MNT" -o flush_interval=0.05 "$@"
+	unset FSTITCH_RECORD
+	for r in 1 2 3; do
+		mkdir "$MNT/w$r"
+		tar -xf "$SCRATCH/tree.tar" -C "$MNT/w$r"
+		echo "$r" >"$MNT/v.tmp"
+		mv "$MNT/v.tmp" "$MNT/v"
+		mv "$MNT/w$r" "$MNT/x$r"
+		rm -rf "$MNT/x$((r - 1))"
+	done
+	fstitch_mount_stop "$MNT"
+	nbd_stop
+	[ -s "$SCRATCH/rec/log" ]
+}
+
+crash_check() {
+	"$(fstitch_cmd fstitch-crash)" check --fsck none --no-mount --jobs 2 \
+		--max "$CRASH_MAX" --seed "$CRASH_SEED" "$SCRATCH/rec" -- "$@" 3>&-
+}
+
+fsck_not_dangerous() {
+	fsck_run "$FSTITCH_IMAGE"
+	rm -f "$FSCK_OUT"
+	[ "$FSCK_CLASS" != dangerous ] && return 0
+	printf '%s\n' "$FSCK_WHY"
+	return 1
+}
+
+@test "power failure at any crash state of a run over NBD leaves only benign damage" {
+	record_run
+	export -f fsck_run fsck_not_dangerous
+	run -0 crash_check bash -c fsck_not_dangerous
+	assert_line --regexp '^[0-9]+ of [0-9]+ states checked \(seed 1\), 0 failed'
+	echo "# ${lines[-1]}" >&3
+	# the last state is the export as the server holds it after the unmount
+	n=$("$(fstitch_cmd fstitch-crash)" states "$SCRATCH/rec" | awk '$1 == "states" { print $2 }')
+	"$(fstitch_cmd fstitch-crash)" image "$SCRATCH/rec" $((n - 1)) "$SCRATCH/final.img"
+	cmp "$SCRATCH/final.img" "$IMG"
+	assert_fsck_clean "$IMG"
+}
+
+@test "the same power failures over NBD with consistency=none do leave dangerous damage" {
+	record_run -o consistency=none
+	export -f fsck_run fsck_not_dangerous
+	run -1 crash_check bash -c fsck_not_dangerous
+	assert_line --regexp '^failed states: [0-9]'
+	echo "# consistency=none: ${lines[-1]}" >&3
+}
+
+# workload DIR N: untar the tree N times into DIR, with an fsync'd atomic
+# replace of DIR/v after each (so that every step needs the disk).
+workload() {
+	local dir=$1 n=$2 r
+	for ((r = 1; r <= n; r++)); do
+		mkdir "$dir/w$r"
+		tar -xf "$SCRATCH/tree.tar" -C "$dir/w$r" || return 1
+		echo "$r" >"$dir/v.tmp" && sync "$dir/v.tmp" && mv "$dir/v.tmp" "$dir/v" || return 1
+		sync "$dir/v" || return 1
+	done
+}
+
+@test "the server killed and restarted mid-workload: the mount reconnects and loses nothing" {
+	make_stock_image "$IMG" 64M
+	tree_tar "$SCRATCH/tree.tar" 100
+	mkdir "$SCRATCH/ref"
+	tar -xf "$SCRATCH/tree.tar" -C "$SCRATCH/ref"
+	nbd_start file "$IMG"
+	fstitch_mount_start "$URI" "$MNT" -o nbd_retry=30,flush_interval=0.05
+	workload "$MNT" 12 &
+	wl=$!
+	# kill -9 twice while the workload runs, the server down 0.5 s each
+	for k in 1 2; do
+		sleep 0.4
+		nbd_stop KILL
+		sleep 0.5
+		nbd_start file "$IMG"
+	done
+	wait "$wl"
+	run -0 "$(fstitch_cmd fstitch-stat)" -C "$MNT" --json
+	echo "$output" | jq -e '.device.reconnects >= 1'
+	echo "# $(echo "$output" | jq -c .device)" >&3
+	fstitch_mount_stop "$MNT"
+	nbd_stop
+	assert_fsck_clean "$IMG"
+	# every file of every step is there, as written
+	mkdir "$SCRATCH/out"
+	debugfs -R "rdump / $SCRATCH/out" "$IMG" >/dev/null 2>&1
+	for ((r = 1; r <= 12; r++)); do
+		diff -r "$SCRATCH/ref" "$SCRATCH/out/w$r"
+	done
+	assert_equal "$(cat "$SCRATCH/out/v")" 12
+}
+
+@test "when the server does not come back the mount gives EIO and leaves a crash state" {
+	make_stock_image "$IMG" 32M
+	tree_tar "$SCRATCH/tree.tar" 100
+	nbd_start file "$IMG"
+	fstitch_mount_start "$URI" "$MNT" -o nbd_retry=1,flush_interval=0.05
+	workload "$MNT" 2
+	# a round in flight when the server dies
+	tar -xf "$SCRATCH/tree.tar" -C "$MNT/w1" --transform 's,^,again/,' 2>/dev/null &
+	tarpid=$!
+	sleep 0.2
+	nbd_stop KILL
+	wait "$tarpid" || true
+	t0=$SECONDS
+	run bash -c 'echo x >"$1" && sync "$1"' - "$MNT/after"
+	assert_failure
+	assert_output --partial "Input/output error"
+	# the retry window (1 s) was waited, not much more
+	[ $((SECONDS - t0)) -le 10 ]
+	run ! fstitch_mount_stop "$MNT"
+	# the export holds what reached it: a crash state, never worse
+	assert_fsck_not_dangerous "$IMG"
+	echo "# e2fsck: $FSCK_CLASS" >&3
+}
+
+# The literal block of fstitch-mount(8)'s EXAMPLES that uses nbdkit, as a
+# reader would copy it.
+mount_example() {
+	awk '
+		/^\.Sh / { ex = ($2 == "EXAMPLES") }
+		ex && /^\.Bd -literal/ { inb = 1; b = ""; next }
+		inb && /^\.Ed/ { inb = 0; if (b ~ /nbdkit/) printf "%s", b; next }
+		inb { b = b $0 "\n" }
+	' "$FSTITCH_ROOT/man/fstitch-mount.8"
+}
+
+@test "the NBD example of fstitch-mount(8) runs as written" {
+	mount_example >"$SCRATCH/example"
+	grep -q '^nbdkit ' "$SCRATCH/example"
+	cd "$SCRATCH"
+	make_stock_image disk.img 32M
+	tree_tar "$SCRATCH/src.tar" 100
+	mkdir -p mnt ref
+	tar -xf src.tar -C ref
+	track_mount "$SCRATCH/mnt" fuse
+	PATH=$FSTITCH_BIN:$PATH run -0 bash -e example 3>&-
+	# nbdkit exits once the daemon wrote everything and disconnected
+	for ((n = 0; n < 400; n++)); do
+		nbdinfo --size "nbd+unix:///?socket=$SCRATCH/disk.sock" >/dev/null 2>&1 || break
+		sleep 0.05
+	done
+	run ! nbdinfo --size "nbd+unix:///?socket=$SCRATCH/disk.sock"
+	assert_fsck_clean disk.img
+	mkdir out
+	debugfs -R "rdump / $SCRATCH/out" disk.img >/dev/null 2>&1
+	rm -rf out/lost+found
+	diff -r ref out
+}
