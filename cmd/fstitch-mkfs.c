@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "bdev/bdev.h"
 #include "cli/cliopt.h"
 #include "mkfs/mkfs.h"
 #include "util/size.h"
@@ -234,7 +235,7 @@ int main(int argc, char **argv)
 					: "must not be zero");
 			return EXIT_MKFS_USAGE;
 		}
-	} else if (stat(a.path, &st) < 0 && errno == ENOENT) {
+	} else if (!bdev_nbd_is_uri(a.path) && stat(a.path, &st) < 0 && errno == ENOENT) {
 		cli_error("'%s' does not exist; give a SIZE to create it", a.path);
 		return EXIT_MKFS_USAGE;
 	}

@@ -57,7 +57,7 @@ includes() {
 		[bdev]="bdev util"
 		[engine]="engine bdev util"
 		[ext2]="ext2 engine bdev util"
-		[mkfs]="mkfs ext2 util"
+		[mkfs]="mkfs ext2 bdev util"
 		[crash]="crash ext2 engine bdev util"
 		[inspect]="inspect engine proto util"
 		[pg]="pg inspect ext2 engine proto bdev util"

@@ -111,6 +111,8 @@ tree_tar() {
 	run -8 --separate-stderr "$MOUNT" -f "$URI" "$MNT" 3>&-
 	assert_equal "$stderr" \
 		"fstitch-mount: cannot open '$URI': the export is read-only; mount it with -o ro"
+	run -8 --separate-stderr "$(fstitch_cmd fstitch-mkfs)" -F "$URI"
+	assert_equal "$stderr" "fstitch-mkfs: cannot open '$URI': the export is read-only"
 	run ! mountpoint -q "$MNT"
 	fstitch_mount_start "$URI" "$MNT" -o ro
 	cmp /etc/services "$MNT/services"
@@ -319,4 +321,80 @@ mount_example() {
 	debugfs -R "rdump / $SCRATCH/out" disk.img >/dev/null 2>&1
 	rm -rf out/lost+found
 	diff -r ref out
+}
+
+@test "fstitch-mkfs makes the file system on a memory export; it mounts and e2fsck finds it clean" {
+	nbd_start memory 64M
+	run -0 "$(fstitch_cmd fstitch-mkfs)" "$URI"
+	assert_line "Made an ext2 file system on '$URI'"
+	assert_line --regexp '^  size +64.0 MiB: 65536 blocks of 1024 bytes$'
+	nbdcopy "$URI" "$SCRATCH/made.img"
+	assert_fsck_clean "$SCRATCH/made.img"
+	fstitch_mount_start "$URI" "$MNT"
+	tree_tar "$SCRATCH/tree.tar" 100
+	tar -xf "$SCRATCH/tree.tar" -C "$MNT"
+	fstitch_mount_stop "$MNT"
+	nbdcopy "$URI" "$SCRATCH/used.img"
+	assert_fsck_clean "$SCRATCH/used.img"
+	# a second mkfs finds the first
+	run -8 --separate-stderr "$(fstitch_cmd fstitch-mkfs)" "$URI"
+	assert_equal "$stderr" "fstitch-mkfs: '$URI' holds an ext2 file system; use -F to overwrite"
+	run -0 "$(fstitch_cmd fstitch-mkfs)" -q -F -b 4096 "$URI" 32M
+	nbdcopy "$URI" "$SCRATCH/again.img"
+	run -0 dumpe2fs -h "$SCRATCH/again.img"
+	assert_line --regexp '^Block size: +4096$'
+	assert_line --regexp '^Block count: +8192$'
+}
+
+@test "fstitch-mkfs over NBD refuses another file system without -F and erases its signature with it" {
+	make_stock_image "$IMG" 32M -t ext4
+	nbd_start file "$IMG"
+	sum=$(file_sum "$IMG")
+	run -8 --separate-stderr "$(fstitch_cmd fstitch-mkfs)" "$URI"
+	assert_equal "$stderr" "fstitch-mkfs: '$URI' holds an ext4 file system; use -F to overwrite"
+	assert_equal "$(file_sum "$IMG")" "$sum"
+	run -0 "$(fstitch_cmd fstitch-mkfs)" -F "$URI"
+	assert_line "  overwrote    an ext4 file system"
+	nbd_stop
+	run -0 blkid -p -o value -s TYPE "$IMG"
+	assert_output ext2
+	assert_fsck_clean "$IMG"
+}
+
+@test "fstitch-mkfs over NBD refuses a size larger than the export and a server that is not there" {
+	nbd_start memory 16M
+	run -16 --separate-stderr "$(fstitch_cmd fstitch-mkfs)" "$URI" 32M
+	assert_equal "$stderr" "fstitch-mkfs: size 33554432 bytes is larger than '$URI' (16777216 bytes)"
+	nbd_stop
+	run -8 --separate-stderr "$(fstitch_cmd fstitch-mkfs)" "$URI"
+	assert_equal "$stderr" "fstitch-mkfs: cannot open '$URI': connect: Connection refused"
+}
+
+# The literal block of fstitch-mkfs(8)'s EXAMPLES that uses nbdkit.
+mkfs_example() {
+	awk '
+		/^\.Sh / { ex = ($2 == "EXAMPLES") }
+		ex && /^\.Bd -literal/ { inb = 1; b = ""; next }
+		inb && /^\.Ed/ { inb = 0; if (b ~ /nbdkit/) printf "%s", b; next }
+		inb { b = b $0 "\n" }
+	' "$FSTITCH_ROOT/man/fstitch-mkfs.8"
+}
+
+@test "the NBD example of fstitch-mkfs(8) runs as written" {
+	mkfs_example >"$SCRATCH/example"
+	grep -q '^nbdkit ' "$SCRATCH/example"
+	cd "$SCRATCH"
+	PATH=$FSTITCH_BIN:$PATH run -0 bash -e example 3>&-
+	NBD_PID=$(cat nbdkit.pid)
+	assert_line "Made an ext2 file system on 'nbd+unix:///?socket=disk.sock'"
+	# nbdkit is not our child: stop it and wait for it to go
+	kill "$NBD_PID"
+	for ((n = 0; n < 200; n++)); do
+		kill -0 "$NBD_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	NBD_PID=
+	assert_fsck_clean disk.img
+	run -0 dumpe2fs -h disk.img
+	assert_line --regexp '^Block count: +262144$'
 }

@@ -146,7 +146,7 @@ static int dial(const char *uri, unsigned flags, struct nbd_handle **out, uint64
 		goto fail;
 	}
 	if (!(flags & BDEV_RDONLY) && nbd_is_read_only(h) != 0) {
-		seterr(err, errlen, "the export is read-only; mount it with -o ro");
+		seterr(err, errlen, "the export is read-only");
 		r = -EROFS;
 		goto fail;
 	}
@@ -155,7 +155,7 @@ static int dial(const char *uri, unsigned flags, struct nbd_handle **out, uint64
 		 * does, nothing orders them and a crash leaves any mix. */
 		seterr(err, errlen,
 		       "the export cannot flush its write cache, so no write order survives a "
-		       "crash of the server; -o unsafe_no_flush mounts it anyway");
+		       "crash of the server");
 		r = -EOPNOTSUPP;
 		goto fail;
 	}

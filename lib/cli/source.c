@@ -185,6 +185,12 @@ int source_open_nbd(const struct source *src, const struct mountopt *mo,
 	if (mo->unsafe_no_flush)
 		flags |= BDEV_UNSAFE_NO_FLUSH;
 	r = bdev_nbd_open(src->path, 1024, flags, mo->nbd_retry_ms, &dev, err, errlen);
+	if (r == -EROFS || r == -EOPNOTSUPP) {
+		size_t n = strlen(err);
+
+		snprintf(err + n, errlen - n, "; %s",
+			 r == -EROFS ? "mount it with -o ro" : "-o unsafe_no_flush mounts it anyway");
+	}
 	if (r < 0)
 		return r;
 	/* cache= is in bytes, the cache counts blocks: their size is in the

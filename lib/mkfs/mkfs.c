@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,7 +26,9 @@
 #include <blkid/blkid.h>
 #include <ext2fs/ext2fs.h>
 
+#include "bdev/bdev.h"
 #include "ext2/e2err.h"
+#include "mkfs_int.h"
 #include "util/fsprobe.h"
 #include "util/size.h"
 
@@ -41,7 +44,16 @@ struct target {
 	bool exists;
 	bool blockdev;
 	uint64_t size; /* current size in bytes */
+	/* An NBD export: its connection until libext2fs opens its own, and
+	 * a sparse copy of its first and last MiB (where libblkid looks for
+	 * signatures) that the probe, the wipe and zap_start() work on. */
+	bool nbd;
+	struct bdev *dev;
+	int shadow; /* -1: none */
+	char shadow_path[32];
 };
+
+#define NBD_WINDOW (1u << 20)
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -283,10 +295,83 @@ static int check_opts(const struct mkfs_opts *o, char *err, size_t errlen)
 	return 0;
 }
 
+/* Copy the export's first and last NBD_WINDOW bytes into the shadow
+ * (out false) or back (out true, then flushed). */
+static int nbd_windows(struct target *t, bool out)
+{
+	uint64_t ranges[2][2] = {{0, t->size < NBD_WINDOW ? t->size : NBD_WINDOW}, {0, t->size}};
+	uint8_t *buf = malloc(NBD_WINDOW);
+	int r = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	ranges[1][0] = t->size > 2 * (uint64_t)NBD_WINDOW ? t->size - NBD_WINDOW : ranges[0][1];
+	for (int i = 0; i < 2 && !r; i++) {
+		uint64_t off = ranges[i][0], len = ranges[i][1] - off;
+		uint32_t bs = t->dev->block_size;
+
+		if (ranges[i][1] <= off)
+			continue;
+		if (!out) {
+			r = bdev_read(t->dev, off / bs, (uint32_t)(len / bs), buf);
+			if (!r && pwrite(t->shadow, buf, len, (off_t)off) != (ssize_t)len)
+				r = -EIO;
+		} else if (pread(t->shadow, buf, len, (off_t)off) != (ssize_t)len) {
+			r = -EIO;
+		} else {
+			struct bdev_write *w = calloc(len / bs, sizeof(*w));
+
+			if (!w) {
+				r = -ENOMEM;
+				break;
+			}
+			for (uint64_t k = 0; k < len / bs; k++) {
+				w[k].blkno = off / bs + k;
+				w[k].data = buf + k * bs;
+			}
+			r = bdev_write(t->dev, w, len / bs);
+			free(w);
+		}
+	}
+	if (!r && out)
+		r = bdev_barrier(t->dev);
+	free(buf);
+	return r == -ECONNRESET ? -EIO : r;
+}
+
+static int nbd_target(struct target *t, char *err, size_t errlen)
+{
+	char why[256];
+	int ret;
+
+	t->nbd = t->exists = t->blockdev = true;
+	ret = bdev_nbd_open(t->path, 512, 0, 0, &t->dev, why, sizeof(why));
+	if (ret) {
+		seterr(err, errlen, "cannot open '%s': %s", t->path, why);
+		return ret;
+	}
+	t->size = t->dev->nblocks * t->dev->block_size;
+	t->shadow = memfd_create("fstitch-mkfs", MFD_CLOEXEC);
+	if (t->shadow < 0 || ftruncate(t->shadow, (off_t)t->size) < 0) {
+		ret = -errno;
+		seterr(err, errlen, "cannot make a copy of the start of '%s': %s", t->path,
+		       strerror(errno));
+		return ret;
+	}
+	snprintf(t->shadow_path, sizeof(t->shadow_path), "/proc/self/fd/%d", t->shadow);
+	ret = nbd_windows(t, false);
+	if (ret)
+		seterr(err, errlen, "cannot read '%s': %s", t->path, strerror(-ret));
+	return ret;
+}
+
 static int stat_target(struct target *t, char *err, size_t errlen)
 {
 	struct stat st;
 	int fd, ret;
+
+	if (bdev_nbd_is_uri(t->path))
+		return nbd_target(t, err, errlen);
 
 	if (stat(t->path, &st) < 0) {
 		if (errno == ENOENT) {
@@ -521,7 +606,7 @@ static const char *describe_e2err(errcode_t e)
 int mkfs_make(const char *path, const struct mkfs_opts *opts, struct mkfs_info *info, char *err,
 	      size_t errlen)
 {
-	struct target t = {.path = path};
+	struct target t = {.path = path, .shadow = -1};
 	struct ext2_super_block param;
 	struct mkfs_info out;
 	ext2_filsys fs = NULL;
@@ -615,7 +700,7 @@ int mkfs_make(const char *path, const struct mkfs_opts *opts, struct mkfs_info *
 	ext2fs_free(fs);
 	fs = NULL;
 
-	if (t.exists) {
+	if (t.exists && !t.nbd) {
 		e = ext2fs_check_if_mounted(path, &mflags);
 		if (e) {
 			ret = e2err_to_errno(e);
@@ -633,7 +718,9 @@ int mkfs_make(const char *path, const struct mkfs_opts *opts, struct mkfs_info *
 			ret = -EBUSY;
 			goto out;
 		}
-		ret = fsprobe_describe(path, found, sizeof(found), NULL, 0);
+	}
+	if (t.exists) {
+		ret = fsprobe_describe(t.nbd ? t.shadow_path : path, found, sizeof(found), NULL, 0);
 		if (ret < 0) {
 			seterr(err, errlen, "cannot probe '%s' for an existing file system: %s",
 			       path, strerror(-ret));
@@ -655,7 +742,10 @@ int mkfs_make(const char *path, const struct mkfs_opts *opts, struct mkfs_info *
 	}
 
 	/* Pass 2: for real. */
-	fd = open(path, O_RDWR | O_CLOEXEC | (t.exists ? 0 : O_CREAT | O_EXCL), 0666);
+	if (t.nbd)
+		fd = fcntl(t.shadow, F_DUPFD_CLOEXEC, 0);
+	else
+		fd = open(path, O_RDWR | O_CLOEXEC | (t.exists ? 0 : O_CREAT | O_EXCL), 0666);
 	if (fd < 0) {
 		ret = -errno;
 		seterr(err, errlen, "cannot %s '%s': %s", t.exists ? "open" : "create", path,
@@ -682,6 +772,17 @@ int mkfs_make(const char *path, const struct mkfs_opts *opts, struct mkfs_info *
 		seterr(err, errlen, "cannot write to '%s': %s", path, strerror(-ret));
 		goto out;
 	}
+	if (t.nbd) {
+		/* the wiped and zapped windows to the export, flushed, and
+		 * this connection gone before libext2fs makes its own */
+		ret = nbd_windows(&t, true);
+		if (ret) {
+			seterr(err, errlen, "cannot write to '%s': %s", path, strerror(-ret));
+			goto out;
+		}
+		bdev_destroy(t.dev);
+		t.dev = NULL;
+	}
 	/* libext2fs opens the device exclusively; ours must be gone by then.
 	 * Its final fsync covers what was written through this descriptor. */
 	if (close(fd) < 0) {
@@ -693,8 +794,9 @@ int mkfs_make(const char *path, const struct mkfs_opts *opts, struct mkfs_info *
 	fd = -1;
 
 	fill_param(&param, opts, bs, blocks, inodes);
-	e = ext2fs_initialize(path, EXT2_FLAG_64BITS | EXT2_FLAG_RW | EXT2_FLAG_EXCLUSIVE, &param,
-			      unix_io_manager, &fs);
+	e = ext2fs_initialize(path,
+			      EXT2_FLAG_64BITS | EXT2_FLAG_RW | (t.nbd ? 0 : EXT2_FLAG_EXCLUSIVE),
+			      &param, t.nbd ? mkfs_nbd_io_manager : unix_io_manager, &fs);
 	if (e) {
 		ret = e2err_to_errno(e);
 		seterr(err, errlen, "cannot open '%s': %s", path, describe_e2err(e));
@@ -730,6 +832,9 @@ out:
 		close(fd);
 	if (ret && created)
 		unlink(path);
+	bdev_destroy(t.dev);
+	if (t.shadow >= 0)
+		close(t.shadow);
 	if (ret == 0)
 		*info = out;
 	return ret;
