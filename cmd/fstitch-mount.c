@@ -276,8 +276,9 @@ static int inherit(fuse_ino_t parent, const struct stat *st, bool acl, struct st
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	conn->max_write = MAX_WRITE;
-	/* ext2 keeps whole seconds: let the kernel round the same way. */
-	conn->time_gran = 1000000000;
+	/* Large inodes keep nanoseconds, 128-byte ones whole seconds: let
+	 * the kernel round the same way. */
+	conn->time_gran = e2_time_gran(D.fs);
 	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)

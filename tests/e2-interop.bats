@@ -241,3 +241,96 @@ statfs_of() {
 		[ "$ours" = "$kern" ] || fail "$kind with files: fstitch '$ours', kernel '$kern'"
 	done
 }
+
+# times_of DIR NAME...: each file's access and modification time in
+# seconds and nanoseconds, one line per file.
+times_of() {
+	local dir=$1 n
+	shift
+	for n in "$@"; do
+		TZ=UTC stat -c "$n %X %Y" "$dir/$n" | tr '\n' ' '
+		# %x and %y carry the nanoseconds
+		TZ=UTC stat -c '%x|%y' "$dir/$n" | sed 's/[^|]*\.\([0-9]*\) .*|.*\.\([0-9]*\) .*/\1 \2/'
+	done
+}
+
+# touch_all DIR: the same dates through any mount
+touch_all() {
+	TZ=UTC touch -d '1969-07-20 20:17:40' "$1/moon"
+	TZ=UTC touch -d '1901-12-13 20:45:52' "$1/min"
+	TZ=UTC touch -d '1800-01-01' "$1/early"
+	TZ=UTC touch -d '2038-01-19 03:14:08' "$1/y2038"
+	TZ=UTC touch -d '2040-02-29 12:00:00' "$1/y2040"
+	TZ=UTC touch -d '2500-01-01' "$1/y2500"
+	TZ=UTC touch -d '2021-03-04 05:06:07.123456789' "$1/subsec"
+}
+
+@test "timestamps written through the mount read back as the kernel and debugfs read them" {
+	local img=$SCRATCH/a.img kimg=$SCRATCH/k.img mnt=$SCRATCH/mnt kmnt=$SCRATCH/kmnt
+	local names="moon min early y2038 y2040 y2500 subsec" isize ours kern ref
+	for isize in 256 128; do
+		rm -f "$img" "$kimg"
+		if [ $isize = 256 ]; then
+			# the default, as mke2fs's
+			make_image "$img" 16M
+			dumpe2fs -h "$img" 2>/dev/null | grep -q '^Inode size:[[:space:]]*256$'
+		else
+			make_image "$img" 16M -I 128
+		fi
+		cp "$img" "$kimg"
+		fstitch_mount_start "$img" "$mnt"
+		touch_all "$mnt"
+		# shellcheck disable=SC2086 # a list of names
+		ours=$(times_of "$mnt" $names)
+		fstitch_mount_stop "$mnt"
+		# the kernel's own result for the same dates on the same image
+		kernel_mount "$kimg" "$kmnt"
+		touch_all "$kmnt"
+		# shellcheck disable=SC2086
+		ref=$(times_of "$kmnt" $names)
+		kernel_umount "$kmnt"
+		[ "$ours" = "$ref" ] || fail "$isize: fstitch gave
+$ours
+the kernel gives
+$ref"
+		# what fstitch wrote, read by the kernel
+		kernel_mount "$img" "$kmnt" ro
+		# shellcheck disable=SC2086
+		kern=$(times_of "$kmnt" $names)
+		kernel_umount "$kmnt"
+		[ "$kern" = "$ref" ] || fail "$isize: the kernel reads
+$kern
+from fstitch's image, wants
+$ref"
+		# and by debugfs
+		run -0 debugfs -R 'stat /y2040' "$img"
+		assert_output --regexp 'mtime: 0x[0-9a-f]+(:[0-9a-f]+)? -- .* 20(40|38)'
+		run -0 debugfs -R 'stat /moon' "$img"
+		assert_output --partial 'Jul 20 20:17:40 1969'
+		if [ $isize = 256 ]; then
+			# room for the extra words in every new inode, as Linux
+			assert_output --partial 'Size of extra inode fields: 32'
+		fi
+		run -0 e2fsck -fn "$img"
+		eval "ref$isize=\$ref"
+	done
+	# in detail: what each inode size holds
+	assert_equal "$ref256" "\
+moon -14182940 -14182940 000000000 000000000
+min -2147483648 -2147483648 000000000 000000000
+early -2147483648 -2147483648 000000000 000000000
+y2038 2147483648 2147483648 000000000 000000000
+y2040 2214129600 2214129600 000000000 000000000
+y2500 15032385535 15032385535 000000000 000000000
+subsec 1614834367 1614834367 123456789 123456789"
+	assert_equal "$ref128" "\
+moon -14182940 -14182940 000000000 000000000
+min -2147483648 -2147483648 000000000 000000000
+early -2147483648 -2147483648 000000000 000000000
+y2038 2147483647 2147483647 000000000 000000000
+y2040 2147483647 2147483647 000000000 000000000
+y2500 2147483647 2147483647 000000000 000000000
+subsec 1614834367 1614834367 000000000 000000000"
+	run -0 debugfs -R 'stat /y2040' "$kimg"
+	assert_output --partial 'Tue Jan 19 03:14:07 2038'
+}

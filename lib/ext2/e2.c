@@ -98,10 +98,12 @@ int e2_entry_inode(struct e2fs *fs, struct e2_inode *dir, const struct e2_dloc *
 int e2_add_links(struct e2fs *fs, struct e2_inode *ip, int delta, struct e2_deps *deps,
 		 struct patch **out)
 {
-	struct ext2_inode nw = ip->d;
+	struct ext2_inode_large nw = ip->d;
+	struct timespec now;
 
+	e2_now_ts(fs, &now);
 	e2_iset_links(&nw, (uint16_t)(e2_ilinks(&nw) + delta));
-	nw.i_ctime = htole32(e2_now());
+	e2_iset_time(fs, &nw, E2_T_CTIME, &now);
 	return e2_iwrite(fs, ip, &nw, deps, out);
 }
 
@@ -123,12 +125,15 @@ int e2_add_links_after(struct e2fs *fs, struct e2_inode *ip, int delta, struct p
  * after the entry removal), and free it now if nobody holds it. */
 int e2_drop_last_link(struct e2fs *fs, struct e2_inode *ip, struct e2_deps *deps)
 {
-	struct ext2_inode nw = ip->d;
+	struct ext2_inode_large nw = ip->d;
 	struct patch *c = NULL;
+	struct timespec now;
 	int r;
 
+	e2_now_ts(fs, &now);
 	e2_iset_links(&nw, 0);
-	nw.i_dtime = nw.i_ctime = htole32(e2_now());
+	e2_iset_time(fs, &nw, E2_T_CTIME, &now);
+	nw.i_dtime = htole32((uint32_t)now.tv_sec);
 	r = e2_iwrite(fs, ip, &nw, deps, &c);
 	if (r)
 		return r;

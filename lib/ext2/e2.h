@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/types.h>
+#include <time.h>
 #include "bdev/bdev.h"
 #include "engine/cache.h"
 
@@ -59,6 +60,11 @@ struct e2_opts {
 	 * the explanation is only kept for e2_error(). */
 	void (*log)(void *arg, const char *msg);
 	void *log_arg;
+	/* The time for inode timestamps.  NULL: the system's coarse clock.
+	 * Tests give a fixed clock, so that which inode changes a workload
+	 * makes (and so its writes and crash states) never depends on when
+	 * a clock tick falls. */
+	void (*clock)(struct timespec *now);
 };
 
 /* Open an image file or block device (exclusively locked; -EBUSY if another
@@ -94,6 +100,10 @@ struct cache *e2_cache(struct e2fs *fs);
  * since the benign damage of a crash (an unconnected directory, say) can
  * turn harmful if the file system keeps running on top of it. */
 bool e2_was_unclean(const struct e2fs *fs);
+/* The finest step of the file system's timestamps in nanoseconds, as Linux
+ * sets s_time_gran: 1 with inodes large enough for the extra time words,
+ * 1000000000 with 128-byte inodes. */
+uint32_t e2_time_gran(const struct e2fs *fs);
 
 /* Find name in directory parent: 0 and *st (one reference taken), -ENOENT,
  * -ENOTDIR if parent is not a directory, -ENAMETOOLONG, -EIO on a corrupt

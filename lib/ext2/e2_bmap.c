@@ -202,7 +202,7 @@ struct cplist {
 struct wctx {
 	struct e2fs *fs;
 	struct e2_inode *ip;
-	struct ext2_inode nw; /* the inode as the write leaves it */
+	struct ext2_inode_large nw; /* the inode as the write leaves it */
 	bool cow;	      /* pointers go into copies, not in place */
 	uint32_t goal;	      /* allocation goal */
 	struct shadow *sh;
@@ -863,7 +863,13 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 	for (size_t i = 0; i < w.nsh; i++)
 		nnew += !w.sh[i].old;
 	w.nw.i_blocks = htole32(le32toh(w.nw.i_blocks) + nnew * (fs->bs / 512));
-	w.nw.i_mtime = w.nw.i_ctime = htole32(e2_now());
+	{
+		struct timespec now;
+
+		e2_now_ts(fs, &now);
+		e2_iset_time(fs, &w.nw, E2_T_MTIME, &now);
+		e2_iset_time(fs, &w.nw, E2_T_CTIME, &now);
+	}
 	r = e2_iwrite(fs, ip, &w.nw, &w.ideps, &ipp);
 	if (r)
 		goto out;
@@ -1084,7 +1090,7 @@ int e2_truncate_locked(struct e2fs *fs, struct e2_inode *ip, uint64_t size)
 	uint64_t span[3] = {a, a * a, a * a * a};
 	struct e2_deps clears = {0};
 	struct flist top = {0};
-	struct ext2_inode nw;
+	struct ext2_inode_large nw;
 	struct patch *ipp = NULL, *lf = NULL;
 	uint32_t nfreed = 0;
 	int r = 0;

@@ -22,11 +22,12 @@ static int create(struct e2fs *fs, uint32_t parent, const char *name, const stru
 	struct e2_deps ideps = {0}, bdeps = {0}, edeps = {0};
 	struct patch *linked = NULL, *ibit = NULL, *bbit = NULL, *binit = NULL, *init = NULL;
 	struct patch *plink = NULL, *ent = NULL;
-	struct ext2_inode nw;
+	struct ext2_inode_large nw;
 	struct e2_dloc loc;
 	bool isdir = S_ISDIR(ni->mode);
 	bool slow = S_ISLNK(ni->mode) && ni->tlen > E2_FAST_SYMLINK_MAX;
-	uint32_t ino = 0, blk = 0, now = htole32(e2_now());
+	uint32_t ino = 0, blk = 0;
+	struct timespec now;
 	uint8_t *buf = NULL;
 	size_t len;
 	int r;
@@ -95,7 +96,15 @@ static int create(struct e2fs *fs, uint32_t parent, const char *name, const stru
 	nw.osd2.linux2.l_i_uid_high = htole16((uint16_t)(uid >> 16));
 	nw.i_gid = htole16((uint16_t)gid);
 	nw.osd2.linux2.l_i_gid_high = htole16((uint16_t)(gid >> 16));
-	nw.i_atime = nw.i_ctime = nw.i_mtime = now;
+	/* Room for the extra timestamp words (and in-inode attributes
+	 * after them), as Linux gives every new large inode. */
+	if (fs->isize >= EXT2_GOOD_OLD_INODE_SIZE + E2_EXTRA_ISIZE)
+		nw.i_extra_isize = htole16(E2_EXTRA_ISIZE);
+	e2_now_ts(fs, &now);
+	e2_iset_time(fs, &nw, E2_T_ATIME, &now);
+	e2_iset_time(fs, &nw, E2_T_MTIME, &now);
+	e2_iset_time(fs, &nw, E2_T_CTIME, &now);
+	e2_iset_time(fs, &nw, E2_T_CRTIME, &now);
 	e2_iset_links(&nw, isdir ? 2 : 1);
 	nw.i_generation = htole32((uint32_t)random());
 	if (isdir) {

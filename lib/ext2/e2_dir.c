@@ -333,7 +333,7 @@ int e2_dir_lookup(struct e2fs *fs, struct e2_inode *dir, const char *name, size_
  * the index up to date; the flag must be gone on disk before the change. */
 int e2_dir_unindex(struct e2fs *fs, struct e2_inode *dir, struct e2_deps *deps)
 {
-	struct ext2_inode nw = dir->d;
+	struct ext2_inode_large nw = dir->d;
 	struct patch *p = NULL;
 	int r;
 

@@ -8,13 +8,14 @@
 int e2_setattr(struct e2fs *fs, uint32_t ino, const struct stat *attr, unsigned set,
 	       struct stat *st)
 {
-	struct ext2_inode nw;
+	struct ext2_inode_large nw;
 	struct e2_inode *ip;
-	uint32_t now = htole32(e2_now());
+	struct timespec now;
 	int r;
 
 	if (fs->ro)
 		return -EROFS;
+	e2_now_ts(fs, &now);
 	e2_lock(fs);
 	r = e2_get_live(fs, ino, &ip);
 	if (r)
@@ -42,7 +43,7 @@ int e2_setattr(struct e2fs *fs, uint32_t ino, const struct stat *attr, unsigned 
 	}
 	nw = ip->d;
 	if (set & E2_SET_SIZE)
-		nw.i_mtime = now;
+		e2_iset_time(fs, &nw, E2_T_MTIME, &now);
 	if (set & E2_SET_MODE)
 		nw.i_mode = htole16((uint16_t)((e2_imode(ip) & S_IFMT) | (attr->st_mode & 07777)));
 	if (set & E2_SET_UID) {
@@ -54,17 +55,17 @@ int e2_setattr(struct e2fs *fs, uint32_t ino, const struct stat *attr, unsigned 
 		nw.osd2.linux2.l_i_gid_high = htole16((uint16_t)(attr->st_gid >> 16));
 	}
 	if (set & E2_SET_ATIME_NOW)
-		nw.i_atime = now;
+		e2_iset_time(fs, &nw, E2_T_ATIME, &now);
 	else if (set & E2_SET_ATIME)
-		nw.i_atime = htole32((uint32_t)attr->st_atime);
+		e2_iset_time(fs, &nw, E2_T_ATIME, &attr->st_atim);
 	if (set & E2_SET_MTIME_NOW)
-		nw.i_mtime = now;
+		e2_iset_time(fs, &nw, E2_T_MTIME, &now);
 	else if (set & E2_SET_MTIME)
-		nw.i_mtime = htole32((uint32_t)attr->st_mtime);
+		e2_iset_time(fs, &nw, E2_T_MTIME, &attr->st_mtim);
 	if (set & E2_SET_CTIME)
-		nw.i_ctime = htole32((uint32_t)attr->st_ctime);
+		e2_iset_time(fs, &nw, E2_T_CTIME, &attr->st_ctim);
 	else if (set)
-		nw.i_ctime = now;
+		e2_iset_time(fs, &nw, E2_T_CTIME, &now);
 	r = e2_iwrite(fs, ip, &nw, NULL, NULL);
 	if (!r && (set & E2_SET_MODE))
 		r = e2_acl_chmod_locked(fs, ip);
@@ -75,18 +76,29 @@ out:
 	return r;
 }
 
+/* at is before bt (as Linux's timespec64_compare(at, bt) < 0). */
+static bool ts_before(const struct timespec *at, const struct timespec *bt)
+{
+	return at->tv_sec < bt->tv_sec || (at->tv_sec == bt->tv_sec && at->tv_nsec < bt->tv_nsec);
+}
+
 /* Linux's default "relatime": the access time moves only when it is older
  * than the last change or a day old, so reads rarely write. */
 static void relatime(struct e2fs *fs, struct e2_inode *ip)
 {
-	uint32_t at = le32toh(ip->d.i_atime), now = e2_now();
-	struct ext2_inode nw;
+	struct timespec at, mt, ct, now;
+	struct ext2_inode_large nw;
 
-	if (fs->ro ||
-	    (at >= le32toh(ip->d.i_mtime) && at >= le32toh(ip->d.i_ctime) && now - at < 86400))
+	if (fs->ro)
+		return;
+	e2_iget_time(fs, &ip->d, E2_T_ATIME, &at);
+	e2_iget_time(fs, &ip->d, E2_T_MTIME, &mt);
+	e2_iget_time(fs, &ip->d, E2_T_CTIME, &ct);
+	e2_now_ts(fs, &now);
+	if (!ts_before(&at, &mt) && !ts_before(&at, &ct) && now.tv_sec - at.tv_sec < 86400)
 		return;
 	nw = ip->d;
-	nw.i_atime = htole32(now);
+	e2_iset_time(fs, &nw, E2_T_ATIME, &now);
 	e2_iwrite(fs, ip, &nw, NULL, NULL); /* best effort: the read succeeded */
 }
 

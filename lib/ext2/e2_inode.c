@@ -4,6 +4,8 @@
  * a caller reference; writes go through e2_iwrite(), which patches only the
  * bytes that changed so that unrelated fields do not pick up dependencies. */
 #include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sysmacros.h>
@@ -34,7 +36,8 @@ static int iread(struct e2fs *fs, struct e2_inode *ip)
 	r = cache_get(fs->c, blk, &b);
 	if (r)
 		return e2_err(fs, r, "inode %u: cannot read inode table block %u", ip->ino, blk);
-	memcpy(&ip->d, cblock_data(b) + off, sizeof(ip->d));
+	memset(&ip->d, 0, sizeof(ip->d));
+	memcpy(&ip->d, cblock_data(b) + off, fs->icore);
 	cache_put(fs->c, b);
 	return 0;
 }
@@ -109,11 +112,11 @@ int e2_iget(struct e2fs *fs, uint32_t ino, struct e2_inode **out)
 
 /* Write the bytes of *nw that differ from the cached copy, after deps.
  * *out (if not NULL) gets the patch, or NULL if nothing changed. */
-int e2_iwrite(struct e2fs *fs, struct e2_inode *ip, const struct ext2_inode *nw,
+int e2_iwrite(struct e2fs *fs, struct e2_inode *ip, const struct ext2_inode_large *nw,
 	      struct e2_deps *deps, struct patch **out)
 {
 	const uint8_t *a = (const uint8_t *)&ip->d, *b = (const uint8_t *)nw;
-	size_t lo = 0, hi = sizeof(*nw);
+	size_t lo = 0, hi = fs->icore;
 	struct patch *p = NULL;
 	uint32_t blk, off;
 	int r;
@@ -132,7 +135,7 @@ int e2_iwrite(struct e2fs *fs, struct e2_inode *ip, const struct ext2_inode *nw,
 	r = e2_patch(fs, blk, off + (uint32_t)lo, (uint32_t)(hi - lo), b + lo, deps, &p);
 	if (r)
 		return r;
-	memcpy(&ip->d, nw, sizeof(*nw));
+	memcpy(&ip->d, nw, fs->icore);
 	e2_isync_add(fs, ip, p);
 	if (out)
 		*out = p;
@@ -170,9 +173,9 @@ void e2_isync_add(struct e2fs *fs, struct e2_inode *ip, struct patch *p)
 	}
 }
 
-/* Initialise a newly allocated inode in full (the extra bytes of large
- * inodes are zeroed, as Linux does for a new inode). */
-int e2_iinit(struct e2fs *fs, struct e2_inode *ip, const struct ext2_inode *nw,
+/* Initialise a newly allocated inode in full (the bytes past nw's part of
+ * a large inode are zeroed, as Linux does for a new inode). */
+int e2_iinit(struct e2fs *fs, struct e2_inode *ip, const struct ext2_inode_large *nw,
 	     struct e2_deps *deps, struct patch **out)
 {
 	uint8_t buf[EXT2_MIN_BLOCK_SIZE * 64];
@@ -181,12 +184,13 @@ int e2_iinit(struct e2fs *fs, struct e2_inode *ip, const struct ext2_inode *nw,
 	int r;
 
 	memset(buf, 0, fs->isize);
-	memcpy(buf, nw, sizeof(*nw));
+	memcpy(buf, nw, fs->icore);
 	iloc(fs, ip->ino, &blk, &off);
 	r = e2_patch(fs, blk, off, fs->isize, buf, deps, &p);
 	if (r)
 		return r;
-	memcpy(&ip->d, nw, sizeof(*nw));
+	memset(&ip->d, 0, sizeof(ip->d));
+	memcpy(&ip->d, nw, fs->icore);
 	e2_isync_add(fs, ip, p);
 	if (out)
 		*out = p;
@@ -205,17 +209,17 @@ mode_t e2_imode(const struct e2_inode *ip)
 	return le16toh(ip->d.i_mode);
 }
 
-uint16_t e2_ilinks(const struct ext2_inode *d)
+uint16_t e2_ilinks(const struct ext2_inode_large *d)
 {
 	return le16toh(d->i_links_count);
 }
 
-void e2_iset_links(struct ext2_inode *d, uint16_t n)
+void e2_iset_links(struct ext2_inode_large *d, uint16_t n)
 {
 	d->i_links_count = htole16(n);
 }
 
-uint64_t e2_isize(const struct ext2_inode *d)
+uint64_t e2_isize(const struct ext2_inode_large *d)
 {
 	uint64_t s = le32toh(d->i_size);
 
@@ -224,21 +228,21 @@ uint64_t e2_isize(const struct ext2_inode *d)
 	return s;
 }
 
-void e2_iset_size(struct ext2_inode *d, uint64_t size)
+void e2_iset_size(struct ext2_inode_large *d, uint64_t size)
 {
 	d->i_size = htole32((uint32_t)size);
 	if (S_ISREG(le16toh(d->i_mode)))
 		d->i_size_high = htole32((uint32_t)(size >> 32));
 }
 
-bool e2_fast_symlink(const struct e2fs *fs, const struct ext2_inode *d)
+bool e2_fast_symlink(const struct e2fs *fs, const struct ext2_inode_large *d)
 {
 	uint32_t ea = le32toh(d->i_file_acl) ? fs->bs / 512 : 0;
 
 	return le32toh(d->i_blocks) == ea;
 }
 
-static dev_t decode_dev(const struct ext2_inode *d)
+static dev_t decode_dev(const struct ext2_inode_large *d)
 {
 	uint32_t old = le32toh(d->i_block[0]), nw = le32toh(d->i_block[1]);
 
@@ -249,7 +253,7 @@ static dev_t decode_dev(const struct ext2_inode *d)
 
 void e2_istat(struct e2fs *fs, const struct e2_inode *ip, struct stat *st)
 {
-	const struct ext2_inode *d = &ip->d;
+	const struct ext2_inode_large *d = &ip->d;
 	mode_t m = le16toh(d->i_mode);
 
 	memset(st, 0, sizeof(*st));
@@ -261,23 +265,144 @@ void e2_istat(struct e2fs *fs, const struct e2_inode *ip, struct stat *st)
 	st->st_size = (off_t)e2_isize(d);
 	st->st_blksize = fs->bs;
 	st->st_blocks = le32toh(d->i_blocks);
-	st->st_atime = le32toh(d->i_atime);
-	st->st_mtime = le32toh(d->i_mtime);
-	st->st_ctime = le32toh(d->i_ctime);
+	e2_iget_time(fs, d, E2_T_ATIME, &st->st_atim);
+	e2_iget_time(fs, d, E2_T_MTIME, &st->st_mtim);
+	e2_iget_time(fs, d, E2_T_CTIME, &st->st_ctim);
 	if (S_ISCHR(m) || S_ISBLK(m))
 		st->st_rdev = decode_dev(d);
 }
 
 int e2_itouch(struct e2fs *fs, struct e2_inode *ip, bool mtime, bool ctime)
 {
-	struct ext2_inode nw = ip->d;
-	uint32_t now = htole32(e2_now());
+	struct ext2_inode_large nw = ip->d;
+	struct timespec now;
 
+	e2_now_ts(fs, &now);
 	if (mtime)
-		nw.i_mtime = now;
+		e2_iset_time(fs, &nw, E2_T_MTIME, &now);
 	if (ctime)
-		nw.i_ctime = now;
+		e2_iset_time(fs, &nw, E2_T_CTIME, &now);
 	return e2_iwrite(fs, ip, &nw, NULL, NULL);
+}
+
+/* ---- timestamps ---------------------------------------------------------- */
+
+/* Linux's limits (fs/ext4/ext4.h): signed 32-bit seconds, and with the
+ * extra words two epoch bits more, up to 2446-05-10. */
+#define E2_TIME_MIN	  ((int64_t)INT32_MIN)
+#define E2_TIME_MAX	  ((int64_t)INT32_MAX)
+#define E2_TIME_MAX_EXTRA (((int64_t)1 << 34) - 1 + INT32_MIN)
+#define E2_EPOCH_MASK	  3u
+
+static const struct {
+	size_t sec, extra;
+} tfield[] = {
+    [E2_T_ATIME] = {offsetof(struct ext2_inode_large, i_atime),
+		    offsetof(struct ext2_inode_large, i_atime_extra)},
+    [E2_T_MTIME] = {offsetof(struct ext2_inode_large, i_mtime),
+		    offsetof(struct ext2_inode_large, i_mtime_extra)},
+    [E2_T_CTIME] = {offsetof(struct ext2_inode_large, i_ctime),
+		    offsetof(struct ext2_inode_large, i_ctime_extra)},
+    [E2_T_CRTIME] = {offsetof(struct ext2_inode_large, i_crtime),
+		     offsetof(struct ext2_inode_large, i_crtime_extra)},
+};
+
+/* The 4-byte field at off lies inside this inode: in the first 128 bytes,
+ * or within a valid i_extra_isize (as Linux's EXT4_FITS_IN_INODE). */
+static bool fits(const struct e2fs *fs, const struct ext2_inode_large *d, size_t off)
+{
+	uint32_t extra;
+
+	if (off + 4 <= EXT2_GOOD_OLD_INODE_SIZE)
+		return true;
+	if (fs->isize <= EXT2_GOOD_OLD_INODE_SIZE)
+		return false;
+	extra = le16toh(d->i_extra_isize);
+	if ((extra & 3) || EXT2_GOOD_OLD_INODE_SIZE + extra > fs->icore)
+		return false;
+	return off + 4 <= EXT2_GOOD_OLD_INODE_SIZE + extra;
+}
+
+static uint32_t get32le(const struct ext2_inode_large *d, size_t off)
+{
+	uint32_t v;
+
+	memcpy(&v, (const uint8_t *)d + off, 4);
+	return le32toh(v);
+}
+
+static void put32le(struct ext2_inode_large *d, size_t off, uint32_t v)
+{
+	v = htole32(v);
+	memcpy((uint8_t *)d + off, &v, 4);
+}
+
+uint32_t e2_time_gran(const struct e2fs *fs)
+{
+	return fs->isize >= offsetof(struct ext2_inode_large, i_atime_extra) + 4 ? 1 : 1000000000;
+}
+
+/* The coarse clock, as the kernel's current_time(): it moves once a tick,
+ * so that a run of writes within a tick changes the inode once, not at
+ * every write (each change would be one more inode patch). */
+void e2_now_ts(const struct e2fs *fs, struct timespec *ts)
+{
+	if (fs->opts.clock)
+		fs->opts.clock(ts);
+	else if (clock_gettime(CLOCK_REALTIME_COARSE, ts) != 0)
+		clock_gettime(CLOCK_REALTIME, ts);
+}
+
+void e2_iset_time(const struct e2fs *fs, struct ext2_inode_large *d, enum e2_tfield f,
+		  const struct timespec *ts)
+{
+	/* The file system's range and granularity, as the kernel sets
+	 * s_time_min, s_time_max and s_time_gran from the inode size. */
+	bool fine = e2_time_gran(fs) == 1;
+	int64_t max = fine ? E2_TIME_MAX_EXTRA : E2_TIME_MAX, sec = ts->tv_sec;
+	uint32_t nsec =
+	    fine && ts->tv_nsec > 0 && ts->tv_nsec < 1000000000 ? (uint32_t)ts->tv_nsec : 0;
+
+	if (sec <= E2_TIME_MIN) {
+		sec = E2_TIME_MIN;
+		nsec = 0;
+	} else if (sec >= max) {
+		sec = max;
+		nsec = 0;
+	}
+	if (fits(fs, d, tfield[f].extra)) {
+		/* low 32 bits as they are; the epoch bits say how many
+		 * times 2^32 to add to the signed value read back */
+		uint32_t epoch = (uint32_t)((sec - (int32_t)sec) >> 32) & E2_EPOCH_MASK;
+
+		put32le(d, tfield[f].sec, (uint32_t)sec);
+		put32le(d, tfield[f].extra, epoch | nsec << 2);
+	} else if (fits(fs, d, tfield[f].sec)) {
+		/* no extra word in this inode: 1901 to 2038 only */
+		if (sec > E2_TIME_MAX)
+			sec = E2_TIME_MAX;
+		put32le(d, tfield[f].sec, (uint32_t)(int32_t)sec);
+	}
+}
+
+void e2_iget_time(const struct e2fs *fs, const struct ext2_inode_large *d, enum e2_tfield f,
+		  struct timespec *ts)
+{
+	int64_t sec = 0;
+	uint32_t nsec = 0;
+
+	if (fits(fs, d, tfield[f].sec))
+		sec = (int32_t)get32le(d, tfield[f].sec);
+	if (fits(fs, d, tfield[f].extra)) {
+		uint32_t x = get32le(d, tfield[f].extra);
+
+		sec += (int64_t)(x & E2_EPOCH_MASK) << 32;
+		nsec = x >> 2;
+		if (nsec >= 1000000000)
+			nsec = 0; /* damaged: whole seconds are still right */
+	}
+	ts->tv_sec = (time_t)sec;
+	ts->tv_nsec = (long)nsec;
 }
 
 /* Return an unlinked inode's blocks and its bitmap bit.  Both wait for the

@@ -10,6 +10,7 @@
 #include <endian.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <time.h>
 #include <ext2fs/ext2_fs.h>
 #include "engine/cache.h"
 #include "e2.h"
@@ -63,7 +64,9 @@ struct e2_pdep {
 struct e2_inode {
 	struct e2_inode *hnext;
 	uint32_t ino;
-	struct ext2_inode d; /* on-disk copy (little-endian), kept current */
+	/* the first fs->icore bytes of the on-disk inode (little-endian),
+	 * kept current; zeros past them (128-byte inodes) */
+	struct ext2_inode_large d;
 	uint64_t nlookup;
 	unsigned nopen;
 	bool freed;	       /* links reached 0 and inode returned to bitmap */
@@ -125,6 +128,7 @@ struct e2fs {
 	struct ext2_super_block sb; /* in-memory copy of the on-disk fields */
 	uint16_t mount_state;	    /* s_state seen at mount */
 	uint32_t bs, apb, ngroups, bpg, ipg, isize, ipb, itb;
+	uint32_t icore; /* bytes of an inode mirrored in e2_inode.d */
 	uint32_t first_data, nblocks, ninodes, first_ino, gdt_blocks, reserved_gdt;
 	uint32_t sb_blk, sb_off; /* where the primary superblock lives */
 	bool filetype, sparse;
@@ -172,24 +176,36 @@ int e2_patch(struct e2fs *fs, uint32_t blk, uint32_t off, uint32_t len, const vo
 
 /* e2_inode.c */
 int e2_iget(struct e2fs *fs, uint32_t ino, struct e2_inode **out);
-int e2_iwrite(struct e2fs *fs, struct e2_inode *ip, const struct ext2_inode *nw,
+int e2_iwrite(struct e2fs *fs, struct e2_inode *ip, const struct ext2_inode_large *nw,
 	      struct e2_deps *deps, struct patch **out);
-int e2_iinit(struct e2fs *fs, struct e2_inode *ip, const struct ext2_inode *nw,
+int e2_iinit(struct e2fs *fs, struct e2_inode *ip, const struct ext2_inode_large *nw,
 	     struct e2_deps *deps, struct patch **out);
 void e2_istat(struct e2fs *fs, const struct e2_inode *ip, struct stat *st);
-uint64_t e2_isize(const struct ext2_inode *d);
-void e2_iset_size(struct ext2_inode *d, uint64_t size);
+uint64_t e2_isize(const struct ext2_inode_large *d);
+void e2_iset_size(struct ext2_inode_large *d, uint64_t size);
 bool e2_idir(const struct e2_inode *ip);
 mode_t e2_imode(const struct e2_inode *ip);
-uint16_t e2_ilinks(const struct ext2_inode *d);
-void e2_iset_links(struct ext2_inode *d, uint16_t n);
+uint16_t e2_ilinks(const struct ext2_inode_large *d);
+void e2_iset_links(struct ext2_inode_large *d, uint16_t n);
 void e2_isync_add(struct e2fs *fs, struct e2_inode *ip, struct patch *p);
 int e2_itouch(struct e2fs *fs, struct e2_inode *ip, bool mtime, bool ctime);
 int e2_iunref(struct e2fs *fs, struct e2_inode *ip);
 int e2_ifree(struct e2fs *fs, struct e2_inode *ip);
 void e2_icache_trim(struct e2fs *fs);
 void e2_icache_destroy(struct e2fs *fs);
-bool e2_fast_symlink(const struct e2fs *fs, const struct ext2_inode *d);
+bool e2_fast_symlink(const struct e2fs *fs, const struct ext2_inode_large *d);
+
+/* Timestamps as Linux stores them: signed 32-bit seconds and, where the
+ * inode's i_extra_isize covers the field, an extra word with two more
+ * bits of seconds (the epoch) and the nanoseconds.  Times outside what
+ * the file system can hold are clamped, as the kernel does. */
+enum e2_tfield { E2_T_ATIME, E2_T_MTIME, E2_T_CTIME, E2_T_CRTIME };
+#define E2_EXTRA_ISIZE 32 /* i_extra_isize of a new large inode, as Linux */
+void e2_now_ts(const struct e2fs *fs, struct timespec *ts);
+void e2_iset_time(const struct e2fs *fs, struct ext2_inode_large *d, enum e2_tfield f,
+		  const struct timespec *ts);
+void e2_iget_time(const struct e2fs *fs, const struct ext2_inode_large *d, enum e2_tfield f,
+		  struct timespec *ts);
 
 /* e2_alloc.c */
 int e2_balloc(struct e2fs *fs, uint32_t goal, uint32_t *blk, struct patch **bit);

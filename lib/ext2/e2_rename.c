@@ -211,9 +211,11 @@ int e2_rename(struct e2fs *fs, uint32_t parent, const char *name, uint32_t newpa
 	}
 	e2_isync_add(fs, s, rm);
 	{
-		struct ext2_inode nw = s->d;
+		struct ext2_inode_large nw = s->d;
+		struct timespec now;
 
-		nw.i_ctime = htole32(e2_now());
+		e2_now_ts(fs, &now);
+		e2_iset_time(fs, &nw, E2_T_CTIME, &now);
 		r = e2_iwrite(fs, s, &nw, NULL, NULL);
 	}
 	if (!r)

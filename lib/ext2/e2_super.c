@@ -286,6 +286,9 @@ static int check_geometry(struct e2fs *fs)
 		return -EUCLEAN;
 	}
 	fs->ipb = fs->bs / fs->isize;
+	fs->icore = fs->isize < sizeof(struct ext2_inode_large)
+			? fs->isize
+			: (uint32_t)sizeof(struct ext2_inode_large);
 	fs->itb = (fs->ipg + fs->ipb - 1) / fs->ipb;
 	fs->gdt_blocks = (uint32_t)((ng * sizeof(struct ext2_group_desc) + fs->bs - 1) / fs->bs);
 	fs->reserved_gdt = 0;

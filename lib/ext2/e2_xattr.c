@@ -695,7 +695,7 @@ static int unref_block(struct e2fs *fs, uint32_t ino, uint32_t blk, struct patch
 /* Store s as ip's attributes, with the inode changed as in *nw (mode,
  * times: the caller's part of the same change), in one inode patch. */
 static int store(struct e2fs *fs, struct e2_inode *ip, uint8_t *raw, struct xaset *s,
-		 struct ext2_inode *nw)
+		 struct ext2_inode_large *nw)
 {
 	uint32_t oldblk = le32toh(ip->d.i_file_acl), newblk = 0, body, room = 0, hash = 0;
 	uint32_t blk, off, sectors = fs->bs / 512;
@@ -737,7 +737,7 @@ static int store(struct e2fs *fs, struct e2_inode *ip, uint8_t *raw, struct xase
 		goto out;
 	}
 	memcpy(nraw, raw, fs->isize);
-	memcpy(nraw, nw, sizeof(*nw));
+	memcpy(nraw, nw, fs->icore);
 	if (body) {
 		bool any = nblock < s->n;
 
@@ -848,7 +848,7 @@ static int store(struct e2fs *fs, struct e2_inode *ip, uint8_t *raw, struct xase
 			r = e2_patch(fs, blk, off + lo, hi - lo, nraw + lo, &deps, &ipatch);
 			if (r)
 				goto out;
-			memcpy(&ip->d, nraw, sizeof(ip->d));
+			memcpy(&ip->d, nraw, fs->icore);
 			e2_isync_add(fs, ip, ipatch);
 		}
 	}
@@ -1094,7 +1094,7 @@ static int xset_locked(struct e2fs *fs, struct e2_inode *ip, uint8_t idx, const 
 		       size_t len, const void *val, size_t size, unsigned flags)
 {
 	struct xaset s = {0};
-	struct ext2_inode nw;
+	struct ext2_inode_large nw;
 	uint8_t *raw = malloc(fs->isize), eacl[4 + 8 * 64];
 	mode_t mode = e2_imode(ip);
 	size_t at;
@@ -1154,7 +1154,12 @@ static int xset_locked(struct e2fs *fs, struct e2_inode *ip, uint8_t idx, const 
 		if (r)
 			goto out;
 	}
-	nw.i_ctime = htole32(e2_now());
+	{
+		struct timespec now;
+
+		e2_now_ts(fs, &now);
+		e2_iset_time(fs, &nw, E2_T_CTIME, &now);
+	}
 	r = store(fs, ip, raw, &s, &nw);
 out:
 	set_free(&s);
@@ -1386,7 +1391,7 @@ int e2_acl_inherit(struct e2fs *fs, uint32_t parent, uint32_t ino)
 	struct acl_ent e[64];
 	struct e2_inode *dir, *ip;
 	struct xaset s = {0};
-	struct ext2_inode nw;
+	struct ext2_inode_large nw;
 	uint8_t *raw = NULL, v[4 + 8 * 64];
 	mode_t mode;
 	size_t k = 0, at, n;
@@ -1448,7 +1453,7 @@ int e2_acl_chmod_locked(struct e2fs *fs, struct e2_inode *ip)
 {
 	struct acl_ent e[64];
 	struct xaset s = {0};
-	struct ext2_inode nw = ip->d;
+	struct ext2_inode_large nw = ip->d;
 	uint8_t *raw = malloc(fs->isize), v[4 + 8 * 64];
 	mode_t mode = e2_imode(ip);
 	size_t at, n;

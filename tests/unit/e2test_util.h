@@ -103,4 +103,10 @@ const char *e2t_verdict_name(enum e2t_verdict v);
 /* 64-bit FNV-1a of a buffer (to recognise images already checked). */
 uint64_t e2t_hash(const void *data, size_t len);
 
+/* For e2_opts.clock in crash workloads: a clock that never moves, so that
+ * the inode changes a workload makes, and so its writes and crash states,
+ * are the same on every run. */
+struct timespec;
+void e2t_fixed_clock(struct timespec *now);
+
 #endif

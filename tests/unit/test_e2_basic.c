@@ -673,7 +673,7 @@ static int tail_state(const struct crash_state *cs, void *arg)
 
 static unsigned shrink_grow_bad(enum consistency cons)
 {
-	struct e2_opts o = {.no_flusher = true, .consistency = cons};
+	struct e2_opts o = {.no_flusher = true, .consistency = cons, .clock = e2t_fixed_clock};
 	struct crash_opts co = {.max_exhaustive = 10, .samples = 64, .seed = 1};
 	struct tailcheck tc = {0, 0};
 	struct bdev *mem, *rec;
@@ -715,6 +715,81 @@ static void test_shrink_then_grow_reads_zeros_after_crash(void **state)
 	assert_true(shrink_grow_bad(CONSISTENCY_NONE) > 0);
 }
 
+/* Timestamps as Linux keeps them: signed seconds (1969 is not 2105), the
+ * epoch bits past 2038 and nanoseconds in a 256-byte inode, clamped to
+ * what the inode can hold; the same values after a reopen. */
+static void check_times(const char *isize, const int64_t (*tab)[4], size_t n)
+{
+	struct e2fs *fs;
+	struct stat st, a;
+	uint32_t f;
+
+	mkimg("4M", isize);
+	fs = open_img();
+	f = mk(fs, E2_ROOT_INO, "f", S_IFREG | 0644);
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i < n; i++) {
+			char name[16];
+			uint32_t ino;
+
+			snprintf(name, sizeof(name), "t%zu", i);
+			if (pass == 0) {
+				ino = mk(fs, E2_ROOT_INO, name, S_IFREG | 0644);
+				memset(&a, 0, sizeof(a));
+				a.st_mtim.tv_sec = (time_t)tab[i][0];
+				a.st_mtim.tv_nsec = (long)tab[i][1];
+				a.st_atim = a.st_mtim;
+				assert_int_equal(
+				    e2_setattr(fs, ino, &a, E2_SET_MTIME | E2_SET_ATIME, &st), 0);
+			} else {
+				assert_int_equal(e2_lookup(fs, E2_ROOT_INO, name, &st), 0);
+				e2_forget(fs, (uint32_t)st.st_ino, 1);
+			}
+			if ((int64_t)st.st_mtim.tv_sec != tab[i][2] ||
+			    (int64_t)st.st_mtim.tv_nsec != tab[i][3] ||
+			    st.st_atim.tv_sec != st.st_mtim.tv_sec ||
+			    st.st_atim.tv_nsec != st.st_mtim.tv_nsec)
+				fail_msg("%s pass %d: %lld.%09lld read back as %lld.%09ld, want "
+					 "%lld.%09lld",
+					 isize, pass, (long long)tab[i][0], (long long)tab[i][1],
+					 (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+					 (long long)tab[i][2], (long long)tab[i][3]);
+		}
+		assert_int_equal(e2_close(fs), 0);
+		fs = open_img();
+	}
+	(void)f;
+	assert_int_equal(e2_close(fs), 0);
+	fsck_clean();
+}
+
+static void test_timestamps(void **state)
+{
+	/* seconds, nanoseconds given; seconds, nanoseconds read back */
+	static const int64_t large[][4] = {
+	    {-14256000, 0, -14256000, 0},		 /* 1969-07-20 */
+	    {-14256000, 250, -14256000, 250},		 /* and a bit */
+	    {(int64_t)INT32_MIN - 100, 5, INT32_MIN, 0}, /* before 1901: clamped */
+	    {INT32_MAX, 1, INT32_MAX, 1},		 /* 2038-01-19 */
+	    {(int64_t)INT32_MAX + 1, 2, (int64_t)INT32_MAX + 1, 2},
+	    {2208945600, 123456789, 2208945600, 123456789}, /* 2040 */
+	    {(int64_t)1 << 33, 999999999, (int64_t)1 << 33, 999999999},
+	    {16725225600, 1, 15032385535, 0}, /* 2500: clamped to 2446 */
+	    {1577836800, 123456789, 1577836800, 123456789},
+	};
+	static const int64_t small[][4] = {
+	    {-14256000, 7, -14256000, 0},   /* whole seconds only */
+	    {2208945600, 5, INT32_MAX, 0},  /* 2040: clamped to 2038 */
+	    {16725225600, 1, INT32_MAX, 0}, /* 2500 */
+	    {(int64_t)INT32_MIN - 1, 0, INT32_MIN, 0},
+	    {1577836800, 123456789, 1577836800, 0},
+	};
+
+	(void)state;
+	check_times("-I 256", large, sizeof(large) / sizeof(large[0]));
+	check_times("-I 128", small, sizeof(small) / sizeof(small[0]));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -731,6 +806,7 @@ int main(void)
 	    cmocka_unit_test(test_close_frees_orphans),
 	    cmocka_unit_test(test_unlink_releases_xattr_block),
 	    cmocka_unit_test(test_shrink_then_grow_reads_zeros_after_crash),
+	    cmocka_unit_test(test_timestamps),
 	};
 	int r = cmocka_run_group_tests(tests, NULL, NULL);
 

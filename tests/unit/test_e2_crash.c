@@ -1326,7 +1326,8 @@ static void run_workload(const struct workload *wl, enum consistency cons, uint6
 	struct e2_opts o = {.consistency = cons,
 			    .no_flusher = true,
 			    .cache_blocks = g_cache_blocks,
-			    .round_max_blocks = g_round_max};
+			    .round_max_blocks = g_round_max,
+			    .clock = e2t_fixed_clock};
 	struct crash_opts co = {.max_exhaustive = 8, .samples = 24, .seed = seed};
 	struct work *w = calloc(1, sizeof(*w));
 	struct bdev *mem, *rec;

@@ -492,7 +492,7 @@ static int crash_cb(const struct crash_state *cs, void *arg)
 
 static void crash_run(enum consistency cons, unsigned isize, struct cwork *w)
 {
-	struct e2_opts o = {.consistency = cons, .no_flusher = true};
+	struct e2_opts o = {.consistency = cons, .no_flusher = true, .clock = e2t_fixed_clock};
 	struct crash_opts co = {.max_exhaustive = 6, .samples = 12, .seed = 7};
 	struct bdev *mem, *rec;
 	struct e2fs *fs;

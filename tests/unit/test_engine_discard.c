@@ -490,7 +490,10 @@ static void op(struct e2world *w)
 
 static void run_e2_workload(struct e2world *w, uint64_t seed)
 {
-	struct e2_opts o = {.consistency = w->mode, .no_flusher = true, .round_max_blocks = 4};
+	struct e2_opts o = {.consistency = w->mode,
+			    .no_flusher = true,
+			    .round_max_blocks = 4,
+			    .clock = e2t_fixed_clock};
 	struct cache_stats cs;
 	struct bdev *mem;
 	void *img;

@@ -683,7 +683,7 @@ out:
 
 static void arep_run(enum consistency cons, bool groups, struct arep *a)
 {
-	struct e2_opts o = { .consistency = cons, .no_flusher = true };
+	struct e2_opts o = { .consistency = cons, .no_flusher = true, .clock = e2t_fixed_clock };
 	struct crash_opts co = { .max_exhaustive = 10, .samples = 64, .seed = 11 };
 	static uint8_t data[NEW_LEN];
 	struct bdev *mem, *rec;
