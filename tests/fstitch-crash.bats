@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # fstitch-crash: recording a run, numbering its crash states, checking a
-# command against each, the man page's examples as written, and the bats
-# helper users load.
+# command against each, and the bats helper users load.  The man page's
+# examples, the end-to-end runs, are in examples.bats (run once, from the
+# page).
 
 load common
 
@@ -24,56 +25,11 @@ teardown() {
 	common_teardown
 }
 
-# man_examples: the literal blocks of fstitch-crash(1)'s EXAMPLES, one file
-# each, $SCRATCH/example.N, as a reader would copy them.
-man_examples() {
-	awk -v dir="$SCRATCH" '
-		/^\.Sh / { ex = ($2 == "EXAMPLES") }
-		ex && /^\.Bd -literal/ { n++; f = dir "/example." n; printf "" >f; inb = 1; next }
-		inb && /^\.Ed/ { inb = 0; close(f); next }
-		inb { print >f }
-	' "$FSTITCH_ROOT/man/fstitch-crash.1"
-}
-
 # A recording: the config file replaced by mv, consistency=none (some
 # states break it), in $SCRATCH/none.
 record_none() {
 	"$CRASH" run -o consistency=none --setup 'seq 1000 > config' --rec none -- \
 		sh -c 'seq 2000 > config.tmp && mv config.tmp config' 3>&-
-}
-
-@test "the EXAMPLES of fstitch-crash(1) run as written and give what the page says" {
-	command -v sqlite3 >/dev/null || skip "sqlite3 is not installed"
-	man_examples
-	local n=0 want=(1 0 1 0 0)
-	for f in "$SCRATCH"/example.*; do
-		n=$((n + 1))
-	done
-	assert_equal "$n" 5
-	for n in 1 2 3 4 5; do
-		# every line must contain a command: nothing unescaped left over
-		run grep -c '\\' "$SCRATCH/example.$n"
-		assert_output 0
-		run bash -e "$SCRATCH/example.$n" 3>&-
-		echo "example $n: status $status" >&2
-		printf '%s\n' "$output" >&2
-		assert_equal "$status" "${want[n - 1]}"
-		case $n in
-		1 | 3)
-			assert_line --regexp '^failed states: [0-9]'
-			assert_line --regexp ', [1-9][0-9]* failed, .* states/s$'
-			;;
-		2)
-			assert_line --regexp '^[0-9]+ of [0-9]+ states checked \(seed 1\), 0 failed'
-			;;
-		4)
-			assert_line --regexp '^60 of [0-9]+ states checked \(seed 1\), 0 failed'
-			;;
-		5)
-			assert_output 1000
-			;;
-		esac
-	done
 }
 
 @test "sqlite under pgrun --fsync=order with consistency=none is caught losing integrity" {

@@ -44,9 +44,15 @@ contenders=fstitch-su,fstitch-none,fuse2fs,passthrough_ll,kernel-ext2
 OUT=${BENCH_OUT:-$ROOT/build/bench}
 report_only=0
 
+# usage [STATUS]: the help text; on stdout for --help (status 0), on
+# stderr after a bad argument (64).
 usage() {
-	sed -n '7,22p' "$0" | sed 's/^# \{0,1\}//' >&2
-	exit 64
+	if [ "${1:-64}" -eq 0 ]; then
+		sed -n '7,22p' "$0" | sed 's/^# \{0,1\}//'
+	else
+		sed -n '7,22p' "$0" | sed 's/^# \{0,1\}//' >&2
+	fi
+	exit "${1:-64}"
 }
 
 while [ $# -gt 0 ]; do
@@ -65,7 +71,7 @@ while [ $# -gt 0 ]; do
 	--out) OUT=${2:-}; shift ;;
 	--out=*) OUT=${1#*=} ;;
 	--report-only) report_only=1 ;;
-	-h | --help) usage ;;
+	-h | --help) usage 0 ;;
 	*) echo "fs_bench: unknown argument '$1'" >&2; usage ;;
 	esac
 	shift
