@@ -13,6 +13,7 @@
 #include "cli/cliopt.h"
 #include "crash/crashplan.h"
 #include "crash/crashrun.h"
+#include "util/size.h"
 
 #define EXIT_RUN_FAIL 125
 
@@ -80,17 +81,7 @@ static const struct argp_child children[] = {
 
 static int parse_num(const char *s, uint64_t max, uint64_t *out)
 {
-	char *end;
-	unsigned long long v;
-
-	if (!s || *s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || *end || v > max)
-		return -EINVAL;
-	*out = v;
-	return 0;
+	return num_parse(s, 0, max, out) < 0 ? -EINVAL : 0;
 }
 
 static const char *const sub_names[] = { NULL, "run", "states", "check", "image" };

@@ -1184,13 +1184,9 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		a->single = true;
 		break;
 	case OPT_MAX_THREADS: {
-		char *end;
-		unsigned long n;
+		uint64_t n;
 
-		errno = 0;
-		n = strtoul(arg, &end, 10);
-		if (errno || end == arg || *end || n < 1 || n > MOUNTOPT_THREADS_MAX ||
-		    arg[0] == '-')
+		if (num_parse(arg, 1, MOUNTOPT_THREADS_MAX, &n) < 0)
 			usage_error("bad value for option '--max-threads': '%s'", arg);
 		a->mo.max_threads = (unsigned)n; /* as -o max_threads=N */
 		break;

@@ -18,6 +18,7 @@
 #include "inspect/inspect.h"
 #include "cli/pgcli.h"
 #include "cli/statfmt.h"
+#include "util/size.h"
 
 enum {
 	KEY_BLOCKS = 0x200,
@@ -62,17 +63,7 @@ static const struct argp_option options[] = {
 
 static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 {
-	char *end;
-	unsigned long long v;
-
-	if (!s || *s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || v > max)
-		return -EINVAL;
-	*out = v;
-	return 0;
+	return num_parse(s, 0, max, out) < 0 ? -EINVAL : 0;
 }
 
 static int parse_seconds(const char *s, double *out)

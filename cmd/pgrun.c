@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "cli/cliopt.h"
 #include "cli/pgcli.h"
+#include "util/size.h"
 
 /* pgrun's own failures: the status env(1) and timeout(1) use, so that a
  * script can tell them from the command's. */
@@ -54,8 +55,7 @@ static const struct argp_option options[] = {
 static error_t parse(int key, char *arg, struct argp_state *state)
 {
 	pg_t id;
-	char *end;
-	long v;
+	uint64_t v;
 
 	switch (key) {
 	case 'g':
@@ -86,9 +86,7 @@ static error_t parse(int key, char *arg, struct argp_state *state)
 		o.id_file = arg;
 		return 0;
 	case KEY_ID_FD:
-		errno = 0;
-		v = strtol(arg, &end, 10);
-		if (errno || *end || v < 0 || v > 1 << 20 || end == arg)
+		if (num_parse(arg, 0, 1 << 20, &v) < 0)
 			argp_error(state, "invalid file descriptor '%s'", arg);
 		o.id_fd = (int)v;
 		return 0;

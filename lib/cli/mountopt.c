@@ -1,5 +1,6 @@
 /* Parsing and validating fstitch-mount's -o options (see mountopt.h). */
 #include "mountopt.h"
+#include "util/size.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -64,45 +65,7 @@ const char *mountopt_consistency_name(enum consistency c)
 
 int mountopt_parse_size(const char *s, uint64_t *out)
 {
-	uint64_t v = 0, mult = 1;
-	const char *p = s;
-
-	if (!isdigit((unsigned char)*p))
-		return -EINVAL;
-	for (; isdigit((unsigned char)*p); p++) {
-		if (v > (UINT64_MAX - 9) / 10)
-			return -EINVAL;
-		v = v * 10 + (uint64_t)(*p - '0');
-	}
-	switch (toupper((unsigned char)*p)) {
-	case 'K':
-		mult = 1ULL << 10;
-		break;
-	case 'M':
-		mult = 1ULL << 20;
-		break;
-	case 'G':
-		mult = 1ULL << 30;
-		break;
-	case 'T':
-		mult = 1ULL << 40;
-		break;
-	case '\0':
-		break;
-	default:
-		return -EINVAL;
-	}
-	if (mult != 1) {
-		p++;
-		if (strcmp(p, "iB") == 0 || strcmp(p, "B") == 0 || strcmp(p, "b") == 0)
-			p += strlen(p);
-		if (*p)
-			return -EINVAL;
-	}
-	if (v > UINT64_MAX / mult)
-		return -EINVAL;
-	*out = v * mult;
-	return 0;
+	return size_parse_flags(s, 1, SIZE_PARSE_B, out) < 0 ? -EINVAL : 0;
 }
 
 int mountopt_parse_seconds(const char *s, unsigned *ms)
@@ -233,15 +196,11 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 		return 0;
 	}
 	if (strcmp(opt, "max_threads") == 0) {
-		char *end;
-		unsigned long n;
+		uint64_t n;
 
 		if (!val)
 			goto need_value;
-		errno = 0;
-		n = strtoul(val, &end, 10);
-		if (!isdigit((unsigned char)*val) || errno || *end || n < 1 ||
-		    n > MOUNTOPT_THREADS_MAX)
+		if (num_parse(val, 1, MOUNTOPT_THREADS_MAX, &n) < 0)
 			goto bad_value;
 		mo->max_threads = (unsigned)n;
 		return 0;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include "cliopt.h"
 #include "pgcli.h"
+#include "util/size.h"
 
 struct pgcli_ids pgcli_ids;
 
@@ -17,16 +18,11 @@ const struct argp_child pgcli_children[] = {
 
 int pgcli_parse_id(const char *s, pg_t *id)
 {
-	char *end;
-	long long v;
+	uint64_t v;
 
-	if (!s || *s < '0' || *s > '9')
+	if (num_parse(s, 1, INT64_MAX, &v) < 0)
 		return -EINVAL;
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno || *end || v <= 0)
-		return -EINVAL;
-	*id = v;
+	*id = (pg_t)v;
 	return 0;
 }
 

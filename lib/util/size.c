@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
 static int suffix_shift(char c)
 {
@@ -21,34 +22,84 @@ static int suffix_shift(char c)
 	}
 }
 
-int size_parse(const char *s, uint64_t unit, uint64_t *bytes)
+/* The leading digits of s into *n and the rest into *end: -EINVAL if s
+ * does not start with a digit, -ERANGE past 64 bits. */
+static int digits(const char *s, uint64_t *n, const char **end)
 {
-	uint64_t n = 0, mult;
 	const char *p;
-	int shift;
+	uint64_t v = 0;
 
-	if (!s || unit == 0 || !isdigit((unsigned char)*s))
+	if (!s || !isdigit((unsigned char)*s))
 		return -EINVAL;
 	/* Digits by hand: strtoull accepts a sign, spaces and hex, none of
-	 * which belong in a size, and cannot tell "too big" apart cleanly. */
+	 * which belong on these command lines, and cannot tell "too big"
+	 * apart cleanly. */
 	for (p = s; isdigit((unsigned char)*p); p++) {
 		unsigned d = (unsigned)(*p - '0');
 
-		if (n > (UINT64_MAX - d) / 10)
+		if (v > (UINT64_MAX - d) / 10) {
+			/* still -EINVAL if what follows is junk */
+			while (isdigit((unsigned char)*p))
+				p++;
+			*end = p;
 			return -ERANGE;
-		n = n * 10 + d;
+		}
+		v = v * 10 + d;
 	}
+	*n = v;
+	*end = p;
+	return 0;
+}
+
+int size_parse_flags(const char *s, uint64_t unit, unsigned flags, uint64_t *bytes)
+{
+	uint64_t n = 0, mult;
+	const char *p;
+	int shift, r;
+
+	if (unit == 0)
+		return -EINVAL;
+	r = digits(s, &n, &p);
+	if (r == -EINVAL)
+		return r;
 	if (*p == '\0') {
 		mult = unit;
 	} else {
 		shift = suffix_shift(*p);
-		if (shift < 0 || p[1] != '\0')
+		if (shift < 0)
+			return -EINVAL;
+		p++;
+		if ((flags & SIZE_PARSE_B) && (strcmp(p, "B") == 0 || strcmp(p, "b") == 0 ||
+					       strcmp(p, "iB") == 0))
+			p += strlen(p);
+		if (*p != '\0')
 			return -EINVAL;
 		mult = UINT64_C(1) << shift;
 	}
+	if (r < 0)
+		return r;
 	if (n != 0 && mult > UINT64_MAX / n)
 		return -ERANGE;
 	*bytes = n * mult;
+	return 0;
+}
+
+int size_parse(const char *s, uint64_t unit, uint64_t *bytes)
+{
+	return size_parse_flags(s, unit, 0, bytes);
+}
+
+int num_parse(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	const char *p;
+	uint64_t n = 0;
+	int r = digits(s, &n, &p);
+
+	if (r == -EINVAL || *p != '\0')
+		return -EINVAL;
+	if (r < 0 || n < min || n > max)
+		return -ERANGE;
+	*out = n;
 	return 0;
 }
 

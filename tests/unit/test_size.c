@@ -137,6 +137,64 @@ static void test_format_and_parse_agree_on_whole_units(void **state)
 	}
 }
 
+/* The one parser for plain numbers: ids, counts, descriptors, threads. */
+static void test_num_parse_takes_digits_within_bounds(void **state)
+{
+	static const char *const junk[] = {
+	    "", "-1", "+1", " 1", "1 ", "0x10", "1e3", "1.0", "1K", "12a", "\t5", "1,000",
+	};
+	uint64_t v = SENTINEL;
+	size_t i;
+
+	assert_int_equal(num_parse("0", 0, 10, &v), 0);
+	assert_true(v == 0);
+	assert_int_equal(num_parse("1024", 1, 1024, &v), 0);
+	assert_true(v == 1024);
+	/* leading zeros are decimal, not octal */
+	assert_int_equal(num_parse("010", 0, 100, &v), 0);
+	assert_true(v == 10);
+	assert_int_equal(num_parse("18446744073709551615", 0, UINT64_MAX, &v), 0);
+	assert_true(v == UINT64_MAX);
+	v = SENTINEL;
+	/* out of bounds: -ERANGE, and nothing written */
+	assert_int_equal(num_parse("0", 1, 10, &v), -ERANGE);
+	assert_int_equal(num_parse("1025", 1, 1024, &v), -ERANGE);
+	assert_int_equal(num_parse("18446744073709551616", 0, UINT64_MAX, &v), -ERANGE);
+	assert_true(v == SENTINEL);
+	/* not a number: -EINVAL, even when it is also too big */
+	for (i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
+		int ret = num_parse(junk[i], 0, UINT64_MAX, &v);
+
+		if (ret != -EINVAL)
+			fail_msg("num_parse(\"%s\") returned %d, not -EINVAL", junk[i], ret);
+	}
+	assert_int_equal(num_parse("99999999999999999999x", 0, UINT64_MAX, &v), -EINVAL);
+	assert_int_equal(num_parse(NULL, 0, 1, &v), -EINVAL);
+	assert_true(v == SENTINEL);
+}
+
+/* SIZE_PARSE_B: "MiB", "GB" after a suffix, as mount options write them;
+ * never a bare "B" and never without the flag. */
+static void test_size_parse_b_suffix(void **state)
+{
+	uint64_t v = SENTINEL;
+
+	assert_int_equal(size_parse_flags("256MiB", 1, SIZE_PARSE_B, &v), 0);
+	assert_true(v == UINT64_C(256) << 20);
+	assert_int_equal(size_parse_flags("2GB", 1, SIZE_PARSE_B, &v), 0);
+	assert_true(v == UINT64_C(2) << 30);
+	assert_int_equal(size_parse_flags("2gb", 1, SIZE_PARSE_B, &v), 0);
+	assert_int_equal(size_parse_flags("4096", 1, SIZE_PARSE_B, &v), 0);
+	assert_true(v == 4096);
+	v = SENTINEL;
+	assert_int_equal(size_parse_flags("5B", 1, SIZE_PARSE_B, &v), -EINVAL);
+	assert_int_equal(size_parse_flags("5MiBs", 1, SIZE_PARSE_B, &v), -EINVAL);
+	assert_int_equal(size_parse_flags("5Mib", 1, SIZE_PARSE_B, &v), -EINVAL);
+	assert_int_equal(size_parse_flags("256MiB", 1, 0, &v), -EINVAL);
+	assert_int_equal(size_parse_flags("16777216TiB", 1, SIZE_PARSE_B, &v), -ERANGE);
+	assert_true(v == SENTINEL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -148,6 +206,8 @@ int main(void)
 	    cmocka_unit_test(test_format_picks_a_readable_unit),
 	    cmocka_unit_test(test_format_truncates_to_the_buffer),
 	    cmocka_unit_test(test_format_and_parse_agree_on_whole_units),
+	    cmocka_unit_test(test_num_parse_takes_digits_within_bounds),
+	    cmocka_unit_test(test_size_parse_b_suffix),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
