@@ -15,6 +15,10 @@
 #            microseconds per API call, per atomic replace's calls and
 #            per pgrun, on a fresh fstitch mount: pgapi.md, pgapi.txt.
 #            PGAPI_N sets the iterations (default 2000).
+#   nbd      fstitch over an NBD export with an emulated flush latency
+#            (tests/bench/nbd_bench.sh): atomic replace with fsync against
+#            patchgroups, and untar: nbd.md, nbd.tsv.  NBD_BENCH_ARGS adds
+#            arguments (e.g. "--runs 5 --delays 1,5,8").
 #   fs       file systems compared (tests/bench/fs_bench.sh): fstitch,
 #            fuse2fs, passthrough_ll, kernel ext2; report.md, report.json,
 #            plots/.  --quick (default), --full or --small set its size;
@@ -30,7 +34,7 @@ set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
 OUT=${BENCH_OUT:-build/bench}
-SECTIONS=(engine pgapi fs)
+SECTIONS=(engine pgapi nbd fs)
 FS_ARGS=()
 
 bench_engine() {
@@ -76,6 +80,11 @@ bench_pgapi() {
 	return $rc
 }
 
+bench_nbd() {
+	# shellcheck disable=SC2086 # word splitting of the extra arguments
+	BUILD=$BUILD BENCH_OUT=$OUT bash tests/bench/nbd_bench.sh ${NBD_BENCH_ARGS:-}
+}
+
 bench_fs() {
 	# shellcheck disable=SC2086 # word splitting of the extra arguments
 	BUILD=$BUILD BENCH_OUT=$OUT bash tests/bench/fs_bench.sh \
@@ -91,7 +100,7 @@ want=()
 for a in "$@"; do
 	case $a in
 	--list) printf '%s\n' "${SECTIONS[@]}"; exit 0 ;;
-	-h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	--quick|--full|--small) FS_ARGS+=("$a") ;;
 	-*) usage ;;
 	*)
