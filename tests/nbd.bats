@@ -402,3 +402,46 @@ mkfs_example() {
 	run -0 dumpe2fs -h disk.img
 	assert_line --regexp '^Block count: +262144$'
 }
+
+@test "qemu-nbd serving a qcow2 image: fstitch-mkfs, mount, real tools; the image converts e2fsck clean" {
+	command -v qemu-nbd >/dev/null || skip "qemu-nbd is not installed (qemu-utils)"
+	qemu-img create -q -f qcow2 "$SCRATCH/d.qcow2" 64M
+	qemu-nbd --socket="$SOCK" --format=qcow2 --persistent --cache=writeback \
+		"$SCRATCH/d.qcow2" 3>&- </dev/null >>"$SCRATCH/qemu-nbd.log" 2>&1 &
+	NBD_PID=$!
+	for ((n = 0; n < 200; n++)); do
+		[ -S "$SOCK" ] && break
+		sleep 0.05
+	done
+	run -0 "$(fstitch_cmd fstitch-mkfs)" -q "$URI"
+	fstitch_mount_start "$URI" "$MNT"
+	tree_tar "$SCRATCH/tree.tar" 100
+	mkdir "$SCRATCH/ref"
+	tar -xf "$SCRATCH/tree.tar" -C "$SCRATCH/ref"
+	tar -xf "$SCRATCH/tree.tar" -C "$MNT"
+	diff -r "$SCRATCH/ref" "$MNT" -x lost+found
+	fstitch_mount_stop "$MNT"
+	nbd_stop
+	qemu-img convert -O raw "$SCRATCH/d.qcow2" "$SCRATCH/d.raw"
+	assert_fsck_clean "$SCRATCH/d.raw"
+}
+
+@test "an export that requires TLS mounts with an nbds URI and a PSK, and not without" {
+	make_stock_image "$IMG" 16M
+	# a pre-shared key file as nbdkit and libnbd read it: user:hexkey
+	printf 'alice:%s\n' "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" \
+		>"$SCRATCH/keys.psk"
+	nbd_start --tls=require --tls-psk="$SCRATCH/keys.psk" file "$IMG"
+	tls="nbds+unix://alice@/?socket=$SOCK&tls-psk-file=$SCRATCH/keys.psk"
+	run -8 --separate-stderr "$MOUNT" -f "$URI" "$MNT" 3>&-
+	assert_equal "$stderr" "fstitch-mount: cannot open '$URI': handshake: server requires TLS encryption first: Operation not supported"
+	fstitch_mount_start "$tls" "$MNT"
+	echo secret >"$MNT/f"
+	run -0 "$(fstitch_cmd fstitch-stat)" -C "$MNT" --json
+	echo "$output" | jq -e '.device.kind == "nbd"'
+	fstitch_mount_stop "$MNT"
+	nbd_stop
+	assert_fsck_clean "$IMG"
+	run debugfs -R 'cat /f' "$IMG"
+	assert_output --partial secret
+}

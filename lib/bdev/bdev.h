@@ -119,7 +119,8 @@ bool bdev_nbd_is_uri(const char *spec);
  *                nor BDEV_UNSAFE_NO_FLUSH
  *   -ENOSPC      the export is smaller than one block
  *   other        -errno of the failed connection (-ECONNREFUSED, -ENOENT
- *                for a missing socket, ...). */
+ *                for a missing socket, -EPROTO for a refused handshake,
+ *                ...; never -EROFS or -EOPNOTSUPP). */
 int bdev_nbd_open(const char *uri, uint32_t block_size, unsigned flags, unsigned retry_ms,
 		  struct bdev **out, char *err, size_t errlen);
 

@@ -136,6 +136,10 @@ static int dial(const char *uri, unsigned flags, struct nbd_handle **out, uint64
 	nbd_set_uri_allow_local_file(h, true);
 	if (nbd_connect_uri(h, uri) < 0) {
 		r = -nbd_errno();
+		/* (those two mean something else below: a server that wants
+		 * TLS first answers EOPNOTSUPP) */
+		if (r == -EROFS || r == -EOPNOTSUPP)
+			r = -EPROTO;
 		seterr(err, errlen, "%s", nbd_message());
 		goto fail;
 	}
