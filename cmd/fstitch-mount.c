@@ -1012,21 +1012,26 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	reply_err(req, r, "removexattr");
 }
 
-/* fallocate: mode 0 (allocate zeroed blocks, grow the size) and
- * FALLOC_FL_KEEP_SIZE inside the file.  Everything else, punching holes
- * included, is EOPNOTSUPP: glibc's posix_fallocate and the tools fall back
- * to writing, and the kernel passes the error on as it is. */
+/* fallocate: mode 0 (allocate zeroed blocks, grow the size),
+ * FALLOC_FL_KEEP_SIZE inside the file, and FALLOC_FL_PUNCH_HOLE (which
+ * always comes with KEEP_SIZE).  Every other mode is EOPNOTSUPP: glibc's
+ * posix_fallocate and the tools fall back to writing, and the kernel
+ * passes the error on as it is. */
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
 			 struct fuse_file_info *fi)
 {
+	bool punch = mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE);
 	int r;
 
-	if (mode & ~FALLOC_FL_KEEP_SIZE) {
+	if (!punch && (mode & ~FALLOC_FL_KEEP_SIZE)) {
 		fuse_reply_err(req, EOPNOTSUPP);
 		return;
 	}
 	enter(req);
-	r = e2_falloc(D.fs, in_ino(ino), (mode & FALLOC_FL_KEEP_SIZE) != 0, off, len);
+	if (punch)
+		r = e2_punch(D.fs, in_ino(ino), off, len);
+	else
+		r = e2_falloc(D.fs, in_ino(ino), (mode & FALLOC_FL_KEEP_SIZE) != 0, off, len);
 	leave("fallocate");
 	reply_err(req, r, "fallocate");
 }

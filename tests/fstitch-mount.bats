@@ -971,9 +971,9 @@ os.posix_fallocate(fd, 100, 3 << 20)' "$MNT/g"
 	[ "$(du -k "$MNT/h" | cut -f1)" -ge 1024 ]
 	run ! fallocate -n -l 2M "$MNT/h"
 	assert_equal "$(stat -c %s "$MNT/h")" 1048576
-	# punching holes and the other modes are not supported
-	run ! fallocate -p -o 0 -l 64K "$MNT/g"
+	# zeroing a range and the other modes are not supported
 	run ! fallocate -z -o 0 -l 64K "$MNT/g"
+	run ! fallocate -c -o 0 -l 64K "$MNT/g"
 	assert_equal "$(head -c 10 "$MNT/g")" 0123456789
 	# more than the free space: ENOSPC, and nothing changed
 	used=$(($(stat -f -c %f "$MNT")))
@@ -992,6 +992,53 @@ os.posix_fallocate(fd, 100, 3 << 20)' "$MNT/g"
 	cmp -n 16M "$MNT/f" /dev/zero
 	run ! grep -l STALEDATA "$MNT/f" "$MNT/g" "$MNT/h"
 	fstitch_mount_stop "$MNT"
+}
+
+@test "fallocate --punch-hole frees the blocks and leaves what the same punches leave elsewhere" {
+	local ref=$SCRATCH/ref spec free0 blocks0 blocks1
+	new_image 32M
+	fstitch_mount_start "$IMG" "$MNT"
+	head -c 3M /dev/urandom >"$SCRATCH/data"
+	cp "$SCRATCH/data" "$MNT/f"
+	cp "$SCRATCH/data" "$ref"
+	sync "$MNT/f"
+	free0=$(stat -f -c %f "$MNT")
+	blocks0=$(stat -c %b "$MNT/f")
+	# partial blocks, the direct blocks, a whole indirect tree, parts of
+	# the double indirect tree, and from the middle past the end; the
+	# reference file is on the host's file system, which punches too
+	for spec in "-o 3000 -l 8000" "-o 12288 -l 262144" "-o 300000 -l 100000" \
+		"-o 1048576 -l 1048576" "-o 3000000 -l 1000000" "-o 5 -l 1"; do
+		# shellcheck disable=SC2086 # offset and length
+		fallocate -p $spec "$MNT/f"
+		# shellcheck disable=SC2086
+		fallocate -p $spec "$ref"
+	done
+	cmp "$MNT/f" "$ref"
+	assert_equal "$(stat -c %s "$MNT/f")" $((3 << 20))
+	blocks1=$(stat -c %b "$MNT/f")
+	[ "$blocks1" -lt "$blocks0" ]
+	# what the file gave up is free again (1 KiB blocks, 512-byte units)
+	assert_equal "$(stat -f -c %f "$MNT")" $((free0 + (blocks0 - blocks1) / 2))
+	# SEEK_HOLE finds the first punched block
+	run -0 python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+print(os.lseek(fd, 0, os.SEEK_HOLE))' "$MNT/f"
+	assert_output 3072
+	fstitch_mount_stop "$MNT"
+	assert_fsck_clean "$IMG"
+	# the image as another tool reads it
+	debugfs -R "dump /f $SCRATCH/f.back" "$IMG" >/dev/null 2>&1
+	cmp "$SCRATCH/f.back" "$ref"
+	# punching all of it leaves no block, not even an indirect one
+	fstitch_mount_start "$IMG" "$MNT"
+	cmp "$MNT/f" "$ref"
+	fallocate -p -o 0 -l 3M "$MNT/f"
+	assert_equal "$(stat -c %b "$MNT/f")" 0
+	assert_equal "$(stat -c %s "$MNT/f")" $((3 << 20))
+	cmp -n 3M "$MNT/f" /dev/zero
+	fstitch_mount_stop "$MNT"
+	assert_fsck_clean "$IMG"
 }
 
 # falloc_record [fstitch-mount options...]: free blocks full of an old

@@ -1180,3 +1180,196 @@ out:
 	fl_free(&top);
 	return r;
 }
+
+/* ---- punching holes ---------------------------------------------------- */
+
+static bool inside(uint64_t cb, uint64_t span, uint64_t lo, uint64_t hi)
+{
+	return cb >= lo && cb + span <= hi;
+}
+
+static uint64_t span_of(const struct e2fs *fs, int level)
+{
+	uint64_t span = 1;
+
+	for (int l = 1; l < level; l++)
+		span *= fs->apb;
+	return span;
+}
+
+/* 1 if the subtree at blk (level >= 1, mapping lblks from base) keeps no
+ * pointer once [lo, hi) is punched out of it, 0 if it does, or -errno. */
+static int punch_empties(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, int level,
+			 uint64_t base, uint64_t lo, uint64_t hi)
+{
+	uint64_t span = span_of(fs, level);
+	uint32_t *kids;
+	int r;
+
+	if (!e2_block_ok(fs, blk))
+		return e2_err(fs, -EIO, "inode %u: block %u out of range", ip->ino, blk);
+	kids = fs->kids[level - 1];
+	r = read_ind(fs, ip->ino, blk, kids);
+	if (r)
+		return r;
+	for (uint32_t i = 0; i < fs->apb; i++) {
+		uint64_t cb = base + i * span;
+
+		if (!kids[i] || inside(cb, span, lo, hi))
+			continue;
+		if (cb + span <= lo || cb >= hi || level == 1)
+			return 0;
+		/* (reads into the next level's scratch: kids stays) */
+		r = punch_empties(fs, ip, le32toh(kids[i]), level - 1, cb, lo, hi);
+		if (r <= 0)
+			return r;
+	}
+	return 1;
+}
+
+/* Punch [lo, hi) out of the subtree at blk (level >= 1), which keeps some
+ * pointer.  Children wholly inside the range, and children the punch
+ * leaves empty, are cleared from blk in one patch and freed (with all
+ * below them) only after that patch: truncate's rule, pointer cleared
+ * before the block is free.  A child partly inside is punched in turn. */
+static int punch_tree(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, int level, uint64_t base,
+		      uint64_t lo, uint64_t hi, struct e2_deps *clears, uint32_t *nfreed)
+{
+	uint64_t span = span_of(fs, level);
+	uint32_t *kids, first = UINT32_MAX, last = 0;
+	struct flist fl = {0};
+	struct patch *p = NULL;
+	int r;
+
+	if (!e2_block_ok(fs, blk))
+		return e2_err(fs, -EIO, "inode %u: block %u out of range", ip->ino, blk);
+	kids = fs->kids[level - 1];
+	r = read_ind(fs, ip->ino, blk, kids);
+	if (r)
+		return r;
+	for (uint32_t i = 0; i < fs->apb; i++) {
+		uint64_t cb = base + i * span;
+		uint32_t v = le32toh(kids[i]);
+		int gone = 0;
+
+		if (!v || cb + span <= lo || cb >= hi)
+			continue;
+		if (inside(cb, span, lo, hi)) {
+			gone = 1;
+		} else if (level > 1) {
+			gone = punch_empties(fs, ip, v, level - 1, cb, lo, hi);
+			if (gone == 0)
+				gone = punch_tree(fs, ip, v, level - 1, cb, lo, hi, clears, nfreed);
+			if (gone < 0) {
+				r = gone;
+				goto out;
+			}
+		}
+		if (gone == 1) {
+			r = collect(fs, ip, v, level - 1, &fl);
+			if (r)
+				goto out;
+			kids[i] = 0;
+			if (first == UINT32_MAX)
+				first = i;
+			last = i;
+		}
+	}
+	if (first != UINT32_MAX) {
+		r = e2_patch(fs, blk, first * 4, (last - first + 1) * 4, kids + first, NULL, &p);
+		if (r)
+			goto out;
+		e2_isync_add(fs, ip, p);
+		r = free_list(fs, &fl, 0, p);
+		*nfreed += (uint32_t)fl.n;
+		if (e2_deps_add(clears, p)) {
+			/* cannot order the inode update after the clear: wait */
+			int r2 = cache_sync_patch(fs->c, p);
+
+			patch_release(fs->c, p);
+			if (!r)
+				r = r2;
+		}
+	}
+out:
+	fl_free(&fl);
+	return r;
+}
+
+/* Free the blocks of lblks [lo, hi) of ip, and the indirect blocks that
+ * map nothing afterwards.  The size stays.  Pointers in indirect blocks
+ * are cleared in place, each patch before the frees it allows; the inode
+ * update (its own cleared pointers, the lower i_blocks, the times) comes
+ * after those clears, so i_blocks on disk is never below what the
+ * pointers reach, and the blocks it no longer points to are freed after
+ * it. */
+int e2_punch_locked(struct e2fs *fs, struct e2_inode *ip, uint64_t lo, uint64_t hi)
+{
+	uint64_t a = fs->apb;
+	uint64_t base[3] = {E2_NDIR, E2_NDIR + a, E2_NDIR + a + a * a};
+	uint64_t span[3] = {a, a * a, a * a * a};
+	struct e2_deps clears = {0};
+	struct flist top = {0};
+	struct ext2_inode_large nw;
+	struct patch *ipp = NULL;
+	struct timespec now;
+	uint32_t nfreed = 0;
+	int r = 0;
+
+	if (fs->ro)
+		return -EROFS;
+	nw = ip->d;
+	for (uint64_t i = lo; i < hi && i < E2_NDIR; i++) {
+		uint32_t v = le32toh(nw.i_block[i]);
+
+		if (!v)
+			continue;
+		r = collect(fs, ip, v, 0, &top);
+		if (r)
+			goto out;
+		nw.i_block[i] = 0;
+	}
+	for (int t = 0; t < 3; t++) {
+		uint32_t v = le32toh(nw.i_block[E2_IND + t]);
+		int gone;
+
+		if (!v || base[t] + span[t] <= lo || base[t] >= hi)
+			continue;
+		if (inside(base[t], span[t], lo, hi)) {
+			gone = 1;
+		} else {
+			gone = punch_empties(fs, ip, v, t + 1, base[t], lo, hi);
+			if (gone == 0)
+				gone =
+				    punch_tree(fs, ip, v, t + 1, base[t], lo, hi, &clears, &nfreed);
+		}
+		if (gone < 0) {
+			r = gone;
+			goto out;
+		}
+		if (gone == 1) {
+			r = collect(fs, ip, v, t + 1, &top);
+			if (r)
+				goto out;
+			nw.i_block[E2_IND + t] = 0;
+		}
+	}
+	nfreed += (uint32_t)top.n;
+	{
+		uint32_t ib = le32toh(nw.i_blocks), dec = nfreed * (fs->bs / 512);
+
+		nw.i_blocks = htole32(ib > dec ? ib - dec : 0);
+	}
+	e2_now_ts(fs, &now);
+	e2_iset_time(fs, &nw, E2_T_MTIME, &now);
+	e2_iset_time(fs, &nw, E2_T_CTIME, &now);
+	r = e2_iwrite(fs, ip, &nw, &clears, &ipp);
+	if (r)
+		goto out;
+	r = free_list(fs, &top, 0, ipp);
+out:
+	patch_release(fs->c, ipp);
+	e2_deps_free(fs, &clears);
+	fl_free(&top);
+	return r;
+}

@@ -1,7 +1,8 @@
-/* ext2: preallocation (fallocate) and hole queries (SEEK_DATA/SEEK_HOLE),
- * see e2_falloc.h.  Both walk the block map as a tree, so that a missing
- * indirect block skips all it would map at once: a query over a sparse
- * file of many GiB costs what its mapped part costs. */
+/* ext2: preallocation and punching holes (fallocate) and hole queries
+ * (SEEK_DATA/SEEK_HOLE), see e2_falloc.h; the frees of a punch are done
+ * by e2_punch_locked() in e2_bmap.c, next to truncate's.  Both walk the block map as a tree, so
+ * that a missing indirect block skips all it would map at once: a query over a sparse file of many
+ * GiB costs what its mapped part costs. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,6 +204,73 @@ undo:
 out:
 	e2_unlock(fs);
 	free(zero);
+	return r;
+}
+
+/* Zero bytes [a, b) of ip, all in one block, if that block is mapped (a
+ * hole reads as zeros already).  A data write: no ordering of its own. */
+static int zero_part(struct e2fs *fs, struct e2_inode *ip, uint64_t a, uint64_t b)
+{
+	struct patch *p = NULL;
+	uint32_t pblk;
+	int r;
+
+	if (a >= b)
+		return 0;
+	r = e2_bmap(fs, ip, a / fs->bs, &pblk);
+	if (r || !pblk)
+		return r;
+	r = e2_patch(fs, pblk, (uint32_t)(a % fs->bs), (uint32_t)(b - a), fs->wzero, NULL, &p);
+	if (r)
+		return r;
+	e2_isync_add(fs, ip, p);
+	patch_release(fs->c, p);
+	return 0;
+}
+
+int e2_punch(struct e2fs *fs, uint32_t ino, off_t off, off_t len)
+{
+	uint64_t size, end, first, lim;
+	struct e2_inode *ip;
+	int r;
+
+	if (off < 0 || len <= 0)
+		return -EINVAL;
+	if (fs->ro)
+		return -EROFS;
+	end = (uint64_t)off + (uint64_t)len;
+	if (end < (uint64_t)off)
+		end = UINT64_MAX;
+	e2_lock(fs);
+	r = e2_get_file(fs, ino, &ip);
+	if (r)
+		goto out;
+	size = e2_isize(&ip->d);
+	if ((uint64_t)off >= size)
+		goto out; /* nothing of the file is in the range */
+	/* Whole blocks go; a range reaching the end takes the last block
+	 * whole too (what follows the size reads as zeros anyway). */
+	first = ((uint64_t)off + fs->bs - 1) / fs->bs;
+	if (end >= size) {
+		end = size;
+		lim = (size + fs->bs - 1) / fs->bs;
+	} else {
+		lim = end / fs->bs;
+	}
+	if (first > lim) {
+		/* inside one block */
+		r = zero_part(fs, ip, (uint64_t)off, end);
+		if (!r)
+			r = e2_itouch(fs, ip, true, true);
+		goto out;
+	}
+	r = zero_part(fs, ip, (uint64_t)off, first * fs->bs);
+	if (!r && lim * fs->bs < end)
+		r = zero_part(fs, ip, lim * fs->bs, end);
+	if (!r)
+		r = e2_punch_locked(fs, ip, first, lim);
+out:
+	e2_unlock(fs);
 	return r;
 }
 

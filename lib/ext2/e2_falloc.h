@@ -1,5 +1,5 @@
-/* Space preallocation and hole queries on the ext2 module, for
- * fstitch-mount's fallocate and lseek(SEEK_DATA/SEEK_HOLE).
+/* Space preallocation, hole punching and hole queries on the ext2 module,
+ * for fstitch-mount's fallocate and lseek(SEEK_DATA/SEEK_HOLE).
  *
  * ext2 has no unwritten extents, so preallocated blocks are real blocks
  * filled with zeros, written in the same soft-updates order as any write
@@ -28,6 +28,17 @@
  * -EINVAL for off < 0 or len <= 0 or a file that is not regular, -EFBIG
  * past the largest file, -EISDIR, -EROFS, -EIO. */
 int e2_falloc(struct e2fs *fs, uint32_t ino, bool keep_size, off_t off, off_t len);
+
+/* Punch a hole (fallocate FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) in
+ * [off, off + len) of regular file ino, as Linux does in block-mapped
+ * files: the part past the end of the file is ignored; whole blocks in the
+ * range are freed, and so is each indirect block left mapping nothing; the
+ * bytes of a block only partly in the range are zeroed.  A range reaching
+ * the end of the file frees its last block too.  Pointers are cleared
+ * before the blocks are marked free (truncate's rule, design.md §4).  The
+ * size stays; mtime and ctime move.  -EINVAL for off < 0 or len <= 0 or a
+ * file that is not regular, -EISDIR, -EROFS, -EIO. */
+int e2_punch(struct e2fs *fs, uint32_t ino, off_t off, off_t len);
 
 /* lseek's SEEK_DATA (data true) or SEEK_HOLE (data false) from off in
  * regular file ino, answered from the block map: *out is the first offset

@@ -236,6 +236,9 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 		    uint64_t off, bool dir, struct e2_deps *extra, struct patch **linked);
 int e2_truncate_locked(struct e2fs *fs, struct e2_inode *ip, uint64_t size);
 int e2_free_all_blocks(struct e2fs *fs, struct e2_inode *ip, struct patch *clear);
+/* Free the blocks mapping lblks [lo, hi) and the indirect blocks left
+ * empty, in truncate's order; the size stays, mtime and ctime move. */
+int e2_punch_locked(struct e2fs *fs, struct e2_inode *ip, uint64_t lo, uint64_t hi);
 
 /* e2_dir.c */
 struct e2_dloc {

@@ -44,6 +44,7 @@
 #include "engine/cache.h"
 #include "crash/crashsim.h"
 #include "ext2/e2.h"
+#include "ext2/e2_falloc.h"
 #include "e2test_util.h"
 
 #define BS	 1024
@@ -765,6 +766,42 @@ static void run_reuse(struct work *w)
 	w_rounds(w);
 }
 
+/* Holes punched in files (fallocate's PUNCH_HOLE): direct blocks with a
+ * partial block on each side, a whole indirect tree, part of the double
+ * indirect tree, and from the middle to the end, which also empties the
+ * double indirect block; the blocks freed are taken at once by new files.
+ * A pointer must be gone on disk before its block is free (truncate's
+ * rule), or the punched file shows the new file's data. */
+static void su_punch(struct work *w)
+{
+	su_dirs(w);
+	w_file(w, E2_ROOT_INO, "p1", 1, 290000);
+	w_file(w, w->dirs[1], "p2", 2, 40000);
+	name_holes(w, "p1", 3000, 290000);
+	name_holes(w, "p2", 1000, 40000);
+}
+
+static void run_punch(struct work *w)
+{
+	uint32_t p1 = w_lookup(w, E2_ROOT_INO, "p1");
+	uint32_t p2 = w_lookup(w, w->dirs[1], "p2");
+
+	OK(w, e2_punch(w->fs, p1, 3000, 8000));
+	OK(w, e2_punch(w->fs, p1, 12 * BS, 256 * BS));
+	OK(w, e2_punch(w->fs, p1, (12 + 256) * BS, 5000));
+	/* all of p2 but its first bytes: its indirect block is left empty */
+	OK(w, e2_punch(w->fs, p2, 1000, 1 << 20));
+	w_file(w, E2_ROOT_INO, "p3", 3, 60000);
+	w_rounds(w);
+	/* only pointers inside an indirect block: in their own rounds, so
+	 * that their bitmap bits share no word with other frees */
+	OK(w, e2_punch(w->fs, p1, (12 + 256 + 6) * BS, 4 * BS));
+	w_rounds(w);
+	OK(w, e2_punch(w->fs, p1, 200000, 1 << 20));
+	w_file(w, w->dirs[1], "p4", 4, 100000);
+	w_rounds(w);
+}
+
 /* One round only: part of what is pending reaches disk. */
 static void w_round1(struct work *w)
 {
@@ -1413,6 +1450,7 @@ static const struct workload workloads[] = {
     {"rename-over-big", su_rename_over_dirs, run_rename_over_big, true, false, false},
     {"dir-grow", su_dir_grow, run_dir_grow, true, false, false},
     {"holes", su_holes, run_holes, true, false, false},
+    {"punch", su_punch, run_punch, true, false, false},
     {"link", su_link, run_link, true, false, false},
     {"symlink", NULL, run_symlink, true, false, false},
     {"reuse", NULL, run_reuse, true, false, false},
