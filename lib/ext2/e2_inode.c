@@ -318,9 +318,10 @@ static bool fits(const struct e2fs *fs, const struct ext2_inode_large *d, size_t
 	if (fs->isize <= EXT2_GOOD_OLD_INODE_SIZE)
 		return false;
 	extra = le16toh(d->i_extra_isize);
-	if ((extra & 3) || EXT2_GOOD_OLD_INODE_SIZE + extra > fs->icore)
-		return false;
-	return off + 4 <= EXT2_GOOD_OLD_INODE_SIZE + extra;
+	if ((extra & 3) || EXT2_GOOD_OLD_INODE_SIZE + extra > fs->isize)
+		return false; /* damaged: no extra fields at all */
+	/* (a larger i_extra_isize than Linux's 32 covers these fields too) */
+	return off + 4 <= EXT2_GOOD_OLD_INODE_SIZE + extra && off + 4 <= fs->icore;
 }
 
 static uint32_t get32le(const struct ext2_inode_large *d, size_t off)

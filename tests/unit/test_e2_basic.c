@@ -763,6 +763,37 @@ static void check_times(const char *isize, const int64_t (*tab)[4], size_t n)
 	fsck_clean();
 }
 
+/* An inode with a larger i_extra_isize than Linux gives (64, as newer
+ * fields would need) still has its nanoseconds read and written. */
+static void test_timestamps_wide_extra(void **state)
+{
+	struct e2fs *fs;
+	struct stat st, a;
+	uint32_t f;
+
+	(void)state;
+	mkimg("4M", "-I 256");
+	fs = open_img();
+	f = mk(fs, E2_ROOT_INO, "f", S_IFREG | 0644);
+	assert_int_equal(e2_close(fs), 0);
+	assert_int_equal(sh("debugfs -w -R 'sif /f extra_isize 64' %s >/dev/null 2>&1", img), 0);
+	assert_int_equal(sh("debugfs -R 'stat /f' %s 2>/dev/null | grep -q 'extra inode fields: 64'",
+			    img),
+			 0);
+	fs = open_img();
+	memset(&a, 0, sizeof(a));
+	a.st_mtim.tv_sec = 2208945600; /* 2040 */
+	a.st_mtim.tv_nsec = 987654321;
+	assert_int_equal(e2_setattr(fs, f, &a, E2_SET_MTIME, &st), 0);
+	assert_int_equal(e2_close(fs), 0);
+	fs = open_img();
+	assert_int_equal(e2_getattr(fs, f, &st), 0);
+	assert_int_equal(st.st_mtim.tv_sec, 2208945600);
+	assert_int_equal(st.st_mtim.tv_nsec, 987654321);
+	assert_int_equal(e2_close(fs), 0);
+	fsck_clean();
+}
+
 static void test_timestamps(void **state)
 {
 	/* seconds, nanoseconds given; seconds, nanoseconds read back */
@@ -807,6 +838,7 @@ int main(void)
 	    cmocka_unit_test(test_unlink_releases_xattr_block),
 	    cmocka_unit_test(test_shrink_then_grow_reads_zeros_after_crash),
 	    cmocka_unit_test(test_timestamps),
+	    cmocka_unit_test(test_timestamps_wide_extra),
 	};
 	int r = cmocka_run_group_tests(tests, NULL, NULL);
 
