@@ -623,17 +623,19 @@ int mkfs_make(const char *path, const struct mkfs_opts *opts, struct mkfs_info *
 		return ret;
 	ret = stat_target(&t, err, errlen);
 	if (ret)
-		return ret;
+		goto out;
 
 	size = opts->size ? opts->size : t.size;
 	if (!t.exists && !opts->size) {
 		seterr(err, errlen, "'%s' does not exist and no size was given to create it", path);
-		return -ENOENT;
+		ret = -ENOENT;
+		goto out;
 	}
 	if (t.blockdev && size > t.size) {
 		seterr(err, errlen, "size %llu bytes is larger than '%s' (%llu bytes)",
 		       (unsigned long long)size, path, (unsigned long long)t.size);
-		return -EINVAL;
+		ret = -EINVAL;
+		goto out;
 	}
 
 	/* mke2fs's size classes (see mkfs.h). */
@@ -657,7 +659,8 @@ int mkfs_make(const char *path, const struct mkfs_opts *opts, struct mkfs_info *
 	if (opts->inode_size > bs) {
 		seterr(err, errlen, "inode size %u is larger than the block size %u",
 		       opts->inode_size, bs);
-		return -EINVAL;
+		ret = -EINVAL;
+		goto out;
 	}
 
 	blocks = size / bs;
@@ -665,7 +668,8 @@ int mkfs_make(const char *path, const struct mkfs_opts *opts, struct mkfs_info *
 		seterr(err, errlen,
 		       "size %s is too large for ext2 with %u-byte blocks (at most %llu blocks)",
 		       size_format(size, sbuf, sizeof(sbuf)), bs, (unsigned long long)UINT32_MAX);
-		return -EINVAL;
+		ret = -EINVAL;
+		goto out;
 	}
 	inodes = opts->inodes ? opts->inodes : (size + ratio - 1) / ratio;
 	if (inodes > UINT32_MAX)
