@@ -288,9 +288,12 @@ workload() {
 	assert_output --partial "Input/output error"
 	# the retry window (1 s) was waited, not much more
 	[ $((SECONDS - t0)) -le 10 ]
-	# (not under run: the daemon is a child of this shell, not of run's)
+	# (not fstitch_mount_stop, which skips a daemon that has already
+	# exited, and not under run, whose subshell is not its parent)
+	pid=$FSTITCH_MOUNT_PID
+	fusermount3 -u "$MNT"
 	rc=0
-	fstitch_mount_stop "$MNT" || rc=$?
+	wait "$pid" || rc=$?
 	[ "$rc" -eq 1 ] || { echo "daemon exit status $rc" >&2; cat "$FSTITCH_MOUNT_LOG" >&2; false; }
 	grep -q "final flush of '$URI' failed: Input/output error" "$FSTITCH_MOUNT_LOG"
 	# the export holds what reached it: a crash state, never worse
