@@ -11,7 +11,8 @@
 #               default "build"), FSTITCH_BIN, FSTITCH_TOOLS, fstitch_cmd NAME
 #   Scratch     SCRATCH: an empty directory per test under $BATS_TEST_TMPDIR
 #   Images      make_image, make_stock_image, file_sum
-#   fsck        fsck_run IMAGE (sets FSCK_CLASS=clean|benign|dangerous,
+#   fsck        fsck_run IMAGE: as a boot's e2fsck -p would find it (sets
+#               FSCK_CLASS=clean|benign|dangerous,
 #               FSCK_OUT, FSCK_WHY), fsck_classify IMAGE (prints the class),
 #               assert_fsck_clean, assert_fsck_not_dangerous
 #   Mounts      track_mount, wait_for_mount, wait_for_unmount, kernel_mount,
@@ -100,29 +101,25 @@ file_sum() {
 
 # ---------------------------------------------------------------- fsck
 
-# fsck_run IMAGE: run `e2fsck -fn IMAGE` and classify what it found:
-#   clean      e2fsck found nothing (exit 0)
-#   benign     only what a soft-updates crash may leave (design.md §3), each a
-#              leak or a count e2fsck recomputes:
-#                - bitmap differences that are all "-" (leaked blocks/inodes)
-#                - free-block/free-inode/directory summary counts wrong
-#                - unattached inodes; a deleted inode with zero dtime
-#                - a link count higher than the links found
-#                - "Inode N, i_blocks is A, should be B." with A > B
-#                - an unconnected directory, a ".." that e2fsck would
-#                  repoint, a second name for a directory (the states a
-#                  directory rename or rmdir passes through)
-#   dangerous  anything else: a "+" bitmap difference, a deleted or unused
-#              inode in a directory, a link count or i_blocks that is too
-#              low, a corrupted directory, anything unexpected, a non-zero
-#              exit with no finding at all, or e2fsck failing (exit >= 8)
-# The same rules as tests/unit/e2test_util.c (classify_line); keep the two
+# fsck_run IMAGE: judge IMAGE as a boot would (design.md §3):
+#   clean      `e2fsck -fn IMAGE` finds nothing (exit 0)
+#   benign     `e2fsck -p` on a copy repairs it on its own (exit 0 or 1), after
+#              which `e2fsck -fn` finds nothing; and `e2fsck -fn IMAGE` found
+#              nothing that soft updates promise never to leave, even though
+#              e2fsck -p would fix it: a "+" bitmap difference (in use but
+#              marked free), a link count, i_blocks or attribute-block
+#              reference count lower than the truth
+#   dangerous  anything else: e2fsck -p stops ("UNEXPECTED INCONSISTENCY")
+#              or leaves errors, one of those findings, a non-zero exit with
+#              no finding at all, or e2fsck failing (exit >= 8)
+# The same rules as tests/unit/e2test_util.c (e2t_fsck_file); keep the two
 # in step.
-# Sets FSCK_CLASS (the word), FSCK_OUT (a file with e2fsck's full output)
-# and FSCK_WHY (the lines that made it dangerous).  Returns 0 whatever the
-# class; call it directly, not in $(...), to keep the variables.
+# Sets FSCK_CLASS (the word), FSCK_OUT (a file with e2fsck's full output:
+# -fn, then -p on the copy, then -fn on the copy) and FSCK_WHY (the lines
+# that made it dangerous).  Returns 0 whatever the class; call it directly,
+# not in $(...), to keep the variables.
 fsck_run() {
-	local img=$1 rc line is should tok findings=0
+	local img=$1 rc prc arc line is should tok findings=0 copy
 	FSCK_OUT=$(mktemp "${BATS_TEST_TMPDIR:-/tmp}/fsck.XXXXXX")
 	FSCK_WHY=
 	# (bats runs with errexit: keep the status without tripping it)
@@ -151,15 +148,6 @@ fsck_run() {
 		esac
 		findings=$((findings + 1))
 		case $line in
-		'Free blocks count wrong'* | 'Free inodes count wrong'* | \
-			*'count wrong for group'* | \
-			'Unattached inode '[0-9]* | 'Unattached zero-length inode '[0-9]* | \
-			'Deleted inode '[0-9]*' has zero dtime'* | \
-			'Unconnected directory inode '[0-9]* | \
-			"'..' in "*', should be '* | \
-			"Entry '"*') is a link to directory '*)
-			continue
-			;;
 		'Block bitmap differences:'* | 'Inode bitmap differences:'*)
 			# "-N" is a leak; "+N" is a block in use that the bitmap
 			# calls free, which a later allocation would hand out twice.
@@ -173,25 +161,46 @@ fsck_run() {
 					;;
 				esac
 			done
-			continue
 			;;
 		'Inode '[0-9]*' ref count is '[0-9]*', should be '[0-9]*. | \
-			'Inode '[0-9]*', i_blocks is '[0-9]*', should be '[0-9]*.)
+			'Inode '[0-9]*', i_blocks is '[0-9]*', should be '[0-9]*. | \
+			'Extended attribute block '[0-9]*' has reference count '[0-9]*', should be '[0-9]*.)
 			# Too high is a leak; too low frees something still in use.
 			is=${line#* is }
+			is=${is#* count }
 			is=${is%%,*}
 			should=${line##*should be }
 			should=${should%.}
-			[ "$is" -gt "$should" ] && continue
+			if [ "$is" -lt "$should" ]; then
+				FSCK_CLASS=dangerous
+				FSCK_WHY+="$line"$'\n'
+			fi
 			;;
 		esac
-		FSCK_CLASS=dangerous
-		FSCK_WHY+="$line"$'\n'
 	done <"$FSCK_OUT"
 	if [ $findings -eq 0 ]; then
 		FSCK_CLASS=dangerous
 		FSCK_WHY="e2fsck exit status $rc without any finding"
+		return 0
 	fi
+	# What a boot does: e2fsck -p, on a copy.
+	copy=$(mktemp "${BATS_TEST_TMPDIR:-/tmp}/preen.XXXXXX")
+	cp "$img" "$copy"
+	echo "--- e2fsck -p:" >>"$FSCK_OUT"
+	e2fsck -fp "$copy" >>"$FSCK_OUT" 2>&1 && prc=0 || prc=$?
+	if [ $prc -ge 2 ]; then
+		FSCK_CLASS=dangerous
+		FSCK_WHY+="e2fsck -p exit status $prc:"$'\n'
+		FSCK_WHY+=$(sed -n "/^--- e2fsck -p:/,\$p" "$FSCK_OUT" | grep -v -e '^---' -e 'UNEXPECTED INCONSISTENCY' -e 'without -a or -p' -e '^[^:]*: *$' | sed "s|^$copy: ||")$'\n'
+	else
+		echo "--- e2fsck -fn after it:" >>"$FSCK_OUT"
+		e2fsck -fn "$copy" >>"$FSCK_OUT" 2>&1 && arc=0 || arc=$?
+		if [ $arc -ne 0 ]; then
+			FSCK_CLASS=dangerous
+			FSCK_WHY+="e2fsck -fn finds errors (exit status $arc) after e2fsck -p"$'\n'
+		fi
+	fi
+	rm -f "$copy"
 	return 0
 }
 

@@ -57,13 +57,30 @@ class_is() {
 	class_is benign "$(damaged links-high 'sif f1 links_count 3')"
 }
 
-@test "fsck_run calls an unattached inode benign" {
-	class_is benign "$(damaged unattached 'unlink f1')"
+@test "fsck_run calls an unattached empty inode and an entry to a deleted inode benign" {
+	debugfs -w -R "write /dev/null empty" "$BASE" >/dev/null 2>&1
+	class_is benign "$(damaged unattached-empty 'unlink empty')"
+	grep -q 'Unattached zero-length inode' "$FSCK_OUT"
+	class_is benign "$(damaged deleted 'sif f1 links_count 0')"
+	grep -q "Entry 'f1' in / (2) has deleted/unused inode" "$FSCK_OUT"
+	class_is benign "$(damaged cleared 'clri f1')"
 }
 
-@test "fsck_run calls an unconnected directory benign" {
-	class_is benign "$(damaged unconnected 'unlink d/sub')"
-	grep -q 'Unconnected directory inode' "$FSCK_OUT"
+@test "fsck_run calls an unattached inode that holds data dangerous" {
+	class_is dangerous "$(damaged unattached 'unlink f1')"
+	[[ $FSCK_WHY == *'e2fsck -p exit status 4'* ]]
+	[[ $FSCK_WHY == *'Unattached inode'* ]]
+}
+
+@test "fsck_run calls an unconnected directory dangerous" {
+	class_is dangerous "$(damaged unconnected 'unlink d/sub')"
+	[[ $FSCK_WHY == *'Unconnected directory inode'* ]]
+}
+
+@test "fsck_run calls a directory with two names dangerous" {
+	debugfs -w -R "mkdir d2" "$BASE" >/dev/null 2>&1
+	class_is dangerous "$(damaged twonames 'ln d/sub d2/sub')"
+	[[ $FSCK_WHY == *'is a link to directory'* ]]
 }
 
 @test "fsck_run calls an i_blocks that is too high benign" {
@@ -76,11 +93,6 @@ class_is() {
 	blk=$(debugfs -R "bmap f1 0" "$BASE" 2>/dev/null)
 	class_is dangerous "$(damaged plus-bitmap "freeb $blk")"
 	[[ $FSCK_WHY == *'Block bitmap differences:  +'* ]]
-}
-
-@test "fsck_run calls a directory entry to a cleared inode dangerous" {
-	class_is dangerous "$(damaged cleared 'clri f1')"
-	[[ $FSCK_WHY == *'has deleted/unused inode'* ]]
 }
 
 @test "fsck_run calls a link count that is too low dangerous" {

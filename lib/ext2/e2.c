@@ -121,28 +121,56 @@ int e2_add_links_after(struct e2fs *fs, struct e2_inode *ip, int delta, struct p
 	return r;
 }
 
-/* Link count reached 0: clear the inode (links 0 and dtime in one patch,
- * after the entry removal), and free it now if nobody holds it. */
-int e2_drop_last_link(struct e2fs *fs, struct e2_inode *ip, struct e2_deps *deps)
+/* Write ip's clear (links 0 and dtime, one patch) after deps, and for a
+ * directory after every removal of an entry from it. */
+static int clear_inode(struct e2fs *fs, struct e2_inode *ip, struct e2_deps *deps,
+		       struct patch **out)
 {
 	struct ext2_inode_large nw = ip->d;
-	struct patch *c = NULL;
+	struct e2_deps d = {0};
 	struct timespec now;
 	int r;
 
+	e2_patch_drop_committed(fs, &ip->rmset);
+	if (ip->rmset) {
+		for (size_t i = 0; deps && i < deps->n; i++)
+			if ((r = e2_deps_addref(&d, deps->p[i])))
+				goto out;
+		if ((r = e2_deps_addref(&d, ip->rmset)))
+			goto out;
+		deps = &d;
+	}
 	e2_now_ts(fs, &now);
 	e2_iset_links(&nw, 0);
 	e2_iset_time(fs, &nw, E2_T_CTIME, &now);
 	nw.i_dtime = htole32((uint32_t)now.tv_sec);
-	r = e2_iwrite(fs, ip, &nw, deps, &c);
-	if (r)
-		return r;
+	r = e2_iwrite(fs, ip, &nw, deps, out);
+out:
+	e2_deps_free(fs, &d);
+	return r;
+}
+
+/* ip has no name left: `gone` is the patch after which the disk holds
+ * neither its name nor a live inode; its blocks and bitmap bit are freed
+ * after it, now or once nobody holds the inode.  Takes gone's reference. */
+static int forget_inode(struct e2fs *fs, struct e2_inode *ip, struct patch *gone)
+{
 	patch_release(fs->c, ip->clear);
-	ip->clear = c;
+	ip->clear = gone;
 	ip->unlinked = true;
 	e2_dindex_free(ip->dix);
 	ip->dix = NULL;
 	return e2_iunref(fs, ip);
+}
+
+/* Link count reached 0: clear the inode (links 0 and dtime in one patch,
+ * after deps), and free it now if nobody holds it. */
+int e2_drop_last_link(struct e2fs *fs, struct e2_inode *ip, struct e2_deps *deps)
+{
+	struct patch *c = NULL;
+	int r = clear_inode(fs, ip, deps, &c);
+
+	return r ? r : forget_inode(fs, ip, c);
 }
 
 int e2_unlink_inode(struct e2fs *fs, struct e2_inode *ip, struct patch *removal)
@@ -230,6 +258,52 @@ int e2_getattr(struct e2fs *fs, uint32_t ino, struct stat *st)
 	e2_unlock(fs);
 	return r;
 }
+/* ip's last name, name in dir, goes after `after` (may be NULL): the inode
+ * is cleared first (after `after`), then the entry goes, then its blocks
+ * and bit are freed (design.md §4).  A crash in between leaves an entry
+ * naming a deleted inode, which e2fsck -p removes on its own; the other
+ * order would leave an unattached inode that still holds data (or an
+ * unconnected directory), which e2fsck -p will not touch.  *rmp (if not
+ * NULL) gets the removal. */
+int e2_remove_last(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
+		   struct e2_inode *ip, struct patch *after, struct patch **rmp)
+{
+	struct ext2_inode_large old = ip->d;
+	struct e2_deps d = {0}, cd = {0};
+	struct patch *c = NULL, *rm = NULL;
+	int r;
+
+	if ((r = e2_deps_addref(&cd, after)) || (r = clear_inode(fs, ip, &cd, &c)))
+		goto out;
+	r = e2_deps_addref(&d, c);
+	if (!r)
+		r = e2_dir_remove(fs, dir, name, len, &d, &rm);
+	if (r) {
+		/* The name stays: so does the inode. */
+		(void)e2_iwrite(fs, ip, &old, NULL, NULL);
+		goto out;
+	}
+	if (rm) {
+		patch_release(fs->c, c);
+		patch_retain(rm);
+		c = rm;
+	}
+	r = forget_inode(fs, ip, c);
+	c = NULL;
+	if (!r && e2_idir(ip))
+		r = e2_add_links_after(fs, dir, -1, ip->clear, NULL, NULL, NULL);
+	if (!r && rmp) {
+		*rmp = rm;
+		rm = NULL;
+	}
+out:
+	patch_release(fs->c, c);
+	patch_release(fs->c, rm);
+	e2_deps_free(fs, &d);
+	e2_deps_free(fs, &cd);
+	return r;
+}
+
 static int remove_common(struct e2fs *fs, uint32_t parent, const char *name, bool rmdir)
 {
 	struct e2_inode *dir, *ip;
@@ -267,10 +341,14 @@ static int remove_common(struct e2fs *fs, uint32_t parent, const char *name, boo
 		if (r)
 			goto out;
 	}
-	/* The entry goes first; the inode clear (or the lower count) waits. */
-	r = e2_dir_remove(fs, dir, name, len, &d, &rm);
-	if (!r)
-		r = e2_remove_inode(fs, dir, ip, rm);
+	if (!e2_idir(ip) && e2_ilinks(&ip->d) > 1) {
+		/* Not its last name: the entry goes, then the count. */
+		r = e2_dir_remove(fs, dir, name, len, &d, &rm);
+		if (!r)
+			r = e2_add_links_after(fs, ip, -1, rm, NULL, NULL, NULL);
+	} else {
+		r = e2_remove_last(fs, dir, name, len, ip, NULL, NULL);
+	}
 	if (!r)
 		r = e2_touch_dir(fs, dir);
 out:

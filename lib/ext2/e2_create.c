@@ -1,6 +1,10 @@
 /* ext2: operations that make names: mknod, mkdir, symlink, link (and
  * readlink).  The inode is initialised after its bitmap bit and its first
- * block; the entry after the initialised inode (design.md §4). */
+ * block, with a link count of 0; the entry after the initialised inode;
+ * the real link count after the entry (design.md §4).  Until its entry is
+ * on disk the inode is a deleted one to e2fsck, which it drops without
+ * asking, with whatever data it already holds; an entry whose count is
+ * still 0 names a deleted inode, which e2fsck -p also clears on its own. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +25,7 @@ static int create(struct e2fs *fs, uint32_t parent, const char *name, const stru
 	struct e2_inode *dir, *ip;
 	struct e2_deps ideps = {0}, bdeps = {0}, edeps = {0};
 	struct patch *linked = NULL, *ibit = NULL, *bbit = NULL, *binit = NULL, *init = NULL;
-	struct patch *plink = NULL, *ent = NULL;
+	struct patch *plink = NULL, *ent = NULL, *lk = NULL;
 	struct ext2_inode_large nw;
 	struct e2_dloc loc;
 	bool isdir = S_ISDIR(ni->mode);
@@ -105,7 +109,7 @@ static int create(struct e2fs *fs, uint32_t parent, const char *name, const stru
 	e2_iset_time(fs, &nw, E2_T_MTIME, &now);
 	e2_iset_time(fs, &nw, E2_T_CTIME, &now);
 	e2_iset_time(fs, &nw, E2_T_CRTIME, &now);
-	e2_iset_links(&nw, isdir ? 2 : 1);
+	e2_iset_links(&nw, 0); /* raised once the entry is on disk */
 	nw.i_generation = htole32((uint32_t)random());
 	if (isdir) {
 		nw.i_size = htole32(fs->bs);
@@ -136,8 +140,13 @@ static int create(struct e2fs *fs, uint32_t parent, const char *name, const stru
 		goto undo;
 	if (blk)
 		ip->last_pblk = blk;
-	/* The entry waits for the initialised inode. */
-	if ((r = e2_deps_addref(&edeps, init)) || (r = e2_deps_addref(&edeps, linked)))
+	/* The entry waits for the initialised inode, and in a directory that
+	 * is itself new for that directory's link count: while the directory
+	 * is a deleted inode to e2fsck its blocks are not read, and an entry
+	 * in them would leave the new inode unattached. */
+	e2_patch_drop_committed(fs, &dir->init);
+	if ((r = e2_deps_addref(&edeps, init)) || (r = e2_deps_addref(&edeps, linked)) ||
+	    (r = e2_deps_addref(&edeps, dir->init)))
 		goto out;
 	r = e2_dir_add(fs, dir, name, len, ino, ni->mode, &edeps, &ent);
 	if (r) {
@@ -148,14 +157,19 @@ static int create(struct e2fs *fs, uint32_t parent, const char *name, const stru
 		goto out;
 	}
 	e2_isync_add(fs, ip, ent);
+	/* The count after the entry. */
+	if ((r = e2_add_links_after(fs, ip, isdir ? 2 : 1, ent, NULL, NULL, &lk)))
+		goto out;
 	/* In a directory that is itself new, fsync must make the whole path
 	 * reachable: take the directory's own changes along. */
-	e2_patch_drop_committed(fs, &dir->init);
 	if (dir->init)
 		e2_isync_add(fs, ip, dir->sync);
 	patch_release(fs->c, ip->init);
-	ip->init = init;
-	init = NULL;
+	ip->init = lk ? lk : init;
+	if (lk)
+		lk = NULL;
+	else
+		init = NULL;
 	r = e2_touch_dir(fs, dir);
 	if (r)
 		goto out;
@@ -182,6 +196,7 @@ out:
 	patch_release(fs->c, init);
 	patch_release(fs->c, plink);
 	patch_release(fs->c, ent);
+	patch_release(fs->c, lk);
 	e2_unlock(fs);
 	return r;
 }
@@ -325,8 +340,9 @@ int e2_link(struct e2fs *fs, uint32_t ino, uint32_t newparent, const char *newna
 	if (r)
 		goto out;
 	e2_patch_drop_committed(fs, &ip->init);
+	e2_patch_drop_committed(fs, &dir->init);
 	if ((r = e2_deps_addref(&d, lp)) || (r = e2_deps_addref(&d, ip->init)) ||
-	    (r = e2_deps_addref(&d, linked)))
+	    (r = e2_deps_addref(&d, linked)) || (r = e2_deps_addref(&d, dir->init)))
 		goto out;
 	r = e2_dir_add(fs, dir, newname, len, ino, e2_imode(ip), &d, &ent);
 	if (r) {

@@ -59,3 +59,26 @@ int e2_patch(struct e2fs *fs, uint32_t blk, uint32_t off, uint32_t len, const vo
 	cache_put(fs->c, b);
 	return r;
 }
+
+/* Make the empty patch *set depend on p as well (made on first use): a set
+ * that can gain members until something depends on it, then is chained
+ * into a new one.  0 or -ENOMEM. */
+int e2_pset_add(struct e2fs *fs, struct patch **set, struct patch *p)
+{
+	struct patch *d[2], *np = NULL;
+	int r;
+
+	if (!p || patch_committed(p) || fs->opts.consistency == CONSISTENCY_NONE)
+		return 0;
+	e2_patch_drop_committed(fs, set);
+	if (*set && patch_add_depend(fs->c, *set, p) == 0)
+		return 0;
+	d[0] = p;
+	d[1] = *set;
+	r = patch_create_empty(fs->c, d, *set ? 2 : 1, &np);
+	if (r)
+		return r;
+	patch_release(fs->c, *set);
+	*set = np;
+	return 0;
+}

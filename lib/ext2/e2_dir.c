@@ -578,6 +578,18 @@ fail:
 	return r;
 }
 
+int e2_dir_preread(struct e2fs *fs, struct e2_inode *dir, uint32_t pos)
+{
+	struct cblock *b;
+	struct dent de;
+	uint32_t pblk, prev;
+	int r = entry_at(fs, dir, pos, &b, &pblk, &de, &prev);
+
+	if (!r)
+		cache_put(fs->c, b);
+	return r;
+}
+
 int e2_dir_remove(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
 		  struct e2_deps *deps, struct patch **out)
 {
@@ -625,6 +637,11 @@ int e2_dir_remove(struct e2fs *fs, struct e2_inode *dir, const char *name, size_
 				      deps ? deps->n : 0, out);
 	}
 	cache_put(fs->c, b);
+	/* The directory's own clear waits for its removals (e2_remove_last):
+	 * e2fsck does not read a deleted directory, and an entry still in it
+	 * would leave its inode unattached. */
+	if (!r && out && *out)
+		r = e2_pset_add(fs, &dir->rmset, *out);
 	if (r)
 		return r;
 	off = dn->pos / fs->bs; /* now the block number */

@@ -46,6 +46,8 @@ static void irelease(struct e2fs *fs, struct e2_inode *ip)
 {
 	patch_release(fs->c, ip->init);
 	patch_release(fs->c, ip->clear);
+	patch_release(fs->c, ip->rmset);
+	ip->rmset = NULL;
 	patch_release(fs->c, ip->sync);
 	patch_release(fs->c, ip->sync_last);
 	patch_release(fs->c, ip->tailz);
@@ -470,12 +472,13 @@ void e2_icache_trim(struct e2fs *fs)
 
 			e2_patch_drop_committed(fs, &ip->init);
 			e2_patch_drop_committed(fs, &ip->clear);
+			e2_patch_drop_committed(fs, &ip->rmset);
 			if (ip->ndfree)
 				e2_dfree_flush(fs, ip);
 			/* An inode whose initialisation is still pending must
 			 * stay: a new entry for it has to wait for that patch. */
 			if (!ip->nlookup && !ip->nopen && ip->ino != E2_ROOT_INO && !ip->init &&
-			    !ip->clear && (ip->freed || !ip->unlinked))
+			    !ip->clear && !ip->rmset && (ip->freed || !ip->unlinked))
 				idrop(fs, pp);
 			else
 				pp = &ip->hnext;

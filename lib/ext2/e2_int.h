@@ -75,6 +75,9 @@ struct e2_inode {
 				* links 0 on disk, whose blocks may be reused) */
 	struct patch *init;    /* a new entry for this inode must wait for it */
 	struct patch *clear;   /* the inode-clear patch once links reached 0 */
+	struct patch *rmset;   /* a directory: depends on every removal of an
+				* entry from it not yet on disk, so that its
+				* own clear can wait for them (e2_pset_add) */
 	struct patch *tailz;   /* zeroing of the tail past a shrunk size: any
 				* later size increase must wait for it */
 	struct e2_pdep *pdeps; /* its indirect blocks with pending pointers */
@@ -248,6 +251,10 @@ struct e2_dloc {
 int e2_dir_lookup(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
 		  struct e2_dloc *loc);
 int e2_dir_prepare(struct e2fs *fs, struct e2_inode *dir, size_t len, struct patch **linked);
+/* Read the block of dir's entry at pos (an operation reads what it will
+ * change before its first change, so that a read error cannot stop it
+ * half way).  0 or -errno. */
+int e2_dir_preread(struct e2fs *fs, struct e2_inode *dir, uint32_t pos);
 int e2_dir_add(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len, uint32_t ino,
 	       mode_t mode, struct e2_deps *deps, struct patch **out);
 int e2_dir_remove(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
@@ -288,6 +295,9 @@ int e2_drop_last_link(struct e2fs *fs, struct e2_inode *ip, struct e2_deps *deps
 int e2_unlink_inode(struct e2fs *fs, struct e2_inode *ip, struct patch *removal);
 int e2_remove_inode(struct e2fs *fs, struct e2_inode *dir, struct e2_inode *ip,
 		    struct patch *removal);
+int e2_pset_add(struct e2fs *fs, struct patch **set, struct patch *p);
+int e2_remove_last(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
+		   struct e2_inode *ip, struct patch *after, struct patch **rmp);
 int e2_touch_dir(struct e2fs *fs, struct e2_inode *dir);
 
 #endif

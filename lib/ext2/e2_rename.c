@@ -7,6 +7,7 @@
  * Counts that a crash could leave too low are raised first and lowered
  * last (".." of a moved directory, both inodes of an exchange). */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include "e2_int.h"
 
@@ -42,6 +43,51 @@ static int deps2(struct e2_deps *d, struct patch *a, struct patch *b)
 	return r ? r : e2_deps_addref(d, b);
 }
 
+/* A target about to lose its last name to a rename is parked: it gets a
+ * second name in lost+found, "#INO" (what e2fsck would call it), before the
+ * retarget, and that name goes once the retarget is on disk, with the
+ * inode cleared first (e2_remove_last).  So no crash state holds the
+ * target unattached with its data, which e2fsck -p refuses to repair
+ * (design.md §4).  0 and *h set (the new entry, or NULL when there is no
+ * usable lost+found: then the target is cleared after the retarget as
+ * before), or -errno. */
+static int park(struct e2fs *fs, struct e2_inode *t, char *pname, size_t *plen,
+		struct e2_inode **plf, struct patch **h)
+{
+	struct e2_inode *root, *lf;
+	struct e2_deps d = {0};
+	struct patch *linked = NULL, *lh = NULL;
+	struct e2_dloc loc;
+	int r;
+
+	*h = NULL;
+	*plf = NULL;
+	*plen = (size_t)snprintf(pname, 16, "#%u", t->ino);
+	if (e2_get_dir(fs, E2_ROOT_INO, &root) ||
+	    e2_dir_lookup(fs, root, "lost+found", 10, &loc) ||
+	    e2_entry_inode(fs, root, &loc, "lost+found", &lf) || !e2_idir(lf))
+		return 0;
+	r = e2_dir_lookup(fs, lf, pname, *plen, &loc);
+	if (r != -ENOENT)
+		return 0; /* taken (or unreadable): fall back */
+	e2_patch_drop_committed(fs, &lf->init);
+	r = e2_dir_prepare(fs, lf, *plen, &linked);
+	if (!r)
+		r = e2_add_links(fs, t, +1, NULL, &lh);
+	if (!r && !(r = deps2(&d, lh, t->init)) && !(r = deps2(&d, linked, lf->init))) {
+		r = e2_dir_add(fs, lf, pname, *plen, t->ino, e2_imode(t), &d, h);
+		if (r)
+			(void)e2_add_links(fs, t, -1, NULL, NULL);
+	}
+	if (!r)
+		*plf = lf;
+	e2_deps_free(fs, &d);
+	patch_release(fs->c, linked);
+	patch_release(fs->c, lh);
+	return r;
+}
+
+
 int e2_rename(struct e2fs *fs, uint32_t parent, const char *name, uint32_t newparent,
 	      const char *newname, unsigned flags)
 {
@@ -49,7 +95,10 @@ int e2_rename(struct e2fs *fs, uint32_t parent, const char *name, uint32_t newpa
 	struct e2_deps d = {0};
 	struct patch *l2 = NULL, *l1 = NULL, *n = NULL, *dd = NULL, *rm = NULL;
 	struct patch *ls = NULL, *lt = NULL, *o1 = NULL, *o2 = NULL, *dt = NULL;
-	struct patch *linked = NULL;
+	struct patch *linked = NULL, *parked = NULL;
+	struct e2_inode *lf = NULL;
+	char pname[16];
+	size_t plen = 0;
 	struct e2_dloc loc1, loc2;
 	size_t len1, len2;
 	bool sdir, tdir = false, moved, exists;
@@ -132,9 +181,26 @@ int e2_rename(struct e2fs *fs, uint32_t parent, const char *name, uint32_t newpa
 		r = -EMLINK;
 		goto out;
 	}
+	/* Read every block this rename changes before the first change: a
+	 * read error half way would leave, say, a directory under two names
+	 * with no crash at all. */
+	{
+		uint32_t up;
+
+		if ((r = e2_dir_preread(fs, p1, loc1.pos)) ||
+		    (exists && (r = e2_dir_preread(fs, p2, loc2.pos))) ||
+		    (sdir && moved && (r = e2_dir_get_dotdot(fs, s, &up))) ||
+		    (tdir && moved && (r = e2_dir_get_dotdot(fs, t, &up))))
+			goto out;
+	}
 	e2_patch_drop_committed(fs, &s->init);
 	if (t)
 		e2_patch_drop_committed(fs, &t->init);
+	/* A name put into a directory whose own link count is not on disk yet
+	 * waits for it (design.md §4): until then e2fsck does not read the
+	 * directory's blocks. */
+	e2_patch_drop_committed(fs, &p1->init);
+	e2_patch_drop_committed(fs, &p2->init);
 
 	if (flags & E2_RENAME_EXCHANGE) {
 		/* Both counts up while both names may name one inode. */
@@ -145,11 +211,11 @@ int e2_rename(struct e2fs *fs, uint32_t parent, const char *name, uint32_t newpa
 			goto out;
 		if (tdir && moved && (r = e2_add_links(fs, p1, +1, NULL, &l1)))
 			goto out;
-		if ((r = deps2(&d, ls, s->init)) ||
+		if ((r = deps2(&d, ls, s->init)) || (r = e2_deps_addref(&d, p2->init)) ||
 		    (r = e2_dir_retarget(fs, p2, newname, len2, s->ino, e2_imode(s), &d, &o2)))
 			goto out;
 		e2_deps_free(fs, &d);
-		if ((r = deps2(&d, lt, t->init)) ||
+		if ((r = deps2(&d, lt, t->init)) || (r = e2_deps_addref(&d, p1->init)) ||
 		    (r = e2_dir_retarget(fs, p1, name, len1, t->ino, e2_imode(t), &d, &o1)))
 			goto out;
 		e2_deps_free(fs, &d);
@@ -178,7 +244,13 @@ int e2_rename(struct e2fs *fs, uint32_t parent, const char *name, uint32_t newpa
 		if (sdir && moved && (r = e2_add_links(fs, p2, +1, NULL, &l2)))
 			goto out;
 		if ((r = e2_add_links(fs, s, +1, NULL, &ls)) || (r = deps2(&d, s->init, linked)) ||
-		    (r = e2_deps_addref(&d, ls)))
+		    (r = deps2(&d, ls, p2->init)))
+			goto out;
+		/* A target losing its last name is parked first (see park()). */
+		if (exists && !tdir && e2_ilinks(&t->d) == 1 &&
+		    fs->opts.consistency != CONSISTENCY_NONE &&
+		    ((r = park(fs, t, pname, &plen, &lf, &parked)) ||
+		     (r = e2_deps_addref(&d, parked))))
 			goto out;
 		if (exists)
 			r = e2_dir_retarget(fs, p2, newname, len2, s->ino, e2_imode(s), &d, &n);
@@ -199,8 +271,13 @@ int e2_rename(struct e2fs *fs, uint32_t parent, const char *name, uint32_t newpa
 			goto out;
 		if ((r = e2_add_links_after(fs, s, -1, rm, NULL, NULL, NULL)))
 			goto out;
-		/* The replaced target loses its name with the retarget. */
-		if (exists && (r = e2_remove_inode(fs, p2, t, n)))
+		/* The replaced target loses its name with the retarget; a
+		 * parked one its last name after that. */
+		if (lf)
+			r = e2_remove_last(fs, lf, pname, plen, t, n, NULL);
+		else if (exists)
+			r = e2_remove_inode(fs, p2, t, n);
+		if (r)
 			goto out;
 	}
 	e2_isync_add(fs, s, n);
@@ -235,6 +312,7 @@ out:
 	patch_release(fs->c, o1);
 	patch_release(fs->c, o2);
 	patch_release(fs->c, linked);
+	patch_release(fs->c, parked);
 	e2_unlock(fs);
 	return r;
 }

@@ -1,5 +1,6 @@
 /* Helpers for the ext2 module's tests (see e2test_util.h).  libc only. */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
@@ -326,6 +327,8 @@ static void add_finding(struct e2t_fsck *r, char kind, const char *line)
 
 	if (kind == 'B')
 		r->nbenign++;
+	else if (kind == 'P')
+		r->npreen++;
 	else
 		r->ndangerous++;
 	if (used + 8 < sizeof(r->findings))
@@ -348,79 +351,46 @@ static int is_answer(const char *l)
 	return 1;
 }
 
-/* Which findings soft updates may leave after a crash (design.md §3): a
- * leaked block or inode (bitmap says used, nothing uses it), summary
- * counters, an inode that lost its only name (unattached: it leaks), and a
- * link count that is too high.  Three more are the same leaks seen from
- * another side, and are benign for the same reason:
- *   - "Deleted inode N has zero dtime": an inode cleared whose bitmap bit
- *     is not yet freed;
- *   - "Unconnected directory inode N" (with its "'..' in ... (N) is ...,
- *     should be <The NULL inode>"): a directory with no name, which is the
- *     state between writing a new directory's inode and its entry (mkdir),
- *     or between removing an entry and clearing the inode (rmdir);
- *   - "Inode N, i_blocks is A, should be B" with A > B: the inode counts
- *     blocks that no pointer on disk reaches yet (or any more); those
- *     blocks are leaked, like the "-" bitmap differences that come with
- *     it.  A count that is too low is dangerous;
- *   - "Extended attribute block N has reference count A, should be B"
- *     with A > B: an inode stopped sharing the block and the lowered
- *     count is not on disk yet.  Too low is dangerous (a later free would
- *     leave a pointer to a free block);
- *   - "Entry 'y' in /x (N) is a link to directory /d/y (M)" and "'..' in
- *     /d/y (M) is /x (N), should be /d (P)": a directory renamed from one
- *     parent to another.  The new name must exist before the old one goes
- *     (design.md §4), so with the two entries in different blocks a crash
- *     can leave both; e2fsck keeps one of them (the old name or the new,
- *     as a rename promises).  The directory's link count must still not be
- *     too low, which is checked separately.
- * Everything else is dangerous, because e2fsck would have to destroy or
- * guess something to repair it. */
-static char classify_line(const char *l)
+/* Findings e2fsck -p repairs on its own but soft updates promise never to
+ * leave (design.md §3), because fstitch (or a kernel) mounting the image
+ * without a check would act on them: a block or inode in use that a bitmap
+ * calls free would be handed out twice; a link count, i_blocks or
+ * attribute-block reference count below the truth would free something
+ * still in use.  Counts that are too high and "-" bitmap differences are
+ * leaks and fine. */
+static bool forbidden(const char *l)
 {
 	unsigned ino, a, b;
 	unsigned long long qa, qb;
-	const char *p;
 
 	if (!strncmp(l, "Block bitmap differences:", 25) ||
-	    !strncmp(l, "Inode bitmap differences:", 25)) {
-		/* "+N" means in use but marked free: a later allocation
-		 * would hand it out twice. */
-		for (p = l + 25; *p; p++)
-			if (*p == '+')
-				return 'D';
-		return 'B';
-	}
-	if (strstr(l, "count wrong for group") || !strncmp(l, "Free blocks count wrong", 23) ||
-	    !strncmp(l, "Free inodes count wrong", 23))
-		return 'B';
-	if (!strncmp(l, "Unattached inode", 16) || !strncmp(l, "Unattached zero-length inode", 28))
-		return 'B';
+	    !strncmp(l, "Inode bitmap differences:", 25))
+		return strchr(l + 25, '+') != NULL;
 	if (sscanf(l, "Inode %u ref count is %u, should be %u.", &ino, &a, &b) == 3)
-		return a > b ? 'B' : 'D';
-	if (sscanf(l, "Deleted inode %u has zero dtime", &ino) == 1)
-		return 'B';
-	if (sscanf(l, "Unconnected directory inode %u", &ino) == 1)
-		return 'B';
-	if (!strncmp(l, "Entry '", 7) && strstr(l, ") is a link to directory "))
-		return 'B';
-	if (!strncmp(l, "'..' in ", 8) && strstr(l, ", should be "))
-		return 'B';
+		return a < b;
 	if (sscanf(l, "Inode %u, i_blocks is %llu, should be %llu.", &ino, &qa, &qb) == 3)
-		return qa > qb ? 'B' : 'D';
+		return qa < qb;
 	if (sscanf(l, "Extended attribute block %u has reference count %u, should be %u.", &ino,
 		   &a, &b) == 3)
-		return a > b ? 'B' : 'D';
-	return 'D';
+		return a < b;
+	return false;
 }
 
-void e2t_fsck_classify(const char *output, int status, struct e2t_fsck *r)
+/* e2fsck's chatter, its questions and our "no": not findings. */
+static bool chatter(const char *line)
 {
-	const char *p = output ? output : "";
+	return !strncmp(line, "e2fsck ", 7) || !strncmp(line, "Pass ", 5) ||
+	       strstr(line, "**********") || strstr(line, "non-contiguous)") ||
+	       strstr(line, "UNEXPECTED INCONSISTENCY") || strstr(line, "(i.e., without -a or -p");
+}
+
+/* Call fn on each non-empty line of text (trailing blanks cut, at most
+ * 511 bytes). */
+static void each_line(const char *text, void (*fn)(const char *line, void *arg), void *arg)
+{
+	const char *p = text ? text : "";
 	char line[512];
 
-	memset(r, 0, sizeof(*r));
-	r->status = status;
 	while (*p) {
 		const char *nl = strchr(p, '\n');
 		size_t n = nl ? (size_t)(nl - p) : strlen(p);
@@ -432,21 +402,43 @@ void e2t_fsck_classify(const char *output, int status, struct e2t_fsck *r)
 		while (n && (line[n - 1] == ' ' || line[n - 1] == '\r' || line[n - 1] == '\t'))
 			line[--n] = 0;
 		p = nl ? nl + 1 : p + strlen(p);
-		if (!n || is_answer(line))
-			continue;
-		if (!strncmp(line, "e2fsck ", 7) || !strncmp(line, "Pass ", 5) ||
-		    strstr(line, "**********") || strstr(line, "non-contiguous)"))
-			continue;
-		if (status == 0)
-			continue; /* clean: chatter only */
-		add_finding(r, classify_line(line), line);
+		if (n && !is_answer(line) && !chatter(line))
+			fn(line, arg);
 	}
-	if (status >= 8 || status < 0) {
+}
+
+static void fn_line(const char *line, void *arg)
+{
+	struct e2t_fsck *r = arg;
+
+	add_finding(r, forbidden(line) ? 'D' : 'B', line);
+}
+
+/* e2fsck -p prefixes every line with the image's path: drop it. */
+static void fp_line(const char *line, void *arg)
+{
+	struct e2t_fsck *r = arg;
+	const char *p = strstr(line, ": ");
+
+	if (p && p - line < 256 && line[0] == '/')
+		line = p + 2;
+	if (!strncmp(line, "clean, ", 7) || strstr(line, " files (") || chatter(line))
+		return;
+	if (strstr(line, "FIXED.") || strstr(line, "CLEARED.") || strstr(line, "SALVAGED."))
+		return; /* repaired on its own */
+	add_finding(r, 'P', line);
+}
+
+void e2t_fsck_classify(const char *output, int status, struct e2t_fsck *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->status = status;
+	if (status != 0)
+		each_line(output, fn_line, r);
+	if (status >= 8 || status < 0)
 		add_finding(r, 'D', "e2fsck operational error");
-	} else if (status != 0 && r->nbenign == 0 && r->ndangerous == 0) {
-		/* Not clean, but nothing we recognise was said. */
+	else if (status != 0 && r->nbenign == 0 && r->ndangerous == 0)
 		add_finding(r, 'D', "e2fsck reported errors without findings");
-	}
 	if (r->ndangerous)
 		r->verdict = E2T_DANGEROUS;
 	else if (r->nbenign)
@@ -455,12 +447,39 @@ void e2t_fsck_classify(const char *output, int status, struct e2t_fsck *r)
 		r->verdict = E2T_CLEAN;
 }
 
-int e2t_fsck_file(const char *path, struct e2t_fsck *r)
+/* Run e2fsck with one option on path; its status, output to *out. */
+static int fsck_run(const char *opt, const char *path, char **out)
 {
-	char *argv[] = {"e2fsck", "-fn", (char *)path, NULL};
-	char *out = NULL;
-	int st = e2t_run(argv, &out);
+	char *argv[] = {"e2fsck", (char *)opt, (char *)path, NULL};
 
+	*out = NULL;
+	return e2t_run(argv, out);
+}
+
+static void append(char **dst, const char *head, const char *text)
+{
+	size_t a = *dst ? strlen(*dst) : 0, b = strlen(head), c = text ? strlen(text) : 0;
+	char *n = realloc(*dst, a + b + c + 1);
+
+	if (!n)
+		return;
+	memcpy(n + a, head, b);
+	memcpy(n + a + b, text ? text : "", c);
+	n[a + b + c] = 0;
+	*dst = n;
+}
+
+static int fsck_file(const char *path, struct e2t_fsck *r, void **fixed, size_t *flen)
+{
+	char *out = NULL, *pout = NULL, *after = NULL, *copy = NULL;
+	void *img = NULL;
+	size_t len;
+	int st, pst, ast, ret = 0;
+
+	if (fixed)
+		*fixed = NULL;
+
+	st = fsck_run("-fn", path, &out);
 	if (st < 0)
 		return st;
 	if (st == 127) {
@@ -469,7 +488,74 @@ int e2t_fsck_file(const char *path, struct e2t_fsck *r)
 	}
 	e2t_fsck_classify(out, st, r);
 	r->output = out;
-	return 0;
+	if (st == 0 || st >= 8)
+		return 0;
+	/* Not clean: what a boot would do, on a copy. */
+	copy = e2t_tmpfile("preen");
+	if (!copy)
+		return -ENOMEM;
+	ret = e2t_read_file(path, &img, &len);
+	if (!ret)
+		ret = e2t_write_file(copy, img, len);
+	free(img);
+	if (ret)
+		goto out;
+	pst = fsck_run("-fp", copy, &pout);
+	ast = pst >= 0 && pst < 2 ? fsck_run("-fn", copy, &after) : -1;
+	r->preen_status = pst;
+	append(&r->output, "--- e2fsck -fp:\n", pout);
+	if (ast >= 0)
+		append(&r->output, "--- e2fsck -fn after it:\n", after);
+	if (pst < 0 || pst >= 2) {
+		/* e2fsck -p stopped: name what stopped it */
+		size_t before = r->npreen;
+
+		each_line(pout, fp_line, r);
+		if (r->npreen == before)
+			add_finding(r, 'P', "e2fsck -p failed without a finding");
+	} else if (ast != 0) {
+		add_finding(r, 'P', "e2fsck -fn finds errors after e2fsck -p");
+	}
+	if (r->npreen || r->ndangerous)
+		r->verdict = E2T_DANGEROUS;
+	if (fixed) {
+		/* what the user gets: e2fsck -p's repair, or e2fsck -fy's
+		 * where -p gave up */
+		if (pst < 0 || pst >= 2) {
+			char *y = NULL;
+
+			(void)fsck_run("-fy", copy, &y);
+			free(y);
+		}
+		ret = e2t_read_file(copy, fixed, flen);
+	}
+out:
+	unlink(copy);
+	free(copy);
+	free(pout);
+	free(after);
+	return ret;
+}
+
+int e2t_fsck_file(const char *path, struct e2t_fsck *r)
+{
+	return fsck_file(path, r, NULL, NULL);
+}
+
+int e2t_fsck_mem_repair(const void *img, size_t len, struct e2t_fsck *r, void **fixed,
+			size_t *flen)
+{
+	char *path = e2t_tmpfile("fsck");
+	int ret;
+
+	if (!path)
+		return -ENOMEM;
+	ret = e2t_write_file(path, img, len);
+	if (!ret)
+		ret = fsck_file(path, r, fixed, flen);
+	unlink(path);
+	free(path);
+	return ret;
 }
 
 int e2t_fsck_mem(const void *img, size_t len, struct e2t_fsck *r)

@@ -1,6 +1,6 @@
 /* Helpers for the ext2 module's tests: make images with mke2fs, move them
- * between files and memory, and run e2fsck -fn and sort what it says into
- * clean, benign (what a soft-updates crash may leave) and dangerous.
+ * between files and memory, and judge an image as a boot would: clean,
+ * benign (e2fsck -p repairs it on its own) or dangerous.
  *
  * Linked into every unit test binary, so this depends on libc only (the
  * tests themselves turn image bytes into memory devices).
@@ -76,27 +76,39 @@ int e2t_mkfs_mem(unsigned size_kib, unsigned block_size, const char *extra, void
 /* ---- e2fsck ---------------------------------------------------------- */
 
 enum e2t_verdict {
-	E2T_CLEAN = 0,	   /* exit 0, no findings */
-	E2T_BENIGN = 1,	   /* only findings soft updates may leave */
+	E2T_CLEAN = 0,	   /* e2fsck -fn: exit 0, no findings */
+	E2T_BENIGN = 1,	   /* e2fsck -p on a copy repairs it on its own (exit 0
+			    * or 1, then e2fsck -fn is clean), and e2fsck -fn
+			    * on the image found nothing soft updates forbid */
 	E2T_DANGEROUS = 2, /* anything else, including operational errors */
 };
 
 struct e2t_fsck {
-	int status; /* e2fsck exit status */
+	int status;	     /* e2fsck -fn exit status */
+	int preen_status;    /* e2fsck -fp's on a copy (0 if not run) */
 	enum e2t_verdict verdict;
-	unsigned nbenign, ndangerous;
-	char findings[2048]; /* "B: line" / "D: line", newline separated,
-			      * truncated */
+	unsigned nbenign, ndangerous, npreen;
+	char findings[2048]; /* "B: line" (e2fsck -fn), "D: line" (e2fsck -fn,
+			      * forbidden), "P: line" (what stopped e2fsck -p),
+			      * newline separated, truncated */
 	char *output;	     /* full output (malloc'd); e2t_fsck_free */
 };
 
-/* Sort e2fsck -fn output (and its exit status) into *r (output is not
- * copied into r->output). */
+/* Sort e2fsck -fn output (and its exit status) into *r: findings soft
+ * updates forbid ("D") and the others ("B"); e2fsck -p is not run (output
+ * is not copied into r->output). */
 void e2t_fsck_classify(const char *output, int status, struct e2t_fsck *r);
-/* Run e2fsck -fn on an image file.  0, or -errno if e2fsck could not run. */
+/* Judge an image file: e2fsck -fn on it; if not clean, e2fsck -fp on a copy
+ * and e2fsck -fn on the repaired copy.  0, or -errno if e2fsck could not
+ * run. */
 int e2t_fsck_file(const char *path, struct e2t_fsck *r);
 /* Write img to a scratch file, check it, remove it. */
 int e2t_fsck_mem(const void *img, size_t len, struct e2t_fsck *r);
+/* The same, and *fixed (malloc'd, *flen bytes) gets the image as a user
+ * finds it after the repair (e2fsck -p's, or e2fsck -fy's where -p gave
+ * up), or NULL when the image was clean. */
+int e2t_fsck_mem_repair(const void *img, size_t len, struct e2t_fsck *r, void **fixed,
+			size_t *flen);
 void e2t_fsck_free(struct e2t_fsck *r);
 const char *e2t_verdict_name(enum e2t_verdict v);
 
