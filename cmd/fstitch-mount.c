@@ -1484,6 +1484,7 @@ int main(int argc, char **argv)
 	struct args a = { .source = NULL };
 	char *mnt = NULL, *fopts = NULL, *base, *stats = NULL;
 	struct insp_snap *snap = NULL;
+	struct ctl_access acc = { .owner = 0 };
 	bool had_srv = false, stats_failed = false;
 	int status = EXIT_FAIL, ready_fd = -1, r;
 	struct stat st;
@@ -1573,8 +1574,12 @@ int main(int argc, char **argv)
 		status = EXIT_MOUNT;
 		goto out_signals;
 	}
-	/* Patchgroups are an addition: the file system works without them. */
-	r = pgsrv_create(D.fs, mnt, NULL, &D.srv);
+	/* Patchgroups are an addition: the file system works without them.
+	 * Their socket follows the mount's own rule for who may use it. */
+	acc.owner = getuid();
+	acc.allow_root = a.mo.allow_root;
+	acc.allow_other = a.mo.allow_other;
+	r = pgsrv_create(D.fs, mnt, NULL, &acc, &D.srv);
 	had_srv = r == 0;
 	if (r < 0) {
 		D.srv = NULL;

@@ -183,6 +183,11 @@ ts = [threading.Thread(target=w, args=(i,)) for i in range(4)]
 }
 
 @test "another user cannot engage, depend on, sync or close someone else's group" {
+	# other users reach the socket only when the mount lets them in
+	cd /
+	fstitch_mount_stop "$MNT"
+	fstitch_mount_start "$IMG" "$MNT" -o allow_other
+	cd "$MNT"
 	sock=$(control_socket)
 	g=$("$PGCREATE")
 	as_nobody() {

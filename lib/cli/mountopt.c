@@ -269,6 +269,10 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 	if (IN_LIST(opt, fuse_flags)) {
 		if (val)
 			goto no_value;
+		if (strcmp(opt, "allow_other") == 0)
+			mo->allow_other = true;
+		if (strcmp(opt, "allow_root") == 0)
+			mo->allow_root = true;
 		return append_fuse(mo, opt);
 	}
 	if (IN_LIST(opt, fuse_valued)) {

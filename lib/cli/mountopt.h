@@ -31,6 +31,9 @@ struct mountopt {
 	bool debug;                   /* "debug" given as -o debug */
 	bool has_fsname;              /* the user chose fsname= */
 	bool has_subtype;             /* the user chose subtype= */
+	bool allow_other;             /* allow_other: other users may use the
+				       * mount (and its control socket) */
+	bool allow_root;              /* allow_root: root may as well */
 	unsigned max_threads;         /* max_threads=N; 0: the daemon's default */
 	unsigned lock_wait_ms;        /* lock_wait=SECONDS: how long to wait for
 				       * an image in use; 0: refuse at once */

@@ -115,6 +115,10 @@ static const char *why(char *buf, size_t size, int err, pg_t id)
 	case EPROTO:
 		snprintf(buf, size, "the fstitch daemon speaks another protocol version");
 		break;
+	case EACCES:
+		snprintf(buf, size, "%s: the mount is private to its owner (see allow_other)",
+			 strerror(EACCES));
+		break;
 	default:
 		snprintf(buf, size, "%s", strerror(abs(err)));
 		break;

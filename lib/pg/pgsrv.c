@@ -378,7 +378,7 @@ static void default_path(char *buf, size_t size)
 }
 
 int pgsrv_create(struct e2fs *fs, const char *mountpoint, const char *sockpath,
-		 struct pgsrv **out)
+		 const struct ctl_access *acc, struct pgsrv **out)
 {
 	struct pgsrv *srv = calloc(1, sizeof(*srv));
 	int r;
@@ -408,7 +408,7 @@ int pgsrv_create(struct e2fs *fs, const char *mountpoint, const char *sockpath,
 		*out = srv;
 		return 0;
 	}
-	r = ctl_server_start(srv->sock, handle, srv, &srv->ctl);
+	r = ctl_server_start(srv->sock, acc, handle, srv, &srv->ctl);
 	if (r < 0)
 		goto fail_scopes;
 	*out = srv;

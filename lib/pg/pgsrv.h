@@ -15,11 +15,13 @@ struct pgsrv;
 /* Start serving patchgroups for fs mounted at mountpoint.  The control
  * socket is created at sockpath, or at a default path derived from the
  * mount when sockpath is NULL, and a thread answers it.  Clients find it
- * from any path inside the mount through pgsrv_xattr_name().  An empty
- * sockpath ("") makes no socket: requests then come only through
+ * from any path inside the mount through pgsrv_xattr_name().  acc says who
+ * may connect, as the mount's allow_other and allow_root do for the mount
+ * itself (NULL: only the effective user; see ctl_server_start()).  An
+ * empty sockpath ("") makes no socket: requests then come only through
  * pgsrv_request() (tests and fuzzers). */
 int pgsrv_create(struct e2fs *fs, const char *mountpoint, const char *sockpath,
-		 struct pgsrv **out);
+		 const struct ctl_access *acc, struct pgsrv **out);
 /* Stop the socket thread, disengage and close every group, free. */
 void pgsrv_destroy(struct pgsrv *srv);
 

@@ -15,6 +15,7 @@
 #ifndef FSTITCH_CTL_H
 #define FSTITCH_CTL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -133,11 +134,26 @@ typedef void (*ctl_handler)(void *arg, const struct ctl_peer *peer, const struct
 
 struct ctl_server;
 
+/* Who may talk to a server: FUSE's rule for the mount it serves.  The
+ * owner (the user who mounted) always; root too with allow_root; anyone
+ * with allow_other, each request then checked against the peer's uid by
+ * the handler.  Anyone else gets EACCES for every request. */
+struct ctl_access {
+	uid_t owner;
+	bool allow_root;
+	bool allow_other;
+};
+
+/* True if peer may use a server with access acc. */
+bool ctl_access_allows(const struct ctl_access *acc, const struct ctl_peer *peer);
+
 /* Listen on path (a stale socket there is replaced; any other file is left
- * alone and gives -EEXIST) with mode 0666: anyone may connect, and each
- * request is checked against the peer's uid.  One thread accepts, one
- * thread per connection answers. */
-int ctl_server_start(const char *path, ctl_handler fn, void *arg, struct ctl_server **out);
+ * alone and gives -EEXIST).  acc says who may connect (NULL: the effective
+ * user only); the socket's mode is 0666 with allow_other and 0600
+ * otherwise, and every connection's peer is checked as well (root passes
+ * the mode).  One thread accepts, one thread per connection answers. */
+int ctl_server_start(const char *path, const struct ctl_access *acc, ctl_handler fn, void *arg,
+		     struct ctl_server **out);
 /* Stop accepting, close every connection, wait for the threads (a request
  * being answered finishes first), remove the socket file. */
 void ctl_server_stop(struct ctl_server *s);

@@ -17,6 +17,7 @@ struct conn {
 	struct ctl_server *s;
 	int fd;
 	struct ctl_peer peer;
+	bool refused; /* not allowed by the server's access: EACCES to all */
 	struct conn *next;
 };
 
@@ -31,6 +32,7 @@ struct ctl_server {
 	int stopfd[2];
 	ctl_handler fn;
 	void *arg;
+	struct ctl_access acc;
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t gone;
@@ -85,6 +87,22 @@ void ctl_dispatch(ctl_handler fn, void *arg, const struct ctl_peer *peer, const 
 	fn(arg, peer, &req, rep, pl);
 }
 
+bool ctl_access_allows(const struct ctl_access *acc, const struct ctl_peer *peer)
+{
+	return acc->allow_other || peer->uid == acc->owner ||
+	       (acc->allow_root && peer->uid == 0);
+}
+
+static void refuse(void *arg, const struct ctl_peer *peer, const struct ctl_req *req,
+		   struct ctl_rep *rep, struct ctl_payload *pl)
+{
+	(void)arg;
+	(void)peer;
+	(void)req;
+	(void)pl;
+	rep->err = EACCES;
+}
+
 static void *conn_main(void *arg)
 {
 	struct conn *c = arg, **pp;
@@ -98,7 +116,10 @@ static void *conn_main(void *arg)
 		n = recv(c->fd, &req, sizeof(req), 0);
 		if (n <= 0)
 			break;
-		ctl_dispatch(s->fn, s->arg, &c->peer, &req, (size_t)n, &rep, &pl);
+		/* A refused peer still gets an answer, so that it can say
+		 * why rather than see a connection that just ends. */
+		ctl_dispatch(c->refused ? refuse : s->fn, s->arg, &c->peer, &req, (size_t)n,
+			     &rep, &pl);
 		if (send(c->fd, &rep, sizeof(rep), MSG_NOSIGNAL) != sizeof(rep)) {
 			send_payload(c->fd, &pl, false);
 			break;
@@ -138,8 +159,8 @@ static void *accept_main(void *arg)
 			continue;
 		if (pf[1].revents)
 			break;
-		/* The socket is open to every user: one thread per connection
-		 * must have a bound.  Beyond it, new clients wait in the
+		/* With allow_other the socket is open to every user: one
+		 * thread per connection must have a bound.  Beyond it, new clients wait in the
 		 * listen backlog until a connection ends. */
 		pthread_mutex_lock(&s->lock);
 		full = s->nconns >= CTL_MAX_CONNS;
@@ -172,6 +193,7 @@ static void *accept_main(void *arg)
 		c->peer.pid = cr.pid;
 		c->peer.uid = cr.uid;
 		c->peer.gid = cr.gid;
+		c->refused = !ctl_access_allows(&s->acc, &c->peer);
 		pthread_mutex_lock(&s->lock);
 		c->next = s->conns;
 		s->conns = c;
@@ -188,7 +210,8 @@ static void *accept_main(void *arg)
 	return NULL;
 }
 
-int ctl_server_start(const char *path, ctl_handler fn, void *arg, struct ctl_server **out)
+int ctl_server_start(const char *path, const struct ctl_access *acc, ctl_handler fn, void *arg,
+		     struct ctl_server **out)
 {
 	struct ctl_server *s = calloc(1, sizeof(*s));
 	struct sockaddr_un sa;
@@ -221,7 +244,13 @@ int ctl_server_start(const char *path, ctl_handler fn, void *arg, struct ctl_ser
 		r = -errno;
 		goto fail;
 	}
-	if (chmod(path, 0666) < 0 || listen(s->lfd, 64) < 0) {
+	if (acc)
+		s->acc = *acc;
+	else
+		s->acc.owner = geteuid();
+	/* The mode keeps other users out before they can even connect; the
+	 * peer check above covers root, whom the mode does not stop. */
+	if (chmod(path, s->acc.allow_other ? 0666 : 0600) < 0 || listen(s->lfd, 64) < 0) {
 		r = -errno;
 		unlink(path);
 		goto fail;

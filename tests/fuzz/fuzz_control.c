@@ -142,7 +142,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	if (e2_open_bdev(dev, &o, &fs) < 0)
 		abort();
-	if (pgsrv_create(fs, "/", "", &srv) < 0)
+	if (pgsrv_create(fs, "/", "", NULL, &srv) < 0)
 		abort();
 	while (i < size && n++ < MAX_RECORDS) {
 		c = data[i++];

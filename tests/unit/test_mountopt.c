@@ -300,6 +300,12 @@ static void test_mount8_options_dropped(void **state)
 	assert_int_equal(mountopt_fuse_string(&mo, "/img", &s), 0);
 	assert_string_equal(s, "rw,default_permissions,fsname=/img,subtype=fstitch");
 	free(s);
+	assert_false(mo.allow_other);
+	assert_false(mo.allow_root);
+	mountopt_free(&mo);
+	assert_int_equal(parse(&mo, "allow_root", &err), 0);
+	assert_true(mo.allow_root);
+	assert_false(mo.allow_other);
 	mountopt_free(&mo);
 }
 
@@ -312,6 +318,9 @@ static void test_fuse_passthrough(void **state)
 	assert_int_equal(parse(&mo, "allow_other,nosuid,nodev,noatime,default_permissions", &err),
 			 0);
 	assert_string_equal(mo.fuse_opts, "allow_other,nosuid,nodev,noatime");
+	/* remembered too: they decide who may use the control socket */
+	assert_true(mo.allow_other);
+	assert_false(mo.allow_root);
 	assert_int_equal(mountopt_fuse_string(&mo, "/srv/a.img", &s), 0);
 	assert_string_equal(s, "allow_other,nosuid,nodev,noatime,rw,default_permissions,"
 			       "fsname=/srv/a.img,subtype=fstitch");

@@ -995,9 +995,9 @@ static void test_ctl_protocol(void **state)
 	snprintf(path, sizeof(path), "%s/ctl", dir);
 	/* a file that is not a socket is never replaced */
 	assert_int_equal(e2t_write_file(path, "x", 1), 0);
-	assert_int_equal(ctl_server_start(path, echo_handler, NULL, &srv), -EEXIST);
+	assert_int_equal(ctl_server_start(path, NULL, echo_handler, NULL, &srv), -EEXIST);
 	unlink(path);
-	assert_int_equal(ctl_server_start(path, echo_handler, NULL, &srv), 0);
+	assert_int_equal(ctl_server_start(path, NULL, echo_handler, NULL, &srv), 0);
 	assert_int_equal(ctl_connect(path, &fd), 0);
 	assert_int_equal(ctl_call(fd, &req, &rep), 0);
 	assert_int_equal(rep.err, 0);
@@ -1017,6 +1017,71 @@ static void test_ctl_protocol(void **state)
 	assert_int_equal(ctl_call(fd, &req, &rep) < 0, 1);
 	close(fd);
 	assert_int_equal(ctl_connect(path, &fd), -ENOENT);
+	e2t_rm_rf(dir);
+	free(dir);
+}
+
+/* One HELLO on a server started with acc: the reply's error (0 or EACCES)
+ * and the socket's permission bits in *mode. */
+static int hello_with(const char *path, const struct ctl_access *acc, mode_t *mode)
+{
+	struct ctl_req req = { .magic = CTL_MAGIC, .version = CTL_VERSION, .op = CTL_HELLO };
+	struct ctl_server *srv;
+	struct ctl_rep rep;
+	struct stat st;
+	int fd;
+
+	assert_int_equal(ctl_server_start(path, acc, echo_handler, NULL, &srv), 0);
+	assert_int_equal(stat(path, &st), 0);
+	*mode = st.st_mode & 07777;
+	assert_int_equal(ctl_connect(path, &fd), 0);
+	assert_int_equal(ctl_call(fd, &req, &rep), 0);
+	close(fd);
+	ctl_server_stop(srv);
+	return rep.err;
+}
+
+/* FUSE's rule for the mount carries over to its socket: without
+ * allow_other only the owner (and root with allow_root) is served. */
+static void test_ctl_access(void **state)
+{
+	char *dir = e2t_tmpdir_new("pgacc"), path[512];
+	uid_t me = geteuid(), other = me == 4242 ? 4343 : 4242;
+	struct ctl_access acc = { .owner = me };
+	struct ctl_peer peer = { .uid = me };
+	mode_t mode;
+
+	assert_non_null(dir);
+	snprintf(path, sizeof(path), "%s/ctl", dir);
+	/* the default and an owner-only server: mode 0600, the owner served */
+	assert_int_equal(hello_with(path, NULL, &mode), 0);
+	assert_int_equal(mode, 0600);
+	assert_int_equal(hello_with(path, &acc, &mode), 0);
+	assert_int_equal(mode, 0600);
+	/* someone else's private mount refuses us, whatever the mode says */
+	acc.owner = other;
+	assert_int_equal(hello_with(path, &acc, &mode), EACCES);
+	if (me == 0) {
+		acc.allow_root = true;
+		assert_int_equal(hello_with(path, &acc, &mode), 0);
+		assert_int_equal(mode, 0600);
+		acc.allow_root = false;
+	}
+	acc.allow_other = true;
+	assert_int_equal(hello_with(path, &acc, &mode), 0);
+	assert_int_equal(mode, 0666);
+	/* the rule itself */
+	acc = (struct ctl_access){ .owner = 1000 };
+	peer.uid = 1000;
+	assert_true(ctl_access_allows(&acc, &peer));
+	peer.uid = 0;
+	assert_false(ctl_access_allows(&acc, &peer));
+	acc.allow_root = true;
+	assert_true(ctl_access_allows(&acc, &peer));
+	peer.uid = 65534;
+	assert_false(ctl_access_allows(&acc, &peer));
+	acc.allow_other = true;
+	assert_true(ctl_access_allows(&acc, &peer));
 	e2t_rm_rf(dir);
 	free(dir);
 }
@@ -1043,7 +1108,7 @@ static void test_pgsrv_api(void **state)
 	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem), 0);
 	free(img);
 	assert_int_equal(e2_open_bdev(mem, &o, &fs), 0);
-	assert_int_equal(pgsrv_create(fs, dir, path, &srv), 0);
+	assert_int_equal(pgsrv_create(fs, dir, path, NULL, &srv), 0);
 	assert_string_equal(pgsrv_socket_path(srv), path);
 	assert_int_equal(pg_set_control(path), 0);
 
@@ -1161,7 +1226,7 @@ static void test_pgsrv_switch(void **state)
 	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem), 0);
 	free(img);
 	assert_int_equal(e2_open_bdev(mem, &o, &fs), 0);
-	assert_int_equal(pgsrv_create(fs, dir, path, &srv), 0);
+	assert_int_equal(pgsrv_create(fs, dir, path, NULL, &srv), 0);
 	assert_int_equal(pg_set_control(path), 0);
 
 	/* create and engage */
@@ -1280,6 +1345,7 @@ int main(void)
 		cmocka_unit_test(test_scope_hit_reads_nothing),
 		cmocka_unit_test(test_scope_exit_watch),
 		cmocka_unit_test(test_ctl_protocol),
+		cmocka_unit_test(test_ctl_access),
 		cmocka_unit_test(test_pgsrv_api),
 		cmocka_unit_test(test_pgsrv_switch),
 		cmocka_unit_test(test_dead_daemon_errno),

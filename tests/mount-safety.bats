@@ -1,0 +1,66 @@
+#!/usr/bin/env bats
+# Nothing lost around the mount: who may use a mount's control socket, a
+# second mount of the same file system, the final flush after an unmount,
+# sync, fstab's nofail and a mount whose daemon died.
+
+load common
+
+setup() {
+	common_setup
+	MOUNT=$(fstitch_cmd fstitch-mount)
+	PGCREATE=$(fstitch_cmd pgcreate)
+	STAT=$(fstitch_cmd fstitch-stat)
+	IMG=$SCRATCH/fs.img
+	MNT=$SCRATCH/mnt
+	mkdir -p "$MNT"
+	make_image "$IMG" 32M
+}
+
+teardown() {
+	common_teardown
+	fstitch_mount_reap
+}
+
+# as_nobody CMD...: run CMD as user nobody, with no supplementary groups.
+as_nobody() {
+	setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"
+}
+
+# ctl_socket DIR: the control socket of the mount at DIR.
+ctl_socket() {
+	getfattr --absolute-names --only-values -n user.fstitch.control "$1"
+}
+
+@test "without allow_other, another user cannot use the control socket" {
+	fstitch_mount_start "$IMG" "$MNT"
+	sock=$(ctl_socket "$MNT")
+	[ -S "$sock" ]
+	run -0 stat -c %a "$sock"
+	assert_output 600
+	# the owner may
+	run -0 "$PGCREATE" -C "$sock"
+	assert_output 1
+	# nobody may neither create groups nor list the owner's
+	run -1 as_nobody "$PGCREATE" -C "$sock"
+	assert_output --partial "Permission denied"
+	run ! as_nobody "$STAT" --groups -C "$sock"
+	refute_output --partial "root"
+	# and nothing was created on its behalf
+	run -0 "$PGCREATE" -C "$sock"
+	assert_output 2
+}
+
+@test "with allow_other, another user may use the control socket for its own groups" {
+	fstitch_mount_start "$IMG" "$MNT" -o allow_other
+	sock=$(ctl_socket "$MNT")
+	run -0 stat -c %a "$sock"
+	assert_output 666
+	# (the scratch directory is private: nobody goes by the socket)
+	run -0 as_nobody "$PGCREATE" -C "$sock"
+	assert_output 1
+	# the per-user checks still hold: root's group is not nobody's to close
+	run -0 "$PGCREATE" -C "$sock"
+	assert_output 2
+	run -1 as_nobody "$(fstitch_cmd pgclose)" -C "$sock" 2
+	assert_output --partial "belongs to another user"
+}
