@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <syslog.h>
@@ -34,6 +35,7 @@
 #include "cli/source.h"
 #include "cli/statfmt.h"
 #include "util/fsprobe.h"
+#include "util/mountinfo.h"
 #include "util/size.h"
 
 #define PROG "fstitch-mount"
@@ -1406,6 +1408,60 @@ static int check_source(const char *spec, struct source *src)
 	return r;
 }
 
+/* A mount whose daemon died answers everything with ENOTCONN until it is
+ * unmounted.  Mounting on top of it would hide it, and the image it served
+ * was left as a crash leaves it: say how to recover instead. */
+static void dead_mount(const struct args *a, const char *mnt)
+{
+	char type[64] = "", src[PATH_MAX] = "";
+	const char *image = a->source;
+
+	if (mountinfo_find(NULL, mnt, type, sizeof(type), src, sizeof(src)) == 1 &&
+	    strncmp(type, "fuse", 4) == 0 && src[0] == '/')
+		image = src;
+	say("'%s' is a dead mount: the daemon that served '%s' is gone (%s)", a->mountpoint,
+	    image, strerror(ENOTCONN));
+	say("to recover, unmount it (fusermount3 -u %s, or umount %s as root), check the "
+	    "image (e2fsck -fy %s), then mount again", mnt, mnt, image);
+}
+
+/* The mount point as an absolute path in *out (malloc'ed), or -1 after a
+ * message: it must be a directory, and not a dead mount. */
+static int check_mountpoint(const struct args *a, char **out)
+{
+	struct statfs sf;
+	struct stat st;
+	char *mnt = realpath(a->mountpoint, NULL), *cwd;
+
+	if (!mnt && errno == ENOTCONN) {
+		/* realpath could not finish: name it for the message */
+		cwd = a->mountpoint[0] == '/' ? NULL : getcwd(NULL, 0);
+		if (asprintf(&mnt, "%s%s%s", cwd ? cwd : "", cwd ? "/" : "", a->mountpoint) < 0)
+			mnt = NULL;
+		free(cwd);
+		dead_mount(a, mnt ? mnt : a->mountpoint);
+		free(mnt);
+		return -1;
+	}
+	if (!mnt || stat(mnt, &st) < 0 || (S_ISDIR(st.st_mode) && statfs(mnt, &sf) < 0)) {
+		/* statfs always reaches the daemon, where stat may be answered
+		 * from the kernel's cache */
+		if (errno == ENOTCONN)
+			dead_mount(a, mnt);
+		else
+			say("bad mount point '%s': %s", a->mountpoint, strerror(errno));
+		free(mnt);
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		say("bad mount point '%s': %s", a->mountpoint, strerror(ENOTDIR));
+		free(mnt);
+		return -1;
+	}
+	*out = mnt;
+	return 0;
+}
+
 /* statsfile=: the path made absolute now (the background daemon changes
  * to /), and its directory checked, so that a typo fails the mount rather
  * than the last step of a long run.  *out is malloc'ed. */
@@ -1487,7 +1543,6 @@ int main(int argc, char **argv)
 	struct ctl_access acc = { .owner = 0 };
 	bool had_srv = false, stats_failed = false;
 	int status = EXIT_FAIL, ready_fd = -1, r;
-	struct stat st;
 
 	mountopt_init(&a.mo);
 	argp_err_exit_status = EXIT_USAGE;
@@ -1513,14 +1568,7 @@ int main(int argc, char **argv)
 	}
 	/* The mount point is checked before the image is opened, so that a
 	 * typo leaves the image untouched. */
-	mnt = realpath(a.mountpoint, NULL);
-	if (!mnt || stat(mnt, &st) < 0) {
-		say("bad mount point '%s': %s", a.mountpoint, strerror(errno));
-		status = EXIT_MOUNT;
-		goto out;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		say("bad mount point '%s': %s", a.mountpoint, strerror(ENOTDIR));
+	if (check_mountpoint(&a, &mnt) < 0) {
 		status = EXIT_MOUNT;
 		goto out;
 	}

@@ -64,3 +64,28 @@ ctl_socket() {
 	run -1 as_nobody "$(fstitch_cmd pgclose)" -C "$sock" 2
 	assert_output --partial "belongs to another user"
 }
+
+@test "a mount whose daemon died is refused with what to do, and recovering works" {
+	fstitch_mount_start "$IMG" "$MNT"
+	echo before >"$MNT/f"
+	# the root's attributes are now in the kernel's cache, so that stat
+	# alone would not notice the daemon is gone
+	stat "$MNT" >/dev/null
+	kill -KILL "$FSTITCH_MOUNT_PID"
+	wait "$FSTITCH_MOUNT_PID" || true
+	run ! ls "$MNT"
+	assert_output --partial "Transport endpoint is not connected"
+	# (on top of the dead mount, a daemon in the foreground would never end)
+	run -32 --separate-stderr timeout 20 "$MOUNT" -f "$IMG" "$MNT" 3>&-
+	assert_equal "${stderr_lines[0]}" "fstitch-mount: '$MNT' is a dead mount: the daemon that served '$IMG' is gone (Transport endpoint is not connected)"
+	assert_equal "${stderr_lines[1]}" "fstitch-mount: to recover, unmount it (fusermount3 -u $MNT, or umount $MNT as root), check the image (e2fsck -fy $IMG), then mount again"
+	# nothing was stacked on top of the dead mount, and the image is as the
+	# kill left it
+	assert_equal "$(grep -c " $MNT " /proc/self/mountinfo)" 1
+	# following the advice works
+	fusermount3 -u "$MNT"
+	run e2fsck -fy "$IMG"
+	assert [ "$status" -lt 4 ]
+	fstitch_mount_start "$IMG" "$MNT"
+	run -0 ls "$MNT"
+}
