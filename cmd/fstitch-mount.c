@@ -1388,12 +1388,16 @@ static int open_fs(const struct args *a, const struct source *src)
 	return r;
 }
 
-static int check_source(const char *spec, struct source *src)
+static int check_source(const char *spec, bool nofail, struct source *src)
 {
 	int r = source_resolve(spec, src);
 
 	if (r == 0)
 		return 0;
+	/* fstab's nofail, as mount(8) means it: a device that is not there
+	 * is no error, and nothing is said about it */
+	if (nofail && r == -ENOENT)
+		return r;
 	if (source_is_tag(spec) && r == -ENOENT)
 		say("cannot find '%s': no block device has this %.*s", spec,
 		    (int)(strchr(spec, '=') - spec), spec);
@@ -1562,8 +1566,9 @@ int main(int argc, char **argv)
 	if (a.mo.debug)
 		a.foreground = true;
 
-	if (check_source(a.source, &src) < 0) {
-		status = EXIT_OPEN;
+	r = check_source(a.source, a.mo.nofail, &src);
+	if (r < 0) {
+		status = a.mo.nofail && r == -ENOENT ? EXIT_OK : EXIT_OPEN;
 		goto out;
 	}
 	/* The mount point is checked before the image is opened, so that a

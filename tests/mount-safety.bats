@@ -89,3 +89,27 @@ ctl_socket() {
 	fstitch_mount_start "$IMG" "$MNT"
 	run -0 ls "$MNT"
 }
+
+# fstab_mount_all FSTAB: `mount -a -T FSTAB` as mount(8) runs it, finding
+# /sbin/mount.fuse.fstitch: in a private mount namespace, /usr/sbin gets an
+# overlay holding that link, which no other process sees.
+fstab_mount_all() {
+	mkdir -p "$SCRATCH/ov/u" "$SCRATCH/ov/w"
+	ln -sf "$MOUNT" "$SCRATCH/ov/u/mount.fuse.fstitch"
+	unshare -m sh -c 'mount -t overlay overlay -o "lowerdir=/usr/sbin,upperdir=$1/u,workdir=$1/w" /usr/sbin &&
+		exec mount -a -T "$2"' sh "$SCRATCH/ov" "$1" 3>&-
+}
+
+@test "fstab's nofail: mount -a with a missing image succeeds, without it fails" {
+	echo "$SCRATCH/missing.img $MNT fuse.fstitch defaults,nofail 0 0" >"$SCRATCH/fstab"
+	run -0 fstab_mount_all "$SCRATCH/fstab"
+	assert_output ""
+	run ! mountpoint -q "$MNT"
+	# the control: the same line without nofail is an error
+	echo "$SCRATCH/missing.img $MNT fuse.fstitch defaults 0 0" >"$SCRATCH/fstab"
+	run -32 fstab_mount_all "$SCRATCH/fstab"
+	assert_output --partial "cannot open '$SCRATCH/missing.img': No such file or directory"
+	# nofail says nothing about an image that is there but bad
+	head -c 1M /dev/zero >"$SCRATCH/zero.img"
+	run -8 "$MOUNT" -f -o nofail "$SCRATCH/zero.img" "$MNT" 3>&-
+}

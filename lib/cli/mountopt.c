@@ -264,8 +264,13 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 		return 0;
 	}
 	if (IN_LIST(opt, mount_flags) || strncmp(opt, "x-", 2) == 0 ||
-	    strcmp(opt, "comment") == 0)
+	    strcmp(opt, "comment") == 0) {
+		/* nofail is mount(8)'s, but a helper must act on it itself:
+		 * mount passes on the helper's exit status as it is */
+		if (strcmp(opt, "nofail") == 0)
+			mo->nofail = true;
 		return 0;
+	}
 	if (IN_LIST(opt, fuse_flags)) {
 		if (val)
 			goto no_value;

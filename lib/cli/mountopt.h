@@ -34,6 +34,8 @@ struct mountopt {
 	bool allow_other;             /* allow_other: other users may use the
 				       * mount (and its control socket) */
 	bool allow_root;              /* allow_root: root may as well */
+	bool nofail;                  /* nofail: a missing source is not an
+				       * error (fstab's meaning) */
 	unsigned max_threads;         /* max_threads=N; 0: the daemon's default */
 	unsigned lock_wait_ms;        /* lock_wait=SECONDS: how long to wait for
 				       * an image in use; 0: refuse at once */

@@ -297,6 +297,8 @@ static void test_mount8_options_dropped(void **state)
 			       &err),
 			 0);
 	assert_null(mo.fuse_opts);
+	/* nofail alone is acted on: the helper exits 0 for a missing source */
+	assert_true(mo.nofail);
 	assert_int_equal(mountopt_fuse_string(&mo, "/img", &s), 0);
 	assert_string_equal(s, "rw,default_permissions,fsname=/img,subtype=fstitch");
 	free(s);
@@ -304,6 +306,7 @@ static void test_mount8_options_dropped(void **state)
 	assert_false(mo.allow_root);
 	mountopt_free(&mo);
 	assert_int_equal(parse(&mo, "allow_root", &err), 0);
+	assert_false(mo.nofail);
 	assert_true(mo.allow_root);
 	assert_false(mo.allow_other);
 	mountopt_free(&mo);
