@@ -207,6 +207,13 @@ static void print_summary(const char *path, const struct mkfs_info *in, bool dry
 		printf("Dry run: nothing was written\n");
 }
 
+static void say_waiting(const char *path)
+{
+	if (cliopt.verbosity >= 0)
+		cli_error("waiting for the fstitch daemon still writing '%s' back after its "
+			  "unmount", path);
+}
+
 int main(int argc, char **argv)
 {
 	struct args a = {0};
@@ -217,6 +224,7 @@ int main(int argc, char **argv)
 	int ret;
 
 	mkfs_opts_init(&a.opts);
+	a.opts.waiting = say_waiting;
 	argp_err_exit_status = EXIT_MKFS_USAGE;
 	/* getopt names the program by argv[0]; make its messages match ours
 	 * ("fstitch-mkfs: ...", not the full path it was run by). */

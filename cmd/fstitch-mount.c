@@ -1412,6 +1412,30 @@ static int check_source(const char *spec, bool nofail, struct source *src)
 	return r;
 }
 
+/* Tests only: FSTITCH_TEST_HOLD=DIR holds the daemon before its final
+ * flush, so that a test can look at the image and the tools while the
+ * flush is due: DIR/held appears, and the flush starts once the test has
+ * written to the FIFO DIR/release and closed it. */
+static void test_hold(void)
+{
+	const char *dir = getenv("FSTITCH_TEST_HOLD");
+	char path[PATH_MAX], c;
+	int fd;
+
+	if (!dir)
+		return;
+	snprintf(path, sizeof(path), "%s/held", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd >= 0)
+		close(fd);
+	snprintf(path, sizeof(path), "%s/release", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	while (fd >= 0 && read(fd, &c, 1) > 0)
+		;
+	if (fd >= 0)
+		close(fd);
+}
+
 /* A mount whose daemon died answers everything with ENOTCONN until it is
  * unmounted.  Mounting on top of it would hide it, and the image it served
  * was left as a crash leaves it: say how to recover instead. */
@@ -1675,6 +1699,7 @@ out_signals:
 out_destroy:
 	fuse_session_destroy(se);
 out_close:
+	test_hold();
 	if (D.lost)
 		say("%llu changes lost their patchgroup ordering during this mount",
 		    (unsigned long long)D.lost);

@@ -113,3 +113,58 @@ fstab_mount_all() {
 	head -c 1M /dev/zero >"$SCRATCH/zero.img"
 	run -8 "$MOUNT" -f -o nofail "$SCRATCH/zero.img" "$MNT" 3>&-
 }
+
+# hold_start: set FSTITCH_TEST_HOLD for the next daemon, which then waits
+# before its final flush until hold_release (hold_wait: until it is there).
+hold_start() {
+	HOLD=$SCRATCH/hold
+	mkdir -p "$HOLD"
+	mkfifo "$HOLD/release"
+	export FSTITCH_TEST_HOLD=$HOLD
+}
+hold_wait() {
+	local n
+	for ((n = 0; n < 600; n++)); do
+		[ -e "$HOLD/held" ] && return 0
+		sleep 0.05
+	done
+	echo "the daemon never reached its final flush" >&2
+	return 1
+}
+hold_release() {
+	echo go >"$HOLD/release"
+}
+
+@test "fstitch-mkfs -F right after an unmount waits for the final flush, and its file system stays" {
+	MKFS=$(fstitch_cmd fstitch-mkfs)
+	hold_start
+	# nothing is written back before the unmount
+	fstitch_mount_start "$IMG" "$MNT" -o flush_interval=3600
+	unset FSTITCH_TEST_HOLD
+	echo old >"$MNT/old"
+	fusermount3 -u "$MNT"
+	hold_wait
+	"$MKFS" -F -L fresh "$IMG" >"$SCRATCH/mkfs.out" 2>"$SCRATCH/mkfs.err" &
+	mkfs=$!
+	# fstitch-mkfs says it waits (an unfixed one just finishes instead)
+	for ((n = 0; n < 600; n++)); do
+		grep -q waiting "$SCRATCH/mkfs.err" && break
+		kill -0 "$mkfs" 2>/dev/null || break
+		sleep 0.05
+	done
+	hold_release
+	wait "$FSTITCH_MOUNT_PID"
+	wait "$mkfs"
+	# the new file system is what is on the image, whole
+	run -0 e2label "$IMG"
+	assert_output fresh
+	assert_fsck_clean "$IMG"
+	run debugfs -R 'ls -l /' "$IMG"
+	refute_output --partial old
+	run -0 cat "$SCRATCH/mkfs.err"
+	assert_output "fstitch-mkfs: waiting for the fstitch daemon still writing '$IMG' back after its unmount"
+	# and a mounted image is refused at once rather than waited for
+	fstitch_mount_start "$IMG" "$MNT"
+	run -8 "$MKFS" -F "$IMG"
+	assert_output --partial "is mounted"
+}

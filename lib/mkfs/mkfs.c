@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -603,6 +604,50 @@ static const char *describe_e2err(errcode_t e)
 	return error_message(e);
 }
 
+/* Take the image lock fstitch-mount holds (see mkfs.h): the descriptor in
+ * *lockfd, kept until the end.  A mounted target is refused at once rather
+ * than waited for: its daemon will not let go until it is unmounted. */
+static int lock_target(const char *path, const struct mkfs_opts *opts, int *lockfd, char *err,
+		       size_t errlen)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), mflags = 0, ret;
+	errcode_t e;
+
+	if (fd < 0) {
+		ret = -errno;
+		seterr(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+		return ret;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+		goto done;
+	if (errno != EWOULDBLOCK) {
+		ret = -errno;
+		seterr(err, errlen, "cannot lock '%s': %s", path, strerror(errno));
+		goto fail;
+	}
+	e = ext2fs_check_if_mounted(path, &mflags);
+	if (!e && (mflags & EXT2_MF_MOUNTED)) {
+		seterr(err, errlen, "'%s' is mounted", path);
+		ret = -EBUSY;
+		goto fail;
+	}
+	if (opts->waiting)
+		opts->waiting(path);
+	while (flock(fd, LOCK_EX) < 0) {
+		if (errno != EINTR) {
+			ret = -errno;
+			seterr(err, errlen, "cannot lock '%s': %s", path, strerror(errno));
+			goto fail;
+		}
+	}
+done:
+	*lockfd = fd;
+	return 0;
+fail:
+	close(fd);
+	return ret;
+}
+
 int mkfs_make(const char *path, const struct mkfs_opts *opts, struct mkfs_info *info, char *err,
 	      size_t errlen)
 {
@@ -612,7 +657,7 @@ int mkfs_make(const char *path, const struct mkfs_opts *opts, struct mkfs_info *
 	ext2_filsys fs = NULL;
 	uint64_t size, blocks, inodes;
 	unsigned bs, ratio;
-	int ret, fd = -1, mflags = 0;
+	int ret, fd = -1, lockfd = -1, mflags = 0;
 	bool created = false;
 	char found[128] = "", sbuf[32];
 	errcode_t e;
@@ -704,6 +749,13 @@ int mkfs_make(const char *path, const struct mkfs_opts *opts, struct mkfs_info *
 	ext2fs_free(fs);
 	fs = NULL;
 
+	/* Before the target is read, so that the checks see it as a flush
+	 * still running will leave it. */
+	if (t.exists && !t.nbd && !(opts->flags & MKFS_DRY_RUN)) {
+		ret = lock_target(path, opts, &lockfd, err, errlen);
+		if (ret)
+			goto out;
+	}
 	if (t.exists && !t.nbd) {
 		e = ext2fs_check_if_mounted(path, &mflags);
 		if (e) {
@@ -834,6 +886,8 @@ out:
 		ext2fs_free(fs);
 	if (fd >= 0)
 		close(fd);
+	if (lockfd >= 0)
+		close(lockfd);
 	if (ret && created)
 		unlink(path);
 	bdev_destroy(t.dev);

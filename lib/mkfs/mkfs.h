@@ -40,6 +40,10 @@ struct mkfs_opts {
 	enum mkfs_uuid_mode uuid_mode;
 	uuid_t uuid;	/* for MKFS_UUID_GIVEN */
 	unsigned flags; /* enum mkfs_flags */
+	/* Called once, before mkfs_make() blocks, when an existing target is
+	 * locked by an fstitch daemon that is still writing it back after an
+	 * unmount (see mkfs_make()); NULL: wait silently. */
+	void (*waiting)(const char *path);
 };
 
 #define MKFS_MAX_BACKUPS 64
@@ -84,7 +88,14 @@ void mkfs_opts_init(struct mkfs_opts *opts);
  *   -ENOTBLK path is neither a regular file nor a block device
  *   other    -errno from the system or libext2fs (I/O, permission, ...)
  * Nothing is written before every check has passed; an image file that this
- * call created is removed again if a later step fails. */
+ * call created is removed again if a later step fails.
+ *
+ * fstitch-mount holds a lock (flock(2)) on its image until its final flush
+ * has ended, which is after the unmount returns.  An existing target is
+ * locked the same way for the whole call, so that such a flush cannot write
+ * over the new file system: while a daemon holds the lock and path is not
+ * mounted, the call waits for it (opts->waiting says so first), except
+ * with MKFS_DRY_RUN, which writes nothing and does not wait. */
 int mkfs_make(const char *path, const struct mkfs_opts *opts, struct mkfs_info *info, char *err,
 	      size_t errlen);
 
