@@ -30,6 +30,7 @@
 #include "cli/cliopt.h"
 #include "cli/mountopt.h"
 #include "pg/pgsrv.h"
+#include "bdev/claim.h"
 #include "bdev/reclog.h"
 #include "crash/record.h"
 #include "cli/source.h"
@@ -88,6 +89,7 @@ static struct {
 	struct mountopt_ratelimit eio_rl;
 	struct fuse_session *se;
 	bool panicked; /* errors=panic stopped the daemon */
+	struct bdev_claim *claim; /* the source, held until after the final flush */
 } D = {
 	.lost_lock = PTHREAD_MUTEX_INITIALIZER,
 	.eio_rl = { .burst = 10, .window_ms = 60000 },
@@ -1332,6 +1334,7 @@ static int open_fs(const struct args *a, const struct source *src)
 		.readonly = a->mo.readonly,
 		.log = log_eio,
 	};
+	struct claim_conflict why = { .who = CLAIM_NONE };
 	uint32_t bs = 0;
 	char err[512];
 	int r;
@@ -1351,14 +1354,27 @@ static int open_fs(const struct args *a, const struct source *src)
 		eo.cache_blocks = mountopt_cache_blocks(&a->mo, bs);
 	/* The image lock is held until the final flush is over, so an image
 	 * still being written back after an unmount is "in use": lock_wait=
-	 * lets a mount right after an unmount wait for it instead of failing. */
+	 * lets a mount right after an unmount wait for it instead of failing.
+	 * The same file system must not be mounted twice, also not under
+	 * another name (a loop device and its image) or by the kernel: the
+	 * claim finds those, and holds a block device open exclusively until
+	 * the final flush is over, so that e2fsck and mkfs see it in use. */
 	for (uint64_t t0 = now_ms();;) {
+		if (!D.claim) {
+			r = bdev_claim(src->path, CLAIM_KEEP_EXCL, &D.claim, &why);
+			if (r == -EBUSY && why.who != CLAIM_FSTITCH)
+				break;
+			if (r == -EBUSY)
+				goto retry;
+			/* anything else: e2_open says it in its words */
+		}
 		/* Tests only: FSTITCH_RECORD=LOG records every block write and
 		 * barrier and saves the log at unmount, for crash-state checks. */
 		if (getenv("FSTITCH_RECORD"))
 			r = reclog_e2_open(src->path, getenv("FSTITCH_RECORD"), &eo, &D.fs);
 		else
 			r = e2_open(src->path, &eo, &D.fs);
+	retry:
 		if (r != -EBUSY || now_ms() - t0 >= a->mo.lock_wait_ms)
 			break;
 		usleep(50 * 1000);
@@ -1370,7 +1386,18 @@ static int open_fs(const struct args *a, const struct source *src)
 			say("warning: '%s' was not cleanly unmounted; run e2fsck", a->source);
 		return 0;
 	}
-	if (r == -EBUSY)
+	if (r == -EBUSY && why.who == CLAIM_MOUNTED)
+		say("'%s' is mounted%s%s%s: the same file system must not be mounted twice",
+		    a->source, why.dev[0] ? " (through " : "", why.dev, why.dev[0] ? ")" : "");
+	else if (r == -EBUSY && why.who == CLAIM_BUSY)
+		say("'%s' is in use%s%s%s: another program has it open exclusively (a mount, "
+		    "mkfs or e2fsck)", a->source, why.dev[0] ? " (through " : "", why.dev,
+		    why.dev[0] ? ")" : "");
+	else if (r == -EBUSY && why.who == CLAIM_FSTITCH)
+		say("'%s' is a loop device on '%s', which is in use by another fstitch-mount "
+		    "(mounted, or still writing back after an unmount); %s", a->source, why.image,
+		    a->mo.lock_wait_ms ? "gave up waiting" : "lock_wait=SECONDS waits for it");
+	else if (r == -EBUSY)
 		say("'%s' is in use by another fstitch-mount (mounted, or still writing back after "
 		    "an unmount); %s", a->source,
 		    a->mo.lock_wait_ms ? "gave up waiting" : "lock_wait=SECONDS waits for it");
@@ -1724,6 +1751,8 @@ out_close:
 	/* Everything dirty goes to disk in dependency order, with barriers. */
 	r = e2_close(D.fs);
 	D.fs = NULL;
+	bdev_claim_release(D.claim);
+	D.claim = NULL;
 	if (r < 0) {
 		say("final flush of '%s' failed: %s; the image may be missing recent changes",
 		    a.source, strerror(-r));
@@ -1733,6 +1762,7 @@ out_close:
 	if (stats_failed && status == EXIT_OK)
 		status = EXIT_FAIL;
 out:
+	bdev_claim_release(D.claim);
 	fuse_opt_free_args(&fargs);
 	free(fopts);
 	free(mnt);

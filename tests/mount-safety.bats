@@ -17,8 +17,27 @@ setup() {
 }
 
 teardown() {
+	# a daemon still held before its final flush (a failed test) is let go
+	if [ -n "${HOLD:-}" ] && [ -e "$HOLD/held" ]; then
+		timeout 5 sh -c 'echo go >"$1"' sh "$HOLD/release" || true
+	fi
 	common_teardown
 	fstitch_mount_reap
+	local l
+	if [ -s "$BATS_TEST_TMPDIR/loops" ]; then
+		while read -r l; do
+			losetup -d "$l" 2>/dev/null || true
+		done <"$BATS_TEST_TMPDIR/loops"
+	fi
+}
+
+# loop_attach FILE: attach a loop device to FILE, print it, detach it in
+# teardown.
+loop_attach() {
+	local l
+	l=$(losetup -f --show "$1") || return 1
+	echo "$l" >>"$BATS_TEST_TMPDIR/loops"
+	echo "$l"
 }
 
 # as_nobody CMD...: run CMD as user nobody, with no supplementary groups.
@@ -167,4 +186,55 @@ hold_release() {
 	fstitch_mount_start "$IMG" "$MNT"
 	run -8 "$MKFS" -F "$IMG"
 	assert_output --partial "is mounted"
+}
+
+@test "a loop device and its image are one file system: a second mount is refused either way" {
+	L=$(loop_attach "$IMG")
+	mkdir -p "$SCRATCH/b"
+	fstitch_mount_start "$IMG" "$MNT"
+	echo a >"$MNT/a"
+	run -8 --separate-stderr timeout 20 "$MOUNT" -f "$L" "$SCRATCH/b" 3>&-
+	assert_equal "$stderr" "fstitch-mount: '$L' is a loop device on '$IMG', which is in use by another fstitch-mount (mounted, or still writing back after an unmount); lock_wait=SECONDS waits for it"
+	fstitch_mount_stop "$MNT"
+	fstitch_mount_start "$L" "$SCRATCH/b"
+	run -8 --separate-stderr timeout 20 "$MOUNT" -f "$IMG" "$MNT" 3>&-
+	assert_equal "$stderr" "fstitch-mount: '$IMG' is in use (through $L): another program has it open exclusively (a mount, mkfs or e2fsck)"
+	run ! mountpoint -q "$MNT"
+	echo b >"$SCRATCH/b/b"
+	fstitch_mount_stop "$SCRATCH/b"
+	# nothing written through either mount was lost
+	run -0 debugfs -R 'ls /' "$IMG"
+	assert_output --partial " a "
+	assert_output --partial " b "
+	assert_fsck_clean "$IMG"
+}
+
+@test "a file system the kernel has mounted is refused, as image and as loop device" {
+	K=$SCRATCH/k
+	kernel_mount "$IMG" "$K"
+	L=$(findmnt -n -o SOURCE "$K")
+	run -8 --separate-stderr timeout 20 "$MOUNT" -f "$IMG" "$MNT" 3>&-
+	assert_equal "$stderr" "fstitch-mount: '$IMG' is mounted (through $L): the same file system must not be mounted twice"
+	run -8 --separate-stderr timeout 20 "$MOUNT" -f "$L" "$MNT" 3>&-
+	assert_equal "$stderr" "fstitch-mount: '$L' is mounted: the same file system must not be mounted twice"
+	run ! mountpoint -q "$MNT"
+}
+
+@test "a block device stays in use for e2fsck until the final flush after an unmount is over" {
+	L=$(loop_attach "$IMG")
+	hold_start
+	fstitch_mount_start "$L" "$MNT" -o flush_interval=3600
+	unset FSTITCH_TEST_HOLD
+	echo data >"$MNT/f"
+	fusermount3 -u "$MNT"
+	hold_wait
+	# the flush is due: e2fsck must not repair what it has not written
+	run e2fsck -fy "$L"
+	assert_equal "$status" 8
+	assert_output --partial "in use"
+	hold_release
+	wait "$FSTITCH_MOUNT_PID"
+	assert_fsck_clean "$L"
+	run -0 debugfs -R 'cat /f' "$L"
+	assert_line data
 }

@@ -1,0 +1,187 @@
+/* Claiming the storage under a file system (see claim.h). */
+#include "claim.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "util/mountinfo.h"
+
+struct bdev_claim {
+	int lockfd; /* a loop device's backing file, flock'ed; -1: none */
+	int exclfd; /* the block device, O_EXCL; -1: none */
+};
+
+static int read_line(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -EIO;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	return 0;
+}
+
+int bdev_loop_backing(dev_t dev, char *buf, size_t len)
+{
+	char path[96], b[PATH_MAX + 16];
+	size_t n;
+
+	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/loop/backing_file", major(dev),
+		 minor(dev));
+	if (read_line(path, b, sizeof(b)) < 0 || !b[0])
+		return -ENXIO;
+	/* the kernel marks a backing file that was removed */
+	n = strlen(b);
+	if (n > 10 && strcmp(b + n - 10, " (deleted)") == 0)
+		b[n - 10] = '\0';
+	if (strlen(b) >= len)
+		return -ENAMETOOLONG;
+	strcpy(buf, b);
+	return 0;
+}
+
+static void set_why(struct claim_conflict *why, enum claim_who who, const char *dev,
+		    const char *image)
+{
+	if (!why)
+		return;
+	why->who = who;
+	snprintf(why->dev, sizeof(why->dev), "%s", dev ? dev : "");
+	snprintf(why->image, sizeof(why->image), "%s", image ? image : "");
+}
+
+/* A block device: mounted, or open exclusively?  *exclfd gets the O_EXCL
+ * descriptor.  0, -EBUSY (why filled with dev as the device to name), or
+ * -errno. */
+static int claim_blockdev(const char *path, dev_t rdev, const char *via, int *exclfd,
+			  struct claim_conflict *why)
+{
+	int fd;
+
+	if (mountinfo_dev_mounted(NULL, rdev) == 1) {
+		set_why(why, CLAIM_MOUNTED, via, NULL);
+		return -EBUSY;
+	}
+	fd = open(path, O_RDONLY | O_EXCL | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == EBUSY) {
+			set_why(why, CLAIM_BUSY, via, NULL);
+			return -EBUSY;
+		}
+		return -errno;
+	}
+	*exclfd = fd;
+	return 0;
+}
+
+/* Every loop device whose backing file is the image st names. */
+static int claim_loops_of(const struct stat *img, struct claim_conflict *why)
+{
+	char path[300], line[32], back[PATH_MAX], dev[300];
+	unsigned maj, min;
+	struct dirent *d;
+	struct stat bs;
+	DIR *dp = opendir("/sys/block");
+	int r = 0, fd = -1;
+
+	if (!dp)
+		return 0; /* no sysfs: no loop devices to find */
+	while (!r && (d = readdir(dp))) {
+		if (strncmp(d->d_name, "loop", 4) != 0)
+			continue;
+		snprintf(path, sizeof(path), "/sys/block/%s/dev", d->d_name);
+		if (read_line(path, line, sizeof(line)) < 0 ||
+		    sscanf(line, "%u:%u", &maj, &min) != 2)
+			continue;
+		if (bdev_loop_backing(makedev(maj, min), back, sizeof(back)) < 0 ||
+		    stat(back, &bs) < 0 || bs.st_dev != img->st_dev || bs.st_ino != img->st_ino)
+			continue;
+		snprintf(dev, sizeof(dev), "/dev/%s", d->d_name);
+		r = claim_blockdev(dev, makedev(maj, min), dev, &fd, why);
+		/* a device we may not open: only the mount table can tell */
+		if (r == -EACCES || r == -EPERM || r == -ENOENT)
+			r = 0;
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+	}
+	closedir(dp);
+	return r;
+}
+
+int bdev_claim(const char *path, unsigned flags, struct bdev_claim **out,
+	       struct claim_conflict *why)
+{
+	struct bdev_claim *c;
+	char back[PATH_MAX];
+	struct stat st;
+	int r;
+
+	if (why)
+		set_why(why, CLAIM_NONE, NULL, NULL);
+	if (stat(path, &st) < 0)
+		return -errno;
+	c = malloc(sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->lockfd = c->exclfd = -1;
+	if (S_ISREG(st.st_mode)) {
+		r = claim_loops_of(&st, why);
+		if (r < 0)
+			goto fail;
+	} else if (S_ISBLK(st.st_mode)) {
+		r = claim_blockdev(path, st.st_rdev, NULL, &c->exclfd, why);
+		if (r < 0)
+			goto fail;
+		if (bdev_loop_backing(st.st_rdev, back, sizeof(back)) == 0) {
+			/* The image behind it is the same file system: take its
+			 * lock as a daemon on the image itself does. */
+			c->lockfd = open(back, O_RDONLY | O_CLOEXEC);
+			if (c->lockfd >= 0 && flock(c->lockfd, LOCK_EX | LOCK_NB) < 0) {
+				r = errno == EWOULDBLOCK ? -EBUSY : -errno;
+				if (r == -EBUSY)
+					set_why(why, CLAIM_FSTITCH, path, back);
+				goto fail;
+			}
+		}
+		if (!(flags & CLAIM_KEEP_EXCL))
+			bdev_claim_drop_excl(c);
+	}
+	*out = c;
+	return 0;
+fail:
+	bdev_claim_release(c);
+	return r;
+}
+
+void bdev_claim_drop_excl(struct bdev_claim *c)
+{
+	if (c && c->exclfd >= 0) {
+		close(c->exclfd);
+		c->exclfd = -1;
+	}
+}
+
+void bdev_claim_release(struct bdev_claim *c)
+{
+	if (!c)
+		return;
+	bdev_claim_drop_excl(c);
+	if (c->lockfd >= 0)
+		close(c->lockfd);
+	free(c);
+}
