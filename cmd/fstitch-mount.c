@@ -10,6 +10,8 @@
 #include <fuse_lowlevel.h>
 #include <limits.h>
 #include <linux/fs.h>
+#include <linux/fuse.h>
+#include <sys/uio.h>
 #include <signal.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -90,6 +92,11 @@ static struct {
 	struct fuse_session *se;
 	bool panicked; /* errors=panic stopped the daemon */
 	struct bdev_claim *claim; /* the source, held until after the final flush */
+	/* the final flush (final_flush()): done once, from FUSE_DESTROY on a
+	 * fuseblk mount, so that the unmount waits for it */
+	bool flushed, flush_failed, stats_failed, had_srv;
+	const char *source; /* SOURCE as given, for messages */
+	char *stats;	    /* statsfile=, absolute */
 } D = {
 	.lost_lock = PTHREAD_MUTEX_INITIALIZER,
 	.eio_rl = { .burst = 10, .window_ms = 60000 },
@@ -1063,8 +1070,56 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
  * coreutils fall back to reads and writes, which carry the patchgroup
  * scope of the copying process as any write does. */
 
+static void final_flush(void);
+
+/* FUSE_DESTROY: the kernel sends it when a fuseblk mount is unmounted, and
+ * umount(2) returns only after the reply; libfuse also calls this when the
+ * session ends without one.  Either way the final flush happens here. */
+static void op_destroy(void *userdata)
+{
+	(void)userdata;
+	final_flush();
+}
+
+/* sync(1) and syncfs(2) arrive as FUSE_SYNCFS, which libfuse 3.14's
+ * low-level API has no handler for (it would answer ENOSYS, and the kernel
+ * would then stop asking).  The session reads through io_read, which
+ * answers that request itself, once everything dirty is on disk, and hands
+ * every other request to libfuse.  The kernel sends it to fuseblk mounts
+ * only (Linux 6.18 does; earlier kernels to virtiofs alone). */
+static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
+{
+	(void)userdata;
+	for (;;) {
+		ssize_t n = read(fd, buf, len);
+		const struct fuse_in_header *in = buf;
+		struct fuse_out_header out;
+		int r;
+
+		if (n < (ssize_t)sizeof(*in) || in->opcode != FUSE_SYNCFS)
+			return n;
+		r = D.fs && !D.flushed ? e2_sync(D.fs) : 0;
+		if (r < 0)
+			say("sync failed: %s", strerror(-r));
+		out = (struct fuse_out_header){ .len = sizeof(out), .error = r < 0 ? r : 0,
+						.unique = in->unique };
+		if (write(fd, &out, sizeof(out)) < 0) {
+			/* ENOENT: the caller was interrupted; nobody waits */
+		}
+	}
+}
+
+static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	(void)userdata;
+	return writev(fd, iov, count);
+}
+
+static const struct fuse_custom_io io = { .read = io_read, .writev = io_writev };
+
 static const struct fuse_lowlevel_ops ops = {
 	.init = op_init,
+	.destroy = op_destroy,
 	.lookup = op_lookup,
 	.forget = op_forget,
 	.forget_multi = op_forget_multi,
@@ -1110,7 +1165,7 @@ static const char doc[] =
 	"Options for -o: consistency=softupdates|none, errors=continue|remount-ro|panic, "
 	"cache=SIZE (K, M, G), "
 	"flush_interval=SECONDS, lock_wait=SECONDS, max_threads=N, statsfile=PATH, ro, rw, "
-	"nbd_retry=SECONDS, unsafe_no_flush, "
+	"nbd_retry=SECONDS, unsafe_no_flush, blkdev, noblkdev, nofail, "
 	"allow_other, fsname=NAME, subtype=NAME, "
 	"and the kernel's mount flags (nosuid, nodev, noexec, noatime, ...).\n\n"
 	"Exit status:\n"
@@ -1463,17 +1518,114 @@ static void test_hold(void)
 		close(fd);
 }
 
+/* -o blkdev: the mount is a fuseblk one, on the block device itself or on
+ * a loop device attached to the image file (cleared by the kernel once the
+ * mount is gone), so that the kernel sends FUSE_DESTROY and FUSE_SYNCFS.
+ * The kernel claims the device exclusively at the mount: ours must go.
+ * The daemon still reads and writes the source directly. */
+static int attach_blkdev(const struct args *a, const struct source *src, int *loop_fd,
+			 char **fopts)
+{
+	char dev[64];
+	const char *path = src->path;
+	struct stat st;
+	int r;
+
+	if (src->nbd || stat(src->path, &st) < 0 || (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))) {
+		say("option 'blkdev' needs an image file or a block device");
+		return -1;
+	}
+	if (S_ISREG(st.st_mode)) {
+		r = bdev_loop_attach(src->path, a->mo.readonly, loop_fd, dev, sizeof(dev));
+		if (r < 0) {
+			say("cannot attach a loop device to '%s' (option 'blkdev'): %s", a->source,
+			    strerror(-r));
+			return -1;
+		}
+		path = dev;
+	} else {
+		bdev_claim_drop_excl(D.claim);
+	}
+	free(*fopts);
+	*fopts = NULL;
+	r = mountopt_fuse_string(&a->mo, path, fopts);
+	if (r < 0) {
+		say("%s", strerror(-r));
+		return -1;
+	}
+	return 0;
+}
+
+/* Stop the patchgroup server, write the statistics and everything dirty in
+ * dependency order with barriers, mark the file system clean and let the
+ * source go.  Called once: from the FUSE_DESTROY request when the kernel
+ * sends one (a fuseblk mount, whose unmount waits for the reply), or when
+ * the session ends. */
+static int statsfile_write(const char *path, const struct insp_snap *snap);
+
+static void final_flush(void)
+{
+	struct insp_snap *snap = NULL;
+	int r;
+
+	if (D.flushed || !D.fs)
+		return;
+	D.flushed = true;
+	if (D.srv) {
+		pgsrv_destroy(D.srv);
+		D.srv = NULL;
+	}
+	test_hold();
+	if (D.lost)
+		say("%llu changes lost their patchgroup ordering during this mount",
+		    (unsigned long long)D.lost);
+	if (D.stats) {
+		struct insp_query q = { .view = INSP_SUMMARY };
+
+		/* The counters once everything is written, so flush first; and
+		 * the file is there before the image lock goes, so that whoever
+		 * waits for the lock finds it. */
+		e2_sync(D.fs);
+		r = inspect_take(e2_cache(D.fs), NULL, &q, &snap);
+		if (r == 0) {
+			snap->sum.have_groups = D.had_srv;
+			r = statsfile_write(D.stats, snap);
+			inspect_free(snap);
+		}
+		if (r < 0) {
+			say("cannot write the statistics to '%s': %s", D.stats, strerror(-r));
+			D.stats_failed = true;
+		}
+	}
+	/* Everything dirty goes to disk in dependency order, with barriers. */
+	r = e2_close(D.fs);
+	D.fs = NULL;
+	bdev_claim_release(D.claim);
+	D.claim = NULL;
+	if (r < 0) {
+		say("final flush of '%s' failed: %s; the image may be missing recent changes",
+		    D.source, strerror(-r));
+		D.flush_failed = true;
+	}
+}
+
 /* A mount whose daemon died answers everything with ENOTCONN until it is
  * unmounted.  Mounting on top of it would hide it, and the image it served
  * was left as a crash leaves it: say how to recover instead. */
 static void dead_mount(const struct args *a, const char *mnt)
 {
-	char type[64] = "", src[PATH_MAX] = "";
+	char type[64] = "", src[PATH_MAX] = "", back[PATH_MAX];
 	const char *image = a->source;
+	struct stat st;
 
 	if (mountinfo_find(NULL, mnt, type, sizeof(type), src, sizeof(src)) == 1 &&
-	    strncmp(type, "fuse", 4) == 0 && src[0] == '/')
+	    strncmp(type, "fuse", 4) == 0 && src[0] == '/') {
 		image = src;
+		/* a blkdev mount of an image names its loop device */
+		if (stat(src, &st) == 0 && S_ISBLK(st.st_mode) &&
+		    bdev_loop_backing(st.st_rdev, back, sizeof(back)) == 0)
+			image = back;
+	}
 	say("'%s' is a dead mount: the daemon that served '%s' is gone (%s)", a->mountpoint,
 	    image, strerror(ENOTCONN));
 	say("to recover, unmount it (fusermount3 -u %s, or umount %s as root), check the "
@@ -1594,10 +1746,8 @@ int main(int argc, char **argv)
 	struct source src = { .path = NULL };
 	struct args a = { .source = NULL };
 	char *mnt = NULL, *fopts = NULL, *base, *stats = NULL;
-	struct insp_snap *snap = NULL;
 	struct ctl_access acc = { .owner = 0 };
-	bool had_srv = false, stats_failed = false;
-	int status = EXIT_FAIL, ready_fd = -1, r;
+	int status = EXIT_FAIL, ready_fd = -1, loop_fd = -1, r;
 
 	mountopt_init(&a.mo);
 	argp_err_exit_status = EXIT_USAGE;
@@ -1616,6 +1766,12 @@ int main(int argc, char **argv)
 		argp_parse(&argp, argc, argv, 0, NULL, &a);
 	if (a.mo.debug)
 		a.foreground = true;
+	D.source = a.source;
+	/* fusermount3 refuses blkdev to anyone but root */
+	if (a.mo.blkdev && geteuid() != 0)
+		usage_error("option 'blkdev' needs root");
+	if (a.mo.blkdev && a.mo.has_fsname)
+		usage_error("option 'fsname' cannot be chosen with 'blkdev': it is the device");
 
 	r = check_source(a.source, a.mo.nofail, &src);
 	if (r < 0) {
@@ -1631,6 +1787,7 @@ int main(int argc, char **argv)
 	if (a.mo.statsfile) {
 		r = statsfile_path(a.mo.statsfile, &stats);
 		/* A file left by an earlier run must not pass for this one's. */
+		D.stats = stats;
 		if (r == 0 && !a.fake && unlink(stats) < 0 && errno != ENOENT)
 			r = -errno;
 		if (r < 0) {
@@ -1657,6 +1814,10 @@ int main(int argc, char **argv)
 		status = EXIT_OPEN;
 		goto out;
 	}
+	if (a.mo.blkdev && attach_blkdev(&a, &src, &loop_fd, &fopts) < 0) {
+		status = EXIT_MOUNT;
+		goto out_close;
+	}
 	if (fuse_opt_add_arg(&fargs, PROG) || fuse_opt_add_arg(&fargs, "-o") ||
 	    fuse_opt_add_arg(&fargs, fopts) || (a.mo.debug && fuse_opt_add_arg(&fargs, "-d"))) {
 		say("out of memory");
@@ -1678,13 +1839,22 @@ int main(int argc, char **argv)
 		status = EXIT_MOUNT;
 		goto out_signals;
 	}
+	/* the kernel holds the loop device now; it goes when unmounted */
+	if (loop_fd >= 0) {
+		close(loop_fd);
+		loop_fd = -1;
+	}
+	if (fuse_session_custom_io(se, &io, fuse_session_fd(se)) != 0) {
+		say("cannot set up the FUSE device");
+		goto out_unmount;
+	}
 	/* Patchgroups are an addition: the file system works without them.
 	 * Their socket follows the mount's own rule for who may use it. */
 	acc.owner = getuid();
 	acc.allow_root = a.mo.allow_root;
 	acc.allow_other = a.mo.allow_other;
 	r = pgsrv_create(D.fs, mnt, NULL, &acc, &D.srv);
-	had_srv = r == 0;
+	D.had_srv = r == 0;
 	if (r < 0) {
 		D.srv = NULL;
 		if (r != -ENOSYS)
@@ -1716,52 +1886,21 @@ int main(int argc, char **argv)
 	status = r < 0 || __atomic_load_n(&D.panicked, __ATOMIC_RELAXED) ? EXIT_FAIL : EXIT_OK;
 	if (r < 0)
 		say("serving requests failed: %s", strerror(-r));
+out_unmount:
 	fuse_session_unmount(se);
-	if (D.srv) {
-		pgsrv_destroy(D.srv);
-		D.srv = NULL;
-	}
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_destroy:
 	fuse_session_destroy(se);
 out_close:
-	test_hold();
-	if (D.lost)
-		say("%llu changes lost their patchgroup ordering during this mount",
-		    (unsigned long long)D.lost);
-	if (stats) {
-		struct insp_query q = { .view = INSP_SUMMARY };
-
-		/* The counters once everything is written, so flush first; and
-		 * the file is there before the image lock goes, so that whoever
-		 * waits for the lock finds it. */
-		e2_sync(D.fs);
-		r = inspect_take(e2_cache(D.fs), NULL, &q, &snap);
-		if (r == 0) {
-			snap->sum.have_groups = had_srv;
-			r = statsfile_write(stats, snap);
-			inspect_free(snap);
-		}
-		if (r < 0) {
-			say("cannot write the statistics to '%s': %s", stats, strerror(-r));
-			stats_failed = true;
-		}
-	}
-	/* Everything dirty goes to disk in dependency order, with barriers. */
-	r = e2_close(D.fs);
-	D.fs = NULL;
-	bdev_claim_release(D.claim);
-	D.claim = NULL;
-	if (r < 0) {
-		say("final flush of '%s' failed: %s; the image may be missing recent changes",
-		    a.source, strerror(-r));
-		if (status == EXIT_OK)
-			status = EXIT_FAIL;
-	}
-	if (stats_failed && status == EXIT_OK)
+	final_flush();
+	if (D.flush_failed && status == EXIT_OK)
+		status = EXIT_FAIL;
+	if (D.stats_failed && status == EXIT_OK)
 		status = EXIT_FAIL;
 out:
+	if (loop_fd >= 0)
+		close(loop_fd);
 	bdev_claim_release(D.claim);
 	fuse_opt_free_args(&fargs);
 	free(fopts);

@@ -39,7 +39,7 @@ _fstitch_mount_o()
 		;;
 	*)
 		COMPREPLY=($(compgen -P "$prev_opts" -W 'consistency= errors= cache= flush_interval=
-			lock_wait= max_threads= statsfile= nbd_retry= unsafe_no_flush
+			lock_wait= max_threads= statsfile= nbd_retry= unsafe_no_flush blkdev noblkdev
 			ro rw allow_other allow_root auto_unmount fsname= subtype= max_read=
 			nosuid suid nodev dev noexec exec noatime atime relatime norelatime
 			strictatime nostrictatime lazytime nolazytime nodiratime diratime

@@ -238,3 +238,71 @@ hold_release() {
 	run -0 debugfs -R 'cat /f' "$L"
 	assert_line data
 }
+
+@test "with -o blkdev the unmount waits for the final flush: e2fsck right after it finds the image clean" {
+	hold_start
+	fstitch_mount_start "$IMG" "$MNT" -o blkdev,flush_interval=3600
+	unset FSTITCH_TEST_HOLD
+	grep -q " $MNT rw[^ ]* - fuseblk.fstitch /dev/loop" /proc/self/mountinfo
+	L=$(findmnt -n -o SOURCE "$MNT")
+	echo data >"$MNT/f"
+	umount "$MNT" &
+	um=$!
+	hold_wait
+	# the daemon is held before its flush: the unmount cannot be over
+	kill -0 "$um"
+	hold_release
+	wait "$um"
+	assert_fsck_clean "$IMG"
+	run -0 debugfs -R 'cat /f' "$IMG"
+	assert_line data
+	wait "$FSTITCH_MOUNT_PID"
+	# the loop device went with the mount
+	run -0 losetup -j "$IMG"
+	assert_output ""
+}
+
+@test "without blkdev the unmount returns before the final flush (the case the lock covers)" {
+	hold_start
+	fstitch_mount_start "$IMG" "$MNT" -o noblkdev,flush_interval=3600
+	unset FSTITCH_TEST_HOLD
+	echo data >"$MNT/f"
+	umount "$MNT"
+	hold_wait
+	run -0 debugfs -R 'cat /f' "$IMG"
+	refute_line data
+	run ! flock -n "$IMG" true
+	hold_release
+	wait "$FSTITCH_MOUNT_PID"
+	assert_fsck_clean "$IMG"
+}
+
+@test "sync -f and sync make data durable on a blkdev mount" {
+	fstitch_mount_start "$IMG" "$MNT" -o blkdev,flush_interval=3600
+	echo one >"$MNT/f"
+	# the control: nothing is written back on its own for an hour
+	run -0 debugfs -R 'cat /f' "$IMG"
+	refute_line one
+	sync -f "$MNT/f"
+	run -0 debugfs -R 'cat /f' "$IMG"
+	assert_line one
+	echo two >"$MNT/g"
+	sync
+	run -0 debugfs -R 'cat /g' "$IMG"
+	assert_line two
+	# what sync wrote is a consistent file system already
+	fsck_run "$IMG"
+	[ "$FSCK_CLASS" != dangerous ]
+}
+
+@test "a dead blkdev mount names the image behind its loop device" {
+	fstitch_mount_start "$IMG" "$MNT" -o blkdev
+	kill -KILL "$FSTITCH_MOUNT_PID"
+	wait "$FSTITCH_MOUNT_PID" || true
+	run -32 --separate-stderr timeout 20 "$MOUNT" -f "$IMG" "$MNT" 3>&-
+	assert_equal "${stderr_lines[1]}" "fstitch-mount: to recover, unmount it (fusermount3 -u $MNT, or umount $MNT as root), check the image (e2fsck -fy $IMG), then mount again"
+	umount "$MNT"
+	run e2fsck -fy "$IMG"
+	assert [ "$status" -lt 4 ]
+	fstitch_mount_start "$IMG" "$MNT" -o blkdev
+}

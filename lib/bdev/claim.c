@@ -4,10 +4,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/loop.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -184,4 +187,52 @@ void bdev_claim_release(struct bdev_claim *c)
 	if (c->lockfd >= 0)
 		close(c->lockfd);
 	free(c);
+}
+
+int bdev_loop_attach(const char *path, bool ro, int *fd, char *name, size_t len)
+{
+	struct loop_config cfg;
+	int ctl, img, dev = -1, r = 0, n;
+
+	img = open(path, (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+	if (img < 0)
+		return -errno;
+	ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+	if (ctl < 0) {
+		r = -errno;
+		goto out;
+	}
+	/* another program may take the free device first: try again */
+	for (int tries = 0; tries < 16; tries++) {
+		n = ioctl(ctl, LOOP_CTL_GET_FREE);
+		if (n < 0) {
+			r = -errno;
+			break;
+		}
+		snprintf(name, len, "/dev/loop%d", n);
+		dev = open(name, (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+		if (dev < 0) {
+			r = -errno;
+			break;
+		}
+		memset(&cfg, 0, sizeof(cfg));
+		cfg.fd = (uint32_t)img;
+		cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR | (ro ? LO_FLAGS_READ_ONLY : 0);
+		snprintf((char *)cfg.info.lo_file_name, sizeof(cfg.info.lo_file_name), "%s", path);
+		if (ioctl(dev, LOOP_CONFIGURE, &cfg) == 0) {
+			r = 0;
+			*fd = dev;
+			dev = -1;
+			break;
+		}
+		r = -errno;
+		close(dev);
+		dev = -1;
+		if (r != -EBUSY)
+			break;
+	}
+	close(ctl);
+out:
+	close(img);
+	return r;
 }

@@ -20,6 +20,7 @@
 #define FSTITCH_CLAIM_H
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -61,5 +62,11 @@ void bdev_claim_release(struct bdev_claim *c);
 /* The backing file of the loop device with number dev (st_rdev) into buf:
  * 0, -ENXIO if dev is no loop device or has no backing file, -ENAMETOOLONG. */
 int bdev_loop_backing(dev_t dev, char *buf, size_t len);
+
+/* Attach a new loop device to the image file path, cleared by the kernel
+ * once its last user closes it (LO_FLAGS_AUTOCLEAR), read-only when ro:
+ * 0 with its descriptor in *fd and its path in name; -errno (-EACCES, or
+ * -ENOENT without loop support). */
+int bdev_loop_attach(const char *path, bool ro, int *fd, char *name, size_t len);
 
 #endif

@@ -250,6 +250,12 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 		mo->readonly = opt[1] == 'o';
 		return 0; /* added to the libfuse string at the end */
 	}
+	if (strcmp(opt, "blkdev") == 0 || strcmp(opt, "noblkdev") == 0) {
+		if (val)
+			goto no_value;
+		mo->blkdev = opt[0] == 'b';
+		return 0; /* the daemon adds it with the device as fsname */
+	}
 	if (strcmp(opt, "debug") == 0) {
 		if (val)
 			goto no_value;
@@ -374,6 +380,8 @@ int mountopt_fuse_string(const struct mountopt *mo, const char *fsname, char **o
 			return -ENOMEM;
 	}
 	ret = append_fuse(&tmp, mo->readonly ? "ro" : "rw");
+	if (!ret && mo->blkdev)
+		ret = append_fuse(&tmp, "blkdev");
 	if (!ret)
 		ret = append_fuse(&tmp, "default_permissions");
 	if (!ret && !mo->has_fsname && fsname) {

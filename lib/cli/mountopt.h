@@ -36,6 +36,7 @@ struct mountopt {
 	bool allow_root;              /* allow_root: root may as well */
 	bool nofail;                  /* nofail: a missing source is not an
 				       * error (fstab's meaning) */
+	bool blkdev;                  /* blkdev: mount as fuseblk (root only) */
 	unsigned max_threads;         /* max_threads=N; 0: the daemon's default */
 	unsigned lock_wait_ms;        /* lock_wait=SECONDS: how long to wait for
 				       * an image in use; 0: refuse at once */

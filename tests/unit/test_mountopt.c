@@ -305,6 +305,16 @@ static void test_mount8_options_dropped(void **state)
 	assert_false(mo.allow_other);
 	assert_false(mo.allow_root);
 	mountopt_free(&mo);
+	assert_int_equal(parse(&mo, "blkdev", &err), 0);
+	assert_true(mo.blkdev);
+	assert_int_equal(mountopt_fuse_string(&mo, "/dev/loop7", &s), 0);
+	assert_string_equal(s, "rw,blkdev,default_permissions,fsname=/dev/loop7,subtype=fstitch");
+	free(s);
+	assert_int_equal(mountopt_parse(&mo, "noblkdev", &err), 0);
+	assert_false(mo.blkdev);
+	assert_int_equal(mountopt_parse(&mo, "blkdev=1", &err), -EINVAL);
+	assert_int_equal(err.kind, MOUNTOPT_NO_VALUE);
+	mountopt_free(&mo);
 	assert_int_equal(parse(&mo, "allow_root", &err), 0);
 	assert_false(mo.nofail);
 	assert_true(mo.allow_root);
