@@ -10,9 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include <cmocka.h>
 #include "bdev/bdev.h"
+#include "bdev/claim.h"
 #include "crash/crashsim.h"
 
 static char *tmp_image(size_t size)
@@ -296,6 +299,36 @@ static void test_crashsim_stop_and_empty(void **state)
 	bdev_destroy(r);
 }
 
+/* A claim on an image nothing else uses succeeds and takes nothing a
+ * daemon needs (the image lock stays free for e2_open); a path that is not
+ * there is an error, not a conflict; a device that is no loop device has
+ * no backing file. */
+static void test_claim_free_image(void **state)
+{
+	char path[] = "/tmp/fstitch-claim-XXXXXX", back[64];
+	struct claim_conflict why;
+	struct bdev_claim *c = NULL;
+	struct stat st;
+	int fd = mkstemp(path), lk;
+
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 1 << 20), 0);
+	assert_int_equal(bdev_claim(path, CLAIM_KEEP_EXCL, &c, &why), 0);
+	assert_non_null(c);
+	assert_int_equal(why.who, CLAIM_NONE);
+	lk = open(path, O_RDONLY);
+	assert_int_equal(flock(lk, LOCK_EX | LOCK_NB), 0);
+	close(lk);
+	bdev_claim_release(c);
+	assert_int_equal(bdev_claim("/nonexistent/img", 0, &c, &why), -ENOENT);
+	assert_int_equal(stat("/dev/null", &st), 0);
+	assert_int_equal(bdev_loop_backing(st.st_rdev, back, sizeof(back)), -ENXIO);
+	bdev_claim_drop_excl(NULL);
+	bdev_claim_release(NULL);
+	close(fd);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -305,6 +338,7 @@ int main(void)
 		cmocka_unit_test(test_recorder_log),
 		cmocka_unit_test(test_crashsim),
 		cmocka_unit_test(test_crashsim_stop_and_empty),
+		cmocka_unit_test(test_claim_free_image),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
