@@ -1162,7 +1162,8 @@ static const char doc[] =
 	"Mount the ext2 file system in SOURCE (an image file, a block device, "
 	"LABEL=label, UUID=uuid or an NBD URI) on MOUNTPOINT through FUSE, writing changes "
 	"back in dependency order (soft updates).\v"
-	"Options for -o: consistency=softupdates|none, errors=continue|remount-ro|panic, "
+	"Options for -o: consistency=softupdates|none, rename_order=all|file, "
+	"errors=continue|remount-ro|panic, "
 	"cache=SIZE (K, M, G), "
 	"flush_interval=SECONDS, lock_wait=SECONDS, max_threads=N, statsfile=PATH, ro, rw, "
 	"nbd_retry=SECONDS, unsafe_no_flush, blkdev, noblkdev, nofail, "
@@ -1385,6 +1386,7 @@ static int open_fs(const struct args *a, const struct source *src)
 	struct e2_opts eo = {
 		.consistency = a->mo.consistency,
 		.errors = a->mo.errors,
+		.rename_order = a->mo.rename_order,
 		.flush_interval_ms = a->mo.flush_interval_ms,
 		.readonly = a->mo.readonly,
 		.log = log_eio,

@@ -12,6 +12,9 @@ _fstitch_mount_o()
 	consistency=*)
 		COMPREPLY=($(compgen -P "${prev_opts}consistency=" -W 'softupdates none' -- "${cur#*=}"))
 		;;
+	rename_order=*)
+		COMPREPLY=($(compgen -P "${prev_opts}rename_order=" -W 'all file' -- "${cur#*=}"))
+		;;
 	errors=*)
 		COMPREPLY=($(compgen -P "${prev_opts}errors=" -W 'continue remount-ro panic' -- "${cur#*=}"))
 		;;
@@ -38,7 +41,7 @@ _fstitch_mount_o()
 		COMPREPLY=()
 		;;
 	*)
-		COMPREPLY=($(compgen -P "$prev_opts" -W 'consistency= errors= cache= flush_interval=
+		COMPREPLY=($(compgen -P "$prev_opts" -W 'consistency= rename_order= errors= cache= flush_interval=
 			lock_wait= max_threads= statsfile= nbd_retry= unsafe_no_flush blkdev noblkdev
 			ro rw allow_other allow_root auto_unmount fsname= subtype= max_read=
 			nosuid suid nodev dev noexec exec noatime atime relatime norelatime

@@ -159,6 +159,17 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 			goto bad_value;
 		return 0;
 	}
+	if (strcmp(opt, "rename_order") == 0) {
+		if (!val)
+			goto need_value;
+		if (strcmp(val, "all") == 0)
+			mo->rename_order = E2_RENAME_ORDER_ALL;
+		else if (strcmp(val, "file") == 0)
+			mo->rename_order = E2_RENAME_ORDER_FILE;
+		else
+			goto bad_value;
+		return 0;
+	}
 	if (strcmp(opt, "errors") == 0) {
 		if (!val)
 			goto need_value;

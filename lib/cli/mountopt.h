@@ -25,6 +25,7 @@
 struct mountopt {
 	enum consistency consistency; /* default CONSISTENCY_SOFTUPDATES */
 	enum e2_errors errors;        /* errors=; default: the superblock's */
+	enum e2_rename_order rename_order; /* rename_order=; default all */
 	uint64_t cache_bytes;         /* 0: the library's default */
 	unsigned flush_interval_ms;   /* 0: the library's default */
 	bool readonly;

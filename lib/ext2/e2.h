@@ -46,8 +46,21 @@ enum e2_errors {
 				* stops (see e2_error_count()) */
 };
 
+/* What a rename, link or replace is ordered after on disk, besides its own
+ * rules (design.md §4).  Under CONSISTENCY_NONE nothing is ordered. */
+enum e2_rename_order {
+	/* after every earlier data write, rename and link of the file system
+	 * (ext4 data=ordered's effect): a program that writes files and then
+	 * renames a small pointer file into place without fsync finds, after
+	 * a crash, the data the pointer names */
+	E2_RENAME_ORDER_ALL = 0,
+	/* after the renamed (or linked) file's own data only */
+	E2_RENAME_ORDER_FILE,
+};
+
 struct e2_opts {
 	enum consistency consistency;
+	enum e2_rename_order rename_order;
 	enum e2_errors errors;
 	size_t cache_blocks;        /* 0: default */
 	unsigned flush_interval_ms; /* 0: default (5 s) */

@@ -780,7 +780,9 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 				break;
 			e2_isync_add(fs, ip, p);
 			w.goal = pblk + 1;
-			r = e2_deps_add(&ddeps, p);
+			r = dir ? 0 : e2_order_add(fs, p);
+			if (!r)
+				r = e2_deps_add(&ddeps, p);
 			if (r)
 				break;
 			pos += len;
@@ -801,7 +803,9 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 		e2_isync_add(fs, ip, p);
 		/* Recorded before it is linked, so that a failure after the
 		 * link still frees it; the pointer's deps hold bit and p. */
-		r = cp_add(&dat, 0, 0, pblk, -1, NULL, NULL);
+		r = dir ? 0 : e2_order_add(fs, p);
+		if (!r)
+			r = cp_add(&dat, 0, 0, pblk, -1, NULL, NULL);
 		if (!r) {
 			r = set_ptr(&w, w.depth - 1, pblk, -1, bit, p);
 			if (r)
@@ -845,6 +849,12 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 		}
 		e2_patch_drop_committed(fs, &ip->tailz);
 		r = e2_deps_addref(&w.ideps, ip->tailz);
+		/* rename_order=all: a longer size publishes the new bytes as
+		 * a rename publishes a file (an append to a log that names
+		 * other files): after every earlier data write, rename and
+		 * link. */
+		if (!r && !dir)
+			r = e2_order_deps(fs, &w.ideps);
 		if (r)
 			goto out;
 		if (off + done > 0x7fffffffULL && !dir) {

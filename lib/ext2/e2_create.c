@@ -342,7 +342,8 @@ int e2_link(struct e2fs *fs, uint32_t ino, uint32_t newparent, const char *newna
 	e2_patch_drop_committed(fs, &ip->init);
 	e2_patch_drop_committed(fs, &dir->init);
 	if ((r = e2_deps_addref(&d, lp)) || (r = e2_deps_addref(&d, ip->init)) ||
-	    (r = e2_deps_addref(&d, linked)) || (r = e2_deps_addref(&d, dir->init)))
+	    (r = e2_deps_addref(&d, linked)) || (r = e2_deps_addref(&d, dir->init)) ||
+	    (r = e2_order_deps(fs, &d)))
 		goto out;
 	r = e2_dir_add(fs, dir, newname, len, ino, e2_imode(ip), &d, &ent);
 	if (r) {
@@ -352,7 +353,10 @@ int e2_link(struct e2fs *fs, uint32_t ino, uint32_t newparent, const char *newna
 		goto out;
 	}
 	e2_isync_add(fs, ip, ent);
+	r = e2_order_add(fs, ent);
 	patch_release(fs->c, ent);
+	if (r)
+		goto out;
 	if (lp) {
 		patch_release(fs->c, ip->init);
 		ip->init = lp;

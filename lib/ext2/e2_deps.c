@@ -82,3 +82,18 @@ int e2_pset_add(struct e2fs *fs, struct patch **set, struct patch *p)
 	*set = np;
 	return 0;
 }
+
+int e2_order_add(struct e2fs *fs, struct patch *p)
+{
+	if (fs->opts.rename_order != E2_RENAME_ORDER_ALL)
+		return 0;
+	return e2_pset_add(fs, &fs->ordset, p);
+}
+
+int e2_order_deps(struct e2fs *fs, struct e2_deps *d)
+{
+	if (fs->opts.rename_order != E2_RENAME_ORDER_ALL)
+		return 0;
+	e2_patch_drop_committed(fs, &fs->ordset);
+	return e2_deps_addref(d, fs->ordset);
+}

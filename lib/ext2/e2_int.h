@@ -120,6 +120,10 @@ struct e2fs {
 	struct bdev *dev;
 	struct cache *c;
 	struct e2_opts opts;
+	/* E2_RENAME_ORDER_ALL: an empty patch that depends on every data
+	 * write, rename and link not yet on disk (e2_pset_add); each new
+	 * rename and link waits for it */
+	struct patch *ordset;
 	bool ro;	    /* no changes: mounted read-only, or an error
 			     * turned it so (errors=remount-ro, panic) */
 	bool mounted_ro;    /* opened read-only: nothing is ever written */
@@ -296,6 +300,10 @@ int e2_unlink_inode(struct e2fs *fs, struct e2_inode *ip, struct patch *removal)
 int e2_remove_inode(struct e2fs *fs, struct e2_inode *dir, struct e2_inode *ip,
 		    struct patch *removal);
 int e2_pset_add(struct e2fs *fs, struct patch **set, struct patch *p);
+/* rename_order=all: a data write, rename or link p joins fs->ordset. */
+int e2_order_add(struct e2fs *fs, struct patch *p);
+/* rename_order=all: d += what a new rename or link must wait for. */
+int e2_order_deps(struct e2fs *fs, struct e2_deps *d);
 int e2_remove_last(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
 		   struct e2_inode *ip, struct patch *after, struct patch **rmp);
 int e2_touch_dir(struct e2fs *fs, struct e2_inode *dir);

@@ -212,11 +212,15 @@ int e2_rename(struct e2fs *fs, uint32_t parent, const char *name, uint32_t newpa
 		if (tdir && moved && (r = e2_add_links(fs, p1, +1, NULL, &l1)))
 			goto out;
 		if ((r = deps2(&d, ls, s->init)) || (r = e2_deps_addref(&d, p2->init)) ||
+		    (r = e2_order_deps(fs, &d)) ||
 		    (r = e2_dir_retarget(fs, p2, newname, len2, s->ino, e2_imode(s), &d, &o2)))
 			goto out;
 		e2_deps_free(fs, &d);
 		if ((r = deps2(&d, lt, t->init)) || (r = e2_deps_addref(&d, p1->init)) ||
+		    (r = e2_order_deps(fs, &d)) ||
 		    (r = e2_dir_retarget(fs, p1, name, len1, t->ino, e2_imode(t), &d, &o1)))
+			goto out;
+		if ((r = e2_order_add(fs, o2)) || (r = e2_order_add(fs, o1)))
 			goto out;
 		e2_deps_free(fs, &d);
 		if (sdir && moved &&
@@ -243,8 +247,10 @@ int e2_rename(struct e2fs *fs, uint32_t parent, const char *name, uint32_t newpa
 			goto out;
 		if (sdir && moved && (r = e2_add_links(fs, p2, +1, NULL, &l2)))
 			goto out;
+		/* rename_order=all: after every earlier data write, rename and
+		 * link (e2_order_deps). */
 		if ((r = e2_add_links(fs, s, +1, NULL, &ls)) || (r = deps2(&d, s->init, linked)) ||
-		    (r = deps2(&d, ls, p2->init)))
+		    (r = deps2(&d, ls, p2->init)) || (r = e2_order_deps(fs, &d)))
 			goto out;
 		/* A target losing its last name is parked first (see park()). */
 		if (exists && !tdir && e2_ilinks(&t->d) == 1 &&
@@ -256,7 +262,7 @@ int e2_rename(struct e2fs *fs, uint32_t parent, const char *name, uint32_t newpa
 			r = e2_dir_retarget(fs, p2, newname, len2, s->ino, e2_imode(s), &d, &n);
 		else
 			r = e2_dir_add(fs, p2, newname, len2, s->ino, e2_imode(s), &d, &n);
-		if (r)
+		if (r || (r = e2_order_add(fs, n)))
 			goto out;
 		e2_deps_free(fs, &d);
 		if (sdir && moved &&

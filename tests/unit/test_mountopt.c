@@ -71,6 +71,27 @@ static void test_consistency(void **state)
 	assert_string_equal(mountopt_consistency_name(CONSISTENCY_SOFTUPDATES), "softupdates");
 }
 
+static void test_rename_order(void **state)
+{
+	struct mountopt mo;
+	struct mountopt_error err;
+
+	assert_int_equal(parse(&mo, "", NULL), 0);
+	assert_int_equal(mo.rename_order, E2_RENAME_ORDER_ALL);
+	assert_int_equal(mountopt_parse(&mo, "rename_order=file", &err), 0);
+	assert_int_equal(mo.rename_order, E2_RENAME_ORDER_FILE);
+	assert_int_equal(mountopt_parse(&mo, "rename_order=all", &err), 0);
+	assert_int_equal(mo.rename_order, E2_RENAME_ORDER_ALL);
+	mountopt_free(&mo);
+	assert_int_equal(parse(&mo, "rename_order=process", &err), -EINVAL);
+	assert_int_equal(err.kind, MOUNTOPT_BAD_VALUE);
+	assert_string_equal(err.name, "rename_order");
+	mountopt_free(&mo);
+	assert_int_equal(parse(&mo, "rename_order", &err), -EINVAL);
+	assert_int_equal(err.kind, MOUNTOPT_NEED_VALUE);
+	mountopt_free(&mo);
+}
+
 static void test_errors(void **state)
 {
 	struct mountopt mo;
@@ -494,6 +515,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_consistency),
+		cmocka_unit_test(test_rename_order),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_cache),
