@@ -530,6 +530,7 @@ void cache_destroy(struct cache *c)
 	free(c->r_pstart);
 	free(c->r_patches);
 	free(c->r_roll);
+	free(c->r_settle);
 	free(c->work);
 	pthread_cond_destroy(&c->io_cond);
 	pthread_cond_destroy(&c->round_cond);

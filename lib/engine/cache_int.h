@@ -127,6 +127,14 @@ struct cblock {
 
 struct bchunk;
 
+/* A patch whose pending befores one block write would settle, and how
+ * many of them are left (round.c, choose_patches()). */
+struct settle_slot {
+	struct patch *p;
+	uint32_t left;
+	uint32_t gen;                 /* valid when equal to r_settle_gen */
+};
+
 #define SLAB_PATCHES 1024 /* patches per slab */
 
 struct slab {
@@ -170,6 +178,8 @@ struct cache {
 	struct patch **r_roll;        /* one block's patches to roll back */
 	size_t r_nroll, r_rollcap;
 	bool r_pinned;                /* one of them may wait for a hold */
+	struct settle_slot *r_settle; /* choose_patches()'s scratch table */
+	uint32_t r_settle_gen;
 	struct patch **work;          /* empty patches to commit */
 	size_t nwork, cwork;
 	struct patch *dclear;         /* cache_discard(): the clear of the

@@ -55,25 +55,110 @@ static int grow_vec(struct patch ***v, size_t *cap, size_t need)
 	return GROW(v, cap, need, 256) ? -ENOMEM : 0;
 }
 
-/* Choose the patches of b to write now: those with no unwritten before
- * elsewhere whose same-block befores are all chosen too, and (for a
- * targeted round) older than limit; hard patches are in every write.  The
- * list is in sequence order and same-block edges point backwards, so one
- * pass decides, marking the same-block afters of every patch left out.
- * Those left out are collected in r_roll, oldest first.  Returns whether a
- * patch older than limit was chosen. */
+/* Settling through empty patches.  A patch of b may wait for b's own
+ * older patches through empty patches: a patchgroup's head and tail stand
+ * between a rename and the creation it follows in the same directory
+ * block.  Counted as waits elsewhere, they would cost one round per link
+ * of such a chain.  Since a block write is atomic, the patch may go in
+ * the same write as those befores, provided every other before is on
+ * disk already.  choose_patches() finds such patches by settling, in a
+ * scratch table, the empty patches whose befores are all committed or in
+ * this write, and counting down the waits of b's patches behind them. */
+#define SETTLE_SLOTS 1024   /* power of two */
+#define SETTLE_BUDGET 512   /* patches looked at per block write */
+
+static struct settle_slot *settle_slot(struct cache *c, struct patch *p)
+{
+	size_t i = (size_t)(((uintptr_t)p >> 6) * 0x9e3779b97f4a7c15ull >> 20) &
+		   (SETTLE_SLOTS - 1);
+
+	for (;; i = (i + 1) & (SETTLE_SLOTS - 1)) {
+		struct settle_slot *s = &c->r_settle[i];
+
+		if (s->gen != c->r_settle_gen) {
+			s->gen = c->r_settle_gen;
+			s->p = p;
+			s->left = p->npend_ext;
+			return s;
+		}
+		if (s->p == p)
+			return s;
+	}
+}
+
+/* Whether p, waiting for others elsewhere, has had all of them settled. */
+static bool settled(struct cache *c, struct patch *p)
+{
+	size_t i = (size_t)(((uintptr_t)p >> 6) * 0x9e3779b97f4a7c15ull >> 20) &
+		   (SETTLE_SLOTS - 1);
+
+	if (!c->r_settle)
+		return false;
+	for (;; i = (i + 1) & (SETTLE_SLOTS - 1)) {
+		struct settle_slot *s = &c->r_settle[i];
+
+		if (s->gen != c->r_settle_gen)
+			return false;
+		if (s->p == p)
+			return s->left == 0;
+	}
+}
+
+/* p (of b) goes in this write: count it off what waits for it through
+ * empty patches.  *budget bounds the work; when it runs out, fewer
+ * patches go now, which is always safe. */
+static void settle_afters(struct cache *c, struct cblock *b, struct patch *p, int *budget)
+{
+	uint32_t i;
+
+	for (i = 0; i < p->nafters; i++) {
+		struct patch *a = patch_after(p, i);
+		struct settle_slot *s;
+
+		/* Same-block waits are the block list's business; other
+		 * blocks cannot go in this write; a held empty patch does
+		 * not commit. */
+		if (a->block == b && p->block == b)
+			continue;
+		if ((a->block && a->block != b) || (a->flags & PF_HELD))
+			continue;
+		if (--*budget < 0)
+			return;
+		s = settle_slot(c, a);
+		if (s->left && --s->left == 0 && !a->block)
+			settle_afters(c, b, a, budget);
+	}
+}
+
+/* Choose the patches of b to write now: those whose befores elsewhere are
+ * all on disk (or settle within this write, see above) and whose
+ * same-block befores are all chosen too, and (for a targeted round) older
+ * than limit; hard patches are in every write.  The list is in sequence
+ * order and same-block edges point backwards, so one pass decides,
+ * marking the same-block afters of every patch left out.  Those left out
+ * are collected in r_roll, oldest first.  Returns whether a patch older
+ * than limit was chosen. */
 static bool choose_patches(struct cache *c, struct cblock *b, uint64_t limit)
 {
 	struct patch *p;
 	bool useful = false;
+	int budget = SETTLE_BUDGET;
 	uint32_t i;
 
 	c->r_nroll = 0;
 	c->r_pinned = false;
+	if (!c->r_settle)
+		c->r_settle = calloc(SETTLE_SLOTS, sizeof(*c->r_settle));
+	if (++c->r_settle_gen == 0) {
+		/* a wrapped generation could match a stale slot */
+		if (c->r_settle)
+			memset(c->r_settle, 0, SETTLE_SLOTS * sizeof(*c->r_settle));
+		c->r_settle_gen = 1;
+	}
 	for (p = b->phead; p; p = p->bnext) {
 		/* (a patch of a failed round may be on disk already: keep
 		 * it there rather than roll it back) */
-		bool in = p->npend_ext == 0 && !(p->flags & PF_BLOCKED) &&
+		bool in = (p->npend_ext == 0 || settled(c, p)) && !(p->flags & PF_BLOCKED) &&
 			  (p->seq < limit || (p->flags & (PF_HARD | PF_WRITTEN)));
 
 		p->flags &= ~PF_BLOCKED;
@@ -81,6 +166,8 @@ static bool choose_patches(struct cache *c, struct cblock *b, uint64_t limit)
 			p->flags |= PF_INFLIGHT;
 			c->r_patches[c->r_np++] = p;
 			useful |= p->seq < limit;
+			if (c->r_settle && budget > 0)
+				settle_afters(c, b, p, &budget);
 			continue;
 		}
 		c->r_roll[c->r_nroll++] = p;
