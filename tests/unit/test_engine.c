@@ -403,6 +403,48 @@ static void test_same_block_overlap_order(void **state)
 	env_close(&e);
 }
 
+/* A chain over one block through empty patches (a patchgroup's head and
+ * tail): p[i] waits for p[i-1] of the same block through e[i-1], which
+ * also waits for x[i-1] on a block of its own.  Once the x are on disk,
+ * one write of block 1 takes the whole chain: 2 rounds, not one a link.
+ * Nothing goes before its befores elsewhere: after the first round (the
+ * x, block 1 put off for its rollbacks) no p[i > 0] is on block 1. */
+static void test_settle_through_empties(void **state)
+{
+	enum { N = 10 };
+	struct env e;
+	struct cblock *b1, *bx[N];
+	struct patch *p[N], *x[N], *em[N];
+	size_t nw;
+	int i;
+
+	env_open(&e, NULL);
+	b1 = get(&e, 1);
+	for (i = 0; i < N; i++) {
+		bx[i] = get(&e, 10 + i);
+		x[i] = put_byte(&e, bx[i], 0, 0x10 + i, 4, NULL, 0);
+		p[i] = put_byte(&e, b1, 8 * i, 0x40 + i, 4, i ? &em[i - 1] : NULL, i ? 1 : 0);
+		assert_int_equal(patch_create_empty(e.c, (struct patch *[]){ p[i], x[i] }, 2, &em[i]),
+				 0);
+	}
+	assert_int_equal(cache_flush_round(e.c, &nw), 0);
+	for (i = 1; i < N; i++)
+		assert_int_equal(mem_block(&e, 1)[8 * i], 0);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_int_equal(stats(&e).rounds, 2);
+	for (i = 0; i < N; i++) {
+		assert_true(patch_committed(p[i]));
+		assert_true(patch_committed(em[i]));
+		patch_release(e.c, p[i]);
+		patch_release(e.c, x[i]);
+		patch_release(e.c, em[i]);
+		cache_put(e.c, bx[i]);
+	}
+	assert_device_equals_cache(&e);
+	cache_put(e.c, b1);
+	env_close(&e);
+}
+
 static void test_empty_patches(void **state)
 {
 	struct env e;
@@ -1030,6 +1072,7 @@ int main(void)
 		cmocka_unit_test(test_hard_patch_merging),
 		cmocka_unit_test(test_same_block_overlap_order),
 		cmocka_unit_test(test_empty_patches),
+		cmocka_unit_test(test_settle_through_empties),
 		cmocka_unit_test(test_held_blocks_sync),
 		cmocka_unit_test(test_write_fault),
 		cmocka_unit_test(test_connection_reset),
