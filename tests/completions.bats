@@ -158,7 +158,7 @@ tab() {
 }
 
 @test "TAB after LABEL= completes a label once" {
-	local label=uxc$RANDOM$RANDOM loop
+	local label=uxc$$ loop
 	staged
 	make_image "$SCRATCH/l.img" 8M -L "$label"
 	loop=$(losetup -f --show "$SCRATCH/l.img")
