@@ -141,6 +141,11 @@ in_ns() {
 			while read -r m src; do
 				[ -f "\$src" ] && flock "\$src" true
 			done <"$WORK/.mounts"
+			# an example that unmounted by itself: its daemon holds the
+			# image's lock until its final flush ends
+			for src in "$WORK"/*.img; do
+				[ -f "\$src" ] && flock "\$src" true
+			done
 			wait
 			exit \$st
 		}
