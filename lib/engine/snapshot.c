@@ -368,12 +368,35 @@ static int take_graph(struct take *t)
 	r = take_blocks(t, true);
 	if (r)
 		return r;
-	r = pset_init(&set, t->nodes.n);
+	r = pset_init(&set, t->s->limit);
 	if (r)
 		return r;
 	nodes = t->nodes.v;
 	for (i = 0; i < t->nodes.n; i++)
 		pset_add(&set, nodes[i]);
+	/* The empty patches that link them (an ordering set a rename waits
+	 * for, a set fsync waits for), while the limit leaves room: an
+	 * edge through one would be missing from the picture otherwise. */
+	for (i = 0; i < t->nodes.n && !(t->s->flags & INSP_S_TRUNCATED); i++) {
+		p = ((const struct patch *const *)t->nodes.v)[i];
+		for (k = 0; k < patch_nafters(p); k++) {
+			const struct patch *a = patch_after(p, k), **np;
+
+			if (a->type != PT_EMPTY || !patch_live(a) || pset_has(&set, a))
+				continue;
+			if (t->nodes.n >= t->s->limit) {
+				t->s->flags |= INSP_S_TRUNCATED;
+				break;
+			}
+			np = vec_push(&t->nodes);
+			if (!np || !add_patch(t, a)) {
+				r = -ENOMEM;
+				goto out;
+			}
+			*np = a;
+			pset_add(&set, a);
+		}
+	}
 	/* Only edges between nodes: a befores outside the picture would
 	 * need a scan of every patch. */
 	for (i = 0; i <= set.mask; i++) {
