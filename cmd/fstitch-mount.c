@@ -31,6 +31,7 @@
 #include "inspect/inspect.h"
 #include "cli/cliopt.h"
 #include "cli/mountopt.h"
+#include "pg/caller.h"
 #include "pg/pgsrv.h"
 #include "bdev/claim.h"
 #include "bdev/reclog.h"
@@ -80,6 +81,8 @@ struct args {
 static struct {
 	struct e2fs *fs;
 	struct pgsrv *srv;
+	/* rename_order=process: which process each request comes from */
+	struct caller_tab *callers;
 	bool use_syslog;
 	/* changes whose patchgroup ordering was lost (pgsrv_leave failed) */
 	pthread_mutex_t lost_lock;
@@ -197,11 +200,23 @@ static void reply_entry(fuse_req_t req, const struct stat *st)
 }
 
 /* Patchgroups see every request that may change the file system, under the
- * calling process's scope. */
+ * calling process's scope; with rename_order=process the ext2 module is
+ * told the calling process as well.  A request with pid 0 (one the kernel
+ * makes on its own: a write-back of a shared mapping, a release) has no
+ * process, and the ext2 module then orders it against every process. */
 static void enter(fuse_req_t req)
 {
+	pid_t tid = fuse_req_ctx(req)->pid;
+	struct scope_key key;
+
+	if (D.callers) {
+		if (caller_resolve(D.callers, tid, &key) == 1)
+			e2_set_caller(key.pid, key.start);
+		else
+			e2_set_caller(0, 0);
+	}
 	if (D.srv)
-		pgsrv_enter(D.srv, fuse_req_ctx(req)->pid);
+		pgsrv_enter(D.srv, tid);
 }
 
 static uint64_t now_ms(void)
@@ -222,6 +237,8 @@ static void leave(const char *op)
 	char unlogged[48] = "";
 	bool log;
 
+	if (D.callers)
+		e2_set_caller(0, 0);
 	if (!D.srv || (pgsrv_leave(D.srv) == 0 && !D.fault_lost))
 		return;
 	pthread_mutex_lock(&D.lost_lock);
@@ -1162,7 +1179,7 @@ static const char doc[] =
 	"Mount the ext2 file system in SOURCE (an image file, a block device, "
 	"LABEL=label, UUID=uuid or an NBD URI) on MOUNTPOINT through FUSE, writing changes "
 	"back in dependency order (soft updates).\v"
-	"Options for -o: consistency=softupdates|none, rename_order=all|file, "
+	"Options for -o: consistency=softupdates|none, rename_order=all|process|file, "
 	"errors=continue|remount-ro|panic, "
 	"cache=SIZE (K, M, G), "
 	"flush_interval=SECONDS, lock_wait=SECONDS, max_threads=N, statsfile=PATH, ro, rw, "
@@ -1577,6 +1594,8 @@ static void final_flush(void)
 		pgsrv_destroy(D.srv);
 		D.srv = NULL;
 	}
+	caller_tab_destroy(D.callers);
+	D.callers = NULL;
 	test_hold();
 	if (D.lost)
 		say("%llu changes lost their patchgroup ordering during this mount",
@@ -1849,6 +1868,14 @@ int main(int argc, char **argv)
 	if (fuse_session_custom_io(se, &io, fuse_session_fd(se)) != 0) {
 		say("cannot set up the FUSE device");
 		goto out_unmount;
+	}
+	/* Without the table every request counts as one of no known
+	 * process, which orders as rename_order=all does. */
+	if (a.mo.rename_order == E2_RENAME_ORDER_PROCESS &&
+	    a.mo.consistency != CONSISTENCY_NONE && !a.mo.readonly &&
+	    caller_tab_create(NULL, &D.callers) < 0) {
+		D.callers = NULL;
+		say("rename_order=process: out of memory; ordering as rename_order=all");
 	}
 	/* Patchgroups are an addition: the file system works without them.
 	 * Their socket follows the mount's own rule for who may use it. */

@@ -13,7 +13,7 @@ _fstitch_mount_o()
 		COMPREPLY=($(compgen -P "${prev_opts}consistency=" -W 'softupdates none' -- "${cur#*=}"))
 		;;
 	rename_order=*)
-		COMPREPLY=($(compgen -P "${prev_opts}rename_order=" -W 'all file' -- "${cur#*=}"))
+		COMPREPLY=($(compgen -P "${prev_opts}rename_order=" -W 'all process file' -- "${cur#*=}"))
 		;;
 	errors=*)
 		COMPREPLY=($(compgen -P "${prev_opts}errors=" -W 'continue remount-ro panic' -- "${cur#*=}"))

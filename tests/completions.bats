@@ -147,6 +147,8 @@ tab() {
 	assert_output 'line: fstitch-mount -o ro,consistency='
 	run -0 tab 'mount.fuse.fstitch -o consistency=s'
 	assert_output 'line: mount.fuse.fstitch -o consistency=softupdates '
+	run -0 tab 'fstitch-mount -o rename_order=p'
+	assert_output 'line: fstitch-mount -o rename_order=process '
 	run -0 tab 'fstitch-mount --max-threads='
 	assert_output - <<-EOF
 		line: fstitch-mount --max-threads=

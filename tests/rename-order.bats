@@ -3,7 +3,9 @@
 # publishes its files with a rename, as git does by default, finds after a
 # crash the old state or the new one with everything it names.  Every
 # crash state of one recording is checked (fstitch-crash's full list), and
-# the same workload is shown to break without the ordering.
+# the same workload is shown to break without the ordering.  Under
+# rename_order=process a rename waits for its own process's data and not
+# for another process's, which the patch graph (fstitch-stat --dot) shows.
 
 load common
 
@@ -53,6 +55,14 @@ git log --oneline >/dev/null'
 	echo "# rename_order=all: ${lines[-1]}" >&3
 }
 
+@test "git with no fsync keeps its repository whole in every crash state under rename_order=process" {
+	command -v git >/dev/null || skip "git is not installed"
+	git_record process -o rename_order=process
+	run -0 "$CRASH" check --jobs 2 process -- sh -c "$GIT_CHECK"
+	assert_line --regexp '^([0-9]+) of \1 states checked \(seed 1\), 0 failed'
+	echo "# rename_order=process: ${lines[-1]}" >&3
+}
+
 @test "the same git run breaks with rename_order=file and with consistency=none" {
 	command -v git >/dev/null || skip "git is not installed"
 	git_record file -o rename_order=file
@@ -63,4 +73,74 @@ git log --oneline >/dev/null'
 	run -1 "$CRASH" check --jobs 2 --max 200 none -- sh -c "$GIT_CHECK"
 	assert_line --regexp '^failed states: [0-9]'
 	echo "# consistency=none: ${lines[-1]}" >&3
+}
+
+# reaches DOT FROM TO: "yes" if a patch on block FROM waits, directly or
+# through other patches (empty ones included), for a patch on one of the
+# blocks TO (comma-separated), else "no".
+reaches() {
+	python3 - "$@" <<'EOF'
+import re, sys
+blk, edges, cur = {}, {}, None
+for line in open(sys.argv[1]):
+    m = re.match(r'\s*subgraph cluster_b(\d+) \{', line)
+    if m:
+        cur = m.group(1)
+    elif re.match(r'\s*\}', line):
+        cur = None
+    elif m := re.match(r'\s*p(\d+) \[label', line):
+        blk[m.group(1)] = cur
+    elif m := re.match(r'\s*p(\d+) -> p(\d+);', line):
+        edges.setdefault(m.group(1), []).append(m.group(2))
+to = set(sys.argv[3].split(','))
+todo = [p for p, b in blk.items() if b == sys.argv[2]]
+assert todo, "no patch on block " + sys.argv[2]
+seen = set(todo)
+while todo:
+    for q in edges.get(todo.pop(), []):
+        if q not in seen:
+            seen.add(q)
+            todo.append(q)
+print("yes" if any(blk.get(p) in to for p in seen) else "no")
+EOF
+}
+
+@test "rename_order=process orders a rename after its own process's data, not another's" {
+	command -v debugfs >/dev/null || skip "debugfs is not installed"
+	local base=$SCRATCH/base.img img=$SCRATCH/fs.img mnt=$SCRATCH/mnt mode got=
+	local ablk dblk eblk
+	STAT=$(fstitch_cmd fstitch-stat)
+	# a holds 64 KiB on disk; d and e are directories in other groups.
+	make_image "$base" 32M
+	fstitch_mount_start "$base" "$mnt"
+	python3 -c 'open("a", "wb").write(bytes(range(256)) * 256)' && mv a "$mnt/a"
+	mkdir "$mnt/d" "$mnt/e"
+	fstitch_mount_stop "$mnt"
+	ablk=$(debugfs -R 'blocks /a' "$base" 2>/dev/null | xargs | tr ' ' ,)
+	dblk=$(debugfs -R 'blocks /d' "$base" 2>/dev/null | xargs)
+	eblk=$(debugfs -R 'blocks /e' "$base" 2>/dev/null | xargs)
+	[ -n "$ablk" ] && [ -n "$dblk" ] && [ -n "$eblk" ] && [ "$dblk" != "$eblk" ]
+	# Process A overwrites a in place and publishes e/g with a rename;
+	# then process B publishes d/f.  Nothing is flushed before the graph
+	# is taken (flush interval 600 s).
+	for mode in process all file; do
+		cp "$base" "$img"
+		fstitch_mount_start "$img" "$mnt" -o flush_interval=600,rename_order=$mode
+		(cd "$mnt" && python3 -c '
+import os
+with open("a", "r+b") as f:
+    f.write(bytes(reversed(range(256))) * 256)
+with open("e/u", "wb") as f:
+    f.write(b"A\n")
+os.rename("e/u", "e/g")' && python3 -c '
+import os
+with open("d/t", "wb") as f:
+    f.write(b"B\n")
+os.rename("d/t", "d/f")')
+		"$STAT" --dot --limit 100000 "$mnt" >"$SCRATCH/$mode.dot"
+		fstitch_mount_stop "$mnt"
+		got+="$mode: A $(reaches "$SCRATCH/$mode.dot" "$eblk" "$ablk")"
+		got+=" B $(reaches "$SCRATCH/$mode.dot" "$dblk" "$ablk"); "
+	done
+	assert_equal "$got" "process: A yes B no; all: A yes B yes; file: A no B no; "
 }

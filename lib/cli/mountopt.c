@@ -166,6 +166,8 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 			mo->rename_order = E2_RENAME_ORDER_ALL;
 		else if (strcmp(val, "file") == 0)
 			mo->rename_order = E2_RENAME_ORDER_FILE;
+		else if (strcmp(val, "process") == 0)
+			mo->rename_order = E2_RENAME_ORDER_PROCESS;
 		else
 			goto bad_value;
 		return 0;

@@ -56,7 +56,21 @@ enum e2_rename_order {
 	E2_RENAME_ORDER_ALL = 0,
 	/* after the renamed (or linked) file's own data only */
 	E2_RENAME_ORDER_FILE,
+	/* after every earlier data write, rename and link of the same
+	 * process (e2_set_caller()), and every earlier one whose process is
+	 * not known */
+	E2_RENAME_ORDER_PROCESS,
 };
+
+/* rename_order=process: the process the calling thread's changes come from,
+ * until the next call on this thread (a thread-local setting, as a
+ * patchgroup scope is).  pid and start (the start time of /proc/PID/stat)
+ * name the process, so that a reused pid is another process.  pid 0 means
+ * "not known" (the default): such a data write is waited for by every later
+ * rename, link and size increase, and such a rename waits for every
+ * process's earlier writes, so nothing is ordered less than under
+ * rename_order=all would be for it. */
+void e2_set_caller(pid_t pid, uint64_t start);
 
 struct e2_opts {
 	enum consistency consistency;

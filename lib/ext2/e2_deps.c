@@ -83,17 +83,111 @@ int e2_pset_add(struct e2fs *fs, struct patch **set, struct patch *p)
 	return 0;
 }
 
+/* rename_order=process: the process of the calling thread's changes (pid 0:
+ * not known).  Thread-local like a patchgroup scope: the caller sets it
+ * around each operation. */
+static __thread struct {
+	pid_t pid;
+	uint64_t start;
+} tls_caller;
+
+void e2_set_caller(pid_t pid, uint64_t start)
+{
+	tls_caller.pid = pid > 0 ? pid : 0;
+	tls_caller.start = pid > 0 ? start : 0;
+}
+
+static unsigned proc_slot(pid_t pid)
+{
+	return ((unsigned)pid * 2654435761u) % E2_PROCSET_SLOTS;
+}
+
+/* Drop the entries of slot whose sets are on disk; *found gets the entry of
+ * (pid, start) if it is there and still has a set. */
+static void proc_prune(struct e2fs *fs, unsigned slot, pid_t pid, uint64_t start,
+		       struct e2_procset **found)
+{
+	struct e2_procset **pp = &fs->procsets[slot], *e;
+
+	while ((e = *pp)) {
+		e2_patch_drop_committed(fs, &e->set);
+		if (!e->set) {
+			*pp = e->next;
+			free(e);
+			continue;
+		}
+		if (found && e->pid == pid && e->start == start)
+			*found = e;
+		pp = &e->next;
+	}
+}
+
 int e2_order_add(struct e2fs *fs, struct patch *p)
 {
-	if (fs->opts.rename_order != E2_RENAME_ORDER_ALL)
+	struct e2_procset *e = NULL;
+	unsigned slot;
+
+	if (fs->opts.rename_order == E2_RENAME_ORDER_ALL ||
+	    (fs->opts.rename_order == E2_RENAME_ORDER_PROCESS && !tls_caller.pid))
+		return e2_pset_add(fs, &fs->ordset, p);
+	if (fs->opts.rename_order != E2_RENAME_ORDER_PROCESS || !p || patch_committed(p) ||
+	    fs->opts.consistency == CONSISTENCY_NONE)
 		return 0;
-	return e2_pset_add(fs, &fs->ordset, p);
+	slot = proc_slot(tls_caller.pid);
+	proc_prune(fs, slot, tls_caller.pid, tls_caller.start, &e);
+	if (!e) {
+		e = calloc(1, sizeof(*e));
+		if (!e)
+			return -ENOMEM;
+		e->pid = tls_caller.pid;
+		e->start = tls_caller.start;
+		e->next = fs->procsets[slot];
+		fs->procsets[slot] = e;
+	}
+	/* A failure leaves the entry with no set: the next prune drops it. */
+	return e2_pset_add(fs, &e->set, p);
 }
 
 int e2_order_deps(struct e2fs *fs, struct e2_deps *d)
 {
-	if (fs->opts.rename_order != E2_RENAME_ORDER_ALL)
+	struct e2_procset *e = NULL;
+	unsigned slot;
+	int r;
+
+	if (fs->opts.rename_order != E2_RENAME_ORDER_ALL &&
+	    fs->opts.rename_order != E2_RENAME_ORDER_PROCESS)
 		return 0;
 	e2_patch_drop_committed(fs, &fs->ordset);
-	return e2_deps_addref(d, fs->ordset);
+	r = e2_deps_addref(d, fs->ordset);
+	if (r || fs->opts.rename_order == E2_RENAME_ORDER_ALL)
+		return r;
+	if (tls_caller.pid) {
+		slot = proc_slot(tls_caller.pid);
+		proc_prune(fs, slot, tls_caller.pid, tls_caller.start, &e);
+		return e ? e2_deps_addref(d, e->set) : 0;
+	}
+	/* A caller not known waits for every process. */
+	for (slot = 0; slot < E2_PROCSET_SLOTS; slot++) {
+		proc_prune(fs, slot, 0, 0, NULL);
+		for (e = fs->procsets[slot]; e; e = e->next)
+			if ((r = e2_deps_addref(d, e->set)))
+				return r;
+	}
+	return 0;
+}
+
+void e2_order_destroy(struct e2fs *fs)
+{
+	struct e2_procset *e, *nx;
+
+	for (unsigned slot = 0; slot < E2_PROCSET_SLOTS; slot++) {
+		for (e = fs->procsets[slot]; e; e = nx) {
+			nx = e->next;
+			patch_release(fs->c, e->set);
+			free(e);
+		}
+		fs->procsets[slot] = NULL;
+	}
+	patch_release(fs->c, fs->ordset);
+	fs->ordset = NULL;
 }

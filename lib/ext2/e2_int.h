@@ -115,6 +115,17 @@ struct e2_freed {
 };
 #define E2_FREED_INODE (1ULL << 32)
 
+#define E2_PROCSET_SLOTS 64
+
+/* rename_order=process: what the next rename or link of process (pid,
+ * start) waits for. */
+struct e2_procset {
+	pid_t pid;
+	uint64_t start;
+	struct patch *set;
+	struct e2_procset *next;
+};
+
 struct e2fs {
 	pthread_mutex_t lock;
 	struct bdev *dev;
@@ -122,8 +133,12 @@ struct e2fs {
 	struct e2_opts opts;
 	/* E2_RENAME_ORDER_ALL: an empty patch that depends on every data
 	 * write, rename and link not yet on disk (e2_pset_add); each new
-	 * rename and link waits for it */
+	 * rename and link waits for it.  E2_RENAME_ORDER_PROCESS: the same
+	 * for the changes of callers not known (pid 0) */
 	struct patch *ordset;
+	/* E2_RENAME_ORDER_PROCESS: such a set per process with changes not
+	 * yet on disk, hashed by pid; an entry goes once its set is */
+	struct e2_procset *procsets[E2_PROCSET_SLOTS];
 	bool ro;	    /* no changes: mounted read-only, or an error
 			     * turned it so (errors=remount-ro, panic) */
 	bool mounted_ro;    /* opened read-only: nothing is ever written */
@@ -300,10 +315,14 @@ int e2_unlink_inode(struct e2fs *fs, struct e2_inode *ip, struct patch *removal)
 int e2_remove_inode(struct e2fs *fs, struct e2_inode *dir, struct e2_inode *ip,
 		    struct patch *removal);
 int e2_pset_add(struct e2fs *fs, struct patch **set, struct patch *p);
-/* rename_order=all: a data write, rename or link p joins fs->ordset. */
+/* rename_order=all and process: a data write, rename or link p joins the
+ * set of the file system (all) or of the calling process (process). */
 int e2_order_add(struct e2fs *fs, struct patch *p);
-/* rename_order=all: d += what a new rename or link must wait for. */
+/* rename_order=all and process: d += what a new rename or link must wait
+ * for. */
 int e2_order_deps(struct e2fs *fs, struct e2_deps *d);
+/* Let go of every process's set (unmount). */
+void e2_order_destroy(struct e2fs *fs);
 int e2_remove_last(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
 		   struct e2_inode *ip, struct patch *after, struct patch **rmp);
 int e2_touch_dir(struct e2fs *fs, struct e2_inode *dir);

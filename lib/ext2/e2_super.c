@@ -504,8 +504,7 @@ static int mount_rw(struct e2fs *fs)
 static void fs_free(struct e2fs *fs)
 {
 	if (fs->c)
-		patch_release(fs->c, fs->ordset);
-	fs->ordset = NULL;
+		e2_order_destroy(fs);
 	e2_icache_destroy(fs);
 	e2_freed_destroy(fs);
 	e2_xattr_destroy(fs);

@@ -82,8 +82,10 @@ static void test_rename_order(void **state)
 	assert_int_equal(mo.rename_order, E2_RENAME_ORDER_FILE);
 	assert_int_equal(mountopt_parse(&mo, "rename_order=all", &err), 0);
 	assert_int_equal(mo.rename_order, E2_RENAME_ORDER_ALL);
+	assert_int_equal(mountopt_parse(&mo, "rename_order=process", &err), 0);
+	assert_int_equal(mo.rename_order, E2_RENAME_ORDER_PROCESS);
 	mountopt_free(&mo);
-	assert_int_equal(parse(&mo, "rename_order=process", &err), -EINVAL);
+	assert_int_equal(parse(&mo, "rename_order=Process", &err), -EINVAL);
 	assert_int_equal(err.kind, MOUNTOPT_BAD_VALUE);
 	assert_string_equal(err.name, "rename_order");
 	mountopt_free(&mo);

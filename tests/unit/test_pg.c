@@ -28,6 +28,7 @@
 #include "crash/crashsim.h"
 #include "proto/ctl.h"
 #include "ext2/e2.h"
+#include "pg/caller.h"
 #include "fstitch/patchgroup.h"
 #include "pg/pgsrv.h"
 #include "e2test_util.h"
@@ -919,6 +920,79 @@ static void test_scope_hit_reads_nothing(void **state)
 	scope_tab_destroy(t);
 }
 
+/* rename_order=process: a thread names its process (pid and start time),
+ * a hit is served by the thread's pidfd, and a thread that has ended is
+ * not answered from the cache (its id may be another thread's next). */
+static void *caller_thread(void *arg)
+{
+	pid_t *tid = arg;
+
+	*tid = (pid_t)syscall(SYS_gettid);
+	return NULL;
+}
+
+static void test_caller_real(void **state)
+{
+	struct caller_tab *t;
+	struct scope_key me, got;
+	pthread_t th;
+	pid_t tid = 0, pp;
+	size_t before;
+	int i;
+
+	(void)state;
+	assert_int_equal(caller_tab_create(NULL, &t), 0);
+	assert_int_equal(proc_stat("/proc", getpid(), &pp, &me.start), 0);
+	me.pid = getpid();
+	assert_int_equal(caller_resolve(t, (pid_t)syscall(SYS_gettid), &got), 1);
+	assert_int_equal(got.pid, me.pid);
+	assert_true(got.start == me.start);
+	before = caller_proc_reads(t);
+	assert_true(before > 0);
+	for (i = 0; i < 100; i++) {
+		assert_int_equal(caller_resolve(t, (pid_t)syscall(SYS_gettid), &got), 1);
+		assert_int_equal(got.pid, me.pid);
+	}
+	assert_int_equal(caller_proc_reads(t), before);
+	/* another thread: the same process */
+	assert_int_equal(pthread_create(&th, NULL, caller_thread, &tid), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_true(tid > 0 && tid != getpid());
+	/* it has ended: no process, and no stale answer */
+	assert_int_equal(caller_resolve(t, tid, &got), 0);
+	/* pid 0: a request the kernel made on its own */
+	assert_int_equal(caller_resolve(t, 0, &got), 0);
+	caller_tab_destroy(t);
+}
+
+/* Over a fake /proc (no pidfds): a thread's process is its Tgid, with the
+ * start time of the group leader, not of the thread. */
+static void test_caller_fake(void **state)
+{
+	struct caller_tab *t;
+	struct scope_key got;
+
+	(void)state;
+	fake_root = e2t_tmpdir_new("pgcaller");
+	assert_non_null(fake_root);
+	fake_proc(300, 300, 1, 7000, "leader");
+	fake_proc(301, 300, 1, 7100, "worker");
+	assert_int_equal(caller_tab_create(fake_root, &t), 0);
+	assert_int_equal(caller_resolve(t, 301, &got), 1);
+	assert_int_equal(got.pid, 300);
+	assert_true(got.start == 7000);
+	assert_int_equal(caller_resolve(t, 300, &got), 1);
+	assert_int_equal(got.pid, 300);
+	assert_int_equal(caller_resolve(t, 999, &got), 0); /* gone */
+	/* every call reads /proc when no pidfd can pin the thread: the
+	 * thread's stat before and after, its status and its leader's stat
+	 * (the gone one stops at the first) */
+	assert_int_equal(caller_proc_reads(t), 4 + 4 + 2);
+	caller_tab_destroy(t);
+	e2t_rm_rf(fake_root);
+	free(fake_root);
+}
+
 /* With watching on, a real child's exit is reported. */
 static int exits;
 static struct scope_key exited;
@@ -1343,6 +1417,8 @@ int main(void)
 		cmocka_unit_test(test_proc_parse),
 		cmocka_unit_test(test_scope_resolve),
 		cmocka_unit_test(test_scope_hit_reads_nothing),
+		cmocka_unit_test(test_caller_real),
+		cmocka_unit_test(test_caller_fake),
 		cmocka_unit_test(test_scope_exit_watch),
 		cmocka_unit_test(test_ctl_protocol),
 		cmocka_unit_test(test_ctl_access),

@@ -1,0 +1,134 @@
+/* The process behind a FUSE request's thread id (caller.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "caller.h"
+
+#define CALLER_SLOTS 256
+
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL
+#endif
+
+struct slot {
+	pid_t tid;
+	int pidfd; /* the thread's; -1: the slot is empty */
+	struct scope_key key;
+};
+
+struct caller_tab {
+	char root[256];
+	bool real; /* root is the real /proc: pidfds name its threads */
+	pthread_mutex_t lock;
+	struct slot slot[CALLER_SLOTS];
+	atomic_size_t reads;
+};
+
+int caller_tab_create(const char *root, struct caller_tab **out)
+{
+	struct caller_tab *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	snprintf(t->root, sizeof(t->root), "%s", root ? root : "/proc");
+	t->real = !root || strcmp(root, "/proc") == 0;
+	pthread_mutex_init(&t->lock, NULL);
+	for (size_t i = 0; i < CALLER_SLOTS; i++)
+		t->slot[i].pidfd = -1;
+	*out = t;
+	return 0;
+}
+
+void caller_tab_destroy(struct caller_tab *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < CALLER_SLOTS; i++)
+		if (t->slot[i].pidfd >= 0)
+			close(t->slot[i].pidfd);
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}
+
+size_t caller_proc_reads(struct caller_tab *t)
+{
+	return atomic_load(&t->reads);
+}
+
+/* Whether the thread behind a pidfd still runs. */
+static bool alive(int fd)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+
+	return poll(&pf, 1, 0) == 0;
+}
+
+/* The thread group of tid and the group's start time, from /proc. */
+static int read_key(struct caller_tab *t, pid_t tid, struct scope_key *key)
+{
+	pid_t tgid, ppid;
+	uint64_t start;
+	int r;
+
+	atomic_fetch_add(&t->reads, 2);
+	r = proc_tgid(t->root, tid, &tgid);
+	if (!r)
+		r = proc_stat(t->root, tgid, &ppid, &start);
+	if (r)
+		return r;
+	key->pid = tgid;
+	key->start = start;
+	return 0;
+}
+
+int caller_resolve(struct caller_tab *t, pid_t tid, struct scope_key *key)
+{
+	struct slot *s;
+	uint64_t st1, st2;
+	pid_t ppid;
+	int fd;
+
+	if (tid <= 0)
+		return 0;
+	s = &t->slot[(unsigned)tid % CALLER_SLOTS];
+	pthread_mutex_lock(&t->lock);
+	if (s->pidfd >= 0 && s->tid == tid && alive(s->pidfd)) {
+		*key = s->key;
+		pthread_mutex_unlock(&t->lock);
+		return 1;
+	}
+	pthread_mutex_unlock(&t->lock);
+
+	fd = t->real ? (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD) : -1;
+	if (fd >= 0) {
+		/* The pidfd pins the thread: if it still lives after the
+		 * reads, the id named that one thread throughout. */
+		if (read_key(t, tid, key) < 0 || !alive(fd)) {
+			close(fd);
+			return 0;
+		}
+		pthread_mutex_lock(&t->lock);
+		if (s->pidfd >= 0)
+			close(s->pidfd);
+		s->pidfd = fd;
+		s->tid = tid;
+		s->key = *key;
+		pthread_mutex_unlock(&t->lock);
+		return 1;
+	}
+	/* No pidfd: the thread's start time before and after the reads
+	 * tells whether its id was reused meanwhile. */
+	atomic_fetch_add(&t->reads, 2);
+	if (proc_stat(t->root, tid, &ppid, &st1) < 0 || read_key(t, tid, key) < 0 ||
+	    proc_stat(t->root, tid, &ppid, &st2) < 0 || st1 != st2)
+		return 0;
+	return 1;
+}
