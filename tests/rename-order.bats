@@ -105,42 +105,82 @@ print("yes" if any(blk.get(p) in to for p in seen) else "no")
 EOF
 }
 
-@test "rename_order=process orders a rename after its own process's data, not another's" {
-	command -v debugfs >/dev/null || skip "debugfs is not installed"
-	local base=$SCRATCH/base.img img=$SCRATCH/fs.img mnt=$SCRATCH/mnt mode got=
-	local ablk dblk eblk
-	STAT=$(fstitch_cmd fstitch-stat)
-	# a holds 64 KiB on disk; d and e are directories in other groups.
-	make_image "$base" 32M
-	fstitch_mount_start "$base" "$mnt"
+# base_image: $BASE with a 64 KiB file a and directories d and e in other
+# block groups; $ABLK (a's blocks, comma-separated), $DBLK and $EBLK (the
+# directories' blocks).
+base_image() {
+	local mnt=$SCRATCH/mnt
+	BASE=$SCRATCH/base.img
+	make_image "$BASE" 32M
+	fstitch_mount_start "$BASE" "$mnt"
 	python3 -c 'open("a", "wb").write(bytes(range(256)) * 256)' && mv a "$mnt/a"
 	mkdir "$mnt/d" "$mnt/e"
 	fstitch_mount_stop "$mnt"
-	ablk=$(debugfs -R 'blocks /a' "$base" 2>/dev/null | xargs | tr ' ' ,)
-	dblk=$(debugfs -R 'blocks /d' "$base" 2>/dev/null | xargs)
-	eblk=$(debugfs -R 'blocks /e' "$base" 2>/dev/null | xargs)
-	[ -n "$ablk" ] && [ -n "$dblk" ] && [ -n "$eblk" ] && [ "$dblk" != "$eblk" ]
+	ABLK=$(debugfs -R 'blocks /a' "$BASE" 2>/dev/null | xargs | tr ' ' ,)
+	DBLK=$(debugfs -R 'blocks /d' "$BASE" 2>/dev/null | xargs)
+	EBLK=$(debugfs -R 'blocks /e' "$BASE" 2>/dev/null | xargs)
+	[ -n "$ABLK" ] && [ -n "$DBLK" ] && [ -n "$EBLK" ] && [ "$DBLK" != "$EBLK" ]
+}
+
+# graph MODE SCRIPT...: run each python3 SCRIPT as its own process in a
+# mount of a copy of $BASE with rename_order=MODE, then write the patch
+# graph to $SCRATCH/MODE.dot.  Nothing is flushed before the graph is
+# taken (flush interval 600 s).
+graph() {
+	local mode=$1 mnt=$SCRATCH/mnt script
+	shift
+	cp "$BASE" "$SCRATCH/fs.img"
+	fstitch_mount_start "$SCRATCH/fs.img" "$mnt" -o flush_interval=600,rename_order=$mode
+	for script in "$@"; do
+		(cd "$mnt" && python3 -c "$script") || return 1
+	done
+	"$(fstitch_cmd fstitch-stat)" --dot --limit 100000 "$mnt" >"$SCRATCH/$mode.dot"
+	fstitch_mount_stop "$mnt"
+}
+
+# Process B: publish d/f with a rename.
+PUBLISH_B='
+import os
+with open("d/t", "wb") as f:
+    f.write(b"B\n")
+os.rename("d/t", "d/f")'
+
+@test "rename_order=process orders a rename after its own process's data, not another's" {
+	command -v debugfs >/dev/null || skip "debugfs is not installed"
+	local mode got=
+	base_image
 	# Process A overwrites a in place and publishes e/g with a rename;
-	# then process B publishes d/f.  Nothing is flushed before the graph
-	# is taken (flush interval 600 s).
+	# then process B publishes d/f.
 	for mode in process all file; do
-		cp "$base" "$img"
-		fstitch_mount_start "$img" "$mnt" -o flush_interval=600,rename_order=$mode
-		(cd "$mnt" && python3 -c '
+		graph "$mode" '
 import os
 with open("a", "r+b") as f:
     f.write(bytes(reversed(range(256))) * 256)
 with open("e/u", "wb") as f:
     f.write(b"A\n")
-os.rename("e/u", "e/g")' && python3 -c '
-import os
-with open("d/t", "wb") as f:
-    f.write(b"B\n")
-os.rename("d/t", "d/f")')
-		"$STAT" --dot --limit 100000 "$mnt" >"$SCRATCH/$mode.dot"
-		fstitch_mount_stop "$mnt"
-		got+="$mode: A $(reaches "$SCRATCH/$mode.dot" "$eblk" "$ablk")"
-		got+=" B $(reaches "$SCRATCH/$mode.dot" "$dblk" "$ablk"); "
+os.rename("e/u", "e/g")' "$PUBLISH_B"
+		got+="$mode: A $(reaches "$SCRATCH/$mode.dot" "$EBLK" "$ABLK")"
+		got+=" B $(reaches "$SCRATCH/$mode.dot" "$DBLK" "$ABLK"); "
 	done
 	assert_equal "$got" "process: A yes B no; all: A yes B yes; file: A no B no; "
+}
+
+@test "rename_order=process: data written back from a shared mapping is waited for by every process" {
+	command -v debugfs >/dev/null || skip "debugfs is not installed"
+	local mode got=
+	base_image
+	# A shared mapping's pages reach the daemon with pid 0 (the close
+	# writes them back; msync would fsync them as well); then process B
+	# publishes d/f.
+	for mode in process file; do
+		graph "$mode" '
+import mmap, os
+fd = os.open("a", os.O_RDWR)
+m = mmap.mmap(fd, 65536)
+m[:] = bytes(reversed(range(256))) * 256
+m.close()
+os.close(fd)' "$PUBLISH_B"
+		got+="$mode: B $(reaches "$SCRATCH/$mode.dot" "$DBLK" "$ABLK"); "
+	done
+	assert_equal "$got" "process: B yes; file: B no; "
 }
