@@ -13,7 +13,7 @@ pkgs=(
 	mandoc
 	fuse2fs sqlite3 git python3 jq graphviz xz-utils attr
 	acl rsync libcap2-bin xfsprogs
-	libnbd-dev nbdkit qemu-utils
+	libnbd-dev libnbd-bin nbdkit qemu-utils
 )
 [ "${1:-}" = bench ] && pkgs+=(linux-source hyperfine postmark gnuplot-nox)
 # make fuzz: clang-14 does not pull in compiler-rt, which holds libFuzzer
