@@ -1030,6 +1030,38 @@ out:
 	return r;
 }
 
+/* Write kids[first..last], already zeroed where a child goes, back to the
+ * indirect block blk in one patch, and free the blocks in fl (the children
+ * and all below them) after that patch: a pointer is cleared before its
+ * block is free.  The inode update that follows (the smaller size or
+ * i_blocks) must not reach disk before the clear, so the patch joins
+ * clears; where it cannot, the clear is waited for here.  fsync_ip, when
+ * not NULL, records the clear among that inode's changes for fsync
+ * directly, not only through the inode update that depends on it (punch
+ * passes its inode, truncate NULL). */
+static int clear_and_free(struct e2fs *fs, struct e2_inode *fsync_ip, uint32_t blk, uint32_t *kids,
+			  uint32_t first, uint32_t last, struct flist *fl, struct e2_deps *clears,
+			  uint32_t *nfreed)
+{
+	struct patch *p = NULL;
+	int r, r2;
+
+	r = e2_patch(fs, blk, first * 4, (last - first + 1) * 4, kids + first, NULL, &p);
+	if (r)
+		return r;
+	if (fsync_ip)
+		e2_isync_add(fs, fsync_ip, p);
+	r = free_list(fs, fl, 0, p);
+	*nfreed += (uint32_t)fl->n;
+	if (e2_deps_add(clears, p)) {
+		r2 = cache_sync_patch(fs->c, p);
+		patch_release(fs->c, p);
+		if (!r)
+			r = r2;
+	}
+	return r;
+}
+
 /* Truncate the subtree at blk (level >= 1, covering lblks from base) so that
  * only lblks below keep remain.  Whole children are cleared from this block
  * in one patch; the blocks under them are freed after that patch. */
@@ -1039,7 +1071,6 @@ static int trunc_partial(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, int
 	uint64_t span = 1;
 	uint32_t *kids, first = UINT32_MAX;
 	struct flist fl = {0};
-	struct patch *p = NULL;
 	int r;
 
 	for (int l = 1; l < level; l++)
@@ -1069,21 +1100,8 @@ static int trunc_partial(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, int
 				goto out;
 		}
 	}
-	if (first != UINT32_MAX) {
-		r = e2_patch(fs, blk, first * 4, (fs->apb - first) * 4, kids + first, NULL, &p);
-		if (r)
-			goto out;
-		r = free_list(fs, &fl, 0, p);
-		*nfreed += (uint32_t)fl.n;
-		if (e2_deps_add(clears, p)) {
-			/* cannot order the size update after the clear: wait */
-			int r2 = cache_sync_patch(fs->c, p);
-
-			patch_release(fs->c, p);
-			if (!r)
-				r = r2;
-		}
-	}
+	if (first != UINT32_MAX)
+		r = clear_and_free(fs, NULL, blk, kids, first, fs->apb - 1, &fl, clears, nfreed);
 out:
 	fl_free(&fl);
 	return r;
@@ -1248,7 +1266,6 @@ static int punch_tree(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, int le
 	uint64_t span = span_of(fs, level);
 	uint32_t *kids, first = UINT32_MAX, last = 0;
 	struct flist fl = {0};
-	struct patch *p = NULL;
 	int r;
 
 	if (!e2_block_ok(fs, blk))
@@ -1285,22 +1302,8 @@ static int punch_tree(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, int le
 			last = i;
 		}
 	}
-	if (first != UINT32_MAX) {
-		r = e2_patch(fs, blk, first * 4, (last - first + 1) * 4, kids + first, NULL, &p);
-		if (r)
-			goto out;
-		e2_isync_add(fs, ip, p);
-		r = free_list(fs, &fl, 0, p);
-		*nfreed += (uint32_t)fl.n;
-		if (e2_deps_add(clears, p)) {
-			/* cannot order the inode update after the clear: wait */
-			int r2 = cache_sync_patch(fs->c, p);
-
-			patch_release(fs->c, p);
-			if (!r)
-				r = r2;
-		}
-	}
+	if (first != UINT32_MAX)
+		r = clear_and_free(fs, ip, blk, kids, first, last, &fl, clears, nfreed);
 out:
 	fl_free(&fl);
 	return r;
