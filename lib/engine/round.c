@@ -67,10 +67,16 @@ static int grow_vec(struct patch ***v, size_t *cap, size_t need)
 #define SETTLE_SLOTS 1024   /* power of two */
 #define SETTLE_BUDGET 512   /* patches looked at per block write */
 
+/* The first slot to probe for p: the address above its alignment, mixed
+ * by a Fibonacci multiply so that neighbouring patches spread out. */
+static size_t settle_home(const struct patch *p)
+{
+	return (size_t)(((uintptr_t)p >> 6) * 0x9e3779b97f4a7c15ull >> 20) & (SETTLE_SLOTS - 1);
+}
+
 static struct settle_slot *settle_slot(struct cache *c, struct patch *p)
 {
-	size_t i = (size_t)(((uintptr_t)p >> 6) * 0x9e3779b97f4a7c15ull >> 20) &
-		   (SETTLE_SLOTS - 1);
+	size_t i = settle_home(p);
 
 	for (;; i = (i + 1) & (SETTLE_SLOTS - 1)) {
 		struct settle_slot *s = &c->r_settle[i];
@@ -89,8 +95,7 @@ static struct settle_slot *settle_slot(struct cache *c, struct patch *p)
 /* Whether p, waiting for others elsewhere, has had all of them settled. */
 static bool settled(struct cache *c, struct patch *p)
 {
-	size_t i = (size_t)(((uintptr_t)p >> 6) * 0x9e3779b97f4a7c15ull >> 20) &
-		   (SETTLE_SLOTS - 1);
+	size_t i = settle_home(p);
 
 	if (!c->r_settle)
 		return false;
