@@ -339,20 +339,31 @@ int cache_flush_round(struct cache *c, size_t *nwritten)
 	return err;
 }
 
-/* Before a sync's next round: 0 if a block is ready to write, 1 after
- * waiting for the round in flight (look again), or -EAGAIN if nothing can
- * become ready: what is left dirty waits for a held empty patch. */
-static int sync_ready(struct cache *c)
+/* One step of a sync: wait for the round in flight if there is one, or
+ * else write a round.  For a sync of p (NULL: of everything), the round
+ * writes only what is older than p, since everything p depends on is;
+ * should that find nothing, a full round makes sure of progress.  0 to
+ * look again, -EAGAIN if nothing can become ready (what is left dirty
+ * waits for a held empty patch), or another -errno. */
+static int sync_step(struct cache *c, const struct patch *p)
 {
+	size_t nw;
+	int err;
+
 	if (cache_reentered(c))
 		return -EDEADLK;
-	if (c->ready_head)
-		return 0;
-	if (c->round_busy) {
+	if (!c->ready_head) {
+		if (!c->round_busy)
+			return -EAGAIN;
 		pthread_cond_wait(&c->round_cond, &c->lock);
-		return 1;
+		return 0;
 	}
-	return -EAGAIN;
+	if (!p)
+		return round_locked(c, NULL, UINT64_MAX);
+	err = round_locked(c, &nw, p->seq + 1);
+	if (!err && nw == 0 && !(p->flags & PF_COMMITTED))
+		err = round_locked(c, NULL, UINT64_MAX);
+	return err;
 }
 
 int cache_sync(struct cache *c)
@@ -361,19 +372,8 @@ int cache_sync(struct cache *c)
 	int err = 0;
 
 	cache_lock(c, &taken);
-	while (c->ndirty > 0) {
-		err = sync_ready(c);
-		if (err == 1) {
-			/* (and 0 if the loop ends here: 1 is no error) */
-			err = 0;
-			continue;
-		}
-		if (err)
-			break;
-		err = round_locked(c, NULL, UINT64_MAX);
-		if (err)
-			break;
-	}
+	while (c->ndirty > 0 && !err)
+		err = sync_step(c, NULL);
 	cache_unlock(c, taken);
 	return err;
 }
@@ -381,34 +381,15 @@ int cache_sync(struct cache *c)
 int cache_sync_patch(struct cache *c, struct patch *p)
 {
 	bool taken;
-	size_t nw;
 	int err = 0;
 
 	if (!p)
 		return 0;
 	cache_lock(c, &taken);
-	while (!(p->flags & PF_COMMITTED)) {
-		/* A held patch cannot commit, but once its befores have,
-		 * everything it stands for is durable. */
-		if ((p->flags & PF_HELD) && is_root(p))
-			break;
-		err = sync_ready(c);
-		if (err == 1) {
-			/* (and 0 if the loop ends here: 1 is no error) */
-			err = 0;
-			continue;
-		}
-		if (err)
-			break;
-		/* Everything p depends on is older than p: write only that
-		 * (not a global sync).  Should that find nothing, a full
-		 * round makes sure of progress. */
-		err = round_locked(c, &nw, p->seq + 1);
-		if (!err && nw == 0 && !(p->flags & PF_COMMITTED))
-			err = round_locked(c, NULL, UINT64_MAX);
-		if (err)
-			break;
-	}
+	/* A held patch cannot commit, but once its befores have, everything
+	 * it stands for is durable. */
+	while (!(p->flags & PF_COMMITTED) && !((p->flags & PF_HELD) && is_root(p)) && !err)
+		err = sync_step(c, p);
 	cache_unlock(c, taken);
 	return err;
 }
