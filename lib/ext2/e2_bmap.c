@@ -1030,6 +1030,52 @@ out:
 	return r;
 }
 
+/* How many lblks one pointer of an indirect block at level (>= 1) maps. */
+static uint64_t span_of(const struct e2fs *fs, int level)
+{
+	uint64_t span = 1;
+
+	for (int l = 1; l < level; l++)
+		span *= fs->apb;
+	return span;
+}
+
+/* Read ip's indirect block blk, at level (>= 1), into that level's scratch
+ * buffer: a walk down the tree keeps one buffer a level, so a parent's
+ * pointers stay put while its children are read. */
+static int read_kids(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, int level, uint32_t **kids)
+{
+	int r;
+
+	if (!e2_block_ok(fs, blk))
+		return e2_err(fs, -EIO, "inode %u: block %u out of range", ip->ino, blk);
+	r = read_ind(fs, ip->ino, blk, fs->kids[level - 1]);
+	if (!r)
+		*kids = fs->kids[level - 1];
+	return r;
+}
+
+/* The end of a truncate or punch: lower i_blocks by the nfreed blocks
+ * freed below indirect blocks and those in top (what the inode itself
+ * pointed to), write the inode after the clears, and free top's blocks
+ * only after that write. */
+static int iwrite_and_free(struct e2fs *fs, struct e2_inode *ip, struct ext2_inode_large *nw,
+			   struct e2_deps *clears, struct flist *top, uint32_t nfreed)
+{
+	uint32_t ib = le32toh(nw->i_blocks), dec;
+	struct patch *ipp = NULL;
+	int r;
+
+	nfreed += (uint32_t)top->n;
+	dec = nfreed * (fs->bs / 512);
+	nw->i_blocks = htole32(ib > dec ? ib - dec : 0);
+	r = e2_iwrite(fs, ip, nw, clears, &ipp);
+	if (!r)
+		r = free_list(fs, top, 0, ipp);
+	patch_release(fs->c, ipp);
+	return r;
+}
+
 /* Write kids[first..last], already zeroed where a child goes, back to the
  * indirect block blk in one patch, and free the blocks in fl (the children
  * and all below them) after that patch: a pointer is cleared before its
@@ -1068,17 +1114,12 @@ static int clear_and_free(struct e2fs *fs, struct e2_inode *fsync_ip, uint32_t b
 static int trunc_partial(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, int level,
 			 uint64_t base, uint64_t keep, struct e2_deps *clears, uint32_t *nfreed)
 {
-	uint64_t span = 1;
+	uint64_t span = span_of(fs, level);
 	uint32_t *kids, first = UINT32_MAX;
 	struct flist fl = {0};
 	int r;
 
-	for (int l = 1; l < level; l++)
-		span *= fs->apb;
-	if (!e2_block_ok(fs, blk))
-		return e2_err(fs, -EIO, "inode %u: block %u out of range", ip->ino, blk);
-	kids = fs->kids[level - 1];
-	r = read_ind(fs, ip->ino, blk, kids);
+	r = read_kids(fs, ip, blk, level, &kids);
 	if (r)
 		return r;
 	for (uint32_t i = 0; i < fs->apb; i++) {
@@ -1119,7 +1160,7 @@ int e2_truncate_locked(struct e2fs *fs, struct e2_inode *ip, uint64_t size)
 	struct e2_deps clears = {0};
 	struct flist top = {0};
 	struct ext2_inode_large nw;
-	struct patch *ipp = NULL, *lf = NULL;
+	struct patch *lf = NULL;
 	uint32_t nfreed = 0;
 	int r = 0;
 
@@ -1191,19 +1232,9 @@ int e2_truncate_locked(struct e2fs *fs, struct e2_inode *ip, uint64_t size)
 				goto out;
 		}
 	}
-	nfreed += (uint32_t)top.n;
 	e2_iset_size(&nw, size);
-	{
-		uint32_t ib = le32toh(nw.i_blocks), dec = nfreed * (fs->bs / 512);
-
-		nw.i_blocks = htole32(ib > dec ? ib - dec : 0);
-	}
-	r = e2_iwrite(fs, ip, &nw, &clears, &ipp);
-	if (r)
-		goto out;
-	r = free_list(fs, &top, 0, ipp);
+	r = iwrite_and_free(fs, ip, &nw, &clears, &top, nfreed);
 out:
-	patch_release(fs->c, ipp);
 	e2_deps_free(fs, &clears);
 	fl_free(&top);
 	return r;
@@ -1216,15 +1247,6 @@ static bool inside(uint64_t cb, uint64_t span, uint64_t lo, uint64_t hi)
 	return cb >= lo && cb + span <= hi;
 }
 
-static uint64_t span_of(const struct e2fs *fs, int level)
-{
-	uint64_t span = 1;
-
-	for (int l = 1; l < level; l++)
-		span *= fs->apb;
-	return span;
-}
-
 /* 1 if the subtree at blk (level >= 1, mapping lblks from base) keeps no
  * pointer once [lo, hi) is punched out of it, 0 if it does, or -errno. */
 static int punch_empties(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, int level,
@@ -1234,10 +1256,7 @@ static int punch_empties(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, int
 	uint32_t *kids;
 	int r;
 
-	if (!e2_block_ok(fs, blk))
-		return e2_err(fs, -EIO, "inode %u: block %u out of range", ip->ino, blk);
-	kids = fs->kids[level - 1];
-	r = read_ind(fs, ip->ino, blk, kids);
+	r = read_kids(fs, ip, blk, level, &kids);
 	if (r)
 		return r;
 	for (uint32_t i = 0; i < fs->apb; i++) {
@@ -1268,10 +1287,7 @@ static int punch_tree(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, int le
 	struct flist fl = {0};
 	int r;
 
-	if (!e2_block_ok(fs, blk))
-		return e2_err(fs, -EIO, "inode %u: block %u out of range", ip->ino, blk);
-	kids = fs->kids[level - 1];
-	r = read_ind(fs, ip->ino, blk, kids);
+	r = read_kids(fs, ip, blk, level, &kids);
 	if (r)
 		return r;
 	for (uint32_t i = 0; i < fs->apb; i++) {
@@ -1324,7 +1340,6 @@ int e2_punch_locked(struct e2fs *fs, struct e2_inode *ip, uint64_t lo, uint64_t 
 	struct e2_deps clears = {0};
 	struct flist top = {0};
 	struct ext2_inode_large nw;
-	struct patch *ipp = NULL;
 	struct timespec now;
 	uint32_t nfreed = 0;
 	int r = 0;
@@ -1367,21 +1382,11 @@ int e2_punch_locked(struct e2fs *fs, struct e2_inode *ip, uint64_t lo, uint64_t 
 			nw.i_block[E2_IND + t] = 0;
 		}
 	}
-	nfreed += (uint32_t)top.n;
-	{
-		uint32_t ib = le32toh(nw.i_blocks), dec = nfreed * (fs->bs / 512);
-
-		nw.i_blocks = htole32(ib > dec ? ib - dec : 0);
-	}
 	e2_now_ts(fs, &now);
 	e2_iset_time(fs, &nw, E2_T_MTIME, &now);
 	e2_iset_time(fs, &nw, E2_T_CTIME, &now);
-	r = e2_iwrite(fs, ip, &nw, &clears, &ipp);
-	if (r)
-		goto out;
-	r = free_list(fs, &top, 0, ipp);
+	r = iwrite_and_free(fs, ip, &nw, &clears, &top, nfreed);
 out:
-	patch_release(fs->c, ipp);
 	e2_deps_free(fs, &clears);
 	fl_free(&top);
 	return r;
