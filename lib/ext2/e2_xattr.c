@@ -503,22 +503,26 @@ static int load_block(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, struct
 	return r;
 }
 
-/* ip's whole set: in-inode entries first, then the block's.  raw gets the
- * on-disk inode (fs->isize bytes). */
-static int load(struct e2fs *fs, struct e2_inode *ip, uint8_t *raw, struct xaset *s)
+/* ip's whole set: in-inode entries first, then the block's.  *raw gets a
+ * new copy of the on-disk inode (fs->isize bytes).  The caller frees *raw
+ * and s, also on failure. */
+static int load(struct e2fs *fs, struct e2_inode *ip, uint8_t **raw, struct xaset *s)
 {
 	uint32_t body, blk = le32toh(ip->d.i_file_acl);
 	int r;
 
-	r = iraw(fs, ip, raw);
+	*raw = malloc(fs->isize);
+	if (!*raw)
+		return -ENOMEM;
+	r = iraw(fs, ip, *raw);
 	if (r)
 		return r;
-	body = ibody(fs, raw);
-	if (body && get32(raw + body) == XA_MAGIC) {
+	body = ibody(fs, *raw);
+	if (body && get32(*raw + body) == XA_MAGIC) {
 		char what[64];
 
 		snprintf(what, sizeof(what), "inode %u: in-inode attributes", ip->ino);
-		r = parse(fs, raw, body + 4, fs->isize, body + 4, true, s, what);
+		r = parse(fs, *raw, body + 4, fs->isize, body + 4, true, s, what);
 		if (r)
 			return r;
 	}
@@ -1000,14 +1004,27 @@ static mode_t acl_mode(const struct acl_ent *e, size_t k, bool *equiv)
 
 /* ---- operations --------------------------------------------------------- */
 
-static int get_inode(struct e2fs *fs, uint32_t ino, struct e2_inode **ip, uint8_t **raw)
+/* load() for the live inode ino, which *ip gets. */
+static int load_ino(struct e2fs *fs, uint32_t ino, struct e2_inode **ip, uint8_t **raw,
+		    struct xaset *s)
 {
 	int r = e2_get_live(fs, ino, ip);
 
-	if (r)
-		return r;
-	*raw = malloc(fs->isize);
-	return *raw ? 0 : -ENOMEM;
+	return r ? r : load(fs, *ip, raw, s);
+}
+
+/* Put e (k entries), encoded, in s as the ACL of kind idx, in place of
+ * any old one. */
+static int set_acl(struct xaset *s, uint8_t idx, const struct acl_ent *e, size_t k)
+{
+	uint8_t v[4 + 8 * 64];
+	size_t n = acl_encode(e, k, v), at;
+	bool found;
+
+	at = set_find(s, idx, "", 0, &found);
+	if (found)
+		set_remove(s, at);
+	return set_insert(s, at, idx, "", 0, v, n);
 }
 
 ssize_t e2_getxattr(struct e2fs *fs, uint32_t ino, const char *name, void *buf, size_t size)
@@ -1024,9 +1041,7 @@ ssize_t e2_getxattr(struct e2fs *fs, uint32_t ino, const char *name, void *buf, 
 	if (r)
 		return r;
 	e2_lock(fs);
-	r = get_inode(fs, ino, &ip, &raw);
-	if (!r)
-		r = load(fs, ip, raw, &s);
+	r = load_ino(fs, ino, &ip, &raw, &s);
 	if (r)
 		goto out;
 	at = set_find(&s, idx, suffix, len, &found);
@@ -1057,9 +1072,7 @@ ssize_t e2_listxattr(struct e2fs *fs, uint32_t ino, char *buf, size_t size, bool
 	ssize_t r;
 
 	e2_lock(fs);
-	r = get_inode(fs, ino, &ip, &raw);
-	if (!r)
-		r = load(fs, ip, raw, &s);
+	r = load_ino(fs, ino, &ip, &raw, &s);
 	if (r)
 		goto out;
 	for (size_t i = 0; i < s.n; i++) {
@@ -1095,15 +1108,13 @@ static int xset_locked(struct e2fs *fs, struct e2_inode *ip, uint8_t idx, const 
 {
 	struct xaset s = {0};
 	struct ext2_inode_large nw;
-	uint8_t *raw = malloc(fs->isize), eacl[4 + 8 * 64];
+	uint8_t *raw = NULL, eacl[4 + 8 * 64];
 	mode_t mode = e2_imode(ip);
 	size_t at;
 	bool found;
 	int r;
 
-	if (!raw)
-		return -ENOMEM;
-	r = load(fs, ip, raw, &s);
+	r = load(fs, ip, &raw, &s);
 	if (r)
 		goto out;
 	nw = ip->d;
@@ -1167,8 +1178,9 @@ out:
 	return r;
 }
 
-int e2_setxattr(struct e2fs *fs, uint32_t ino, const char *name, const void *val, size_t size,
-		unsigned flags)
+/* Set (val not NULL) or remove (val NULL) the attribute name of ino. */
+static int xchange(struct e2fs *fs, uint32_t ino, const char *name, const void *val, size_t size,
+		   unsigned flags)
 {
 	struct e2_inode *ip;
 	const char *suffix;
@@ -1190,31 +1202,21 @@ int e2_setxattr(struct e2fs *fs, uint32_t ino, const char *name, const void *val
 	}
 	r = e2_get_live(fs, ino, &ip);
 	if (!r)
-		r = xset_locked(fs, ip, idx, suffix, len, val ? val : "", size, flags);
+		r = xset_locked(fs, ip, idx, suffix, len, val, size, flags);
 out:
 	e2_unlock(fs);
 	return r;
 }
 
+int e2_setxattr(struct e2fs *fs, uint32_t ino, const char *name, const void *val, size_t size,
+		unsigned flags)
+{
+	return xchange(fs, ino, name, val ? val : "", size, flags);
+}
+
 int e2_removexattr(struct e2fs *fs, uint32_t ino, const char *name)
 {
-	struct e2_inode *ip;
-	const char *suffix;
-	uint8_t idx;
-	size_t len;
-	int r;
-
-	r = xname(name, &idx, &suffix, &len);
-	if (r)
-		return r;
-	if (fs->ro)
-		return -EROFS;
-	e2_lock(fs);
-	r = e2_get_live(fs, ino, &ip);
-	if (!r)
-		r = xset_locked(fs, ip, idx, suffix, len, NULL, 0, 0);
-	e2_unlock(fs);
-	return r;
+	return xchange(fs, ino, name, NULL, 0, 0);
 }
 
 /* Drop an inode's reference to its attribute block when the inode is
@@ -1340,15 +1342,13 @@ static int default_acl(struct e2fs *fs, struct e2_inode *dir, struct acl_ent *e,
 		       size_t *k)
 {
 	struct xaset s = {0};
-	uint8_t *raw = malloc(fs->isize);
+	uint8_t *raw = NULL;
 	size_t at;
 	bool found;
 	int r;
 
 	*k = 0;
-	if (!raw)
-		return -ENOMEM;
-	r = load(fs, dir, raw, &s);
+	r = load(fs, dir, &raw, &s);
 	if (!r) {
 		at = set_find(&s, XI_ACL_DEFAULT, "", 0, &found);
 		if (found) {
@@ -1392,10 +1392,9 @@ int e2_acl_inherit(struct e2fs *fs, uint32_t parent, uint32_t ino)
 	struct e2_inode *dir, *ip;
 	struct xaset s = {0};
 	struct ext2_inode_large nw;
-	uint8_t *raw = NULL, v[4 + 8 * 64];
+	uint8_t *raw = NULL;
 	mode_t mode;
-	size_t k = 0, at, n;
-	bool found;
+	size_t k = 0;
 	int r;
 
 	if (fs->ro)
@@ -1406,34 +1405,18 @@ int e2_acl_inherit(struct e2fs *fs, uint32_t parent, uint32_t ino)
 		r = default_acl(fs, dir, e, 64, &k);
 	if (r || !k)
 		goto out;
-	r = e2_get_live(fs, ino, &ip);
-	if (r)
-		goto out;
-	raw = malloc(fs->isize);
-	if (!raw) {
-		r = -ENOMEM;
-		goto out;
-	}
-	r = load(fs, ip, raw, &s);
+	r = load_ino(fs, ino, &ip, &raw, &s);
 	if (r)
 		goto out;
 	if (e2_idir(ip)) {
-		n = acl_encode(e, k, v);
-		at = set_find(&s, XI_ACL_DEFAULT, "", 0, &found);
-		if (found)
-			set_remove(&s, at);
-		r = set_insert(&s, at, XI_ACL_DEFAULT, "", 0, v, n);
+		r = set_acl(&s, XI_ACL_DEFAULT, e, k);
 		if (r)
 			goto out;
 	}
 	mode = e2_imode(ip);
 	nw = ip->d;
 	if (acl_masq(e, k, &mode)) {
-		n = acl_encode(e, k, v);
-		at = set_find(&s, XI_ACL_ACCESS, "", 0, &found);
-		if (found)
-			set_remove(&s, at);
-		r = set_insert(&s, at, XI_ACL_ACCESS, "", 0, v, n);
+		r = set_acl(&s, XI_ACL_ACCESS, e, k);
 		if (r)
 			goto out;
 	}
@@ -1454,15 +1437,13 @@ int e2_acl_chmod_locked(struct e2fs *fs, struct e2_inode *ip)
 	struct acl_ent e[64];
 	struct xaset s = {0};
 	struct ext2_inode_large nw = ip->d;
-	uint8_t *raw = malloc(fs->isize), v[4 + 8 * 64];
+	uint8_t *raw = NULL;
 	mode_t mode = e2_imode(ip);
-	size_t at, n;
+	size_t at;
 	bool found, mask = false;
 	int r, k;
 
-	if (!raw)
-		return -ENOMEM;
-	r = load(fs, ip, raw, &s);
+	r = load(fs, ip, &raw, &s);
 	if (r)
 		goto out;
 	at = set_find(&s, XI_ACL_ACCESS, "", 0, &found);
@@ -1483,9 +1464,7 @@ int e2_acl_chmod_locked(struct e2fs *fs, struct e2_inode *ip)
 		else if (e[i].tag == T_OTHER)
 			e[i].perm = mode & 7;
 	}
-	n = acl_encode(e, (size_t)k, v);
-	set_remove(&s, at);
-	r = set_insert(&s, at, XI_ACL_ACCESS, "", 0, v, n);
+	r = set_acl(&s, XI_ACL_ACCESS, e, (size_t)k);
 	if (!r)
 		r = store(fs, ip, raw, &s, &nw);
 out:
