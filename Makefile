@@ -135,7 +135,7 @@ $(BUILD)/fstitch.pc: Makefile
 # "no out-of-bounds access", which only a sanitizer can see.
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer \
 	-fno-sanitize-recover=undefined
-CHECK_ASAN := test_e2_corrupt
+CHECK_ASAN := test_e2_corrupt test_jbd2
 
 check: deps all $(UNITS) $(BENCHES)
 	$(Q)$(MAKE) --no-print-directory BUILD=$(BUILD)/asan OPT='-O1 -g' \
