@@ -1385,6 +1385,23 @@ static void daemon_ready(int fd)
 	close(fd);
 }
 
+/* What the open found worth saying: a journal it replayed, or a file
+ * system that was not unmounted cleanly (soft updates leave only benign
+ * damage, but benign only until the file system is used again: fsck
+ * should run first). */
+static void say_opened(const char *source)
+{
+	const struct e2_recovery *rec = e2_recovery(D.fs);
+
+	if (rec->replayed)
+		say("'%s': journal replayed: %u transactions, %llu blocks written, %llu "
+		    "revoked",
+		    source, rec->transactions, (unsigned long long)rec->blocks,
+		    (unsigned long long)rec->revoked);
+	if (e2_was_unclean(D.fs))
+		say("warning: '%s' was not cleanly unmounted; run e2fsck", source);
+}
+
 /* When e2_open finds no ext2 superblock: if libblkid recognises another
  * file system (or a partition table) on path, say which, as fstitch-mkfs
  * does, rather than quote a bad magic number. */
@@ -1418,8 +1435,8 @@ static int open_fs(const struct args *a, const struct source *src)
 				    sizeof(err));
 		if (r < 0)
 			say("cannot open '%s': %s", a->source, err);
-		else if (e2_was_unclean(D.fs))
-			say("warning: '%s' was not cleanly unmounted; run e2fsck", a->source);
+		else
+			say_opened(a->source);
 		return r;
 	}
 	/* cache= is in bytes; e2 counts blocks, whose size only the
@@ -1454,10 +1471,7 @@ static int open_fs(const struct args *a, const struct source *src)
 		usleep(50 * 1000);
 	}
 	if (r == 0) {
-		/* Soft updates leave only benign damage, but benign only until
-		 * the file system is used again: fsck should run first. */
-		if (e2_was_unclean(D.fs))
-			say("warning: '%s' was not cleanly unmounted; run e2fsck", a->source);
+		say_opened(a->source);
 		return 0;
 	}
 	if (r == -EBUSY && why.who == CLAIM_MOUNTED)
@@ -1477,7 +1491,8 @@ static int open_fs(const struct args *a, const struct source *src)
 		    a->mo.lock_wait_ms ? "gave up waiting" : "lock_wait=SECONDS waits for it");
 	else if (r == -EINVAL && not_ext2(src->path, what, sizeof(what)))
 		say("'%s' holds %s, not ext2", a->source, what);
-	else if (r == -EOPNOTSUPP || r == -EUCLEAN || r == -EINVAL)
+	else if (r == -EOPNOTSUPP || r == -EUCLEAN || r == -EINVAL ||
+		 (r == -EROFS && a->mo.readonly && *e2_open_error()))
 		say("cannot open '%s': %s", a->source, e2_open_error());
 	else if (!a->mo.readonly && (r == -EROFS || r == -EPERM || r == -EACCES))
 		/* An immutable image, one on a read-only file system or one

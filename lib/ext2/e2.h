@@ -94,6 +94,17 @@ struct e2_opts {
 	void (*clock)(struct timespec *now);
 };
 
+/* What the open did with the journal of an ext3 image marked
+ * needs_recovery (design.md §3, "Journal recovery"). */
+struct e2_recovery {
+	bool replayed;	       /* the log was replayed and the mark cleared */
+	uint32_t transactions; /* committed transactions in the log */
+	uint64_t blocks;       /* block copies written in place */
+	uint64_t revoked;      /* copies skipped because a revoke named them */
+	int32_t journal_errno; /* an error the journal recorded (the file
+				* system is then marked with errors) */
+};
+
 /* Open an image file or block device (exclusively locked; -EBUSY if another
  * process has it open through fstitch).  Checks the superblock and every
  * feature flag: unsupported features give -EOPNOTSUPP and e2_error() names
@@ -102,6 +113,14 @@ int e2_open(const char *path, const struct e2_opts *opts, struct e2fs **out);
 /* The same on an existing device (memory or recorder, for tests).  The file
  * system takes ownership of dev and destroys it in e2_close(). */
 int e2_open_bdev(struct bdev *dev, const struct e2_opts *opts, struct e2fs **out);
+/* A file system with a journal: open replays a log that needs recovery
+ * (read-write opens only: a read-only open of such an image is refused
+ * with -EROFS) and refuses a journal it cannot replay or check (-EUCLEAN
+ * or -EOPNOTSUPP, e2_open_error() says why).  This says what it did. */
+const struct e2_recovery *e2_recovery(const struct e2fs *fs);
+/* Only the journal step of an open: replay the log if the file system
+ * needs recovery, write nothing else, close.  For tests and tools. */
+int e2_recover(const char *path, struct e2_recovery *out);
 /* Flush everything (rounds with barriers), free orphan inodes, mark the file
  * system clean, close.  Returns the first error; the handle is freed in any
  * case. */

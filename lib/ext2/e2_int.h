@@ -154,6 +154,7 @@ struct e2fs {
 	uint32_t first_data, nblocks, ninodes, first_ino, gdt_blocks, reserved_gdt;
 	uint32_t sb_blk, sb_off; /* where the primary superblock lives */
 	bool filetype, sparse;
+	struct e2_recovery recovery; /* what the open did with the journal */
 	struct e2_group *g;
 	uint64_t free_blocks, free_inodes;
 
@@ -186,6 +187,11 @@ int e2_sb_set_ext_attr(struct e2fs *fs, struct patch **out);
 bool e2_group_has_super(const struct e2fs *fs, uint32_t g);
 bool e2_block_ok(const struct e2fs *fs, uint32_t blk);
 uint32_t e2_now(void);
+
+/* e2_journal.c: check the journal of a has_journal file system at open
+ * (fs->g loaded, nothing cached that a replay could change); 1 if the log
+ * was replayed (the open must read the superblock again). */
+int e2_journal_setup(struct e2fs *fs, struct e2_recovery *rec);
 
 /* e2_deps.c */
 int e2_deps_add(struct e2_deps *d, struct patch *p);	/* takes p's ref */

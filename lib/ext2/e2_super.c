@@ -194,8 +194,10 @@ static int check_features(struct e2fs *fs)
 
 	if (le32toh(s->s_rev_level) == EXT2_GOOD_OLD_REV)
 		return 0; /* revision 0 has no feature fields */
-	r = refuse(incompat & ~(uint32_t)EXT2_FEATURE_INCOMPAT_FILETYPE, incompat_names,
-		   "incompatible");
+	/* needs_recovery is the journal step's business (e2_journal.c). */
+	r = refuse(incompat &
+		       ~(uint32_t)(EXT2_FEATURE_INCOMPAT_FILETYPE | EXT3_FEATURE_INCOMPAT_RECOVER),
+		   incompat_names, "incompatible");
 	if (r)
 		return r;
 	r = refuse(rocompat & ~(uint32_t)(EXT2_FEATURE_RO_COMPAT_SPARSE_SUPER |
@@ -208,12 +210,6 @@ static int check_features(struct e2fs *fs)
 			e2_set_open_error("feature '%s' is not supported", compat_names[i].name);
 			return -EOPNOTSUPP;
 		}
-	/* A journal that is clean (no needs_recovery, refused above) is
-	 * harmless to read, but our writes would bypass it. */
-	if ((compat & EXT3_FEATURE_COMPAT_HAS_JOURNAL) && !fs->ro) {
-		e2_set_open_error("feature 'has_journal' is supported read-only only");
-		return -EOPNOTSUPP;
-	}
 	fs->filetype = incompat & EXT2_FEATURE_INCOMPAT_FILETYPE;
 	fs->sparse = rocompat & EXT2_FEATURE_RO_COMPAT_SPARSE_SUPER;
 	return 0;
@@ -517,10 +513,76 @@ static void fs_free(struct e2fs *fs)
 	free(fs);
 }
 
+/* Read and check the superblock and group descriptors, and make the
+ * cache: everything of an open that a journal replay can change. */
+static int load_fs(struct e2fs *fs)
+{
+	struct bdev *dev = fs->dev;
+	const struct e2_opts *opts = &fs->opts;
+	struct cache_opts co = {0};
+	int r;
+
+	r = bdev_set_block_size(dev, 1024);
+	if (r) {
+		e2_set_open_error("cannot set device block size: %s", strerror(-r));
+		return r;
+	}
+	if (dev->nblocks < 2) {
+		e2_set_open_error("device too small for an ext2 file system");
+		return -EINVAL;
+	}
+	{
+		uint8_t buf[1024];
+
+		r = bdev_read(dev, 1, 1, buf);
+		if (r) {
+			e2_set_open_error("cannot read superblock: %s", strerror(-r));
+			return r;
+		}
+		memcpy(&fs->sb, buf, sizeof(fs->sb));
+	}
+	r = check_geometry(fs);
+	if (r)
+		return r;
+	r = check_features(fs);
+	if (r)
+		return r;
+	r = bdev_set_block_size(dev, fs->bs);
+	if (r) {
+		e2_set_open_error("cannot set device block size %u: %s", fs->bs, strerror(-r));
+		return r;
+	}
+	fs->sb_blk = fs->bs == 1024 ? 1 : 0;
+	fs->sb_off = fs->bs == 1024 ? 0 : 1024;
+	co.max_blocks = opts->cache_blocks;
+	co.flush_interval_ms = opts->flush_interval_ms;
+	co.consistency = opts->consistency;
+	co.round_max_blocks = opts->round_max_blocks;
+	r = cache_create(dev, &co, &fs->c);
+	if (r) {
+		e2_set_open_error("cannot create block cache: %s", strerror(-r));
+		return r;
+	}
+	r = load_groups(fs);
+	if (r)
+		return r;
+	return 0;
+}
+
+static void unload_fs(struct e2fs *fs)
+{
+	cache_destroy(fs->c);
+	fs->c = NULL;
+	free(fs->g);
+	fs->g = NULL;
+	free(fs->scratch);
+	fs->scratch = NULL;
+}
+
 int e2_open_bdev(struct bdev *dev, const struct e2_opts *opts, struct e2fs **out)
 {
 	struct e2_opts dflt = {0};
-	struct cache_opts co = {0};
+	struct e2_recovery rec2 = {0};
 	struct e2fs *fs;
 	int r;
 
@@ -537,49 +599,20 @@ int e2_open_bdev(struct bdev *dev, const struct e2_opts *opts, struct e2fs **out
 	fs->opts = *opts;
 	fs->ro = opts->readonly;
 	fs->mounted_ro = opts->readonly;
-	r = bdev_set_block_size(dev, 1024);
-	if (r) {
-		e2_set_open_error("cannot set device block size: %s", strerror(-r));
-		goto fail;
-	}
-	if (dev->nblocks < 2) {
-		e2_set_open_error("device too small for an ext2 file system");
-		r = -EINVAL;
-		goto fail;
-	}
-	{
-		uint8_t buf[1024];
-
-		r = bdev_read(dev, 1, 1, buf);
-		if (r) {
-			e2_set_open_error("cannot read superblock: %s", strerror(-r));
-			goto fail;
-		}
-		memcpy(&fs->sb, buf, sizeof(fs->sb));
-	}
-	r = check_geometry(fs);
+	r = load_fs(fs);
 	if (r)
 		goto fail;
-	r = check_features(fs);
-	if (r)
-		goto fail;
-	r = bdev_set_block_size(dev, fs->bs);
-	if (r) {
-		e2_set_open_error("cannot set device block size %u: %s", fs->bs, strerror(-r));
-		goto fail;
+	r = e2_journal_setup(fs, &fs->recovery);
+	if (r > 0) {
+		/* The replay may have rewritten any block: start again from
+		 * the superblock. */
+		unload_fs(fs);
+		r = load_fs(fs);
+		if (!r)
+			r = e2_journal_setup(fs, &rec2);
+		if (r > 0)
+			r = -EIO; /* still marked after a replay: cannot happen */
 	}
-	fs->sb_blk = fs->bs == 1024 ? 1 : 0;
-	fs->sb_off = fs->bs == 1024 ? 0 : 1024;
-	co.max_blocks = opts->cache_blocks;
-	co.flush_interval_ms = opts->flush_interval_ms;
-	co.consistency = opts->consistency;
-	co.round_max_blocks = opts->round_max_blocks;
-	r = cache_create(dev, &co, &fs->c);
-	if (r) {
-		e2_set_open_error("cannot create block cache: %s", strerror(-r));
-		goto fail;
-	}
-	r = load_groups(fs);
 	if (r)
 		goto fail;
 	/* Tables sized by what they can hold, up to 64k buckets: a small
@@ -651,6 +684,44 @@ int e2_open(const char *path, const struct e2_opts *opts, struct e2fs **out)
 		return r;
 	}
 	return e2_open_bdev(dev, opts, out);
+}
+
+const struct e2_recovery *e2_recovery(const struct e2fs *fs)
+{
+	return &fs->recovery;
+}
+
+int e2_recover(const char *path, struct e2_recovery *out)
+{
+	struct e2fs *fs;
+	struct bdev *dev;
+	int r;
+
+	e2_set_open_error("%s", "");
+	r = bdev_file_open(path, 1024, BDEV_EXCL, &dev);
+	if (r) {
+		if (r == -EBUSY)
+			e2_set_open_error("'%s' is in use by another fstitch process", path);
+		else
+			e2_set_open_error("cannot open '%s': %s", path, strerror(-r));
+		return r;
+	}
+	fs = calloc(1, sizeof(*fs));
+	if (!fs) {
+		bdev_destroy(dev);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&fs->lock, NULL);
+	fs->dev = dev;
+	r = load_fs(fs);
+	if (!r)
+		r = e2_journal_setup(fs, &fs->recovery);
+	if (r >= 0) {
+		*out = fs->recovery;
+		r = 0;
+	}
+	fs_free(fs);
+	return r;
 }
 
 int e2_close(struct e2fs *fs)

@@ -5,6 +5,8 @@
  *   e2tool [OPTION...] IMAGE get SRC DEST_DIR   copy SRC's contents into DEST_DIR
  *   e2tool [OPTION...] IMAGE ls PATH            list a directory
  *   e2tool [OPTION...] IMAGE cat PATH           write a file to stdout
+ *   e2tool IMAGE recover                        replay the journal if it needs
+ *                                               it, change nothing else
  *
  * Exit status: 0 success, 1 failure, 64 usage.
  */
@@ -59,7 +61,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		a->argv[a->argc++] = arg;
 		break;
 	case ARGP_KEY_END:
-		if (a->argc < 3)
+		if (a->argc < 3 && !(a->argc == 2 && !strcmp(a->argv[1], "recover")))
 			argp_error(state, "missing arguments");
 		break;
 	default:
@@ -72,7 +74,7 @@ static const struct argp argp = {
     options,
     parse_opt,
     "IMAGE put SRC_DIR DEST\nIMAGE get SRC DEST_DIR\nIMAGE ls PATH\n"
-    "IMAGE cat PATH",
+    "IMAGE cat PATH\nIMAGE recover",
     "Copy trees into and out of an ext2 image through libfstitch (a test tool)."
     "\vExit status: 0 success, 1 failure, 64 usage.",
     NULL,
@@ -505,6 +507,23 @@ int main(int argc, char **argv)
 	if (argp_parse(&argp, argc, argv, 0, NULL, &a))
 		return EX_USAGE_;
 	cmd = a.argv[1];
+	if (!strcmp(cmd, "recover")) {
+		struct e2_recovery rec;
+
+		ret = e2_recover(a.argv[0], &rec);
+		if (ret) {
+			fprintf(stderr, "%s: cannot recover '%s': %s (%s)\n", prog, a.argv[0],
+				strerror(-ret), e2_open_error());
+			return 1;
+		}
+		if (rec.replayed)
+			printf("replayed %u transactions: %llu blocks written, %llu revoked\n",
+			       rec.transactions, (unsigned long long)rec.blocks,
+			       (unsigned long long)rec.revoked);
+		else
+			printf("nothing to replay\n");
+		return 0;
+	}
 	if (!strcmp(cmd, "put") || !strcmp(cmd, "get")) {
 		if (a.argc != 4) {
 			fprintf(stderr, "%s: %s needs two paths\n", prog, cmd);

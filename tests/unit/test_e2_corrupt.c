@@ -792,27 +792,169 @@ static void test_unsupported_feature_bits(void **state)
 	}
 }
 
-/* A journal that needs recovery cannot be ignored. */
+/* ---- ext3 journals ---------------------------------------------------------- */
+
+/* An image with a journal (1 KiB blocks), and where its journal
+ * superblock is (byte offset in the image). */
+static uint8_t *journal_image(size_t *len, size_t *jsb)
+{
+	uint8_t *img, *ino;
+	uint32_t itable, isize;
+	int ret;
+
+	ret = e2t_mkfs_mem(4096, BS, "-O has_journal", (void **)&img, len);
+	assert_int_equal(ret, 0);
+	itable = get32(img + 2 * BS + 8); /* group 0's bg_inode_table */
+	isize = get16(img + 1024 + 88);
+	ino = img + (size_t)itable * BS + 7 * isize; /* inode 8 */
+	*jsb = (size_t)get32(ino + 40) * BS;	     /* i_block[0] */
+	assert_true(*jsb > 0 && *jsb < *len);
+	assert_int_equal(get32(img + *jsb), 0x98393bc0u); /* JBD2 magic, big-endian */
+	return img;
+}
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static int open_img(const uint8_t *img, size_t len, bool ro, struct e2fs **fs, struct bdev **mem)
+{
+	struct e2_opts o = {.no_flusher = true, .readonly = ro};
+
+	assert_int_equal(bdev_mem_create(BS, 0, img, len, mem), 0);
+	return e2_open_bdev(*mem, &o, fs);
+}
+
+/* A journal that needs recovery cannot be ignored: a read-only open is
+ * refused, a read-write open replays it and clears the mark. */
 static void test_journal_needs_recovery(void **state)
 {
-	struct e2_opts o = {.no_flusher = true};
 	struct bdev *mem;
 	struct e2fs *fs;
 	uint8_t *img;
-	size_t len;
+	size_t len, jsb;
 	int ret;
 
-	ret = e2t_mkfs_mem(4096, BS, "-O has_journal", (void **)&img, &len);
-	assert_int_equal(ret, 0);
+	(void)state;
+	img = journal_image(&len, &jsb);
 	put32(img + 1024 + 96, get32(img + 1024 + 96) | 0x4); /* needs_recovery */
-	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem), 0);
-	ret = e2_open_bdev(mem, &o, &fs);
-	print_message("# journal needing recovery -> %d: %s\n", ret, e2_open_error());
+	ret = open_img(img, len, true, &fs, &mem);
+	print_message("# read-only, journal needing recovery -> %d: %s\n", ret, e2_open_error());
 	if (ret == 0) {
 		e2_close(fs);
-		fail_msg("an image whose journal needs recovery was accepted");
+		fail_msg("a read-only open ignored a journal that needs recovery");
 	}
-	assert_int_equal(ret, -EOPNOTSUPP);
+	assert_int_equal(ret, -EROFS);
+	assert_non_null(strstr(e2_open_error(), "needs recovery"));
+	ret = open_img(img, len, false, &fs, &mem);
+	assert_int_equal(ret, 0);
+	assert_true(e2_recovery(fs)->replayed);
+	assert_int_equal(e2_recovery(fs)->transactions, 0);
+	/* cleared on disk before the open went on */
+	assert_int_equal(get32((uint8_t *)bdev_mem_data(mem) + 1024 + 96) & 0x4, 0);
+	assert_int_equal(e2_close(fs), 0);
+	free(img);
+}
+
+/* Corrupt journals: refused by a read-write open with a clear message;
+ * a read-only open of a clean file system does not read the journal. */
+static void test_journal_corrupt(void **state)
+{
+	static const struct {
+		const char *what;
+		uint32_t off; /* in the journal superblock */
+		uint32_t val;
+		const char *words;
+	} cases[] = {
+	    {"magic", 0, 0x12345678, "bad journal superblock"},
+	    {"block size", 12, 4096, "block size 4096 differs"},
+	    {"length", 16, 1u << 20, "but the journal has"},
+	    {"first block", 20, 0, "first log block"},
+	    {"log start", 28, 99999, "log start"},
+	    {"log start, not marked", 28, 5, "not marked needs_recovery"},
+	    {"feature", 40, 0x80, "unknown journal feature"},
+	};
+	struct bdev *mem;
+	struct e2fs *fs;
+	uint8_t *img, *c;
+	size_t len, jsb;
+	int ret;
+
+	(void)state;
+	img = journal_image(&len, &jsb);
+	c = malloc(len);
+	assert_non_null(c);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		memcpy(c, img, len);
+		put_be32(c + jsb + cases[i].off, cases[i].val);
+		ret = open_img(c, len, false, &fs, &mem);
+		print_message("# journal %s -> %d: %s\n", cases[i].what, ret, e2_open_error());
+		if (ret == 0) {
+			e2_close(fs);
+			fail_msg("journal %s: accepted", cases[i].what);
+		}
+		assert_true(ret == -EUCLEAN || ret == -EOPNOTSUPP);
+		if (!strstr(e2_open_error(), cases[i].words))
+			fail_msg("journal %s: '%s' does not say '%s'", cases[i].what,
+				 e2_open_error(), cases[i].words);
+		ret = open_img(c, len, true, &fs, &mem);
+		assert_int_equal(ret, 0);
+		e2_close(fs);
+	}
+	free(c);
+	free(img);
+}
+
+/* Random bytes in the journal superblock and the first log blocks of a
+ * file system marked needs_recovery: every open ends in success or a clean
+ * refusal (ASan watches the rest). */
+static void test_journal_random(void **state)
+{
+	uint64_t seed = e2t_seed("E2_CORRUPT_SEED", 1);
+	struct e2t_rng rng;
+	struct bdev *mem;
+	struct e2fs *fs;
+	uint8_t *img, *c;
+	size_t len, jsb;
+	unsigned ok = 0, refused = 0;
+	int ret;
+
+	(void)state;
+	img = journal_image(&len, &jsb);
+	put32(img + 1024 + 96, get32(img + 1024 + 96) | 0x4);
+	/* a log that starts at block 1 with transaction 1's descriptor */
+	put_be32(img + jsb + 28, 1);
+	put_be32(img + jsb + BS, 0xc03b3998);
+	put_be32(img + jsb + BS + 4, 1);
+	memcpy(img + jsb + BS + 8, img + jsb + 24, 4); /* s_sequence */
+	c = malloc(len);
+	assert_non_null(c);
+	e2t_rng_seed(&rng, seed);
+	for (int i = 0; i < 300; i++) {
+		memcpy(c, img, len);
+		for (int k = 1 + (int)e2t_rng_below(&rng, 6); k > 0; k--) {
+			size_t at = jsb + e2t_rng_below(&rng, 4) * BS +
+				    (e2t_rng_below(&rng, 2) ? e2t_rng_below(&rng, 64)
+							    : e2t_rng_below(&rng, BS));
+
+			c[at] ^= (uint8_t)(1u << e2t_rng_below(&rng, 8));
+		}
+		ret = open_img(c, len, false, &fs, &mem);
+		if (ret == 0) {
+			ok++;
+			e2_close(fs);
+		} else {
+			assert_true(ret == -EUCLEAN || ret == -EOPNOTSUPP);
+			refused++;
+		}
+	}
+	print_message("# journal random (seed %llu): %u opened, %u refused\n",
+		      (unsigned long long)seed, ok, refused);
+	free(c);
 	free(img);
 }
 
@@ -1098,6 +1240,8 @@ int main(void)
 	    cmocka_unit_test(test_unsupported_features),
 	    cmocka_unit_test(test_unsupported_feature_bits),
 	    cmocka_unit_test(test_journal_needs_recovery),
+	    cmocka_unit_test(test_journal_corrupt),
+	    cmocka_unit_test(test_journal_random),
 	    cmocka_unit_test(test_corrupt_xattr),
 	};
 

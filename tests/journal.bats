@@ -1,0 +1,368 @@
+#!/usr/bin/env bats
+# ext3 images: a journal left clean under softupdates, a dirty journal
+# written by the kernel replayed exactly as e2fsck replays it, and corrupt
+# journals refused with the image left as it was (design.md §3, "Journal
+# recovery").
+
+load common
+
+setup() {
+	common_setup
+	E2TOOL=$FSTITCH_TOOLS/e2tool
+	[ -x "$E2TOOL" ] || {
+		echo "e2tool is not built: $E2TOOL missing" >&2
+		return 1
+	}
+	MNT=$SCRATCH/mnt
+	mkdir -p "$MNT"
+}
+
+teardown() {
+	common_teardown
+	fstitch_mount_reap
+}
+
+# journal_clean IMAGE: the journal is empty (start 0) and the file system is
+# not marked needs_recovery.
+journal_clean() {
+	local h
+	h=$(dumpe2fs -h "$1" 2>/dev/null)
+	grep -q '^Journal start: *0$' <<<"$h" || {
+		echo "journal not empty:" >&2
+		grep '^Journal' <<<"$h" >&2
+		return 1
+	}
+	if grep '^Filesystem features' <<<"$h" | grep -q needs_recovery; then
+		echo "still marked needs_recovery" >&2
+		return 1
+	fi
+}
+
+# needs_recovery IMAGE: marked, and the log holds at least one commit.
+needs_recovery() {
+	dumpe2fs -h "$1" 2>/dev/null | grep '^Filesystem features' | grep -q needs_recovery &&
+		debugfs -R logdump "$1" 2>/dev/null | grep -q 'commit block'
+}
+
+# jsb_block IMAGE: the device block of the journal superblock.
+jsb_block() {
+	debugfs -R 'bmap <8> 0' "$1" 2>/dev/null
+}
+
+# block_size IMAGE
+block_size() {
+	dumpe2fs -h "$1" 2>/dev/null | awk '/^Block size:/ {print $3}'
+}
+
+# put_be32 IMAGE OFFSET VALUE: write a big-endian 32-bit value.
+put_be32() {
+	printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x' $(($3 >> 24 & 255)) $(($3 >> 16 & 255)) \
+		$(($3 >> 8 & 255)) $(($3 & 255)))" |
+		dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}
+
+# flip_byte IMAGE OFFSET: invert the byte at OFFSET.
+flip_byte() {
+	local v
+	v=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
+	printf "$(printf '\\x%02x' $((v ^ 255)))" |
+		dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}
+
+# make_tree DIR: a few files and directories, some past the indirect
+# boundary.
+make_tree() {
+	local i
+	mkdir -p "$1/a/b" "$1/c"
+	for i in $(seq 1 20); do
+		head -c $((i * 1531)) /dev/urandom >"$1/a/f$i"
+	done
+	head -c 300000 /dev/urandom >"$1/c/big"
+	echo small >"$1/a/b/s"
+	ln -s a/b/s "$1/link"
+}
+
+# kernel_dirty IMAGE SRC: an ext3 image the kernel left needing recovery:
+# mount it, copy SRC in, delete part of it (revoke records), force the
+# transactions to commit with sync -f, and copy the backing file while the
+# file system is still mounted (nothing is checkpointed yet).  Needs root
+# and the kernel's ext3 support.
+kernel_dirty() {
+	local img=$1 src=$2 km=$SCRATCH/kmnt
+	mkdir -p "$km"
+	make_stock_image "$SCRATCH/k.img" 16M -t ext3 -b 1024
+	mount -t ext3 -o loop "$SCRATCH/k.img" "$km" || return 1
+	track_mount "$km" kernel
+	cp -a "$src/." "$km/"
+	head -c 200000 /dev/urandom >"$km/gone"
+	mkdir "$km/gonedir"
+	sync -f "$km/gone"
+	rm -rf "$km/gone" "$km/gonedir"
+	echo last >"$km/last"
+	sync -f "$km/last"
+	cp "$SCRATCH/k.img" "$img"
+	umount "$km"
+}
+
+need_kernel_ext3() {
+	[ "$(id -u)" -eq 0 ] || skip "needs root (kernel loop mount)"
+	grep -qw ext3 /proc/filesystems || modprobe ext4 2>/dev/null || true
+	grep -qw ext3 /proc/filesystems || skip "the kernel has no ext3 support"
+}
+
+@test "images from mke2fs -t ext3 mount read-write and keep the journal clean" {
+	local opts tree=$SCRATCH/tree
+	make_tree "$tree"
+	for opts in "" "-I 128" "-J size=2" "-b 4096" "-b 1024 -J size=4"; do
+		# shellcheck disable=SC2086
+		make_stock_image "$SCRATCH/e3.img" 32M -t ext3 $opts
+		journal_clean "$SCRATCH/e3.img"
+		fstitch_mount_start "$SCRATCH/e3.img" "$MNT"
+		cp -a "$tree/." "$MNT/"
+		rm "$MNT/a/f3"
+		mv "$MNT/c" "$MNT/d"
+		fstitch_mount_stop "$MNT"
+		run e2fsck -fn "$SCRATCH/e3.img"
+		assert_success
+		journal_clean "$SCRATCH/e3.img"
+		run debugfs -R logdump "$SCRATCH/e3.img"
+		assert_output --partial "Journal starts at block 0"
+		refute_output --partial "commit block"
+		[ "$(debugfs -R 'cat /d/big' "$SCRATCH/e3.img" 2>/dev/null | sha256sum)" = \
+			"$(sha256sum <"$tree/c/big")" ] || {
+			echo "/d/big differs with mke2fs options '$opts'" >&2
+			return 1
+		}
+		# and Linux reads it back as ext3
+		if [ "$(id -u)" -eq 0 ] && grep -qw ext3 /proc/filesystems; then
+			mkdir -p "$SCRATCH/kmnt"
+			mount -t ext3 -o loop,ro "$SCRATCH/e3.img" "$SCRATCH/kmnt"
+			track_mount "$SCRATCH/kmnt" kernel
+			diff -r "$tree/a/b" "$SCRATCH/kmnt/a/b"
+			cmp "$tree/c/big" "$SCRATCH/kmnt/d/big"
+			[ ! -e "$SCRATCH/kmnt/a/f3" ]
+			umount "$SCRATCH/kmnt"
+		fi
+		if grep -q "journal replayed" "$FSTITCH_MOUNT_LOG"; then
+			echo "a clean journal was replayed" >&2
+			return 1
+		fi
+	done
+}
+
+@test "a kernel's dirty journal is replayed as e2fsck -E journal_only replays it" {
+	need_kernel_ext3
+	local tree=$SCRATCH/tree
+	make_tree "$tree"
+	kernel_dirty "$SCRATCH/dirty.img" "$tree"
+	needs_recovery "$SCRATCH/dirty.img"
+	# the log has revoke records (the deleted file's indirect blocks)
+	debugfs -R logdump "$SCRATCH/dirty.img" 2>/dev/null | grep -q 'revoke table'
+
+	cp "$SCRATCH/dirty.img" "$SCRATCH/ours.img"
+	cp "$SCRATCH/dirty.img" "$SCRATCH/e2fsck.img"
+	run "$E2TOOL" "$SCRATCH/ours.img" recover
+	assert_success
+	assert_output --regexp '^replayed [1-9][0-9]* transactions: [1-9][0-9]* blocks written, [1-9][0-9]* revoked$'
+	run e2fsck -E journal_only -y "$SCRATCH/e2fsck.img"
+	assert_success
+	# e2fsck stamps s_wtime (superblock byte 48) when it closes; the
+	# replay itself must be identical, byte for byte.
+	for f in ours e2fsck; do
+		dd if=/dev/zero of="$SCRATCH/$f.img" bs=1 seek=$((1024 + 48)) count=4 \
+			conv=notrunc status=none
+	done
+	run cmp "$SCRATCH/ours.img" "$SCRATCH/e2fsck.img"
+	assert_success
+	# and the replay did change the image (the comparison is not vacuous)
+	run cmp -s "$SCRATCH/dirty.img" "$SCRATCH/ours.img"
+	assert_failure
+	journal_clean "$SCRATCH/ours.img"
+}
+
+@test "fstitch-mount replays a kernel's dirty journal and serves what it committed" {
+	need_kernel_ext3
+	local tree=$SCRATCH/tree
+	make_tree "$tree"
+	kernel_dirty "$SCRATCH/dirty.img" "$tree"
+	needs_recovery "$SCRATCH/dirty.img"
+	fstitch_mount_start "$SCRATCH/dirty.img" "$MNT"
+	grep -q "journal replayed: [1-9][0-9]* transactions" "$FSTITCH_MOUNT_LOG"
+	run diff -r "$tree/a" "$MNT/a"
+	assert_success
+	run diff -r "$tree/c" "$MNT/c"
+	assert_success
+	[ "$(cat "$MNT/last")" = last ]
+	[ ! -e "$MNT/gone" ]
+	echo more >"$MNT/new"
+	fstitch_mount_stop "$MNT"
+	journal_clean "$SCRATCH/dirty.img"
+	run e2fsck -fn "$SCRATCH/dirty.img"
+	assert_success
+}
+
+@test "a journal that needs recovery is refused read-only, replayed read-write" {
+	make_stock_image "$SCRATCH/e3.img" 16M -t ext3
+	debugfs -w -R 'feature needs_recovery' "$SCRATCH/e3.img" >/dev/null 2>&1
+	local sum
+	sum=$(file_sum "$SCRATCH/e3.img")
+	run timeout 20 "$(fstitch_cmd fstitch-mount)" -f -o ro "$SCRATCH/e3.img" "$MNT"
+	assert_failure 8
+	assert_output --partial "the journal needs recovery: open read-write to replay it"
+	[ "$(file_sum "$SCRATCH/e3.img")" = "$sum" ]
+	fstitch_mount_start "$SCRATCH/e3.img" "$MNT"
+	grep -q "journal replayed: 0 transactions" "$FSTITCH_MOUNT_LOG"
+	fstitch_mount_stop "$MNT"
+	journal_clean "$SCRATCH/e3.img"
+	run e2fsck -fn "$SCRATCH/e3.img"
+	assert_success
+}
+
+# refused IMAGE TEXT: fstitch-mount refuses IMAGE naming TEXT, and leaves
+# it byte for byte as it was.
+refused() {
+	local sum
+	sum=$(file_sum "$1")
+	run timeout 20 "$(fstitch_cmd fstitch-mount)" -f "$1" "$MNT"
+	assert_failure 8
+	assert_output --partial "$2"
+	[ "$(file_sum "$1")" = "$sum" ] || {
+		echo "the refused image was changed" >&2
+		return 1
+	}
+	if mountpoint -q "$MNT"; then
+		echo "mounted although refused" >&2
+		return 1
+	fi
+}
+
+@test "corrupt journal superblocks and journal inodes are refused, image untouched" {
+	local img=$SCRATCH/e3.img jsb bs
+	make_stock_image "$img" 16M -t ext3
+	jsb=$(jsb_block "$img")
+	bs=$(block_size "$img")
+
+	cp "$img" "$SCRATCH/c.img"
+	put_be32 "$SCRATCH/c.img" $((jsb * bs)) 0x12345678
+	refused "$SCRATCH/c.img" "bad journal superblock"
+
+	cp "$img" "$SCRATCH/c.img"
+	put_be32 "$SCRATCH/c.img" $((jsb * bs + 12)) 2048
+	refused "$SCRATCH/c.img" "journal block size 2048 differs"
+
+	cp "$img" "$SCRATCH/c.img"
+	debugfs -w -R 'sif <8> block[2] 99999999' "$SCRATCH/c.img" >/dev/null 2>&1
+	refused "$SCRATCH/c.img" "journal inode block points to block 99999999"
+
+	cp "$img" "$SCRATCH/c.img"
+	debugfs -w -R 'sif <8> block[IND] 3' "$SCRATCH/c.img" >/dev/null 2>&1
+	refused "$SCRATCH/c.img" "journal inode indirect block points to block 3"
+
+	cp "$img" "$SCRATCH/c.img"
+	debugfs -w -R 'sif <8> block[5] 0' "$SCRATCH/c.img" >/dev/null 2>&1
+	refused "$SCRATCH/c.img" "journal inode has a hole at journal block 5"
+
+	cp "$img" "$SCRATCH/c.img"
+	debugfs -w -R 'sif <8> size 4096' "$SCRATCH/c.img" >/dev/null 2>&1
+	refused "$SCRATCH/c.img" "journal inode 8 has a bad size"
+
+	cp "$img" "$SCRATCH/c.img"
+	debugfs -w -R 'ssv journal_inum 0' "$SCRATCH/c.img" >/dev/null 2>&1
+	refused "$SCRATCH/c.img" "external journals are not supported"
+
+	# a read-only mount does not read the journal of a clean file system
+	fstitch_mount_start "$SCRATCH/c.img" "$MNT" -o ro
+	fstitch_mount_stop "$MNT"
+}
+
+@test "corrupt logs written by the kernel are refused, image untouched" {
+	need_kernel_ext3
+	local tree=$SCRATCH/tree jsb bs start d
+	make_tree "$tree"
+	kernel_dirty "$SCRATCH/dirty.img" "$tree"
+	needs_recovery "$SCRATCH/dirty.img"
+	jsb=$(jsb_block "$SCRATCH/dirty.img")
+	bs=$(block_size "$SCRATCH/dirty.img")
+	start=$(dumpe2fs -h "$SCRATCH/dirty.img" 2>/dev/null | awk '/^Journal start:/ {print $3}')
+	d=$(debugfs -R "bmap <8> $start" "$SCRATCH/dirty.img" 2>/dev/null)
+
+	# the first descriptor's first tag names a block past the end
+	cp "$SCRATCH/dirty.img" "$SCRATCH/c.img"
+	put_be32 "$SCRATCH/c.img" $((d * bs + 12)) 0x7fffffff
+	refused "$SCRATCH/c.img" "outside the file system"
+
+	# the log starts past the journal's end
+	cp "$SCRATCH/dirty.img" "$SCRATCH/c.img"
+	put_be32 "$SCRATCH/c.img" $((jsb * bs + 28)) 99999
+	refused "$SCRATCH/c.img" "log start 99999 is out of range"
+
+	# transactions in the log, but the file system is not marked
+	cp "$SCRATCH/dirty.img" "$SCRATCH/c.img"
+	debugfs -w -R 'feature -needs_recovery' "$SCRATCH/c.img" >/dev/null 2>&1
+	refused "$SCRATCH/c.img" "not marked needs_recovery"
+}
+
+@test "a torn last commit: the transactions before it are replayed as e2fsck does" {
+	need_kernel_ext3
+	local tree=$SCRATCH/tree bs last c
+	make_tree "$tree"
+	kernel_dirty "$SCRATCH/dirty.img" "$tree"
+	bs=$(block_size "$SCRATCH/dirty.img")
+	# the log's last commit block, zeroed as if its write never happened
+	last=$(debugfs -R logdump "$SCRATCH/dirty.img" 2>/dev/null |
+		sed -n 's/.*type 2 (commit block) at block \([0-9]*\).*/\1/p' | tail -1)
+	[ -n "$last" ]
+	c=$(debugfs -R "bmap <8> $last" "$SCRATCH/dirty.img" 2>/dev/null)
+	dd if=/dev/zero of="$SCRATCH/dirty.img" bs="$bs" seek="$c" count=1 conv=notrunc status=none
+	cp "$SCRATCH/dirty.img" "$SCRATCH/ours.img"
+	cp "$SCRATCH/dirty.img" "$SCRATCH/e2fsck.img"
+	run "$E2TOOL" "$SCRATCH/ours.img" recover
+	assert_success
+	run e2fsck -E journal_only -y "$SCRATCH/e2fsck.img"
+	assert_success
+	for f in ours e2fsck; do
+		dd if=/dev/zero of="$SCRATCH/$f.img" bs=1 seek=$((1024 + 48)) count=4 \
+			conv=notrunc status=none
+	done
+	run cmp "$SCRATCH/ours.img" "$SCRATCH/e2fsck.img"
+	assert_success
+}
+
+@test "a kernel journal with checksums (journal_checksum) replays as e2fsck's; a bad copy is refused" {
+	need_kernel_ext3
+	local km=$SCRATCH/kmnt tree=$SCRATCH/tree bs start d
+	make_tree "$tree"
+	make_stock_image "$SCRATCH/k.img" 16M -t ext3 -b 1024
+	mkdir -p "$km"
+	mount -t ext4 -o loop,journal_checksum "$SCRATCH/k.img" "$km" ||
+		skip "the kernel does not mount ext3 with journal_checksum"
+	track_mount "$km" kernel
+	cp -a "$tree/." "$km/"
+	sync -f "$km/link"
+	cp "$SCRATCH/k.img" "$SCRATCH/dirty.img"
+	umount "$km"
+	needs_recovery "$SCRATCH/dirty.img"
+	dumpe2fs -h "$SCRATCH/dirty.img" 2>/dev/null | grep -q '^Journal features:.*journal_checksum'
+
+	cp "$SCRATCH/dirty.img" "$SCRATCH/ours.img"
+	cp "$SCRATCH/dirty.img" "$SCRATCH/e2fsck.img"
+	run "$E2TOOL" "$SCRATCH/ours.img" recover
+	assert_success
+	run e2fsck -E journal_only -y "$SCRATCH/e2fsck.img"
+	assert_success
+	for f in ours e2fsck; do
+		dd if=/dev/zero of="$SCRATCH/$f.img" bs=1 seek=$((1024 + 48)) count=4 \
+			conv=notrunc status=none
+	done
+	run cmp "$SCRATCH/ours.img" "$SCRATCH/e2fsck.img"
+	assert_success
+
+	# one bit of the first copy in the log flipped: its transaction's
+	# checksum no longer matches
+	bs=$(block_size "$SCRATCH/dirty.img")
+	start=$(dumpe2fs -h "$SCRATCH/dirty.img" 2>/dev/null | awk '/^Journal start:/ {print $3}')
+	d=$(debugfs -R "bmap <8> $((start + 1))" "$SCRATCH/dirty.img" 2>/dev/null)
+	cp "$SCRATCH/dirty.img" "$SCRATCH/c.img"
+	flip_byte "$SCRATCH/c.img" $((d * bs + 100))
+	refused "$SCRATCH/c.img" "checksum mismatch"
+}
