@@ -1552,13 +1552,28 @@ static void test_hold(void)
 		close(fd);
 }
 
-/* -o blkdev: the mount is a fuseblk one, on the block device itself or on
- * a loop device attached to the image file (cleared by the kernel once the
+/* Whether to make a fuseblk mount (see attach_blkdev) when the user chose
+ * neither blkdev nor noblkdev: whenever it can work.  fusermount3 lets only
+ * root make one, an NBD export has no device to name, and fuseblk shows the
+ * device as the source, so a chosen fsname= keeps the plain kind. */
+static bool want_blkdev(const struct args *a, const struct source *src)
+{
+	struct stat st;
+
+	if (a->mo.has_blkdev)
+		return a->mo.blkdev;
+	return geteuid() == 0 && !a->mo.has_fsname && !src->nbd && stat(src->path, &st) == 0 &&
+	       (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode));
+}
+
+/* blkdev: the mount is a fuseblk one, on the block device itself or on a
+ * loop device attached to the image file (cleared by the kernel once the
  * mount is gone), so that the kernel sends FUSE_DESTROY and FUSE_SYNCFS.
  * The kernel claims the device exclusively at the mount: ours must go.
- * The daemon still reads and writes the source directly. */
-static int attach_blkdev(const struct args *a, const struct source *src, int *loop_fd,
-			 char **fopts)
+ * The daemon still reads and writes the source directly.  When blkdev is
+ * only the default and no loop device can be had (no loop driver, none
+ * free), the mount is a plain one, and says so. */
+static int attach_blkdev(struct args *a, const struct source *src, int *loop_fd, char **fopts)
 {
 	char dev[64];
 	const char *path = src->path;
@@ -1571,12 +1586,19 @@ static int attach_blkdev(const struct args *a, const struct source *src, int *lo
 	}
 	if (S_ISREG(st.st_mode)) {
 		r = bdev_loop_attach(src->path, a->mo.readonly, loop_fd, dev, sizeof(dev));
-		if (r < 0) {
+		if (r < 0 && a->mo.has_blkdev) {
 			say("cannot attach a loop device to '%s' (option 'blkdev'): %s", a->source,
 			    strerror(-r));
 			return -1;
 		}
-		path = dev;
+		if (r < 0) {
+			say("warning: cannot attach a loop device to '%s': %s; mounted without "
+			    "blkdev, so an unmount returns before the final flush", a->source,
+			    strerror(-r));
+			a->mo.blkdev = false;
+		} else {
+			path = dev;
+		}
 	} else {
 		bdev_claim_drop_excl(D.claim);
 	}
@@ -1803,7 +1825,8 @@ int main(int argc, char **argv)
 	if (a.mo.debug)
 		a.foreground = true;
 	D.source = a.source;
-	/* fusermount3 refuses blkdev to anyone but root */
+	/* fusermount3 refuses blkdev to anyone but root (only the user's
+	 * own choice is set yet: the default comes once the source is known) */
 	if (a.mo.blkdev && geteuid() != 0)
 		usage_error("option 'blkdev' needs root");
 	if (a.mo.blkdev && a.mo.has_fsname)
@@ -1814,6 +1837,7 @@ int main(int argc, char **argv)
 		status = a.mo.nofail && r == -ENOENT ? EXIT_OK : EXIT_OPEN;
 		goto out;
 	}
+	a.mo.blkdev = want_blkdev(&a, &src);
 	/* The mount point is checked before the image is opened, so that a
 	 * typo leaves the image untouched. */
 	if (check_mountpoint(&a, &mnt) < 0) {

@@ -29,7 +29,7 @@ KNOWN=(
 	fstitch-mkfs.8.5
 	fstitch-mount.8.1 fstitch-mount.8.2 fstitch-mount.8.3 fstitch-mount.8.4
 	fstitch-mount.8.5 fstitch-mount.8.6 fstitch-mount.8.7 fstitch-mount.8.8
-	fstitch-mount.8.9
+	fstitch-mount.8.9 fstitch-mount.8.10
 	fstitch-stat.8.1 fstitch-stat.8.2 fstitch-stat.8.3 fstitch-stat.8.4
 	fstitch-stat.8.5
 	fstitch.7.1
@@ -46,7 +46,7 @@ KNOWN=(
 # holds and by which that suite picks it out of the page.
 ELSEWHERE=(
 	"fstitch-mkfs.8.5|tests/nbd.bats|the NBD example of fstitch-mkfs(8) runs as written|nbdkit --unix"
-	"fstitch-mount.8.8|tests/nbd.bats|the NBD example of fstitch-mount(8) runs as written|nbdkit --unix"
+	"fstitch-mount.8.9|tests/nbd.bats|the NBD example of fstitch-mount(8) runs as written|nbdkit --unix"
 )
 
 setup() {
@@ -132,7 +132,7 @@ in_ns() {
 			cd /
 			# only the examples' own: the namespace began with a copy of
 			# every mount on the machine
-			awk '(\$3 == "fuse.fstitch" || \$3 == "fuse") && \$2 ~ /^\/mnt(\/|\$)/ {
+			awk '\$3 ~ /^fuse(blk)?(\.fstitch)?\$/ && \$2 ~ /^\/mnt(\/|\$)/ {
 				print \$2, \$1 }' /proc/self/mounts | tac >"$WORK/.mounts"
 			while read -r m src; do
 				fusermount3 -u "\$m" 2>/dev/null || umount "\$m" 2>/dev/null ||
@@ -341,6 +341,24 @@ rendered() {
 	assert_equal "$(debugfs -R 'cat /greeting' "$WORK/disk.img" 2>/dev/null)" hello
 }
 
+@test "fstitch-mount(8) example: as root, umount returns after the final flush and e2fsck finds the image clean" {
+	local n
+	mkdir -p "$SCRATCH/tree"
+	for ((n = 0; n < 400; n++)); do
+		head -c $((n * 613 % 40000)) /dev/urandom >"$SCRATCH/tree/f$n"
+	done
+	tar -cf "$WORK/src.tar" -C "$SCRATCH/tree" .
+	fresh "$WORK/disk.img"
+	in_ns fstitch-mount.8.5 '' ''
+	# the example's own e2fsck ran right after umount, under set -e: its
+	# status 0 is the example's, and it checked the whole tree
+	grep -q '^disk.img: [0-9]*/[0-9]* files' "$WORK/ex.out"
+	mkdir "$SCRATCH/out"
+	debugfs -R "rdump / $SCRATCH/out" "$WORK/disk.img" 2>/dev/null
+	rm -rf "$SCRATCH/out/lost+found"
+	diff -r "$SCRATCH/tree" "$SCRATCH/out"
+}
+
 @test "fstitch-mount(8) example: cache=512M,flush_interval=60 reach the engine" {
 	fresh "$WORK/disk.img"
 	in_ns fstitch-mount.8.2 '' '
@@ -369,7 +387,8 @@ rendered() {
 			e2fsck -fn /srv/disk.img >"$WORK/fsck" 2>&1 || echo "e2fsck: $?" >>"$WORK/fsck"' \
 			"$SCRATCH/mount-it"
 		run cat "$WORK/found"
-		assert_output --regexp '^fuse(\.fstitch)? +/srv/disk\.img$'
+		# as root, a fuseblk mount on a loop device attached to the image
+		assert_output --regexp '^fuseblk(\.fstitch)? +/dev/loop[0-9]+$'
 		assert_equal "$(cat "$WORK/f")" data
 		run cat "$WORK/fsck"
 		refute_line --partial 'e2fsck:'
@@ -379,9 +398,9 @@ rendered() {
 @test "fstitch-mount(8) example: in the foreground, wait for the final flush" {
 	fresh "$WORK/disk.img"
 	# "..." is the reader's own work: here, writing a file
-	in_ns fstitch-mount.8.5 '
+	in_ns fstitch-mount.8.6 '
 		...() {
-			until findmnt -n -t fuse.fstitch /mnt >/dev/null; do sleep 0.05; done
+			until findmnt -n -t fuse.fstitch,fuseblk.fstitch /mnt >/dev/null; do sleep 0.05; done
 			seq 20000 >/mnt/numbers
 		}' ''
 	# wait returned the daemon's status 0: everything is on disk
@@ -391,13 +410,14 @@ rendered() {
 
 @test "fstitch-mount(8) examples: after unmounting a background daemon, flock and lock_wait wait for its flush" {
 	local ex
-	for ex in fstitch-mount.8.6 fstitch-mount.8.7; do
+	for ex in fstitch-mount.8.7 fstitch-mount.8.8; do
 		fresh "$WORK/disk.img"
-		# a daemon in the background with a minute of dirty data
+		# a daemon in the background with a minute of dirty data, on a
+		# plain mount, whose unmount returns before the final flush
 		in_ns "$ex" '
-			fstitch-mount -o flush_interval=60 disk.img /mnt
+			fstitch-mount -o noblkdev,flush_interval=60 disk.img /mnt
 			seq 30000 >/mnt/numbers' '
-			if findmnt -n -t fuse.fstitch /mnt >/dev/null; then
+			if findmnt -n -t fuse.fstitch,fuseblk.fstitch /mnt >/dev/null; then
 				cmp <(seq 30000) /mnt/numbers && echo "remount sees it" >"$WORK/seen"
 			else
 				# flock returned: the flush is over, the image complete
@@ -414,9 +434,9 @@ rendered() {
 
 @test "fstitch-mount(8) example: statsfile= writes the final counters, which jq reads" {
 	fresh "$WORK/disk.img"
-	in_ns fstitch-mount.8.9 '
+	in_ns fstitch-mount.8.10 '
 		...() {
-			until findmnt -n -t fuse.fstitch /mnt >/dev/null; do sleep 0.05; done
+			until findmnt -n -t fuse.fstitch,fuseblk.fstitch /mnt >/dev/null; do sleep 0.05; done
 			seq 20000 >/mnt/numbers
 		}' ''
 	run -0 jq -r 'keys[]' "$WORK/ex.out"

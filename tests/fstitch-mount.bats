@@ -43,7 +43,11 @@ tree_tar() {
 	echo hello >"$MNT/d/f"
 	run cat "$MNT/d/f"
 	assert_output hello
-	grep -q " $MNT fuse.fstitch " /proc/mounts
+	# as root, a fuseblk mount on a loop device attached to the image
+	L=$(findmnt -n -o SOURCE "$MNT")
+	grep -q "^$L $MNT fuseblk.fstitch " /proc/mounts
+	run -0 losetup -n -O BACK-FILE "$L"
+	assert_output "$IMG"
 	fstitch_mount_stop "$MNT"
 	assert_fsck_clean "$IMG"
 	# and the content is what a second tool sees too
@@ -810,7 +814,7 @@ fs_state() {
 	run -0 "$SCRATCH/mount.fuse.fstitch" "$IMG" "$MNT" -o rw,noauto,noatime -t fuse.fstitch 3>&-
 	track_mount "$MNT" fuse
 	mountpoint -q "$MNT"
-	grep " $MNT fuse.fstitch " /proc/mounts | grep -q noatime
+	grep " $MNT fuseblk.fstitch " /proc/mounts | grep -q noatime
 	fusermount3 -u "$MNT"
 	for ((i = 0; i < 200; i++)); do
 		flock -n "$IMG" true && break

@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # Nothing lost around the mount: who may use a mount's control socket, a
-# second mount of the same file system, the final flush after an unmount,
-# sync, fstab's nofail and a mount whose daemon died.
+# second mount of the same file system, the final flush after an unmount
+# (waited for by default, a fuseblk mount; not with -o noblkdev), sync,
+# fstab's nofail and a mount whose daemon died.
 
 load common
 
@@ -157,8 +158,9 @@ hold_release() {
 @test "fstitch-mkfs -F right after an unmount waits for the final flush, and its file system stays" {
 	MKFS=$(fstitch_cmd fstitch-mkfs)
 	hold_start
-	# nothing is written back before the unmount
-	fstitch_mount_start "$IMG" "$MNT" -o flush_interval=3600
+	# nothing is written back before the unmount, which returns before
+	# the final flush (noblkdev: the unmount that waits leaves no window)
+	fstitch_mount_start "$IMG" "$MNT" -o noblkdev,flush_interval=3600
 	unset FSTITCH_TEST_HOLD
 	echo old >"$MNT/old"
 	fusermount3 -u "$MNT"
@@ -198,7 +200,7 @@ hold_release() {
 	fstitch_mount_stop "$MNT"
 	fstitch_mount_start "$L" "$SCRATCH/b"
 	run -8 --separate-stderr timeout 20 "$MOUNT" -f "$IMG" "$MNT" 3>&-
-	assert_equal "$stderr" "fstitch-mount: '$IMG' is in use (through $L): another program has it open exclusively (a mount, mkfs or e2fsck)"
+	assert_equal "$stderr" "fstitch-mount: '$IMG' is mounted (through $L): the same file system must not be mounted twice"
 	run ! mountpoint -q "$MNT"
 	echo b >"$SCRATCH/b/b"
 	fstitch_mount_stop "$SCRATCH/b"
@@ -223,7 +225,7 @@ hold_release() {
 @test "a block device stays in use for e2fsck until the final flush after an unmount is over" {
 	L=$(loop_attach "$IMG")
 	hold_start
-	fstitch_mount_start "$L" "$MNT" -o flush_interval=3600
+	fstitch_mount_start "$L" "$MNT" -o noblkdev,flush_interval=3600
 	unset FSTITCH_TEST_HOLD
 	echo data >"$MNT/f"
 	fusermount3 -u "$MNT"
@@ -239,12 +241,15 @@ hold_release() {
 	assert_line data
 }
 
-@test "with -o blkdev the unmount waits for the final flush: e2fsck right after it finds the image clean" {
+@test "by default the unmount waits for the final flush: e2fsck right after it finds the image clean" {
 	hold_start
-	fstitch_mount_start "$IMG" "$MNT" -o blkdev,flush_interval=3600
+	fstitch_mount_start "$IMG" "$MNT" -o flush_interval=3600
 	unset FSTITCH_TEST_HOLD
+	# a fuseblk mount on a loop device fstitch-mount attached to the image
 	grep -q " $MNT rw[^ ]* - fuseblk.fstitch /dev/loop" /proc/self/mountinfo
 	L=$(findmnt -n -o SOURCE "$MNT")
+	run -0 losetup -n -O BACK-FILE "$L"
+	assert_output "$IMG"
 	echo data >"$MNT/f"
 	umount "$MNT" &
 	um=$!
@@ -262,6 +267,93 @@ hold_release() {
 	assert_output ""
 }
 
+# workload DIR: a write-heavy run into DIR: files of many sizes, one large
+# file, a tree, then deletes, renames, appends and truncates over them.
+workload() {
+	local d=$1 i
+	mkdir -p "$d/tree/a/b/c"
+	for ((i = 0; i < 150; i++)); do
+		head -c $((i * 997 % 70000 + 1)) /dev/urandom >"$d/f$i"
+	done
+	head -c 6M /dev/urandom >"$d/big"
+	for ((i = 0; i < 60; i++)); do
+		echo "$i" >"$d/tree/a/b/c/n$i"
+	done
+	for ((i = 0; i < 150; i += 3)); do
+		rm "$d/f$i"
+	done
+	for ((i = 1; i < 150; i += 6)); do
+		mv "$d/f$i" "$d/tree/a/r$i"
+	done
+	head -c 300K /dev/urandom >>"$d/big"
+	truncate -s 5000 "$d/f2"
+}
+
+# check_after_umount IMG MNT EXPECT: what a user runs, `umount MNT &&
+# e2fsck -fn IMG`, then the image's tree (debugfs rdump) compared with
+# EXPECT, the tree read back from the mount before it: both must hold.
+check_after_umount() {
+	local img=$1 mnt=$2 expect=$3 out
+	out=$(mktemp -d "$SCRATCH/rdump.XXXXXX")
+	umount "$mnt" && e2fsck -fn "$img" >"$out.fsck" 2>&1 || {
+		cat "$out.fsck" >&2
+		return 1
+	}
+	debugfs -R "rdump / $out" "$img" >/dev/null 2>&1
+	rm -rf "$out/lost+found"
+	diff -r "$expect" "$out" >&2
+}
+
+@test "umount && e2fsck -fn right after a write-heavy workload: clean and complete, every time" {
+	local n
+	for n in 1 2 3 4; do
+		# the last round writes nothing back before the unmount: all of
+		# it is the final flush
+		if [ $n -eq 4 ]; then
+			fstitch_mount_start "$IMG" "$MNT" -o flush_interval=3600
+		else
+			fstitch_mount_start "$IMG" "$MNT"
+		fi
+		# each round also deletes the last one's files
+		rm -rf "${MNT:?}/r$((n - 1))"
+		workload "$MNT/r$n"
+		rm -rf "$SCRATCH/expect"
+		cp -a "$MNT/." "$SCRATCH/expect"
+		rm -rf "$SCRATCH/expect/lost+found"
+		check_after_umount "$IMG" "$MNT" "$SCRATCH/expect"
+		wait "$FSTITCH_MOUNT_PID"
+		run -0 losetup -j "$IMG"
+		assert_output ""
+	done
+}
+
+@test "with -o noblkdev the same check can see the image before its final flush" {
+	hold_start
+	fstitch_mount_start "$IMG" "$MNT" -o noblkdev,flush_interval=3600
+	unset FSTITCH_TEST_HOLD
+	grep -q " $MNT rw[^ ]* - fuse.fstitch $IMG " /proc/self/mountinfo
+	workload "$MNT/r"
+	cp -a "$MNT/." "$SCRATCH/expect"
+	rm -rf "$SCRATCH/expect/lost+found"
+	# (the hold only fixes the timing: the flush is due when e2fsck runs)
+	run ! check_after_umount "$IMG" "$MNT" "$SCRATCH/expect"
+	hold_wait
+	# and nothing tells e2fsprogs the image is in use: no mount names it
+	# any more, and a regular file has no exclusive open to fail
+	run -0 e2fsck -fn "$IMG"
+	refute_output --partial "mounted"
+	refute_output --partial "in use"
+	hold_release
+	wait "$FSTITCH_MOUNT_PID"
+	# once the flush is over, the image is what the mount showed
+	out=$SCRATCH/after
+	mkdir "$out"
+	debugfs -R "rdump / $out" "$IMG" >/dev/null 2>&1
+	rm -rf "$out/lost+found"
+	diff -r "$SCRATCH/expect" "$out"
+	assert_fsck_clean "$IMG"
+}
+
 @test "without blkdev the unmount returns before the final flush (the case the lock covers)" {
 	hold_start
 	fstitch_mount_start "$IMG" "$MNT" -o noblkdev,flush_interval=3600
@@ -277,8 +369,8 @@ hold_release() {
 	assert_fsck_clean "$IMG"
 }
 
-@test "sync -f and sync make data durable on a blkdev mount" {
-	fstitch_mount_start "$IMG" "$MNT" -o blkdev,flush_interval=3600
+@test "sync -f and sync make data durable on a default mount" {
+	fstitch_mount_start "$IMG" "$MNT" -o flush_interval=3600
 	echo one >"$MNT/f"
 	# the control: nothing is written back on its own for an hour
 	run -0 debugfs -R 'cat /f' "$IMG"
@@ -295,14 +387,92 @@ hold_release() {
 	[ "$FSCK_CLASS" != dangerous ]
 }
 
-@test "a dead blkdev mount names the image behind its loop device" {
-	fstitch_mount_start "$IMG" "$MNT" -o blkdev
+@test "a killed daemon's mount: the advice names the image, and unmounting frees the loop device" {
+	fstitch_mount_start "$IMG" "$MNT"
+	L=$(findmnt -n -o SOURCE "$MNT")
+	echo data >"$MNT/f"
 	kill -KILL "$FSTITCH_MOUNT_PID"
 	wait "$FSTITCH_MOUNT_PID" || true
 	run -32 --separate-stderr timeout 20 "$MOUNT" -f "$IMG" "$MNT" 3>&-
+	assert_equal "${stderr_lines[0]}" "fstitch-mount: '$MNT' is a dead mount: the daemon that served '$IMG' is gone (Transport endpoint is not connected)"
 	assert_equal "${stderr_lines[1]}" "fstitch-mount: to recover, unmount it (fusermount3 -u $MNT, or umount $MNT as root), check the image (e2fsck -fy $IMG), then mount again"
-	umount "$MNT"
+	# while the dead mount is there, its loop device keeps the image
+	# "mounted" for e2fsprogs and for another mount elsewhere
+	mkdir -p "$SCRATCH/b"
+	run -8 --separate-stderr timeout 20 "$MOUNT" -f "$IMG" "$SCRATCH/b" 3>&-
+	assert_equal "$stderr" "fstitch-mount: '$IMG' is mounted (through $L): the same file system must not be mounted twice"
+	fusermount3 -u "$MNT"
+	# the mount took the loop device with it, and nothing holds the image
+	run -0 losetup -j "$IMG"
+	assert_output ""
+	flock -n "$IMG" true
 	run e2fsck -fy "$IMG"
 	assert [ "$status" -lt 4 ]
-	fstitch_mount_start "$IMG" "$MNT" -o blkdev
+	fstitch_mount_start "$IMG" "$MNT"
+	run -0 ls "$MNT"
+}
+
+@test "-o noblkdev, fsname= or an NBD source make a plain FUSE mount; blkdev needs a device" {
+	fstitch_mount_start "$IMG" "$MNT" -o noblkdev
+	grep -q " $MNT rw[^ ]* - fuse.fstitch $IMG " /proc/self/mountinfo
+	run -0 losetup -j "$IMG"
+	assert_output ""
+	fstitch_mount_stop "$MNT"
+	fstitch_mount_start "$IMG" "$MNT" -o fsname=mydisk
+	grep -q " $MNT rw[^ ]* - fuse.fstitch mydisk " /proc/self/mountinfo
+	fstitch_mount_stop "$MNT"
+	run -64 "$MOUNT" -f -o blkdev,fsname=mydisk "$IMG" "$MNT" 3>&-
+	assert_output --partial "option 'fsname' cannot be chosen with 'blkdev'"
+	# a block device is mounted on itself, with no loop device of ours
+	L=$(loop_attach "$IMG")
+	fstitch_mount_start "$L" "$MNT"
+	grep -q " $MNT rw[^ ]* - fuseblk.fstitch $L " /proc/self/mountinfo
+	assert_equal "$(losetup -n -j "$IMG" | wc -l)" 1
+	fstitch_mount_stop "$MNT"
+	assert_fsck_clean "$L"
+}
+
+@test "-o ro makes a read-only loop device and changes nothing" {
+	before=$(file_sum "$IMG")
+	fstitch_mount_start "$IMG" "$MNT" -o ro
+	grep -q " $MNT ro[^ ]* - fuseblk.fstitch /dev/loop" /proc/self/mountinfo
+	L=$(findmnt -n -o SOURCE "$MNT")
+	run -0 losetup -n -O RO "$L"
+	assert_output --regexp '^ *1$'
+	run ! touch "$MNT/x"
+	fstitch_mount_stop "$MNT"
+	assert_equal "$(file_sum "$IMG")" "$before"
+	run -0 losetup -j "$IMG"
+	assert_output ""
+}
+
+@test "many mounts at once each get a loop device, and all of them go" {
+	local k p pids=()
+	for ((k = 0; k < 12; k++)); do
+		make_image "$SCRATCH/i$k.img" 8M
+		mkdir -p "$SCRATCH/m$k"
+	done
+	for ((k = 0; k < 12; k++)); do
+		fstitch_mount_start "$SCRATCH/i$k.img" "$SCRATCH/m$k" &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do
+		wait "$p"
+	done
+	for ((k = 0; k < 12; k++)); do
+		grep -q " $SCRATCH/m$k rw[^ ]* - fuseblk.fstitch /dev/loop" /proc/self/mountinfo
+		echo "$k" >"$SCRATCH/m$k/f"
+	done
+	# twelve different loop devices
+	for ((k = 0; k < 12; k++)); do
+		findmnt -n -o SOURCE "$SCRATCH/m$k"
+	done >"$SCRATCH/sources"
+	assert_equal "$(sort -u "$SCRATCH/sources" | grep -c '^/dev/loop')" 12
+	for ((k = 0; k < 12; k++)); do
+		umount "$SCRATCH/m$k"
+		run -0 --separate-stderr debugfs -R 'cat /f' "$SCRATCH/i$k.img"
+		assert_output "$k"
+		run -0 losetup -j "$SCRATCH/i$k.img"
+		assert_output ""
+	done
 }

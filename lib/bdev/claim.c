@@ -203,7 +203,7 @@ int bdev_loop_attach(const char *path, bool ro, int *fd, char *name, size_t len)
 		goto out;
 	}
 	/* another program may take the free device first: try again */
-	for (int tries = 0; tries < 16; tries++) {
+	for (int tries = 0; tries < 64; tries++) {
 		n = ioctl(ctl, LOOP_CTL_GET_FREE);
 		if (n < 0) {
 			r = -errno;

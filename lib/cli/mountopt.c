@@ -267,6 +267,7 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 		if (val)
 			goto no_value;
 		mo->blkdev = opt[0] == 'b';
+		mo->has_blkdev = true;
 		return 0; /* the daemon adds it with the device as fsname */
 	}
 	if (strcmp(opt, "debug") == 0) {

@@ -37,7 +37,9 @@ struct mountopt {
 	bool allow_root;              /* allow_root: root may as well */
 	bool nofail;                  /* nofail: a missing source is not an
 				       * error (fstab's meaning) */
-	bool blkdev;                  /* blkdev: mount as fuseblk (root only) */
+	bool blkdev;                  /* mount as fuseblk: blkdev, or the daemon's
+				       * choice when the user made none */
+	bool has_blkdev;              /* the user chose blkdev or noblkdev */
 	unsigned max_threads;         /* max_threads=N; 0: the daemon's default */
 	unsigned lock_wait_ms;        /* lock_wait=SECONDS: how long to wait for
 				       * an image in use; 0: refuse at once */

@@ -327,14 +327,18 @@ static void test_mount8_options_dropped(void **state)
 	free(s);
 	assert_false(mo.allow_other);
 	assert_false(mo.allow_root);
+	/* neither blkdev nor noblkdev: the daemon chooses */
+	assert_false(mo.has_blkdev);
 	mountopt_free(&mo);
 	assert_int_equal(parse(&mo, "blkdev", &err), 0);
 	assert_true(mo.blkdev);
+	assert_true(mo.has_blkdev);
 	assert_int_equal(mountopt_fuse_string(&mo, "/dev/loop7", &s), 0);
 	assert_string_equal(s, "rw,blkdev,default_permissions,fsname=/dev/loop7,subtype=fstitch");
 	free(s);
 	assert_int_equal(mountopt_parse(&mo, "noblkdev", &err), 0);
 	assert_false(mo.blkdev);
+	assert_true(mo.has_blkdev);
 	assert_int_equal(mountopt_parse(&mo, "blkdev=1", &err), -EINVAL);
 	assert_int_equal(err.kind, MOUNTOPT_NO_VALUE);
 	mountopt_free(&mo);
