@@ -513,8 +513,18 @@ fsck_not_dangerous() {
 
 @test "an image already mounted by fstitch is refused as in use" {
 	new_image 32M
+	# root's mount is on a loop device, which makes the image mounted
 	fstitch_mount_start "$IMG" "$MNT"
+	L=$(findmnt -n -o SOURCE "$MNT")
 	mkdir "$SCRATCH/mnt2"
+	run -8 --separate-stderr "$MOUNT" -f "$IMG" "$SCRATCH/mnt2" 3>&-
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_equal "$stderr" "fstitch-mount: '$IMG' is mounted (through $L): the same file system must not be mounted twice"
+	run ! mountpoint -q "$SCRATCH/mnt2"
+	echo still >"$MNT/f"
+	fstitch_mount_stop "$MNT"
+	# a plain mount leaves only the daemon's lock on the image
+	fstitch_mount_start "$IMG" "$MNT" -o noblkdev
 	run -8 --separate-stderr "$MOUNT" -f "$IMG" "$SCRATCH/mnt2" 3>&-
 	assert_equal "${#stderr_lines[@]}" 1
 	assert_equal "$stderr" "fstitch-mount: '$IMG' is in use by another fstitch-mount (mounted, or still writing back after an unmount); lock_wait=SECONDS waits for it"
@@ -523,9 +533,13 @@ fsck_not_dangerous() {
 	assert_equal "$stderr" "fstitch-mount: '$IMG' is in use by another fstitch-mount (mounted, or still writing back after an unmount); gave up waiting"
 	run ! mountpoint -q "$SCRATCH/mnt2"
 	# the first mount is unaffected
-	echo still >"$MNT/f"
+	echo still2 >"$MNT/g"
 	fstitch_mount_stop "$MNT"
 	assert_fsck_clean "$IMG"
+	run -0 debugfs -R 'cat /f' "$IMG"
+	assert_line still
+	run -0 debugfs -R 'cat /g' "$IMG"
+	assert_line still2
 }
 
 @test "bad option values are refused with exit status 64 and the image untouched" {
@@ -1192,11 +1206,13 @@ print(os.copy_file_range(a, b, os.fstat(a).st_size))' "$MNT/dense" "$MNT/dense2"
 
 @test "unmount then an immediate remount never sees lost data: the lock lasts until the flush ends" {
 	new_image 64M
+	# a plain mount, whose unmount returns before the final flush (the
+	# default fuseblk one waits: tests/mount-safety.bats)
 	local round k
 	for round in 1 2 3; do
 		head -c 6M /dev/urandom >"$SCRATCH/d$round"
 		if [ "$round" = 1 ]; then
-			run -0 "$MOUNT" -o flush_interval=3600,cache=64M "$IMG" "$MNT" 3>&-
+			run -0 "$MOUNT" -o noblkdev,flush_interval=3600,cache=64M "$IMG" "$MNT" 3>&-
 		fi
 		track_mount "$MNT" fuse
 		cp "$SCRATCH/d$round" "$MNT/d$round"
@@ -1205,17 +1221,17 @@ print(os.copy_file_range(a, b, os.fstat(a).st_size))' "$MNT/dense" "$MNT/dense2"
 		# at once: the old daemon may still be writing back
 		if [ "$round" = 2 ]; then
 			# without lock_wait: refused while it does, never a stale view
-			run --separate-stderr "$MOUNT" -o flush_interval=3600,cache=64M "$IMG" "$MNT" 3>&-
+			run --separate-stderr "$MOUNT" -o noblkdev,flush_interval=3600,cache=64M "$IMG" "$MNT" 3>&-
 			echo "# remount right after the unmount: exit status $status" >&3
 			if [ "$status" = 8 ]; then
 				[[ "$stderr" == *"is in use by another fstitch-mount"* ]]
 				timeout 60 flock "$IMG" true
-				run -0 "$MOUNT" -o flush_interval=3600,cache=64M "$IMG" "$MNT" 3>&-
+				run -0 "$MOUNT" -o noblkdev,flush_interval=3600,cache=64M "$IMG" "$MNT" 3>&-
 			else
 				assert_equal "$status" 0
 			fi
 		else
-			run -0 "$MOUNT" -o flush_interval=3600,cache=64M,lock_wait=60 "$IMG" "$MNT" 3>&-
+			run -0 "$MOUNT" -o noblkdev,flush_interval=3600,cache=64M,lock_wait=60 "$IMG" "$MNT" 3>&-
 		fi
 		for ((k = 1; k <= round; k++)); do
 			cmp "$SCRATCH/d$k" "$MNT/d$k"
