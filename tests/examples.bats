@@ -424,8 +424,8 @@ rendered() {
 				e2fsck -fn disk.img >/dev/null 2>&1 && echo "clean after flock" >"$WORK/seen"
 			fi'
 		case $ex in
-		*.6) assert_equal "$(cat "$WORK/seen")" "clean after flock" ;;
-		*.7) assert_equal "$(cat "$WORK/seen")" "remount sees it" ;;
+		*.7) assert_equal "$(cat "$WORK/seen")" "clean after flock" ;;
+		*.8) assert_equal "$(cat "$WORK/seen")" "remount sees it" ;;
 		esac
 		assert_fsck_clean "$WORK/disk.img"
 		rm "$WORK/seen"
