@@ -200,11 +200,12 @@ static void reply_entry(fuse_req_t req, const struct stat *st)
 }
 
 /* Patchgroups see every request that may change the file system, under the
- * calling process's scope; with rename_order=process the ext2 module is
- * told the calling process as well.  A request with pid 0 (one the kernel
- * makes on its own: a write-back of a shared mapping, a release) has no
- * process, and the ext2 module then orders it against every process. */
-static void enter(fuse_req_t req)
+ * calling process's scope: each ext2 call of the request gets
+ * pgsrv_scope(op).  With rename_order=process the ext2 module is told the
+ * calling process as well.  A request with pid 0 (one the kernel makes on
+ * its own: a write-back of a shared mapping, a release) has no process,
+ * and the ext2 module then orders it against every process. */
+static void enter(fuse_req_t req, struct pg_op *op)
 {
 	pid_t tid = fuse_req_ctx(req)->pid;
 	struct scope_key key;
@@ -215,8 +216,7 @@ static void enter(fuse_req_t req)
 		else
 			e2_set_caller(0, 0);
 	}
-	if (D.srv)
-		pgsrv_enter(D.srv, tid);
+	pgsrv_enter(D.srv, tid, op);
 }
 
 static uint64_t now_ms(void)
@@ -231,7 +231,7 @@ static uint64_t now_ms(void)
  * patchgroups: the file system is still consistent, but the promise made
  * to the program (this change reaches disk only after the group's
  * befores) may not hold.  Counted, and logged with a rate limit. */
-static void leave(const char *op)
+static void leave(struct pg_op *pgop, const char *op)
 {
 	uint64_t missed = 0, n;
 	char unlogged[48] = "";
@@ -239,7 +239,7 @@ static void leave(const char *op)
 
 	if (D.callers)
 		e2_set_caller(0, 0);
-	if (!D.srv || (pgsrv_leave(D.srv) == 0 && !D.fault_lost))
+	if (!D.srv || (pgsrv_leave(D.srv, pgop) == 0 && !D.fault_lost))
 		return;
 	pthread_mutex_lock(&D.lost_lock);
 	n = ++D.lost;
@@ -287,13 +287,14 @@ static int new_mode(fuse_req_t req, fuse_ino_t parent, mode_t *mode, bool *acl)
 	return 0;
 }
 
-static int inherit(fuse_ino_t parent, const struct stat *st, bool acl, struct stat *out)
+static int inherit(struct patch_scope *scope, fuse_ino_t parent, const struct stat *st, bool acl,
+		   struct stat *out)
 {
 	int r;
 
 	if (!acl)
 		return 0;
-	r = e2_acl_inherit(D.fs, in_ino(parent), (uint32_t)st->st_ino);
+	r = e2_acl_inherit(D.fs, scope, in_ino(parent), (uint32_t)st->st_ino);
 	if (!r)
 		r = e2_getattr(D.fs, (uint32_t)st->st_ino, out);
 	return r;
@@ -374,6 +375,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
+	struct pg_op op;
 	static const struct {
 		int fuse;
 		unsigned e2;
@@ -395,9 +397,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
 		if (to_set & map[i].fuse)
 			set |= map[i].e2;
-	enter(req);
-	r = e2_setattr(D.fs, in_ino(ino), attr, set, &st);
-	leave("setattr");
+	enter(req, &op);
+	r = e2_setattr(D.fs, pgsrv_scope(&op), in_ino(ino), attr, set, &st);
+	leave(&op, "setattr");
 	if (r < 0)
 		reply_err(req, r, "setattr");
 	else
@@ -420,6 +422,7 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		     dev_t rdev)
 {
+	struct pg_op op;
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct stat st;
 	gid_t gid;
@@ -429,12 +432,13 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 
 	new_owner(req, parent, &mode, &gid);
 	r = new_mode(req, parent, &mode, &acl);
-	enter(req);
+	enter(req, &op);
 	if (!r)
-		r = e2_mknod(D.fs, in_ino(parent), name, mode, rdev, ctx->uid, gid, &st);
-	if (!r && (r = inherit(parent, &st, acl, &st)) < 0)
+		r = e2_mknod(D.fs, pgsrv_scope(&op), in_ino(parent), name, mode, rdev, ctx->uid,
+			     gid, &st);
+	if (!r && (r = inherit(pgsrv_scope(&op), parent, &st, acl, &st)) < 0)
 		e2_forget(D.fs, (uint32_t)st.st_ino, 1);
-	leave("mknod");
+	leave(&op, "mknod");
 	if (r < 0)
 		reply_err(req, r, "mknod");
 	else
@@ -443,6 +447,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
+	struct pg_op op;
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct stat st;
 	gid_t gid;
@@ -453,12 +458,13 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	mode |= S_IFDIR;
 	new_owner(req, parent, &mode, &gid);
 	r = new_mode(req, parent, &mode, &acl);
-	enter(req);
+	enter(req, &op);
 	if (!r)
-		r = e2_mkdir(D.fs, in_ino(parent), name, mode, ctx->uid, gid, &st);
-	if (!r && (r = inherit(parent, &st, acl, &st)) < 0)
+		r = e2_mkdir(D.fs, pgsrv_scope(&op), in_ino(parent), name, mode, ctx->uid, gid,
+			     &st);
+	if (!r && (r = inherit(pgsrv_scope(&op), parent, &st, acl, &st)) < 0)
 		e2_forget(D.fs, (uint32_t)st.st_ino, 1);
-	leave("mkdir");
+	leave(&op, "mkdir");
 	if (r < 0)
 		reply_err(req, r, "mkdir");
 	else
@@ -468,6 +474,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent,
 		       const char *name)
 {
+	struct pg_op op;
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	mode_t mode = S_IFLNK;
 	struct stat st;
@@ -475,9 +482,9 @@ static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent,
 	int r;
 
 	new_owner(req, parent, &mode, &gid);
-	enter(req);
-	r = e2_symlink(D.fs, in_ino(parent), name, target, ctx->uid, gid, &st);
-	leave("symlink");
+	enter(req, &op);
+	r = e2_symlink(D.fs, pgsrv_scope(&op), in_ino(parent), name, target, ctx->uid, gid, &st);
+	leave(&op, "symlink");
 	if (r < 0)
 		reply_err(req, r, "symlink");
 	else
@@ -486,12 +493,13 @@ static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent,
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
+	struct pg_op op;
 	struct stat st;
 	int r;
 
-	enter(req);
-	r = e2_link(D.fs, in_ino(ino), in_ino(newparent), newname, &st);
-	leave("link");
+	enter(req, &op);
+	r = e2_link(D.fs, pgsrv_scope(&op), in_ino(ino), in_ino(newparent), newname, &st);
+	leave(&op, "link");
 	if (r < 0)
 		reply_err(req, r, "link");
 	else
@@ -500,27 +508,30 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	struct pg_op op;
 	int r;
 
-	enter(req);
-	r = e2_unlink(D.fs, in_ino(parent), name);
-	leave("unlink");
+	enter(req, &op);
+	r = e2_unlink(D.fs, pgsrv_scope(&op), in_ino(parent), name);
+	leave(&op, "unlink");
 	reply_err(req, r, "unlink");
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	struct pg_op op;
 	int r;
 
-	enter(req);
-	r = e2_rmdir(D.fs, in_ino(parent), name);
-	leave("rmdir");
+	enter(req, &op);
+	r = e2_rmdir(D.fs, pgsrv_scope(&op), in_ino(parent), name);
+	leave(&op, "rmdir");
 	reply_err(req, r, "rmdir");
 }
 
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
+	struct pg_op op;
 	unsigned f = 0;
 	int r;
 
@@ -532,9 +543,9 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		f |= E2_RENAME_NOREPLACE;
 	if (flags & RENAME_EXCHANGE)
 		f |= E2_RENAME_EXCHANGE;
-	enter(req);
-	r = e2_rename(D.fs, in_ino(parent), name, in_ino(newparent), newname, f);
-	leave("rename");
+	enter(req, &op);
+	r = e2_rename(D.fs, pgsrv_scope(&op), in_ino(parent), name, in_ino(newparent), newname, f);
+	leave(&op, "rename");
 	reply_err(req, r, "rename");
 }
 
@@ -550,14 +561,15 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* With atomic_o_trunc the kernel leaves O_TRUNC to us, so that the
 	 * open and the truncation are one request. */
 	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY) {
+		struct pg_op op;
 		struct stat attr, st;
 
 		memset(&attr, 0, sizeof(attr));
 		clock_gettime(CLOCK_REALTIME, &attr.st_ctim);
-		enter(req);
-		r = e2_setattr(D.fs, e2ino, &attr,
+		enter(req, &op);
+		r = e2_setattr(D.fs, pgsrv_scope(&op), e2ino, &attr,
 			       E2_SET_SIZE | E2_SET_MTIME_NOW | E2_SET_CTIME, &st);
-		leave("open");
+		leave(&op, "open");
 		if (r < 0) {
 			e2_release_inode(D.fs, e2ino);
 			reply_err(req, r, "open");
@@ -574,6 +586,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		      struct fuse_file_info *fi)
 {
+	struct pg_op op;
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct fuse_entry_param e;
 	struct stat st;
@@ -586,12 +599,13 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	mode = S_IFREG | (mode & 07777);
 	new_owner(req, parent, &mode, &gid);
 	r = new_mode(req, parent, &mode, &acl);
-	enter(req);
+	enter(req, &op);
 	if (!r)
-		r = e2_mknod(D.fs, in_ino(parent), name, mode, 0, ctx->uid, gid, &st);
-	if (!r && (r = inherit(parent, &st, acl, &st)) < 0)
+		r = e2_mknod(D.fs, pgsrv_scope(&op), in_ino(parent), name, mode, 0, ctx->uid, gid,
+			     &st);
+	if (!r && (r = inherit(pgsrv_scope(&op), parent, &st, acl, &st)) < 0)
 		e2_forget(D.fs, (uint32_t)st.st_ino, 1);
-	leave("create");
+	leave(&op, "create");
 	if (r < 0) {
 		reply_err(req, r, "create");
 		return;
@@ -636,11 +650,12 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
+	struct pg_op op;
 	ssize_t n;
 
-	enter(req);
-	n = e2_write(D.fs, in_ino(ino), buf, size, off);
-	leave("write");
+	enter(req, &op);
+	n = e2_write(D.fs, pgsrv_scope(&op), in_ino(ino), buf, size, off);
+	leave(&op, "write");
 	if (n < 0)
 		reply_err(req, (int)n, "write");
 	else
@@ -992,6 +1007,7 @@ static bool in_group(fuse_req_t req, gid_t gid)
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			size_t size, int flags)
 {
+	struct pg_op op;
 	unsigned f = 0;
 	int r;
 
@@ -1007,7 +1023,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 		f |= E2_XATTR_CREATE;
 	if (flags & XATTR_REPLACE)
 		f |= E2_XATTR_REPLACE;
-	enter(req);
+	enter(req, &op);
 	if (is_acl(name)) {
 		uint8_t e[4 + 8 * 64];
 		ssize_t n = e2_acl_from_xattr(value, size, e, sizeof(e));
@@ -1018,25 +1034,27 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 		if (!strcmp(name, "system.posix_acl_access") &&
 		    e2_getattr(D.fs, in_ino(ino), &st) == 0 && !in_group(req, st.st_gid))
 			f |= E2_XATTR_KILL_SGID;
-		r = n < 0 ? (int)n : e2_setxattr(D.fs, in_ino(ino), name, e, (size_t)n, f);
+		r = n < 0 ? (int)n
+			  : e2_setxattr(D.fs, pgsrv_scope(&op), in_ino(ino), name, e, (size_t)n, f);
 	} else {
-		r = e2_setxattr(D.fs, in_ino(ino), name, value, size, f);
+		r = e2_setxattr(D.fs, pgsrv_scope(&op), in_ino(ino), name, value, size, f);
 	}
-	leave("setxattr");
+	leave(&op, "setxattr");
 	reply_err(req, r, "setxattr");
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
+	struct pg_op op;
 	int r;
 
 	if (!strcmp(name, PGSRV_XATTR)) {
 		fuse_reply_err(req, EPERM);
 		return;
 	}
-	enter(req);
-	r = e2_removexattr(D.fs, in_ino(ino), name);
-	leave("removexattr");
+	enter(req, &op);
+	r = e2_removexattr(D.fs, pgsrv_scope(&op), in_ino(ino), name);
+	leave(&op, "removexattr");
 	reply_err(req, r, "removexattr");
 }
 
@@ -1048,6 +1066,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
 			 struct fuse_file_info *fi)
 {
+	struct pg_op op;
 	bool punch = mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE);
 	int r;
 
@@ -1055,12 +1074,13 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		fuse_reply_err(req, EOPNOTSUPP);
 		return;
 	}
-	enter(req);
+	enter(req, &op);
 	if (punch)
-		r = e2_punch(D.fs, in_ino(ino), off, len);
+		r = e2_punch(D.fs, pgsrv_scope(&op), in_ino(ino), off, len);
 	else
-		r = e2_falloc(D.fs, in_ino(ino), (mode & FALLOC_FL_KEEP_SIZE) != 0, off, len);
-	leave("fallocate");
+		r = e2_falloc(D.fs, pgsrv_scope(&op), in_ino(ino),
+			      (mode & FALLOC_FL_KEEP_SIZE) != 0, off, len);
+	leave(&op, "fallocate");
 	reply_err(req, r, "fallocate");
 }
 

@@ -87,17 +87,29 @@ uint64_t cblock_number(const struct cblock *b);
 
 /* ---- patches ----------------------------------------------------------- */
 
+/* A patchgroup scope, given to every byte and bit patch made on behalf of
+ * a scoped operation (NULL: none): befores() may add dependencies (treated
+ * exactly like the caller's deps), and created() is told which patch now
+ * carries the change (new or merged into).  Both run under the cache lock
+ * and may call only patch_add_depend(), patch_retain() and patch_release()
+ * on the cache. */
+struct patch_scope {
+	size_t (*befores)(struct patch_scope *s, struct patch *const **deps);
+	void (*created)(struct patch_scope *s, struct patch *p);
+};
+
 /* Create a patch that changes len bytes at off in b to data.  deps[0..ndeps)
  * are the patches it must wait for; NULL entries and committed patches are
  * ignored.  The engine adds the same-block ordering it needs by itself (a
  * patch overlapping an earlier uncommitted one depends on it).  The change
  * may merge into an existing patch instead of creating one (hard patches,
  * overlapping soft patches) when that provably creates no cycle.
+ * scope (NULL: none) adds its befores to deps and is told of the patch.
  * If out is not NULL it receives a reference to the patch that now carries
  * the change; release it with patch_release().  -EINVAL on a bad range. */
 int patch_create_byte(struct cache *c, struct cblock *b, uint32_t off, uint32_t len,
 		      const void *data, struct patch *const *deps, size_t ndeps,
-		      struct patch **out);
+		      struct patch_scope *scope, struct patch **out);
 /* As patch_create_byte, but the change is also ordered after every pending
  * change of b that overlaps [span_off, span_off+span_len), which contains
  * the change: for a change whose meaning depends on the bytes around it (a
@@ -107,11 +119,13 @@ int patch_create_byte(struct cache *c, struct cblock *b, uint32_t off, uint32_t 
  * span does not contain the change. */
 int patch_create_byte_span(struct cache *c, struct cblock *b, uint32_t off, uint32_t len,
 			   const void *data, uint32_t span_off, uint32_t span_len,
-			   struct patch *const *deps, size_t ndeps, struct patch **out);
+			   struct patch *const *deps, size_t ndeps, struct patch_scope *scope,
+			   struct patch **out);
 /* Flip the bits set in xor_mask in the 32-bit little-endian word at byte
  * offset off (a multiple of 4).  Otherwise as patch_create_byte. */
 int patch_create_bit(struct cache *c, struct cblock *b, uint32_t off, uint32_t xor_mask,
-		     struct patch *const *deps, size_t ndeps, struct patch **out);
+		     struct patch *const *deps, size_t ndeps, struct patch_scope *scope,
+		     struct patch **out);
 /* An empty patch: no block, commits as soon as all of deps are committed.
  * With no (uncommitted) deps it is committed at once.  out is required. */
 int patch_create_empty(struct cache *c, struct patch *const *deps, size_t ndeps,
@@ -127,19 +141,6 @@ int patch_add_depend(struct cache *c, struct patch *after, struct patch *before)
 int patch_create_empty_held(struct cache *c, struct patch *const *deps, size_t ndeps,
 			    struct patch **out);
 void patch_unhold(struct cache *c, struct patch *p);
-
-/* Patchgroup scopes.  A scope set on a thread applies to every byte and bit
- * patch that thread creates until it is cleared: befores() may add
- * dependencies (treated exactly like the caller's deps), and created() is
- * told which patch now carries the change (new or merged into).  Both run
- * under the cache lock and may call only patch_add_depend(), patch_retain()
- * and patch_release() on the cache. */
-struct patch_scope {
-	size_t (*befores)(struct patch_scope *s, struct patch *const **deps);
-	void (*created)(struct patch_scope *s, struct patch *p);
-};
-/* Set (or, with NULL, clear) the calling thread's scope. */
-void cache_set_scope(struct patch_scope *s);
 
 /* Take another reference: only while holding one, or in a scope callback. */
 void patch_retain(struct patch *p);

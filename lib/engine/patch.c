@@ -6,13 +6,6 @@
 #include <string.h>
 #include "cache_int.h"
 
-static __thread struct patch_scope *tls_scope;
-
-void cache_set_scope(struct patch_scope *s)
-{
-	tls_scope = s;
-}
-
 /* ---- allocation -------------------------------------------------------- */
 
 /* Patches come from slabs: one malloc per thousand patches instead of one
@@ -571,12 +564,11 @@ fail:
 
 /* [soff, soff+slen) contains the change: what overlaps it is ordered
  * before the change (for a plain change, the change's own range). */
-static int make_change(struct cache *c, struct cblock *b, enum patch_type type,
-		       uint32_t off, uint32_t len, const void *data, uint32_t mask,
-		       uint32_t soff, uint32_t slen, struct patch *const *deps, size_t ndeps,
+static int make_change(struct cache *c, struct cblock *b, enum patch_type type, uint32_t off,
+		       uint32_t len, const void *data, uint32_t mask, uint32_t soff, uint32_t slen,
+		       struct patch *const *deps, size_t ndeps, struct patch_scope *scope,
 		       struct patch **out)
 {
-	struct patch_scope *scope = tls_scope;
 	struct patch *const *sdeps = NULL;
 	struct patch *res = NULL, *cand = NULL, *q;
 	struct depset ds, ov;
@@ -723,30 +715,32 @@ out:
 
 int patch_create_byte(struct cache *c, struct cblock *b, uint32_t off, uint32_t len,
 		      const void *data, struct patch *const *deps, size_t ndeps,
-		      struct patch **out)
+		      struct patch_scope *scope, struct patch **out)
 {
 	if (!c || !b || !data || len == 0 || off >= c->bs || len > c->bs - off)
 		return -EINVAL;
-	return make_change(c, b, PT_BYTE, off, len, data, 0, off, len, deps, ndeps, out);
+	return make_change(c, b, PT_BYTE, off, len, data, 0, off, len, deps, ndeps, scope, out);
 }
 
 int patch_create_byte_span(struct cache *c, struct cblock *b, uint32_t off, uint32_t len,
 			   const void *data, uint32_t span_off, uint32_t span_len,
-			   struct patch *const *deps, size_t ndeps, struct patch **out)
+			   struct patch *const *deps, size_t ndeps, struct patch_scope *scope,
+			   struct patch **out)
 {
 	if (!c || !b || !data || len == 0 || off >= c->bs || len > c->bs - off ||
 	    span_off > off || span_len > c->bs - span_off || off + len > span_off + span_len)
 		return -EINVAL;
-	return make_change(c, b, PT_BYTE, off, len, data, 0, span_off, span_len, deps, ndeps,
+	return make_change(c, b, PT_BYTE, off, len, data, 0, span_off, span_len, deps, ndeps, scope,
 			   out);
 }
 
 int patch_create_bit(struct cache *c, struct cblock *b, uint32_t off, uint32_t xor_mask,
-		     struct patch *const *deps, size_t ndeps, struct patch **out)
+		     struct patch *const *deps, size_t ndeps, struct patch_scope *scope,
+		     struct patch **out)
 {
 	if (!c || !b || (off & 3) || off > c->bs - 4)
 		return -EINVAL;
-	return make_change(c, b, PT_BIT, off, 4, NULL, xor_mask, off, 4, deps, ndeps, out);
+	return make_change(c, b, PT_BIT, off, 4, NULL, xor_mask, off, 4, deps, ndeps, scope, out);
 }
 
 static int make_empty(struct cache *c, struct patch *const *deps, size_t ndeps,

@@ -807,7 +807,11 @@ void pgeng_op_begin(struct pgeng *e, struct pg_op *op, struct pg_group *const *g
 	}
 	pthread_mutex_unlock(&e->lock);
 	op->on = true;
-	cache_set_scope(&op->ps);
+}
+
+struct patch_scope *pgeng_op_scope(struct pg_op *op)
+{
+	return op && op->on ? &op->ps : NULL;
 }
 
 int pgeng_op_end(struct pg_op *op)
@@ -817,7 +821,6 @@ int pgeng_op_end(struct pg_op *op)
 
 	if (!op->on)
 		return 0;
-	cache_set_scope(NULL);
 	op->on = false;
 	pthread_mutex_lock(&e->lock);
 	for (i = 0; i < op->ng; i++) {

@@ -139,7 +139,8 @@ int pgeng_chain_order(struct pgeng *e, struct pg_chain *ch);
 /* ---- operations -------------------------------------------------------- */
 
 /* One file-system operation made on behalf of a scope.  Caller storage,
- * one per thread; fields are private. */
+ * one per operation in flight; fields are private.  Zeroed, it is an
+ * operation under no scope. */
 struct pg_op {
 	struct patch_scope ps;
 	struct pgeng *e;
@@ -152,11 +153,14 @@ struct pg_op {
 	bool on;
 };
 
-/* Set the calling thread's patch scope so that every change it makes until
+/* Start op so that every change made with pgeng_op_scope(op) until
  * pgeng_op_end() joins groups g[0..ng) (at most PG_ENGAGE_MAX, each engaged
  * by the caller's scope) and, if chain is not NULL, that chain. */
 void pgeng_op_begin(struct pgeng *e, struct pg_op *op, struct pg_group *const *g, size_t ng,
 		    struct pg_chain *chain);
+/* The patch scope to give the changes of op (see patch_create_byte()):
+ * NULL if op is NULL or not begun, as for a process in no group. */
+struct patch_scope *pgeng_op_scope(struct pg_op *op);
 /* -EIO if the engine refused an ordering edge for a change made in the
  * operation (the change is then not ordered after its groups); the refusal
  * is also counted in pg_summary.lost.  0 otherwise. */

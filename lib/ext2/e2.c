@@ -10,12 +10,19 @@
 
 void e2_lock(struct e2fs *fs)
 {
+	e2_lock_scope(fs, NULL);
+}
+
+void e2_lock_scope(struct e2fs *fs, struct patch_scope *scope)
+{
 	pthread_mutex_lock(&fs->lock);
+	fs->scope = scope;
 	e2_icache_trim(fs);
 }
 
 void e2_unlock(struct e2fs *fs)
 {
+	fs->scope = NULL;
 	pthread_mutex_unlock(&fs->lock);
 }
 
@@ -304,7 +311,8 @@ out:
 	return r;
 }
 
-static int remove_common(struct e2fs *fs, uint32_t parent, const char *name, bool rmdir)
+static int remove_common(struct e2fs *fs, struct patch_scope *scope, uint32_t parent,
+			 const char *name, bool rmdir)
 {
 	struct e2_inode *dir, *ip;
 	struct e2_deps d = {0};
@@ -324,7 +332,7 @@ static int remove_common(struct e2fs *fs, uint32_t parent, const char *name, boo
 		return -ENOTEMPTY;
 	if (!rmdir && e2_dot_or_dotdot(name))
 		return -EISDIR;
-	e2_lock(fs);
+	e2_lock_scope(fs, scope);
 	r = e2_get_dir(fs, parent, &dir);
 	if (!r)
 		r = e2_dir_lookup(fs, dir, name, len, &loc);
@@ -358,14 +366,14 @@ out:
 	return r;
 }
 
-int e2_unlink(struct e2fs *fs, uint32_t parent, const char *name)
+int e2_unlink(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const char *name)
 {
-	return remove_common(fs, parent, name, false);
+	return remove_common(fs, scope, parent, name, false);
 }
 
-int e2_rmdir(struct e2fs *fs, uint32_t parent, const char *name)
+int e2_rmdir(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const char *name)
 {
-	return remove_common(fs, parent, name, true);
+	return remove_common(fs, scope, parent, name, true);
 }
 
 int e2_open_inode(struct e2fs *fs, uint32_t ino)

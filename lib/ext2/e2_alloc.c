@@ -48,7 +48,7 @@ static int flip(struct e2fs *fs, uint32_t blk, uint32_t bit, struct patch *dep, 
 	if (r)
 		return e2_err(fs, r, "cannot read bitmap block %u", blk);
 	r = patch_create_bit(fs->c, b, (bit / 32) * 4, 1u << (bit % 32), dep ? &dep : NULL,
-			     dep ? 1 : 0, out);
+			     dep ? 1 : 0, fs->scope, out);
 	cache_put(fs->c, b);
 	return r;
 }
@@ -110,7 +110,7 @@ static int balloc_group(struct e2fs *fs, uint32_t g, uint32_t from, bool reuse, 
 found:
 	dep = bitclr_dep(fs, gr->first + i);
 	r = patch_create_bit(fs->c, b, (i / 32) * 4, 1u << (i % 32), dep ? &dep : NULL, dep ? 1 : 0,
-			     bit);
+			     fs->scope, bit);
 	cache_put(fs->c, b);
 	if (r)
 		return r;
@@ -369,7 +369,7 @@ static int ialloc_group(struct e2fs *fs, uint32_t g, bool dir, bool reuse, uint3
 found:
 	dep = bitclr_dep(fs, E2_FREED_INODE | (g * fs->ipg + i + 1));
 	r = patch_create_bit(fs->c, b, (i / 32) * 4, 1u << (i % 32), dep ? &dep : NULL, dep ? 1 : 0,
-			     bit);
+			     fs->scope, bit);
 	cache_put(fs->c, b);
 	if (r)
 		return r;
@@ -465,7 +465,7 @@ int e2_block_init(struct e2fs *fs, uint32_t blk, const void *data, struct e2_dep
 		return r;
 	r = cache_get_new(fs->c, blk, &b);
 	if (!r) {
-		r = patch_create_byte(fs->c, b, 0, fs->bs, data, d->p, d->n, out);
+		r = patch_create_byte(fs->c, b, 0, fs->bs, data, d->p, d->n, fs->scope, out);
 		cache_put(fs->c, b);
 	} else {
 		r = e2_err(fs, r, "cannot get block %u", blk);

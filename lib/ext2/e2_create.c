@@ -19,8 +19,8 @@ struct newinode {
 	size_t tlen;
 };
 
-static int create(struct e2fs *fs, uint32_t parent, const char *name, const struct newinode *ni,
-		  uid_t uid, gid_t gid, struct stat *st)
+static int create(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const char *name,
+		  const struct newinode *ni, uid_t uid, gid_t gid, struct stat *st)
 {
 	struct e2_inode *dir, *ip;
 	struct e2_deps ideps = {0}, bdeps = {0}, edeps = {0};
@@ -41,7 +41,7 @@ static int create(struct e2fs *fs, uint32_t parent, const char *name, const stru
 	r = e2_check_name(name, &len);
 	if (r)
 		return r;
-	e2_lock(fs);
+	e2_lock_scope(fs, scope);
 	r = e2_get_dir(fs, parent, &dir);
 	if (r)
 		goto out;
@@ -201,8 +201,8 @@ out:
 	return r;
 }
 
-int e2_mknod(struct e2fs *fs, uint32_t parent, const char *name, mode_t mode, dev_t rdev, uid_t uid,
-	     gid_t gid, struct stat *st)
+int e2_mknod(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const char *name,
+	     mode_t mode, dev_t rdev, uid_t uid, gid_t gid, struct stat *st)
 {
 	struct newinode ni = {.mode = mode, .rdev = rdev};
 
@@ -217,19 +217,19 @@ int e2_mknod(struct e2fs *fs, uint32_t parent, const char *name, mode_t mode, de
 		return -EINVAL;
 	}
 	ni.mode = (mode & S_IFMT) | (mode & 07777);
-	return create(fs, parent, name, &ni, uid, gid, st);
+	return create(fs, scope, parent, name, &ni, uid, gid, st);
 }
 
-int e2_mkdir(struct e2fs *fs, uint32_t parent, const char *name, mode_t mode, uid_t uid, gid_t gid,
-	     struct stat *st)
+int e2_mkdir(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const char *name,
+	     mode_t mode, uid_t uid, gid_t gid, struct stat *st)
 {
 	struct newinode ni = {.mode = S_IFDIR | (mode & 07777)};
 
-	return create(fs, parent, name, &ni, uid, gid, st);
+	return create(fs, scope, parent, name, &ni, uid, gid, st);
 }
 
-int e2_symlink(struct e2fs *fs, uint32_t parent, const char *name, const char *target, uid_t uid,
-	       gid_t gid, struct stat *st)
+int e2_symlink(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const char *name,
+	       const char *target, uid_t uid, gid_t gid, struct stat *st)
 {
 	struct newinode ni = {.mode = S_IFLNK | 0777, .target = target};
 
@@ -238,7 +238,7 @@ int e2_symlink(struct e2fs *fs, uint32_t parent, const char *name, const char *t
 		return -ENOENT;
 	if (ni.tlen >= fs->bs || ni.tlen >= 4096)
 		return -ENAMETOOLONG;
-	return create(fs, parent, name, &ni, uid, gid, st);
+	return create(fs, scope, parent, name, &ni, uid, gid, st);
 }
 
 int e2_readlink(struct e2fs *fs, uint32_t ino, char *buf, size_t size)
@@ -293,7 +293,8 @@ out:
 	return r;
 }
 
-int e2_link(struct e2fs *fs, uint32_t ino, uint32_t newparent, const char *newname, struct stat *st)
+int e2_link(struct e2fs *fs, struct patch_scope *scope, uint32_t ino, uint32_t newparent,
+	    const char *newname, struct stat *st)
 {
 	struct e2_inode *dir, *ip;
 	struct e2_deps d = {0};
@@ -307,7 +308,7 @@ int e2_link(struct e2fs *fs, uint32_t ino, uint32_t newparent, const char *newna
 	r = e2_check_name(newname, &len);
 	if (r)
 		return r;
-	e2_lock(fs);
+	e2_lock_scope(fs, scope);
 	r = e2_get_live(fs, ino, &ip);
 	if (r)
 		goto out;

@@ -55,7 +55,7 @@ int e2_patch(struct e2fs *fs, uint32_t blk, uint32_t off, uint32_t len, const vo
 	if (r)
 		return e2_err(fs, r, "cannot read block %u", blk);
 	r = patch_create_byte(fs->c, b, off, len, data, deps ? deps->p : NULL, deps ? deps->n : 0,
-			      out);
+			      fs->scope, out);
 	cache_put(fs->c, b);
 	return r;
 }
@@ -84,8 +84,7 @@ int e2_pset_add(struct e2fs *fs, struct patch **set, struct patch *p)
 }
 
 /* rename_order=process: the process of the calling thread's changes (pid 0:
- * not known).  Thread-local like a patchgroup scope: the caller sets it
- * around each operation. */
+ * not known).  Thread-local: the caller sets it around each operation. */
 static __thread struct {
 	pid_t pid;
 	uint64_t start;

@@ -414,7 +414,7 @@ static int add_in_block(struct e2fs *fs, struct e2_inode *dir, uint32_t lblk, ui
 		hi = noff + 8 + (uint32_t)len;
 	}
 	r = patch_create_byte(fs->c, b, lo, hi - lo, buf + lo, deps ? deps->p : NULL,
-			      deps ? deps->n : 0, out);
+			      deps ? deps->n : 0, fs->scope, out);
 	if (!r)
 		*pos = lblk * fs->bs + noff;
 out:
@@ -629,12 +629,12 @@ int e2_dir_remove(struct e2fs *fs, struct e2_inode *dir, const char *name, size_
 		 * pending change of the removed entry's header too. */
 		r = patch_create_byte_span(fs->c, b, prev + 4, 2, &rl, prev + 4,
 					   off + 8 - (prev + 4), deps ? deps->p : NULL,
-					   deps ? deps->n : 0, out);
+					   deps ? deps->n : 0, fs->scope, out);
 	} else {
 		uint32_t z = 0;
 
 		r = patch_create_byte(fs->c, b, off, 4, &z, deps ? deps->p : NULL,
-				      deps ? deps->n : 0, out);
+				      deps ? deps->n : 0, fs->scope, out);
 	}
 	cache_put(fs->c, b);
 	/* The directory's own clear waits for its removals (e2_remove_last):
@@ -685,7 +685,7 @@ int e2_dir_retarget(struct e2fs *fs, struct e2_inode *dir, const char *name, siz
 	if (fs->filetype)
 		hdr[7] = e2_ftype(mode);
 	r = patch_create_byte(fs->c, b, off, fs->filetype ? 8 : 4, hdr, deps ? deps->p : NULL,
-			      deps ? deps->n : 0, out);
+			      deps ? deps->n : 0, fs->scope, out);
 	cache_put(fs->c, b);
 	if (r)
 		return r;
@@ -756,7 +756,8 @@ int e2_dir_set_dotdot(struct e2fs *fs, struct e2_inode *dir, uint32_t parent, st
 	r = dotdot(fs, dir, &b, &off);
 	if (r)
 		return r;
-	r = patch_create_byte(fs->c, b, off, 4, &v, deps ? deps->p : NULL, deps ? deps->n : 0, out);
+	r = patch_create_byte(fs->c, b, off, 4, &v, deps ? deps->p : NULL, deps ? deps->n : 0,
+			      fs->scope, out);
 	cache_put(fs->c, b);
 	if (r)
 		return r;

@@ -128,6 +128,7 @@ struct e2_procset {
 
 struct e2fs {
 	pthread_mutex_t lock;
+	struct patch_scope *scope; /* of the operation holding lock (NULL: none) */
 	struct bdev *dev;
 	struct cache *c;
 	struct e2_opts opts;
@@ -303,7 +304,11 @@ void e2_xattr_destroy(struct e2fs *fs);
 int e2_acl_chmod_locked(struct e2fs *fs, struct e2_inode *ip);
 
 /* e2.c: shared by the operation files */
+/* One operation at a time holds fs->lock.  e2_lock_scope() also makes
+ * scope (NULL: none) the scope of every patch made until e2_unlock(): the
+ * patchgroup scope of the caller that asked for the operation. */
 void e2_lock(struct e2fs *fs);
+void e2_lock_scope(struct e2fs *fs, struct patch_scope *scope);
 void e2_unlock(struct e2fs *fs);
 int e2_check_name(const char *name, size_t *len);
 bool e2_dot_or_dotdot(const char *name);

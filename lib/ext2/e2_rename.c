@@ -88,8 +88,8 @@ static int park(struct e2fs *fs, struct e2_inode *t, char *pname, size_t *plen,
 }
 
 
-int e2_rename(struct e2fs *fs, uint32_t parent, const char *name, uint32_t newparent,
-	      const char *newname, unsigned flags)
+int e2_rename(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const char *name,
+	      uint32_t newparent, const char *newname, unsigned flags)
 {
 	struct e2_inode *p1, *p2, *s, *t = NULL;
 	struct e2_deps d = {0};
@@ -113,7 +113,7 @@ int e2_rename(struct e2fs *fs, uint32_t parent, const char *name, uint32_t newpa
 		return r;
 	if (e2_dot_or_dotdot(name) || e2_dot_or_dotdot(newname))
 		return -EINVAL;
-	e2_lock(fs);
+	e2_lock_scope(fs, scope);
 	r = e2_get_dir(fs, parent, &p1);
 	if (!r)
 		r = e2_get_dir(fs, newparent, &p2);

@@ -36,8 +36,6 @@ struct pgsrv {
 	uint64_t fsync_ordered; /* atomic */
 };
 
-static __thread struct pg_op tls_op;
-
 static void drop_scope(struct pgsrv *srv, struct pscope *ps)
 {
 	size_t i;
@@ -454,11 +452,12 @@ void pgsrv_request(struct pgsrv *srv, const struct ctl_peer *peer, const void *m
 	free(pl.buf);
 }
 
-void pgsrv_enter(struct pgsrv *srv, pid_t pid)
+void pgsrv_enter(struct pgsrv *srv, pid_t pid, struct pg_op *op)
 {
 	struct scope_key key;
 	struct pscope *ps;
 
+	op->on = false;
 	if (!srv || pid <= 0 || scope_count(srv->scopes) == 0)
 		return;
 	/* The /proc walk runs without the lock; the scope it names may have
@@ -468,14 +467,19 @@ void pgsrv_enter(struct pgsrv *srv, pid_t pid)
 	pthread_mutex_lock(&srv->lock);
 	ps = scope_get(srv->scopes, key);
 	if (ps && (ps->ng || ps->chain))
-		pgeng_op_begin(srv->eng, &tls_op, ps->g, ps->ng, ps->chain);
+		pgeng_op_begin(srv->eng, op, ps->g, ps->ng, ps->chain);
 	pthread_mutex_unlock(&srv->lock);
 }
 
-int pgsrv_leave(struct pgsrv *srv)
+struct patch_scope *pgsrv_scope(struct pg_op *op)
 {
-	if (srv && tls_op.on)
-		return pgeng_op_end(&tls_op);
+	return pgeng_op_scope(op);
+}
+
+int pgsrv_leave(struct pgsrv *srv, struct pg_op *op)
+{
+	if (srv && op->on)
+		return pgeng_op_end(op);
 	return 0;
 }
 

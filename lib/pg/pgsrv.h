@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <sys/types.h>
+#include "engine/pgeng.h"
 #include "ext2/e2.h"
 #include "proto/ctl.h"
 
@@ -34,13 +35,17 @@ void pgsrv_request(struct pgsrv *srv, const struct ctl_peer *peer, const void *m
 		   struct ctl_rep *rep);
 
 /* The FUSE glue brackets every request that may change the file system:
- * enter sets the calling thread's patch scope to that of process `pid` (the
- * FUSE caller's thread id; 0 means no process, no group), leave clears it.
- * leave returns -EIO if a change made meanwhile could not be ordered after
- * its groups (the engine refused an edge; should never happen): the daemon
- * should log it.  The count is also in the engine's pg_summary.lost. */
-void pgsrv_enter(struct pgsrv *srv, pid_t pid);
-int pgsrv_leave(struct pgsrv *srv);
+ * enter starts op (caller storage, one per request in flight) under the
+ * scope of process `pid` (the FUSE caller's thread id; 0 means no process,
+ * no group; srv may be NULL), pgsrv_scope(op) is the patch scope to give
+ * every ext2 call of the request (NULL when the process is in no group),
+ * and leave ends op.  leave returns -EIO if a change made meanwhile could
+ * not be ordered after its groups (the engine refused an edge; should
+ * never happen): the daemon should log it.  The count is also in the
+ * engine's pg_summary.lost. */
+void pgsrv_enter(struct pgsrv *srv, pid_t pid, struct pg_op *op);
+struct patch_scope *pgsrv_scope(struct pg_op *op);
+int pgsrv_leave(struct pgsrv *srv, struct pg_op *op);
 
 /* Called on fsync/fsyncdir from pid: returns true if pid's scope has the
  * fsync=order policy, in which case the fsync has been turned into an

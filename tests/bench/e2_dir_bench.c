@@ -35,7 +35,7 @@ static int create(struct e2fs *fs, const char *name)
 {
 	struct stat st;
 
-	return e2_mknod(fs, E2_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st);
+	return e2_mknod(fs, NULL, E2_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st);
 }
 
 int main(int argc, char **argv)
@@ -89,7 +89,7 @@ int main(int argc, char **argv)
 	printf("lookup at %lu entries: %.2f us/op\n", n, (now_us() - t0) / n);
 	for (unsigned long i = 0; i < 1000; i++) {
 		snprintf(name, sizeof(name), "file%07lu", i * (n / 1000));
-		r = e2_unlink(fs, E2_ROOT_INO, name);
+		r = e2_unlink(fs, NULL, E2_ROOT_INO, name);
 		if (r)
 			goto fail;
 	}
@@ -111,7 +111,7 @@ int main(int argc, char **argv)
 		if (v % (n / 1000) == 0)
 			continue;
 		snprintf(name, sizeof(name), "file%07lu", v);
-		r = e2_unlink(fs, E2_ROOT_INO, name);
+		r = e2_unlink(fs, NULL, E2_ROOT_INO, name);
 		if (r)
 			goto fail;
 		snprintf(name, sizeof(name), "churn%07lu", k);

@@ -45,7 +45,7 @@ static int run(struct e2fs *fs, const char *name, size_t total, size_t chunk, in
 	int r, k = 0;
 
 	memset(buf, 0x5a, sizeof(buf));
-	r = e2_mknod(fs, E2_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st);
+	r = e2_mknod(fs, NULL, E2_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st);
 	if (r) {
 		fprintf(stderr, "e2_write_bench: create %s: %s\n", name, strerror(-r));
 		return 1;
@@ -57,7 +57,7 @@ static int run(struct e2fs *fs, const char *name, size_t total, size_t chunk, in
 	cache_get_stats(e2_cache(fs), &a);
 	t0 = now_s();
 	for (size_t off = 0; off < total; off += chunk) {
-		ssize_t n = e2_write(fs, (uint32_t)st.st_ino, buf, chunk, (off_t)off);
+		ssize_t n = e2_write(fs, NULL, (uint32_t)st.st_ino, buf, chunk, (off_t)off);
 
 		if (n != (ssize_t)chunk) {
 			fprintf(stderr, "e2_write_bench: write %s at %zu: %s\n", name, off,

@@ -69,6 +69,7 @@ struct gen {
 	uint64_t next_data, next_ino, dir_blk, dir_off;
 	int err;
 	struct patch *dir_inode;  /* last change to the directory inode */
+	struct patch_scope *scope; /* of the changes made now (NULL: none) */
 };
 
 static uint64_t rnd(struct gen *g)
@@ -106,7 +107,7 @@ static struct patch *change(struct gen *g, uint64_t blkno, bool fresh, uint32_t 
 	if (err)
 		goto fail;
 	buf[0] = (uint8_t)g->calls;
-	err = patch_create_byte(g->c, b, off, len, buf, deps, nd, &p);
+	err = patch_create_byte(g->c, b, off, len, buf, deps, nd, g->scope, &p);
 	cache_put(g->c, b);
 	if (err)
 		goto fail;
@@ -126,8 +127,8 @@ static struct patch *bit(struct gen *g, uint64_t blkno, uint64_t bitno)
 	err = cache_get(g->c, blkno, &b);
 	if (err)
 		goto fail;
-	err = patch_create_bit(g->c, b, (uint32_t)(bitno / 32 * 4) % BS,
-			       1u << (bitno % 32), NULL, 0, &p);
+	err = patch_create_bit(g->c, b, (uint32_t)(bitno / 32 * 4) % BS, 1u << (bitno % 32), NULL,
+			       0, g->scope, &p);
 	cache_put(g->c, b);
 	if (err)
 		goto fail;
@@ -259,7 +260,7 @@ static void pg_group(struct gen *g, struct pgscope *sc)
 		g->err = -ENOMEM;
 		return;
 	}
-	cache_set_scope(&sc->s);
+	g->scope = &sc->s;
 	for (int f = 0; f < 4 && !g->err; f++) {
 		struct patch *init = new_inode(g, &ino, &iblk, &ioff), *data, *ptr, *sz;
 
@@ -272,7 +273,7 @@ static void pg_group(struct gen *g, struct pgscope *sc)
 		patch_release(g->c, ptr);
 		patch_release(g->c, sz);
 	}
-	cache_set_scope(NULL);
+	g->scope = NULL;
 	/* the group before the previous one is closed now */
 	if (prev_before) {
 		patch_unhold(g->c, prev_before);

@@ -92,7 +92,7 @@ static int run(size_t npatches, int runs)
 
 			if (cache_get(c, j, &b) ||
 			    patch_create_byte(c, b, (uint32_t)(l * 32), sizeof(data), data, &dep, 1,
-					      &cur[j]))
+					      NULL, &cur[j]))
 				return -EIO;
 			cache_put(c, b);
 		}
@@ -101,7 +101,7 @@ static int run(size_t npatches, int runs)
 		memcpy(prev, cur, nblocks * sizeof(*prev));
 	}
 	if (cache_get(c, nblocks, &tb) ||
-	    patch_create_byte(c, tb, 0, sizeof(data), data, &prev[0], 1, &tip))
+	    patch_create_byte(c, tb, 0, sizeof(data), data, &prev[0], 1, NULL, &tip))
 		return -EIO;
 	cache_put(c, tb);
 	cache_get_stats(c, &st);

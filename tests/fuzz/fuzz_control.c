@@ -74,10 +74,13 @@ static void fs_change(struct e2fs *fs, struct pgsrv *srv, unsigned what, unsigne
 	struct stat st;
 	uint8_t buf[3000];
 	uint32_t ino = 0;
+	struct pg_op op;
+	struct patch_scope *sc;
 
 	snprintf(name, sizeof(name), "f%u", which & 3);
 	memset(buf, (int)which, sizeof(buf));
-	pgsrv_enter(srv, getpid());
+	pgsrv_enter(srv, getpid(), &op);
+	sc = pgsrv_scope(&op);
 	if (e2_lookup(fs, E2_ROOT_INO, name, &st) == 0) {
 		ino = (uint32_t)st.st_ino;
 		e2_forget(fs, ino, 1);
@@ -85,18 +88,19 @@ static void fs_change(struct e2fs *fs, struct pgsrv *srv, unsigned what, unsigne
 	switch (what) {
 	case 0:
 	case 1:
-		if (!ino && e2_mknod(fs, E2_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st) == 0) {
+		if (!ino &&
+		    e2_mknod(fs, sc, E2_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st) == 0) {
 			ino = (uint32_t)st.st_ino;
 			e2_forget(fs, ino, 1);
 		}
 		if (ino)
-			e2_write(fs, ino, buf, sizeof(buf), (off_t)(which >> 2) * 1000);
+			e2_write(fs, sc, ino, buf, sizeof(buf), (off_t)(which >> 2) * 1000);
 		break;
 	case 2:
-		e2_unlink(fs, E2_ROOT_INO, name);
+		e2_unlink(fs, sc, E2_ROOT_INO, name);
 		break;
 	case 3:
-		e2_rename(fs, E2_ROOT_INO, name, E2_ROOT_INO, "f0", 0);
+		e2_rename(fs, sc, E2_ROOT_INO, name, E2_ROOT_INO, "f0", 0);
 		break;
 	case 4:
 		if (ino)
@@ -117,7 +121,7 @@ static void fs_change(struct e2fs *fs, struct pgsrv *srv, unsigned what, unsigne
 		break;
 	}
 	}
-	pgsrv_leave(srv);
+	pgsrv_leave(srv, &op);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -179,31 +179,31 @@ static void change(struct walk *w)
 	memset(w->buf, 0x5a, 16384);
 	if (w->file) {
 		e2_open_inode(fs, w->file);
-		e2_write(fs, w->file, w->buf, 3000, 0);
-		e2_write(fs, w->file, w->buf, 5000, 70000); /* indirect */
+		e2_write(fs, NULL, w->file, w->buf, 3000, 0);
+		e2_write(fs, NULL, w->file, w->buf, 5000, 70000); /* indirect */
 		e2_release_inode(fs, w->file);
 	}
-	if (e2_mknod(fs, E2_ROOT_INO, "fz", S_IFREG | 0644, 0, 0, 0, &st) == 0) {
-		e2_write(fs, (uint32_t)st.st_ino, w->buf, 16384, 0);
+	if (e2_mknod(fs, NULL, E2_ROOT_INO, "fz", S_IFREG | 0644, 0, 0, 0, &st) == 0) {
+		e2_write(fs, NULL, (uint32_t)st.st_ino, w->buf, 16384, 0);
 		memset(&attr, 0, sizeof(attr));
 		attr.st_size = 100;
-		e2_setattr(fs, (uint32_t)st.st_ino, &attr, E2_SET_SIZE, &st);
+		e2_setattr(fs, NULL, (uint32_t)st.st_ino, &attr, E2_SET_SIZE, &st);
 		e2_forget(fs, (uint32_t)st.st_ino, 1);
 	}
-	if (e2_mkdir(fs, d, "fzd", 0755, 0, 0, &st) == 0) {
+	if (e2_mkdir(fs, NULL, d, "fzd", 0755, 0, 0, &st) == 0) {
 		if (w->file)
-			e2_rename(fs, w->file_parent, w->file_name, (uint32_t)st.st_ino, "moved",
-				  0);
+			e2_rename(fs, NULL, w->file_parent, w->file_name, (uint32_t)st.st_ino,
+				  "moved", 0);
 		e2_forget(fs, (uint32_t)st.st_ino, 1);
 	}
-	if (e2_symlink(fs, E2_ROOT_INO, "fzl", "fzd/moved", 0, 0, &st) == 0)
+	if (e2_symlink(fs, NULL, E2_ROOT_INO, "fzl", "fzd/moved", 0, 0, &st) == 0)
 		e2_forget(fs, (uint32_t)st.st_ino, 1);
 	if (w->file2) {
-		e2_rename(fs, E2_ROOT_INO, "fz", w->file2_parent, w->file2_name, 0);
-		e2_unlink(fs, w->file2_parent, w->file2_name);
+		e2_rename(fs, NULL, E2_ROOT_INO, "fz", w->file2_parent, w->file2_name, 0);
+		e2_unlink(fs, NULL, w->file2_parent, w->file2_name);
 	}
-	e2_unlink(fs, E2_ROOT_INO, "fz");
-	e2_rmdir(fs, d, "fzd");
+	e2_unlink(fs, NULL, E2_ROOT_INO, "fz");
+	e2_rmdir(fs, NULL, d, "fzd");
 	e2_sync(fs);
 }
 

@@ -106,7 +106,7 @@ static int set_times(struct e2fs *fs, uint32_t ino, const struct stat *hs)
 {
 	struct stat a = *hs, out;
 
-	return e2_setattr(fs, ino, &a, E2_SET_MODE | E2_SET_ATIME | E2_SET_MTIME, &out);
+	return e2_setattr(fs, NULL, ino, &a, E2_SET_MODE | E2_SET_ATIME | E2_SET_MTIME, &out);
 }
 
 /* ---- put ---------------------------------------------------------------- */
@@ -181,7 +181,7 @@ static int put_file(struct e2fs *fs, uint32_t ino, const char *src, const struct
 				ret = n < 0 ? -errno : -EIO;
 				goto out;
 			}
-			w = e2_write(fs, ino, buf, n, pos);
+			w = e2_write(fs, NULL, ino, buf, n, pos);
 			if (w < 0) {
 				ret = w;
 				goto out;
@@ -196,7 +196,7 @@ static int put_file(struct e2fs *fs, uint32_t ino, const char *src, const struct
 	if (hs->st_size > pos) {
 		struct stat a = {.st_size = hs->st_size}, o;
 
-		ret = e2_setattr(fs, ino, &a, E2_SET_SIZE, &o);
+		ret = e2_setattr(fs, NULL, ino, &a, E2_SET_SIZE, &o);
 	}
 out:
 	if (fd >= 0)
@@ -232,13 +232,13 @@ static int put_tree(struct e2fs *fs, const char *src, uint32_t dir)
 		}
 		if (!S_ISDIR(hs.st_mode) && hs.st_nlink > 1 &&
 		    (h = hl_find_host(hs.st_dev, hs.st_ino))) {
-			ret = e2_link(fs, h->e2ino, dir, de->d_name, &st);
+			ret = e2_link(fs, NULL, h->e2ino, dir, de->d_name, &st);
 			if (!ret)
 				e2_forget(fs, st.st_ino, 1);
 			goto next;
 		}
 		if (S_ISDIR(hs.st_mode))
-			ret = e2_mkdir(fs, dir, de->d_name, hs.st_mode & 07777, hs.st_uid,
+			ret = e2_mkdir(fs, NULL, dir, de->d_name, hs.st_mode & 07777, hs.st_uid,
 				       hs.st_gid, &st);
 		else if (S_ISLNK(hs.st_mode)) {
 			char target[4097];
@@ -249,9 +249,10 @@ static int put_tree(struct e2fs *fs, const char *src, uint32_t dir)
 				goto next;
 			}
 			target[n] = 0;
-			ret = e2_symlink(fs, dir, de->d_name, target, hs.st_uid, hs.st_gid, &st);
+			ret = e2_symlink(fs, NULL, dir, de->d_name, target, hs.st_uid, hs.st_gid,
+					 &st);
 		} else
-			ret = e2_mknod(fs, dir, de->d_name, hs.st_mode, hs.st_rdev, hs.st_uid,
+			ret = e2_mknod(fs, NULL, dir, de->d_name, hs.st_mode, hs.st_rdev, hs.st_uid,
 				       hs.st_gid, &st);
 		if (ret)
 			goto next;

@@ -73,9 +73,9 @@ static uint32_t mk(struct e2fs *fs, uint32_t dir, const char *name, mode_t mode)
 	struct stat st;
 
 	if (S_ISDIR(mode))
-		assert_int_equal(e2_mkdir(fs, dir, name, mode & 07777, 0, 0, &st), 0);
+		assert_int_equal(e2_mkdir(fs, NULL, dir, name, mode & 07777, 0, 0, &st), 0);
 	else
-		assert_int_equal(e2_mknod(fs, dir, name, mode, 0, 0, 0, &st), 0);
+		assert_int_equal(e2_mknod(fs, NULL, dir, name, mode, 0, 0, 0, &st), 0);
 	return (uint32_t)st.st_ino;
 }
 
@@ -207,10 +207,10 @@ static void test_create_write_remove(void **state)
 	assert_int_equal(e2_getattr(fs, E2_ROOT_INO, &st), 0);
 	assert_int_equal(st.st_nlink, 4); /* ., .., lost+found, dir */
 	f = mk(fs, d, "file", S_IFREG | 0644);
-	assert_int_equal(e2_mknod(fs, d, "file", S_IFREG | 0644, 0, 0, 0, &st), -EEXIST);
+	assert_int_equal(e2_mknod(fs, NULL, d, "file", S_IFREG | 0644, 0, 0, 0, &st), -EEXIST);
 	for (size_t i = 0; i < sizeof(data); i++)
 		data[i] = (char)(i * 7 + i / 1000);
-	assert_int_equal(e2_write(fs, f, data, sizeof(data), 0), (ssize_t)sizeof(data));
+	assert_int_equal(e2_write(fs, NULL, f, data, sizeof(data), 0), (ssize_t)sizeof(data));
 	assert_int_equal(e2_read(fs, f, back, sizeof(back), 0), (ssize_t)sizeof(back));
 	assert_memory_equal(data, back, sizeof(data));
 	assert_int_equal(e2_getattr(fs, f, &st), 0);
@@ -220,48 +220,49 @@ static void test_create_write_remove(void **state)
 	assert_int_equal(st.st_blocks, (293 + 1 + 2) * 2);
 	/* relatime: an access time older than the last change moves on read */
 	a.st_atime = 1000;
-	assert_int_equal(e2_setattr(fs, f, &a, E2_SET_ATIME, &st), 0);
+	assert_int_equal(e2_setattr(fs, NULL, f, &a, E2_SET_ATIME, &st), 0);
 	assert_int_equal(st.st_atime, 1000);
 	assert_int_equal(e2_read(fs, f, back, 1, 0), 1);
 	assert_int_equal(e2_getattr(fs, f, &st), 0);
 	assert_true(st.st_atime > 1000);
 	/* overwrite in the middle and read back */
-	assert_int_equal(e2_write(fs, f, "XYZ", 3, 100000), 3);
+	assert_int_equal(e2_write(fs, NULL, f, "XYZ", 3, 100000), 3);
 	assert_int_equal(e2_read(fs, f, back, 5, 99999), 5);
 	assert_memory_equal(back + 1, "XYZ", 3);
 	/* a hole far away: triple indirect on 1 KiB blocks */
-	assert_int_equal(e2_write(fs, f, "end", 3, 80000000), 3);
+	assert_int_equal(e2_write(fs, NULL, f, "end", 3, 80000000), 3);
 	assert_int_equal(e2_read(fs, f, back, 10, 70000000), 10);
 	assert_memory_equal(back, "\0\0\0\0\0\0\0\0\0\0", 10);
 	/* truncate down frees the indirect trees */
 	a.st_size = 1000;
-	assert_int_equal(e2_setattr(fs, f, &a, E2_SET_SIZE, &st), 0);
+	assert_int_equal(e2_setattr(fs, NULL, f, &a, E2_SET_SIZE, &st), 0);
 	assert_int_equal(st.st_size, 1000);
 	assert_int_equal(st.st_blocks, 2);
 	a.st_size = 5000;
-	assert_int_equal(e2_setattr(fs, f, &a, E2_SET_SIZE, &st), 0);
+	assert_int_equal(e2_setattr(fs, NULL, f, &a, E2_SET_SIZE, &st), 0);
 	assert_int_equal(e2_read(fs, f, back, 5000, 0), 5000);
 	assert_memory_equal(back, data, 1000);
 	assert_memory_equal(back + 1000, (char[4000]){0}, 4000);
 	a.st_mode = 0600;
 	a.st_uid = 70000;
 	a.st_gid = 12;
-	assert_int_equal(e2_setattr(fs, f, &a, E2_SET_MODE | E2_SET_UID | E2_SET_GID, &st), 0);
+	assert_int_equal(e2_setattr(fs, NULL, f, &a, E2_SET_MODE | E2_SET_UID | E2_SET_GID, &st),
+			 0);
 	assert_int_equal(st.st_mode, S_IFREG | 0600);
 	assert_int_equal(st.st_uid, 70000);
 	assert_int_equal(st.st_gid, 12);
 	/* hard link, then unlink both names */
-	assert_int_equal(e2_link(fs, f, E2_ROOT_INO, "hard", &st), 0);
+	assert_int_equal(e2_link(fs, NULL, f, E2_ROOT_INO, "hard", &st), 0);
 	assert_int_equal(st.st_nlink, 2);
-	assert_int_equal(e2_rmdir(fs, E2_ROOT_INO, "dir"), -ENOTEMPTY);
-	assert_int_equal(e2_unlink(fs, d, "file"), 0);
-	assert_int_equal(e2_rmdir(fs, E2_ROOT_INO, "dir"), 0);
+	assert_int_equal(e2_rmdir(fs, NULL, E2_ROOT_INO, "dir"), -ENOTEMPTY);
+	assert_int_equal(e2_unlink(fs, NULL, d, "file"), 0);
+	assert_int_equal(e2_rmdir(fs, NULL, E2_ROOT_INO, "dir"), 0);
 	assert_int_equal(e2_lookup(fs, E2_ROOT_INO, "dir", &st), -ENOENT);
 	assert_int_equal(e2_getattr(fs, E2_ROOT_INO, &st), 0);
 	assert_int_equal(st.st_nlink, 3);
 	/* open and unlinked: stays readable until released */
 	assert_int_equal(e2_open_inode(fs, f), 0);
-	assert_int_equal(e2_unlink(fs, E2_ROOT_INO, "hard"), 0);
+	assert_int_equal(e2_unlink(fs, NULL, E2_ROOT_INO, "hard"), 0);
 	assert_int_equal(e2_read(fs, f, back, 3, 0), 3);
 	assert_int_equal(e2_release_inode(fs, f), 0);
 	assert_int_equal(e2_forget(fs, f, 3), 0);
@@ -271,10 +272,11 @@ static void test_create_write_remove(void **state)
 	assert_true(S_ISFIFO(st.st_mode));
 	mk(fs, E2_ROOT_INO, "sock", S_IFSOCK | 0644);
 	assert_int_equal(
-	    e2_mknod(fs, E2_ROOT_INO, "cdev", S_IFCHR | 0600, makedev(4, 5), 0, 0, &st), 0);
+	    e2_mknod(fs, NULL, E2_ROOT_INO, "cdev", S_IFCHR | 0600, makedev(4, 5), 0, 0, &st), 0);
 	assert_int_equal(st.st_rdev, makedev(4, 5));
 	assert_int_equal(
-	    e2_mknod(fs, E2_ROOT_INO, "bdev", S_IFBLK | 0600, makedev(259, 70000), 0, 0, &st), 0);
+	    e2_mknod(fs, NULL, E2_ROOT_INO, "bdev", S_IFBLK | 0600, makedev(259, 70000), 0, 0, &st),
+	    0);
 	assert_int_equal(e2_getattr(fs, (uint32_t)st.st_ino, &st), 0);
 	assert_int_equal(st.st_rdev, makedev(259, 70000));
 	{
@@ -282,10 +284,10 @@ static void test_create_write_remove(void **state)
 
 		memset(target, 'x', sizeof(target) - 1);
 		target[sizeof(target) - 1] = 0;
-		assert_int_equal(e2_symlink(fs, E2_ROOT_INO, "slow", target, 0, 0, &st), 0);
+		assert_int_equal(e2_symlink(fs, NULL, E2_ROOT_INO, "slow", target, 0, 0, &st), 0);
 		assert_int_equal(e2_readlink(fs, (uint32_t)st.st_ino, out, sizeof(out)), 299);
 		assert_memory_equal(out, target, 299);
-		assert_int_equal(e2_symlink(fs, E2_ROOT_INO, "fast", "abc", 0, 0, &st), 0);
+		assert_int_equal(e2_symlink(fs, NULL, E2_ROOT_INO, "fast", "abc", 0, 0, &st), 0);
 		assert_int_equal(e2_readlink(fs, (uint32_t)st.st_ino, out, sizeof(out)), 3);
 	}
 	close_check(fs);
@@ -310,22 +312,22 @@ static void test_rename(void **state)
 	x = mk(fs, a, "x", S_IFREG | 0644);
 	y = mk(fs, a, "y", S_IFREG | 0644);
 	/* plain, within a directory */
-	assert_int_equal(e2_rename(fs, a, "x", a, "x2", 0), 0);
+	assert_int_equal(e2_rename(fs, NULL, a, "x", a, "x2", 0), 0);
 	assert_int_equal(e2_lookup(fs, a, "x", &st), -ENOENT);
 	assert_int_equal(e2_lookup(fs, a, "x2", &st), 0);
 	assert_int_equal(st.st_ino, x);
 	/* over an existing file */
-	assert_int_equal(e2_rename(fs, a, "x2", a, "y", E2_RENAME_NOREPLACE), -EEXIST);
-	assert_int_equal(e2_rename(fs, a, "x2", a, "y", 0), 0);
+	assert_int_equal(e2_rename(fs, NULL, a, "x2", a, "y", E2_RENAME_NOREPLACE), -EEXIST);
+	assert_int_equal(e2_rename(fs, NULL, a, "x2", a, "y", 0), 0);
 	assert_int_equal(e2_lookup(fs, a, "y", &st), 0);
 	assert_int_equal(st.st_ino, x);
 	assert_int_equal(e2_forget(fs, y, 1), 0);
 	/* a directory across parents, and into its own subtree */
 	z = mk(fs, a, "z", S_IFDIR | 0755);
 	mk(fs, z, "inner", S_IFDIR | 0755);
-	assert_int_equal(e2_rename(fs, a, "z", z, "zz", 0), -EINVAL);
-	assert_int_equal(e2_rename(fs, E2_ROOT_INO, "a", z, "zz", 0), -EINVAL);
-	assert_int_equal(e2_rename(fs, a, "z", b, "z", 0), 0);
+	assert_int_equal(e2_rename(fs, NULL, a, "z", z, "zz", 0), -EINVAL);
+	assert_int_equal(e2_rename(fs, NULL, E2_ROOT_INO, "a", z, "zz", 0), -EINVAL);
+	assert_int_equal(e2_rename(fs, NULL, a, "z", b, "z", 0), 0);
 	assert_int_equal(e2_getattr(fs, a, &st), 0);
 	assert_int_equal(st.st_nlink, 2);
 	assert_int_equal(e2_getattr(fs, b, &st), 0);
@@ -334,18 +336,18 @@ static void test_rename(void **state)
 	assert_int_equal(st.st_ino, b);
 	/* directory over an empty directory, and over a non-empty one */
 	mk(fs, a, "empty", S_IFDIR | 0755);
-	assert_int_equal(e2_rename(fs, b, "z", a, "empty", 0), 0);
+	assert_int_equal(e2_rename(fs, NULL, b, "z", a, "empty", 0), 0);
 	assert_int_equal(e2_getattr(fs, a, &st), 0);
 	assert_int_equal(st.st_nlink, 3);
 	assert_int_equal(e2_getattr(fs, b, &st), 0);
 	assert_int_equal(st.st_nlink, 2);
 	mk(fs, b, "full", S_IFDIR | 0755);
 	mk(fs, a, "full2", S_IFDIR | 0755);
-	assert_int_equal(e2_rename(fs, b, "full", a, "empty", 0), -ENOTEMPTY);
-	assert_int_equal(e2_rename(fs, a, "y", a, "empty", 0), -EISDIR);
-	assert_int_equal(e2_rename(fs, a, "empty", a, "y", 0), -ENOTDIR);
+	assert_int_equal(e2_rename(fs, NULL, b, "full", a, "empty", 0), -ENOTEMPTY);
+	assert_int_equal(e2_rename(fs, NULL, a, "y", a, "empty", 0), -EISDIR);
+	assert_int_equal(e2_rename(fs, NULL, a, "empty", a, "y", 0), -ENOTDIR);
 	/* exchange a file and a directory across parents */
-	assert_int_equal(e2_rename(fs, a, "y", b, "full", E2_RENAME_EXCHANGE), 0);
+	assert_int_equal(e2_rename(fs, NULL, a, "y", b, "full", E2_RENAME_EXCHANGE), 0);
 	assert_int_equal(e2_lookup(fs, b, "full", &st), 0);
 	assert_int_equal(st.st_ino, x);
 	assert_int_equal(e2_lookup(fs, a, "y", &st), 0);
@@ -360,7 +362,7 @@ static void test_rename(void **state)
 		uint32_t qd = mk(fs, q, "qd", S_IFDIR | 0755);
 
 		mk(fs, q, "qd2", S_IFDIR | 0755);
-		assert_int_equal(e2_rename(fs, p, "pd", q, "qd", E2_RENAME_EXCHANGE), 0);
+		assert_int_equal(e2_rename(fs, NULL, p, "pd", q, "qd", E2_RENAME_EXCHANGE), 0);
 		assert_int_equal(e2_lookup(fs, q, "qd", &st), 0);
 		assert_int_equal(st.st_ino, pd);
 		assert_int_equal(e2_lookup(fs, pd, "..", &st), 0);
@@ -372,7 +374,7 @@ static void test_rename(void **state)
 		assert_int_equal(e2_getattr(fs, q, &st), 0);
 		assert_int_equal(st.st_nlink, 4);
 		/* a directory over an empty one in another parent */
-		assert_int_equal(e2_rename(fs, p, "pd", q, "qd2", 0), 0);
+		assert_int_equal(e2_rename(fs, NULL, p, "pd", q, "qd2", 0), 0);
 		assert_int_equal(e2_getattr(fs, p, &st), 0);
 		assert_int_equal(st.st_nlink, 2);
 		assert_int_equal(e2_getattr(fs, q, &st), 0);
@@ -381,10 +383,11 @@ static void test_rename(void **state)
 		assert_int_equal(e2_lookup(fs, (uint32_t)st.st_ino, "..", &st), 0);
 		assert_int_equal(st.st_ino, q);
 		/* exchange within one directory, and onto itself */
-		assert_int_equal(e2_rename(fs, q, "qd", q, "qd2", E2_RENAME_EXCHANGE), 0);
-		assert_int_equal(e2_rename(fs, q, "qd", q, "qd", 0), 0);
-		assert_int_equal(e2_rename(fs, q, "nope", q, "x", 0), -ENOENT);
-		assert_int_equal(e2_rename(fs, q, "qd", q, "new", E2_RENAME_EXCHANGE), -ENOENT);
+		assert_int_equal(e2_rename(fs, NULL, q, "qd", q, "qd2", E2_RENAME_EXCHANGE), 0);
+		assert_int_equal(e2_rename(fs, NULL, q, "qd", q, "qd", 0), 0);
+		assert_int_equal(e2_rename(fs, NULL, q, "nope", q, "x", 0), -ENOENT);
+		assert_int_equal(e2_rename(fs, NULL, q, "qd", q, "new", E2_RENAME_EXCHANGE),
+				 -ENOENT);
 	}
 	close_check(fs);
 }
@@ -422,7 +425,7 @@ static void test_big_directory_and_htree(void **state)
 	}
 	for (int i = 1; i <= 400; i += 2) {
 		snprintf(name, sizeof(name), "f%d", i);
-		assert_int_equal(e2_unlink(fs, d, name), 0);
+		assert_int_equal(e2_unlink(fs, NULL, d, name), 0);
 	}
 	for (int i = 401; i <= 3000; i++) {
 		snprintf(name, sizeof(name), "a-rather-longer-name-%d", i);
@@ -461,7 +464,7 @@ static void test_dir_reuses_room(void **state)
 	assert_int_equal(size, 32 * 1024);
 	for (int i = 0; i < 2046; i += 100) { /* a hole every block or two */
 		snprintf(name, sizeof(name), "n%04d", i);
-		assert_int_equal(e2_unlink(fs, d, name), 0);
+		assert_int_equal(e2_unlink(fs, NULL, d, name), 0);
 	}
 	for (int i = 0; i < 21; i++) {
 		snprintf(name, sizeof(name), "m%04d", i);
@@ -496,16 +499,16 @@ static void test_enospc(void **state)
 	mkimg("2M", "-N 64");
 	fs = open_img();
 	f = mk(fs, E2_ROOT_INO, "fill", S_IFREG | 0644);
-	while ((w = e2_write(fs, f, chunk, sizeof(chunk), off)) > 0)
+	while ((w = e2_write(fs, NULL, f, chunk, sizeof(chunk), off)) > 0)
 		off += w;
 	assert_int_equal(w, -ENOSPC);
 	assert_true(off > 1500000);
-	assert_int_equal(e2_mkdir(fs, E2_ROOT_INO, "d", 0755, 0, 0, &st), -ENOSPC);
+	assert_int_equal(e2_mkdir(fs, NULL, E2_ROOT_INO, "d", 0755, 0, 0, &st), -ENOSPC);
 	for (i = 0; i < 200; i++) {
 		char name[16];
 
 		snprintf(name, sizeof(name), "n%d", i);
-		r = e2_mknod(fs, E2_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st);
+		r = e2_mknod(fs, NULL, E2_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st);
 		if (r)
 			break;
 	}
@@ -527,11 +530,11 @@ static void test_fsync_survives_crash(void **state)
 	d = mk(fs, E2_ROOT_INO, "d", S_IFDIR | 0755);
 	f = mk(fs, d, "f", S_IFREG | 0644);
 	memset(buf, 'q', sizeof(buf));
-	assert_int_equal(e2_write(fs, f, buf, 100, 0), 100);
+	assert_int_equal(e2_write(fs, NULL, f, buf, 100, 0), 100);
 	/* the first fsync of an inode syncs everything; later ones only the
 	 * inode's own changes */
 	assert_int_equal(e2_fsync(fs, f, false), 0);
-	assert_int_equal(e2_write(fs, f, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+	assert_int_equal(e2_write(fs, NULL, f, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
 	assert_int_equal(e2_fsync(fs, f, false), 0);
 	assert_int_equal(e2_fsync(fs, f, false), 0); /* nothing new: no-op */
 	assert_false(e2_was_unclean(fs));
@@ -559,15 +562,16 @@ static void test_readonly_and_none(void **state)
 	mkimg("4M", "");
 	assert_int_equal(e2_open(img, &none, &fs), 0);
 	mk(fs, E2_ROOT_INO, "x", S_IFREG | 0644);
-	assert_int_equal(e2_write(fs, 12, "abc", 3, 0), 3);
+	assert_int_equal(e2_write(fs, NULL, 12, "abc", 3, 0), 3);
 	assert_int_equal(e2_fsync(fs, 12, false), 0);
 	close_check(fs);
 	assert_int_equal(e2_open(img, &ro, &fs), 0);
 	assert_int_equal(e2_lookup(fs, E2_ROOT_INO, "x", &st), 0);
 	assert_int_equal(e2_read(fs, (uint32_t)st.st_ino, buf, sizeof(buf), 0), 3);
-	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "y", S_IFREG | 0644, 0, 0, 0, &st), -EROFS);
-	assert_int_equal(e2_write(fs, 12, "abc", 3, 0), -EROFS);
-	assert_int_equal(e2_unlink(fs, E2_ROOT_INO, "x"), -EROFS);
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "y", S_IFREG | 0644, 0, 0, 0, &st),
+			 -EROFS);
+	assert_int_equal(e2_write(fs, NULL, 12, "abc", 3, 0), -EROFS);
+	assert_int_equal(e2_unlink(fs, NULL, E2_ROOT_INO, "x"), -EROFS);
 	close_check(fs);
 }
 
@@ -583,13 +587,13 @@ static void test_close_frees_orphans(void **state)
 	fs = open_img();
 	assert_int_equal(e2_statfs(fs, &before), 0);
 	f = mk(fs, E2_ROOT_INO, "orphan", S_IFREG | 0644);
-	assert_int_equal(e2_write(fs, f, data, sizeof(data), 0), (ssize_t)sizeof(data));
+	assert_int_equal(e2_write(fs, NULL, f, data, sizeof(data), 0), (ssize_t)sizeof(data));
 	assert_int_equal(e2_open_inode(fs, f), 0);
-	assert_int_equal(e2_unlink(fs, E2_ROOT_INO, "orphan"), 0);
+	assert_int_equal(e2_unlink(fs, NULL, E2_ROOT_INO, "orphan"), 0);
 	/* still open and looked up: nothing freed yet */
 	assert_int_equal(e2_statfs(fs, &after), 0);
 	assert_true(after.f_bfree < before.f_bfree);
-	assert_int_equal(e2_write(fs, f, data, 10, 50000), 10);
+	assert_int_equal(e2_write(fs, NULL, f, data, 10, 50000), 10);
 	close_check(fs); /* e2fsck finds no leaked inode or blocks */
 	fs = open_img();
 	assert_int_equal(e2_statfs(fs, &after), 0);
@@ -629,10 +633,10 @@ static void test_unlink_releases_xattr_block(void **state)
 	       img, img, img, img, img, img, img),
 	    0);
 	fs = open_img();
-	assert_int_equal(e2_unlink(fs, E2_ROOT_INO, "f"), 0);
+	assert_int_equal(e2_unlink(fs, NULL, E2_ROOT_INO, "f"), 0);
 	close_check(fs);
 	fs = open_img();
-	assert_int_equal(e2_unlink(fs, E2_ROOT_INO, "g"), 0);
+	assert_int_equal(e2_unlink(fs, NULL, E2_ROOT_INO, "g"), 0);
 	close_check(fs);
 	sh("rm -f %s.hi", img);
 }
@@ -690,14 +694,14 @@ static unsigned shrink_grow_bad(enum consistency cons)
 	assert_int_equal(bdev_recorder_create(mem, &rec), 0);
 	assert_int_equal(e2_open_bdev(rec, &o, &fs), 0);
 	memset(data, 'A', sizeof(data));
-	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "f", S_IFREG | 0644, 0, 0, 0, &st), 0);
-	assert_int_equal(e2_write(fs, (uint32_t)st.st_ino, data, sizeof(data), 0), 3000);
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "f", S_IFREG | 0644, 0, 0, 0, &st), 0);
+	assert_int_equal(e2_write(fs, NULL, (uint32_t)st.st_ino, data, sizeof(data), 0), 3000);
 	assert_int_equal(e2_sync(fs), 0);
 	assert_int_equal(bdev_recorder_reset(rec), 0);
 	a.st_size = 100;
-	assert_int_equal(e2_setattr(fs, (uint32_t)st.st_ino, &a, E2_SET_SIZE, &st), 0);
+	assert_int_equal(e2_setattr(fs, NULL, (uint32_t)st.st_ino, &a, E2_SET_SIZE, &st), 0);
 	a.st_size = 3000;
-	assert_int_equal(e2_setattr(fs, (uint32_t)st.st_ino, &a, E2_SET_SIZE, &st), 0);
+	assert_int_equal(e2_setattr(fs, NULL, (uint32_t)st.st_ino, &a, E2_SET_SIZE, &st), 0);
 	assert_int_equal(e2_sync(fs), 0);
 	assert_int_equal(crash_enumerate(rec, &co, tail_state, &tc, NULL), 0);
 	assert_true(tc.states > 1);
@@ -740,7 +744,8 @@ static void check_times(const char *isize, const int64_t (*tab)[4], size_t n)
 				a.st_mtim.tv_nsec = (long)tab[i][1];
 				a.st_atim = a.st_mtim;
 				assert_int_equal(
-				    e2_setattr(fs, ino, &a, E2_SET_MTIME | E2_SET_ATIME, &st), 0);
+				    e2_setattr(fs, NULL, ino, &a, E2_SET_MTIME | E2_SET_ATIME, &st),
+				    0);
 			} else {
 				assert_int_equal(e2_lookup(fs, E2_ROOT_INO, name, &st), 0);
 				e2_forget(fs, (uint32_t)st.st_ino, 1);
@@ -784,7 +789,7 @@ static void test_timestamps_wide_extra(void **state)
 	memset(&a, 0, sizeof(a));
 	a.st_mtim.tv_sec = 2208945600; /* 2040 */
 	a.st_mtim.tv_nsec = 987654321;
-	assert_int_equal(e2_setattr(fs, f, &a, E2_SET_MTIME, &st), 0);
+	assert_int_equal(e2_setattr(fs, NULL, f, &a, E2_SET_MTIME, &st), 0);
 	assert_int_equal(e2_close(fs), 0);
 	fs = open_img();
 	assert_int_equal(e2_getattr(fs, f, &st), 0);

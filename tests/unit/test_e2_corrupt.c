@@ -304,32 +304,33 @@ static void scribble(struct e2fs *fs)
 
 	memset(data, 0x5a, sizeof(data));
 	chk("statfs", e2_statfs(fs, &sv));
-	if (!chk("mknod", e2_mknod(fs, E2_ROOT_INO, "newfile", S_IFREG | 0644, 0, 0, 0, &st))) {
+	if (!chk("mknod",
+		 e2_mknod(fs, NULL, E2_ROOT_INO, "newfile", S_IFREG | 0644, 0, 0, 0, &st))) {
 		chk("forget", e2_forget(fs, st.st_ino, 1));
-		chk("write new", e2_write(fs, st.st_ino, data, sizeof(data), 0));
-		chk("write new far", e2_write(fs, st.st_ino, data, 100, 300000));
+		chk("write new", e2_write(fs, NULL, st.st_ino, data, sizeof(data), 0));
+		chk("write new far", e2_write(fs, NULL, st.st_ino, data, 100, 300000));
 	}
 	if (!chk("lookup f12k", e2_lookup(fs, E2_ROOT_INO, "f12k", &st))) {
 		chk("forget", e2_forget(fs, st.st_ino, 1));
-		chk("write f12k", e2_write(fs, st.st_ino, data, 3000, 11000));
+		chk("write f12k", e2_write(fs, NULL, st.st_ino, data, 3000, 11000));
 		a.st_size = 5;
-		chk("truncate f12k", e2_setattr(fs, st.st_ino, &a, E2_SET_SIZE, &st));
+		chk("truncate f12k", e2_setattr(fs, NULL, st.st_ino, &a, E2_SET_SIZE, &st));
 	}
 	if (!chk("lookup f300k", e2_lookup(fs, E2_ROOT_INO, "f300k", &st))) {
 		chk("forget", e2_forget(fs, st.st_ino, 1));
 		a.st_size = 20000;
-		chk("truncate f300k", e2_setattr(fs, st.st_ino, &a, E2_SET_SIZE, &st));
+		chk("truncate f300k", e2_setattr(fs, NULL, st.st_ino, &a, E2_SET_SIZE, &st));
 	}
-	if (!chk("mkdir", e2_mkdir(fs, E2_ROOT_INO, "newdir", 0755, 0, 0, &st)))
+	if (!chk("mkdir", e2_mkdir(fs, NULL, E2_ROOT_INO, "newdir", 0755, 0, 0, &st)))
 		chk("forget", e2_forget(fs, st.st_ino, 1));
-	chk("rename", e2_rename(fs, E2_ROOT_INO, "a", E2_ROOT_INO, "a2", 0));
-	chk("rename over", e2_rename(fs, E2_ROOT_INO, "empty", E2_ROOT_INO, "sparse", 0));
-	chk("unlink", e2_unlink(fs, E2_ROOT_INO, "hard"));
+	chk("rename", e2_rename(fs, NULL, E2_ROOT_INO, "a", E2_ROOT_INO, "a2", 0));
+	chk("rename over", e2_rename(fs, NULL, E2_ROOT_INO, "empty", E2_ROOT_INO, "sparse", 0));
+	chk("unlink", e2_unlink(fs, NULL, E2_ROOT_INO, "hard"));
 	chk("unlink big entry",
-	    e2_unlink(fs, raw_lookup(2, "big"), "entry-with-a-longish-name-007"));
-	chk("rmdir", e2_rmdir(fs, E2_ROOT_INO, "deep"));
-	if (!chk("symlink",
-		 e2_symlink(fs, E2_ROOT_INO, "newlink", "somewhere/else/entirely", 0, 0, &st)))
+	    e2_unlink(fs, NULL, raw_lookup(2, "big"), "entry-with-a-longish-name-007"));
+	chk("rmdir", e2_rmdir(fs, NULL, E2_ROOT_INO, "deep"));
+	if (!chk("symlink", e2_symlink(fs, NULL, E2_ROOT_INO, "newlink", "somewhere/else/entirely",
+				       0, 0, &st)))
 		chk("forget", e2_forget(fs, st.st_ino, 1));
 	chk("sync", e2_sync(fs));
 }
@@ -1177,13 +1178,17 @@ static void test_corrupt_xattr(void **state)
 		assert_int_equal(bdev_mem_create(1024, 0, raw, len, &mem), 0);
 		free(raw);
 		assert_int_equal(e2_open_bdev(mem, &o, &fs), 0);
-		assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "bad", S_IFREG | 0644, 0, 0, 0, &st), 0);
+		assert_int_equal(
+		    e2_mknod(fs, NULL, E2_ROOT_INO, "bad", S_IFREG | 0644, 0, 0, 0, &st), 0);
 		bad = (uint32_t)st.st_ino;
-		assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "good", S_IFREG | 0644, 0, 0, 0, &st), 0);
+		assert_int_equal(
+		    e2_mknod(fs, NULL, E2_ROOT_INO, "good", S_IFREG | 0644, 0, 0, 0, &st), 0);
 		good = (uint32_t)st.st_ino;
-		assert_int_equal(e2_setxattr(fs, bad, "user.one", val, c->inode ? 8 : 300, 0), 0);
-		assert_int_equal(e2_setxattr(fs, bad, "user.two", val, c->inode ? 8 : 200, 0), 0);
-		assert_int_equal(e2_setxattr(fs, good, "user.g", val, 500, 0), 0);
+		assert_int_equal(e2_setxattr(fs, NULL, bad, "user.one", val, c->inode ? 8 : 300, 0),
+				 0);
+		assert_int_equal(e2_setxattr(fs, NULL, bad, "user.two", val, c->inode ? 8 : 200, 0),
+				 0);
+		assert_int_equal(e2_setxattr(fs, NULL, good, "user.g", val, 500, 0), 0);
 		assert_int_equal(e2_sync(fs), 0);
 		base = bdev_mem_data(mem);
 		img = malloc(len);
@@ -1215,15 +1220,15 @@ static void test_corrupt_xattr(void **state)
 		assert_non_null(strstr(e2_error(fs), "attribute"));
 		print_message("# %-32s %s\n", c->name, e2_error(fs));
 		assert_int_equal(e2_listxattr(fs, bad, buf, sizeof(buf), true), -EIO);
-		assert_int_equal(e2_setxattr(fs, bad, "user.new", "x", 1, 0), -EIO);
-		assert_int_equal(e2_removexattr(fs, bad, "user.one"), -EIO);
+		assert_int_equal(e2_setxattr(fs, NULL, bad, "user.new", "x", 1, 0), -EIO);
+		assert_int_equal(e2_removexattr(fs, NULL, bad, "user.one"), -EIO);
 		/* the rest of the file system works */
 		assert_int_equal(e2_getxattr(fs, good, "user.g", buf, sizeof(buf)), 500);
-		assert_int_equal(e2_setxattr(fs, good, "user.h", "x", 1, 0), 0);
+		assert_int_equal(e2_setxattr(fs, NULL, good, "user.h", "x", 1, 0), 0);
 		assert_int_equal(e2_getattr(fs, bad, &st), 0);
 		/* removing the damaged file neither crashes nor frees a block
 		 * twice */
-		(void)e2_unlink(fs, E2_ROOT_INO, "bad");
+		(void)e2_unlink(fs, NULL, E2_ROOT_INO, "bad");
 		(void)e2_forget(fs, bad, 1);
 		(void)e2_forget(fs, good, 1);
 		(void)e2_close(fs);

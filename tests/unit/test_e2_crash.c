@@ -214,7 +214,7 @@ static void w_write_pat(struct work *w, uint32_t ino, unsigned id, uint64_t off,
 	assert_non_null(buf);
 	for (size_t i = 0; i < len; i++)
 		buf[i] = pat(id, off + i);
-	n = e2_write(w->fs, ino, buf, len, (off_t)off);
+	n = e2_write(w->fs, NULL, ino, buf, len, (off_t)off);
 	if (n != (ssize_t)len)
 		fail_msg("workload %s: write %zu at %llu: %zd", w->name, len,
 			 (unsigned long long)off, n);
@@ -226,7 +226,7 @@ static uint32_t w_file(struct work *w, uint32_t dir, const char *name, unsigned 
 {
 	struct stat st;
 
-	OK(w, e2_mknod(w->fs, dir, name, S_IFREG | 0644, 0, 0, 0, &st));
+	OK(w, e2_mknod(w->fs, NULL, dir, name, S_IFREG | 0644, 0, 0, 0, &st));
 	e2_forget(w->fs, st.st_ino, 1);
 	name_add(w, name, id);
 	for (size_t off = 0; off < size; off += 8192)
@@ -239,7 +239,7 @@ static uint32_t w_file1(struct work *w, uint32_t dir, const char *name, unsigned
 {
 	struct stat st;
 
-	OK(w, e2_mknod(w->fs, dir, name, S_IFREG | 0644, 0, 0, 0, &st));
+	OK(w, e2_mknod(w->fs, NULL, dir, name, S_IFREG | 0644, 0, 0, 0, &st));
 	e2_forget(w->fs, st.st_ino, 1);
 	name_add(w, name, id);
 	w_write_pat(w, st.st_ino, id, 0, size);
@@ -252,14 +252,14 @@ static void w_size(struct work *w, uint32_t ino, off_t size)
 	struct stat a = {0}, st;
 
 	a.st_size = size;
-	OK(w, e2_setattr(w->fs, ino, &a, E2_SET_SIZE, &st));
+	OK(w, e2_setattr(w->fs, NULL, ino, &a, E2_SET_SIZE, &st));
 }
 
 static uint32_t w_mkdir(struct work *w, uint32_t dir, const char *name)
 {
 	struct stat st;
 
-	OK(w, e2_mkdir(w->fs, dir, name, 0755, 0, 0, &st));
+	OK(w, e2_mkdir(w->fs, NULL, dir, name, 0755, 0, 0, &st));
 	e2_forget(w->fs, st.st_ino, 1);
 	return st.st_ino;
 }
@@ -294,7 +294,7 @@ static void setup_stale(struct work *w)
 	OK(w, e2_sync(w->fs));
 	for (unsigned i = 0; i < 6; i++) {
 		snprintf(nm, sizeof(nm), "stale%u", i);
-		OK(w, e2_unlink(w->fs, E2_ROOT_INO, nm));
+		OK(w, e2_unlink(w->fs, NULL, E2_ROOT_INO, nm));
 	}
 	/* the frees durable, so that the workload's files land on those blocks */
 	OK(w, e2_sync(w->fs));
@@ -328,13 +328,13 @@ static void run_create(struct work *w)
 {
 	struct stat st;
 
-	OK(w, e2_mknod(w->fs, E2_ROOT_INO, "c1", S_IFREG | 0644, 0, 0, 0, &st));
+	OK(w, e2_mknod(w->fs, NULL, E2_ROOT_INO, "c1", S_IFREG | 0644, 0, 0, 0, &st));
 	e2_forget(w->fs, st.st_ino, 1);
 	name_add(w, "c1", 1);
 	w_rounds(w);
-	OK(w, e2_mknod(w->fs, w->dirs[1], "c2", S_IFIFO | 0600, 0, 0, 0, &st));
+	OK(w, e2_mknod(w->fs, NULL, w->dirs[1], "c2", S_IFIFO | 0600, 0, 0, 0, &st));
 	e2_forget(w->fs, st.st_ino, 1);
-	OK(w, e2_mknod(w->fs, w->dirs[2], "c3", S_IFREG | 0600, 0, 0, 0, &st));
+	OK(w, e2_mknod(w->fs, NULL, w->dirs[2], "c3", S_IFREG | 0600, 0, 0, 0, &st));
 	e2_forget(w->fs, st.st_ino, 1);
 	name_add(w, "c3", 3);
 	w_rounds(w);
@@ -433,7 +433,7 @@ static void su_unlink(struct work *w)
 	su_dirs(w);
 	w_file(w, E2_ROOT_INO, "u1", 1, 20000);
 	f2 = w_file(w, w->dirs[1], "u2", 2, 3000);
-	OK(w, e2_link(w->fs, f2, E2_ROOT_INO, "u2b", &st));
+	OK(w, e2_link(w->fs, NULL, f2, E2_ROOT_INO, "u2b", &st));
 	e2_forget(w->fs, st.st_ino, 1);
 	name_add(w, "u2b", 2);
 	w_file(w, w->dirs[2], "u3", 3, 290000);
@@ -441,10 +441,10 @@ static void su_unlink(struct work *w)
 
 static void run_unlink(struct work *w)
 {
-	OK(w, e2_unlink(w->fs, E2_ROOT_INO, "u1"));
+	OK(w, e2_unlink(w->fs, NULL, E2_ROOT_INO, "u1"));
 	w_rounds(w);
-	OK(w, e2_unlink(w->fs, w->dirs[1], "u2"));
-	OK(w, e2_unlink(w->fs, w->dirs[2], "u3"));
+	OK(w, e2_unlink(w->fs, NULL, w->dirs[1], "u2"));
+	OK(w, e2_unlink(w->fs, NULL, w->dirs[2], "u3"));
 	w_rounds(w);
 	/* the freed blocks and inodes go to a new file */
 	w_file(w, E2_ROOT_INO, "u4", 4, 100000);
@@ -460,10 +460,10 @@ static void su_rmdir(struct work *w)
 
 static void run_rmdir(struct work *w)
 {
-	OK(w, e2_rmdir(w->fs, w->dirs[2], "r1"));
+	OK(w, e2_rmdir(w->fs, NULL, w->dirs[2], "r1"));
 	w_rounds(w);
-	OK(w, e2_rmdir(w->fs, w->dirs[1], "e"));
-	OK(w, e2_rmdir(w->fs, E2_ROOT_INO, "r2"));
+	OK(w, e2_rmdir(w->fs, NULL, w->dirs[1], "e"));
+	OK(w, e2_rmdir(w->fs, NULL, E2_ROOT_INO, "r2"));
 	w_rounds(w);
 	w_mkdir(w, E2_ROOT_INO, "r3");
 	w_rounds(w);
@@ -485,11 +485,11 @@ static void run_rename(struct work *w)
 
 	/* a file across parents, a directory across parents (its ".." and
 	 * both link counts change), a file within a directory */
-	OK(w, e2_rename(w->fs, E2_ROOT_INO, "n1", w->dirs[2], "n1b", 0));
+	OK(w, e2_rename(w->fs, NULL, E2_ROOT_INO, "n1", w->dirs[2], "n1b", 0));
 	w_rounds(w);
-	OK(w, e2_rename(w->fs, x, "y", w->dirs[1], "y", 0));
+	OK(w, e2_rename(w->fs, NULL, x, "y", w->dirs[1], "y", 0));
 	w_rounds(w);
-	OK(w, e2_rename(w->fs, w->dirs[2], "n1b", w->dirs[2], "n1c", 0));
+	OK(w, e2_rename(w->fs, NULL, w->dirs[2], "n1b", w->dirs[2], "n1c", 0));
 	w_rounds(w);
 }
 
@@ -509,7 +509,7 @@ static void su_rename_over(struct work *w)
 
 static void run_rename_over(struct work *w)
 {
-	OK(w, e2_rename(w->fs, E2_ROOT_INO, "new", E2_ROOT_INO, "target", 0));
+	OK(w, e2_rename(w->fs, NULL, E2_ROOT_INO, "new", E2_ROOT_INO, "target", 0));
 	w_rounds(w);
 }
 
@@ -518,7 +518,7 @@ static void run_rename_over(struct work *w)
 static void su_rename_over_dirs(struct work *w)
 {
 	su_rename_over(w);
-	OK(w, e2_rename(w->fs, E2_ROOT_INO, "new", w->dirs[2], "new", 0));
+	OK(w, e2_rename(w->fs, NULL, E2_ROOT_INO, "new", w->dirs[2], "new", 0));
 }
 
 /* The size of the file made in the session before a rename over a target
@@ -546,9 +546,9 @@ static void w_fresh_candidate(struct work *w, size_t size)
 static void run_rename_over_dirs(struct work *w)
 {
 	w_fresh_candidate(w, FRESH_SIZE);
-	OK(w, e2_rename(w->fs, w->dirs[2], "fresh", E2_ROOT_INO, "target", 0));
+	OK(w, e2_rename(w->fs, NULL, w->dirs[2], "fresh", E2_ROOT_INO, "target", 0));
 	w_rounds(w);
-	OK(w, e2_rename(w->fs, w->dirs[2], "new", E2_ROOT_INO, "target", 0));
+	OK(w, e2_rename(w->fs, NULL, w->dirs[2], "new", E2_ROOT_INO, "target", 0));
 	w_rounds(w);
 }
 
@@ -556,7 +556,7 @@ static void run_rename_over_dirs(struct work *w)
 static void run_rename_over_big(struct work *w)
 {
 	w_fresh_candidate(w, FRESH_BIG);
-	OK(w, e2_rename(w->fs, w->dirs[2], "fresh", E2_ROOT_INO, "target", 0));
+	OK(w, e2_rename(w->fs, NULL, w->dirs[2], "fresh", E2_ROOT_INO, "target", 0));
 	w_rounds(w);
 }
 
@@ -578,7 +578,7 @@ static void dg_link(struct work *w, uint32_t f, uint32_t d, unsigned i)
 	struct stat st;
 
 	dg_name(nm, sizeof(nm), i);
-	OK(w, e2_link(w->fs, f, d, nm, &st));
+	OK(w, e2_link(w->fs, NULL, f, d, nm, &st));
 	e2_forget(w->fs, st.st_ino, 1);
 	name_add(w, nm, 1);
 }
@@ -671,7 +671,7 @@ static void fsync_common(struct work *w, bool call)
 	w->durable_size = 70000;
 	w->durable_round = barriers_so_far(w->rec);
 	w_file(w, E2_ROOT_INO, "later", 7, 20000);
-	OK(w, e2_unlink(w->fs, w->dirs[2], "other"));
+	OK(w, e2_unlink(w->fs, NULL, w->dirs[2], "other"));
 	w_rounds(w);
 }
 
@@ -703,13 +703,14 @@ static void run_exchange(struct work *w)
 {
 	w_fresh_candidate(w, FRESH_SIZE);
 	name_add(w, "fresh", 1);
-	OK(w, e2_rename(w->fs, w->dirs[2], "fresh", E2_ROOT_INO, "target", E2_RENAME_EXCHANGE));
+	OK(w,
+	   e2_rename(w->fs, NULL, w->dirs[2], "fresh", E2_ROOT_INO, "target", E2_RENAME_EXCHANGE));
 	w_rounds(w);
 	name_add(w, "target", 2);
 	name_add(w, "new", 3);
-	OK(w, e2_rename(w->fs, w->dirs[2], "new", E2_ROOT_INO, "target", E2_RENAME_EXCHANGE));
+	OK(w, e2_rename(w->fs, NULL, w->dirs[2], "new", E2_ROOT_INO, "target", E2_RENAME_EXCHANGE));
 	w_rounds(w);
-	OK(w, e2_rename(w->fs, E2_ROOT_INO, "target", w->dirs[2], "new", E2_RENAME_EXCHANGE));
+	OK(w, e2_rename(w->fs, NULL, E2_ROOT_INO, "target", w->dirs[2], "new", E2_RENAME_EXCHANGE));
 	w_rounds(w);
 }
 
@@ -726,10 +727,10 @@ static void run_link(struct work *w)
 	uint32_t f = w_lookup(w, E2_ROOT_INO, "l1");
 	struct stat st;
 
-	OK(w, e2_link(w->fs, f, w->dirs[2], "l2", &st));
+	OK(w, e2_link(w->fs, NULL, f, w->dirs[2], "l2", &st));
 	e2_forget(w->fs, st.st_ino, 1);
 	w_rounds(w);
-	OK(w, e2_link(w->fs, f, E2_ROOT_INO, "l3", &st));
+	OK(w, e2_link(w->fs, NULL, f, E2_ROOT_INO, "l3", &st));
 	e2_forget(w->fs, st.st_ino, 1);
 	w_rounds(w);
 }
@@ -741,10 +742,10 @@ static void run_symlink(struct work *w)
 
 	memset(slow, 'q', sizeof(slow) - 1);
 	slow[sizeof(slow) - 1] = 0;
-	OK(w, e2_symlink(w->fs, E2_ROOT_INO, "s1", "short/target", 0, 0, &st));
+	OK(w, e2_symlink(w->fs, NULL, E2_ROOT_INO, "s1", "short/target", 0, 0, &st));
 	e2_forget(w->fs, st.st_ino, 1);
 	w_rounds(w);
-	OK(w, e2_symlink(w->fs, w->dirs[1], "s2", slow, 0, 0, &st));
+	OK(w, e2_symlink(w->fs, NULL, w->dirs[1], "s2", slow, 0, 0, &st));
 	e2_forget(w->fs, st.st_ino, 1);
 	w_rounds(w);
 }
@@ -756,16 +757,16 @@ static void run_reuse(struct work *w)
 	struct stat st;
 
 	w_file(w, E2_ROOT_INO, "r1", 1, 3000);
-	OK(w, e2_unlink(w->fs, E2_ROOT_INO, "r1"));
+	OK(w, e2_unlink(w->fs, NULL, E2_ROOT_INO, "r1"));
 	w_file(w, E2_ROOT_INO, "r2", 2, 5000);
 	w_rounds(w);
-	OK(w, e2_symlink(w->fs, w->dirs[1], "s", "m0", 0, 0, &st));
+	OK(w, e2_symlink(w->fs, NULL, w->dirs[1], "s", "m0", 0, 0, &st));
 	e2_forget(w->fs, st.st_ino, 1);
 	w_rounds(w);
-	OK(w, e2_unlink(w->fs, w->dirs[1], "s"));
+	OK(w, e2_unlink(w->fs, NULL, w->dirs[1], "s"));
 	w_file(w, w->dirs[1], "r3", 3, 2000);
 	w_rounds(w);
-	OK(w, e2_unlink(w->fs, E2_ROOT_INO, "r2"));
+	OK(w, e2_unlink(w->fs, NULL, E2_ROOT_INO, "r2"));
 	w_mkdir(w, E2_ROOT_INO, "r4");
 	w_rounds(w);
 }
@@ -790,18 +791,18 @@ static void run_punch(struct work *w)
 	uint32_t p1 = w_lookup(w, E2_ROOT_INO, "p1");
 	uint32_t p2 = w_lookup(w, w->dirs[1], "p2");
 
-	OK(w, e2_punch(w->fs, p1, 3000, 8000));
-	OK(w, e2_punch(w->fs, p1, 12 * BS, 256 * BS));
-	OK(w, e2_punch(w->fs, p1, (12 + 256) * BS, 5000));
+	OK(w, e2_punch(w->fs, NULL, p1, 3000, 8000));
+	OK(w, e2_punch(w->fs, NULL, p1, 12 * BS, 256 * BS));
+	OK(w, e2_punch(w->fs, NULL, p1, (12 + 256) * BS, 5000));
 	/* all of p2 but its first bytes: its indirect block is left empty */
-	OK(w, e2_punch(w->fs, p2, 1000, 1 << 20));
+	OK(w, e2_punch(w->fs, NULL, p2, 1000, 1 << 20));
 	w_file(w, E2_ROOT_INO, "p3", 3, 60000);
 	w_rounds(w);
 	/* only pointers inside an indirect block: in their own rounds, so
 	 * that their bitmap bits share no word with other frees */
-	OK(w, e2_punch(w->fs, p1, (12 + 256 + 6) * BS, 4 * BS));
+	OK(w, e2_punch(w->fs, NULL, p1, (12 + 256 + 6) * BS, 4 * BS));
 	w_rounds(w);
-	OK(w, e2_punch(w->fs, p1, 200000, 1 << 20));
+	OK(w, e2_punch(w->fs, NULL, p1, 200000, 1 << 20));
 	w_file(w, w->dirs[1], "p4", 4, 100000);
 	w_rounds(w);
 }
@@ -836,23 +837,23 @@ static void run_churn(struct work *w)
 {
 	uint32_t d = w->dirs[1];
 
-	OK(w, e2_unlink(w->fs, d, "k9"));
+	OK(w, e2_unlink(w->fs, NULL, d, "k9"));
 	w_file(w, d, "k2", 12, 20000);
-	OK(w, e2_unlink(w->fs, d, "k1"));
+	OK(w, e2_unlink(w->fs, NULL, d, "k1"));
 	w_round1(w);
 	w_file(w, d, "k3", 13, 17000);
-	OK(w, e2_unlink(w->fs, d, "k2"));
+	OK(w, e2_unlink(w->fs, NULL, d, "k2"));
 	w_round1(w);
 	w_file(w, d, "k1", 14, 9000);
-	OK(w, e2_unlink(w->fs, d, "k0"));
+	OK(w, e2_unlink(w->fs, NULL, d, "k0"));
 	w_round1(w);
 	w_file(w, d, "k4", 15, 26000);
-	OK(w, e2_unlink(w->fs, d, "k3"));
+	OK(w, e2_unlink(w->fs, NULL, d, "k3"));
 	w_file(w, d, "k2", 16, 5000);
 	w_round1(w);
-	OK(w, e2_unlink(w->fs, d, "k1"));
+	OK(w, e2_unlink(w->fs, NULL, d, "k1"));
 	w_file(w, d, "k0", 17, 12000);
-	OK(w, e2_unlink(w->fs, d, "k4"));
+	OK(w, e2_unlink(w->fs, NULL, d, "k4"));
 	w_rounds(w);
 }
 
@@ -917,7 +918,7 @@ static void run_mixed(struct work *w)
 
 				memset(&a, 0, sizeof(a));
 				a.st_size = (off_t)e2t_rng_below(&w->rng, st.st_size + 1);
-				OK(w, e2_setattr(w->fs, st.st_ino, &a, E2_SET_SIZE, &st));
+				OK(w, e2_setattr(w->fs, NULL, st.st_ino, &a, E2_SET_SIZE, &st));
 				/* the tail being cut off may read as zeros,
 				 * under each name of the file */
 				for (unsigned di = 0; di < w->ndirs; di++)
@@ -937,7 +938,7 @@ static void run_mixed(struct work *w)
 			break;
 		case 4:
 			if (ret == 0 && !S_ISDIR(st.st_mode))
-				OK(w, e2_unlink(w->fs, d, nm));
+				OK(w, e2_unlink(w->fs, NULL, d, nm));
 			break;
 		case 5:
 			if (ret == 0 && S_ISREG(st.st_mode)) {
@@ -949,7 +950,7 @@ static void run_mixed(struct work *w)
 					e2_forget(w->fs, t.st_ino, 1);
 				if (r2 == 0 && S_ISDIR(t.st_mode))
 					break;
-				OK(w, e2_rename(w->fs, d, nm, d2, nm2, 0));
+				OK(w, e2_rename(w->fs, NULL, d, nm, d2, nm2, 0));
 				for (unsigned i = 0; e && i < e->n; i++)
 					name_add(w, nm2, e->ids[i]);
 				if (e && e->hto > e->hfrom)
@@ -965,7 +966,7 @@ static void run_mixed(struct work *w)
 					e2_forget(w->fs, t.st_ino, 1);
 					break;
 				}
-				OK(w, e2_link(w->fs, st.st_ino, d2, nm2, &t));
+				OK(w, e2_link(w->fs, NULL, st.st_ino, d2, nm2, &t));
 				e2_forget(w->fs, t.st_ino, 1);
 				for (unsigned i = 0; e && i < e->n; i++)
 					name_add(w, nm2, e->ids[i]);
@@ -975,10 +976,10 @@ static void run_mixed(struct work *w)
 			break;
 		default:
 			if (ret != 0) {
-				OK(w, e2_symlink(w->fs, d, nm, "m0", 0, 0, &st));
+				OK(w, e2_symlink(w->fs, NULL, d, nm, "m0", 0, 0, &st));
 				e2_forget(w->fs, st.st_ino, 1);
 			} else if (S_ISLNK(st.st_mode)) {
-				OK(w, e2_unlink(w->fs, d, nm));
+				OK(w, e2_unlink(w->fs, NULL, d, nm));
 			}
 		}
 		if (e2t_rng_below(&w->rng, 3) == 0) {

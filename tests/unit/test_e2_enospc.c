@@ -55,7 +55,7 @@ static void close_and_fsck(struct e2fs *fs, const char *path, const char *when)
 static uint32_t make_file(struct e2fs *fs, uint32_t dir, const char *name)
 {
 	struct stat st;
-	int ret = e2_mknod(fs, dir, name, S_IFREG | 0644, 0, 0, 0, &st);
+	int ret = e2_mknod(fs, NULL, dir, name, S_IFREG | 0644, 0, 0, 0, &st);
 
 	if (ret)
 		fail_msg("mknod %s: %d", name, ret);
@@ -82,7 +82,7 @@ static void write_pat(struct e2fs *fs, uint32_t ino, unsigned id, size_t off, si
 	assert_non_null(buf);
 	for (size_t i = 0; i < len; i++)
 		buf[i] = pat(id, off + i);
-	n = e2_write(fs, ino, buf, len, (off_t)off);
+	n = e2_write(fs, NULL, ino, buf, len, (off_t)off);
 	if (n != (ssize_t)len)
 		fail_msg("write %zu bytes at %zu of inode %u: %zd", len, off, ino, n);
 	free(buf);
@@ -125,7 +125,7 @@ static size_t fill(struct e2fs *fs, uint32_t ino, unsigned id)
 	for (int i = 0; i < 10000; i++) {
 		for (size_t k = 0; k < CHUNK; k++)
 			buf[k] = pat(id, size + k);
-		n = e2_write(fs, ino, buf, CHUNK, (off_t)size);
+		n = e2_write(fs, NULL, ino, buf, CHUNK, (off_t)size);
 		if (n < 0)
 			break;
 		if (n > CHUNK)
@@ -160,7 +160,7 @@ static void test_enospc_blocks(void **state)
 	write_pat(fs, keep1, 1, 0, 100);
 	keep2 = make_file(fs, E2_ROOT_INO, "keep2");
 	write_pat(fs, keep2, 2, 0, 20000);
-	ret = e2_mkdir(fs, E2_ROOT_INO, "dir", 0755, 0, 0, &st);
+	ret = e2_mkdir(fs, NULL, E2_ROOT_INO, "dir", 0755, 0, 0, &st);
 	assert_int_equal(ret, 0);
 	e2_forget(fs, st.st_ino, 1);
 	keep3 = make_file(fs, st.st_ino, "keep3");
@@ -179,12 +179,12 @@ static void test_enospc_blocks(void **state)
 	assert_true(fsize > 274432);
 
 	/* Everything that needs a block fails cleanly. */
-	assert_int_equal(e2_write(fs, filler, "x", 1, (off_t)fsize), -ENOSPC);
-	assert_int_equal(e2_write(fs, keep2, "x", 1, 30000), -ENOSPC);
-	assert_int_equal(e2_mkdir(fs, E2_ROOT_INO, "nodir", 0755, 0, 0, &st), -ENOSPC);
+	assert_int_equal(e2_write(fs, NULL, filler, "x", 1, (off_t)fsize), -ENOSPC);
+	assert_int_equal(e2_write(fs, NULL, keep2, "x", 1, 30000), -ENOSPC);
+	assert_int_equal(e2_mkdir(fs, NULL, E2_ROOT_INO, "nodir", 0755, 0, 0, &st), -ENOSPC);
 	memset(slow, 's', sizeof(slow) - 1);
 	slow[sizeof(slow) - 1] = 0;
-	assert_int_equal(e2_symlink(fs, E2_ROOT_INO, "slowlink", slow, 0, 0, &st), -ENOSPC);
+	assert_int_equal(e2_symlink(fs, NULL, E2_ROOT_INO, "slowlink", slow, 0, 0, &st), -ENOSPC);
 	/* names until the root directory needs another block */
 	memset(longname, 'n', sizeof(longname) - 1);
 	longname[sizeof(longname) - 1] = 0;
@@ -193,7 +193,7 @@ static void test_enospc_blocks(void **state)
 
 		snprintf(num, sizeof(num), "%05d", nfiles);
 		memcpy(longname, num, 5);
-		ret = e2_mknod(fs, E2_ROOT_INO, longname, S_IFREG | 0644, 0, 0, 0, &st);
+		ret = e2_mknod(fs, NULL, E2_ROOT_INO, longname, S_IFREG | 0644, 0, 0, 0, &st);
 		if (ret)
 			break;
 		e2_forget(fs, st.st_ino, 1);
@@ -215,13 +215,13 @@ static void test_enospc_blocks(void **state)
 	check_pat(fs, lookup(fs, E2_ROOT_INO, "keep2"), 2, 20000);
 	check_pat(fs, lookup(fs, lookup(fs, E2_ROOT_INO, "dir"), "keep3"), 3, 5000);
 	check_pat(fs, lookup(fs, E2_ROOT_INO, "filler"), 4, fsize);
-	assert_int_equal(e2_unlink(fs, E2_ROOT_INO, "filler"), 0);
+	assert_int_equal(e2_unlink(fs, NULL, E2_ROOT_INO, "filler"), 0);
 	assert_int_equal(e2_statfs(fs, &sv), 0);
 	print_message("# after unlink: %llu free blocks\n", (unsigned long long)sv.f_bfree);
 	if (sv.f_bfree * sv.f_bsize < fsize)
 		fail_msg("unlinking a %zu-byte file freed only %llu blocks", fsize,
 			 (unsigned long long)sv.f_bfree);
-	ret = e2_mkdir(fs, E2_ROOT_INO, "nowdir", 0755, 0, 0, &st);
+	ret = e2_mkdir(fs, NULL, E2_ROOT_INO, "nowdir", 0755, 0, 0, &st);
 	assert_int_equal(ret, 0);
 	e2_forget(fs, st.st_ino, 1);
 	filler = make_file(fs, E2_ROOT_INO, "again");
@@ -251,7 +251,7 @@ static void test_enospc_one_big_write(void **state)
 	ino = make_file(fs, E2_ROOT_INO, "big");
 	for (size_t i = 0; i < len; i++)
 		buf[i] = pat(7, i);
-	n = e2_write(fs, ino, buf, len, 0);
+	n = e2_write(fs, NULL, ino, buf, len, 0);
 	print_message("# 2 MiB write into 1 MiB: %zd\n", n);
 	if (n != -ENOSPC && (n <= 0 || (size_t)n >= len))
 		fail_msg("write returned %zd, expected a short count or -ENOSPC", n);
@@ -278,7 +278,7 @@ static void test_enospc_inodes(void **state)
 	write_pat(fs, make_file(fs, E2_ROOT_INO, "keep"), 1, 0, 3000);
 	for (n = 0; n < 10000; n++) {
 		snprintf(name, sizeof(name), "f%d", n);
-		ret = e2_mknod(fs, E2_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st);
+		ret = e2_mknod(fs, NULL, E2_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st);
 		if (ret)
 			break;
 		e2_forget(fs, st.st_ino, 1);
@@ -288,23 +288,24 @@ static void test_enospc_inodes(void **state)
 	assert_true(n > 0);
 	assert_int_equal(e2_statfs(fs, &sv), 0);
 	assert_int_equal(sv.f_ffree, 0);
-	assert_int_equal(e2_mkdir(fs, E2_ROOT_INO, "d", 0755, 0, 0, &st), -ENOSPC);
-	assert_int_equal(e2_symlink(fs, E2_ROOT_INO, "l", "target", 0, 0, &st), -ENOSPC);
+	assert_int_equal(e2_mkdir(fs, NULL, E2_ROOT_INO, "d", 0755, 0, 0, &st), -ENOSPC);
+	assert_int_equal(e2_symlink(fs, NULL, E2_ROOT_INO, "l", "target", 0, 0, &st), -ENOSPC);
 	/* a hard link needs no inode */
-	assert_int_equal(e2_link(fs, lookup(fs, E2_ROOT_INO, "f0"), E2_ROOT_INO, "f0b", &st), 0);
+	assert_int_equal(e2_link(fs, NULL, lookup(fs, E2_ROOT_INO, "f0"), E2_ROOT_INO, "f0b", &st),
+			 0);
 	e2_forget(fs, st.st_ino, 1);
 	check_pat(fs, lookup(fs, E2_ROOT_INO, "keep"), 1, 3000);
 	close_and_fsck(fs, path, "full (no inodes)");
 
 	fs = open_fs(path);
 	check_pat(fs, lookup(fs, E2_ROOT_INO, "keep"), 1, 3000);
-	assert_int_equal(e2_unlink(fs, E2_ROOT_INO, "f1"), 0);
-	assert_int_equal(e2_unlink(fs, E2_ROOT_INO, "f2"), 0);
-	assert_int_equal(e2_mkdir(fs, E2_ROOT_INO, "d", 0755, 0, 0, &st), 0);
+	assert_int_equal(e2_unlink(fs, NULL, E2_ROOT_INO, "f1"), 0);
+	assert_int_equal(e2_unlink(fs, NULL, E2_ROOT_INO, "f2"), 0);
+	assert_int_equal(e2_mkdir(fs, NULL, E2_ROOT_INO, "d", 0755, 0, 0, &st), 0);
 	e2_forget(fs, st.st_ino, 1);
-	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "again", S_IFREG | 0644, 0, 0, 0, &st), 0);
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "again", S_IFREG | 0644, 0, 0, 0, &st), 0);
 	e2_forget(fs, st.st_ino, 1);
-	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "again2", S_IFREG | 0644, 0, 0, 0, &st),
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "again2", S_IFREG | 0644, 0, 0, 0, &st),
 			 -ENOSPC);
 	close_and_fsck(fs, path, "after freeing inodes");
 	unlink(path);

@@ -72,12 +72,12 @@ static void make_image(uint16_t s_errors)
 	assert_non_null(path);
 	assert_int_equal(e2t_mkfs(path, 2048, BS, NULL, NULL), 0);
 	fs = open_img(E2_ERRORS_DEFAULT, false);
-	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "bad", S_IFREG | 0644, 0, 0, 0, &st), 0);
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "bad", S_IFREG | 0644, 0, 0, 0, &st), 0);
 	bad_ino = (uint32_t)st.st_ino;
-	assert_int_equal(e2_write(fs, bad_ino, data, sizeof(data), 0), (ssize_t)sizeof(data));
+	assert_int_equal(e2_write(fs, NULL, bad_ino, data, sizeof(data), 0), (ssize_t)sizeof(data));
 	assert_int_equal(e2_forget(fs, bad_ino, 1), 0);
-	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "good", S_IFREG | 0644, 0, 0, 0, &st), 0);
-	assert_int_equal(e2_write(fs, (uint32_t)st.st_ino, data, 100, 0), 100);
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "good", S_IFREG | 0644, 0, 0, 0, &st), 0);
+	assert_int_equal(e2_write(fs, NULL, (uint32_t)st.st_ino, data, 100, 0), 100);
 	assert_int_equal(e2_forget(fs, (uint32_t)st.st_ino, 1), 0);
 	assert_int_equal(e2_close(fs), 0);
 
@@ -127,7 +127,7 @@ static void test_no_error_stays_clean(void **state)
 	fs = open_img(E2_ERRORS_RO, false);
 	assert_int_equal(e2_lookup(fs, E2_ROOT_INO, "good", &st), 0);
 	assert_int_equal(e2_read(fs, (uint32_t)st.st_ino, buf, 100, 0), 100);
-	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "new", S_IFREG | 0644, 0, 0, 0, &st), 0);
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "new", S_IFREG | 0644, 0, 0, 0, &st), 0);
 	assert_int_equal(e2_error_count(fs), 0);
 	assert_int_equal(e2_close(fs), 0);
 	assert_int_equal(disk_state(), ST_VALID);
@@ -143,7 +143,7 @@ static void test_continue_marks_and_goes_on(void **state)
 	fs = open_img(E2_ERRORS_CONTINUE, false);
 	assert_int_equal(e2_errors_behaviour(fs), E2_ERRORS_CONTINUE);
 	hit_corruption(fs);
-	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "after", S_IFREG | 0644, 0, 0, 0, &st), 0);
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "after", S_IFREG | 0644, 0, 0, 0, &st), 0);
 	/* The same corruption again counts again. */
 	assert_int_equal(e2_read(fs, bad_ino, data, sizeof(data), 0), -EIO);
 	assert_int_equal(e2_error_count(fs), 2);
@@ -165,16 +165,17 @@ static void test_remount_ro_keeps_earlier_changes(void **state)
 	(void)state;
 	make_image(0);
 	fs = open_img(E2_ERRORS_RO, false);
-	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "before", S_IFREG | 0644, 0, 0, 0, &st), 0);
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "before", S_IFREG | 0644, 0, 0, 0, &st),
+			 0);
 	ino = (uint32_t)st.st_ino;
-	assert_int_equal(e2_write(fs, ino, "before", 6, 0), 6);
+	assert_int_equal(e2_write(fs, NULL, ino, "before", 6, 0), 6);
 	hit_corruption(fs);
-	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "after", S_IFREG | 0644, 0, 0, 0, &st),
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "after", S_IFREG | 0644, 0, 0, 0, &st),
 			 -EROFS);
-	assert_int_equal(e2_write(fs, ino, "x", 1, 0), -EROFS);
-	assert_int_equal(e2_unlink(fs, E2_ROOT_INO, "good"), -EROFS);
+	assert_int_equal(e2_write(fs, NULL, ino, "x", 1, 0), -EROFS);
+	assert_int_equal(e2_unlink(fs, NULL, E2_ROOT_INO, "good"), -EROFS);
 	memset(&attr, 0, sizeof(attr));
-	assert_int_equal(e2_setattr(fs, ino, &attr, E2_SET_SIZE, &st), -EROFS);
+	assert_int_equal(e2_setattr(fs, NULL, ino, &attr, E2_SET_SIZE, &st), -EROFS);
 	assert_int_equal(e2_statfs(fs, &sv), 0);
 	assert_true(sv.f_flag & ST_RDONLY);
 	/* Reads go on. */
@@ -200,7 +201,7 @@ static void test_panic_is_read_only_in_the_library(void **state)
 	fs = open_img(E2_ERRORS_PANIC, false);
 	hit_corruption(fs);
 	assert_int_equal(e2_errors_behaviour(fs), E2_ERRORS_PANIC);
-	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "after", S_IFREG | 0644, 0, 0, 0, &st),
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "after", S_IFREG | 0644, 0, 0, 0, &st),
 			 -EROFS);
 	assert_int_equal(e2_close(fs), 0);
 	assert_int_equal(disk_state(), ST_VALID | ST_ERROR);
@@ -216,7 +217,7 @@ static void test_default_from_superblock(void **state)
 	fs = open_img(E2_ERRORS_DEFAULT, false);
 	assert_int_equal(e2_errors_behaviour(fs), E2_ERRORS_RO);
 	hit_corruption(fs);
-	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "after", S_IFREG | 0644, 0, 0, 0, &st),
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "after", S_IFREG | 0644, 0, 0, 0, &st),
 			 -EROFS);
 	assert_int_equal(e2_close(fs), 0);
 
@@ -268,7 +269,7 @@ static void test_dir_size_beyond_fs(void **state)
 	(void)state;
 	make_image(0);
 	fs = open_img(E2_ERRORS_CONTINUE, false);
-	assert_int_equal(e2_mkdir(fs, E2_ROOT_INO, "d", 0755, 0, 0, &st), 0);
+	assert_int_equal(e2_mkdir(fs, NULL, E2_ROOT_INO, "d", 0755, 0, 0, &st), 0);
 	dino = (uint32_t)st.st_ino;
 	assert_int_equal(e2_close(fs), 0);
 	img = read_img(&len);

@@ -52,7 +52,7 @@ static uint32_t mkfile(struct e2fs *fs, const char *name)
 {
 	struct stat st;
 
-	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st), 0);
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st), 0);
 	e2_forget(fs, (uint32_t)st.st_ino, 1);
 	return (uint32_t)st.st_ino;
 }
@@ -90,8 +90,8 @@ static void test_alloc_and_seek(void **state)
 	uint64_t free0;
 
 	/* data at block 0 and block 40 (past the direct blocks), holes between */
-	assert_int_equal(e2_write(fs, f, "a", 1, 0), 1);
-	assert_int_equal(e2_write(fs, f, "b", 1, 40 * BS + 5), 1);
+	assert_int_equal(e2_write(fs, NULL, f, "a", 1, 0), 1);
+	assert_int_equal(e2_write(fs, NULL, f, "b", 1, 40 * BS + 5), 1);
 	assert_int_equal(seek(fs, f, 0, false), BS);
 	assert_int_equal(seek(fs, f, 1, true), 1);
 	assert_int_equal(seek(fs, f, BS, true), 40 * BS);
@@ -99,7 +99,7 @@ static void test_alloc_and_seek(void **state)
 	assert_int_equal(seek(fs, f, 40 * BS + 6, true), -ENXIO);
 	/* fill the holes of blocks 2..19 only, keeping the size */
 	free0 = bfree(fs);
-	assert_int_equal(e2_falloc(fs, f, true, 2 * BS + 100, 18 * BS - 100), 0);
+	assert_int_equal(e2_falloc(fs, NULL, f, true, 2 * BS + 100, 18 * BS - 100), 0);
 	assert_int_equal(fsize(fs, f), 40 * BS + 6);
 	/* 18 data blocks (the indirect block is there for block 40) */
 	assert_int_equal(free0 - bfree(fs), 18);
@@ -111,24 +111,24 @@ static void test_alloc_and_seek(void **state)
 		assert_int_equal(buf[i], 0);
 	/* keeping the size past the end is refused, and changes nothing */
 	free0 = bfree(fs);
-	assert_int_equal(e2_falloc(fs, f, true, 40 * BS, 2 * BS), -EOPNOTSUPP);
+	assert_int_equal(e2_falloc(fs, NULL, f, true, 40 * BS, 2 * BS), -EOPNOTSUPP);
 	assert_int_equal(bfree(fs), free0);
 	assert_int_equal(fsize(fs, f), 40 * BS + 6);
 	/* mode 0 past the end: the size moves, in the last block too */
-	assert_int_equal(e2_falloc(fs, f, false, 40 * BS, 100), 0);
+	assert_int_equal(e2_falloc(fs, NULL, f, false, 40 * BS, 100), 0);
 	assert_int_equal(fsize(fs, f), 40 * BS + 100);
 	assert_int_equal(bfree(fs), free0);
-	assert_int_equal(e2_falloc(fs, g, false, 0, 5 * BS + 1), 0);
+	assert_int_equal(e2_falloc(fs, NULL, g, false, 0, 5 * BS + 1), 0);
 	assert_int_equal(fsize(fs, g), 5 * BS + 1);
 	assert_int_equal(seek(fs, g, 0, false), 5 * BS + 1);
 	/* bad arguments */
-	assert_int_equal(e2_falloc(fs, g, false, -1, 10), -EINVAL);
-	assert_int_equal(e2_falloc(fs, g, false, 0, 0), -EINVAL);
-	assert_int_equal(e2_falloc(fs, E2_ROOT_INO, false, 0, 10), -EISDIR);
-	assert_int_equal(e2_falloc(fs, g, false, INT64_MAX - 10, 100), -EFBIG);
+	assert_int_equal(e2_falloc(fs, NULL, g, false, -1, 10), -EINVAL);
+	assert_int_equal(e2_falloc(fs, NULL, g, false, 0, 0), -EINVAL);
+	assert_int_equal(e2_falloc(fs, NULL, E2_ROOT_INO, false, 0, 10), -EISDIR);
+	assert_int_equal(e2_falloc(fs, NULL, g, false, INT64_MAX - 10, 100), -EFBIG);
 	/* more than is free: refused before anything changes */
 	free0 = bfree(fs);
-	assert_int_equal(e2_falloc(fs, g, false, 0, (off_t)(free0 + 1) * BS), -ENOSPC);
+	assert_int_equal(e2_falloc(fs, NULL, g, false, 0, (off_t)(free0 + 1) * BS), -ENOSPC);
 	assert_int_equal(fsize(fs, g), 5 * BS + 1);
 	assert_int_equal(bfree(fs), free0);
 	close_clean(fs, path);
@@ -153,7 +153,7 @@ static void test_enospc_part_way(void **state)
 
 	memset(chunk, 0x5a, sizeof(chunk));
 	for (size = 0;; size += n) {
-		n = e2_write(fs, filler, chunk, sizeof(chunk), size);
+		n = e2_write(fs, NULL, filler, chunk, sizeof(chunk), size);
 		if (n <= 0)
 			break;
 	}
@@ -164,11 +164,11 @@ static void test_enospc_part_way(void **state)
 		struct stat attr = {.st_size = size - BS}, st;
 
 		size -= BS;
-		assert_int_equal(e2_setattr(fs, filler, &attr, E2_SET_SIZE, &st), 0);
+		assert_int_equal(e2_setattr(fs, NULL, filler, &attr, E2_SET_SIZE, &st), 0);
 	}
 	free0 = bfree(fs);
 	assert_in_range(free0, 5, 6);
-	assert_int_equal(e2_falloc(fs, f, false, tind - BS, 2 * BS), -ENOSPC);
+	assert_int_equal(e2_falloc(fs, NULL, f, false, tind - BS, 2 * BS), -ENOSPC);
 	assert_int_equal(fsize(fs, f), 0);
 	assert_int_equal(bfree(fs), free0);
 	assert_int_equal(seek(fs, f, 0, true), -ENXIO);
@@ -176,9 +176,9 @@ static void test_enospc_part_way(void **state)
 	{
 		struct stat attr = {.st_size = size - 8 * BS}, st;
 
-		assert_int_equal(e2_setattr(fs, filler, &attr, E2_SET_SIZE, &st), 0);
+		assert_int_equal(e2_setattr(fs, NULL, filler, &attr, E2_SET_SIZE, &st), 0);
 	}
-	assert_int_equal(e2_falloc(fs, f, false, tind - BS, 2 * BS), 0);
+	assert_int_equal(e2_falloc(fs, NULL, f, false, tind - BS, 2 * BS), 0);
 	assert_int_equal(fsize(fs, f), tind + BS);
 	assert_int_equal(seek(fs, f, 0, true), tind - BS);
 	assert_int_equal(seek(fs, f, tind - BS, false), tind + BS);
@@ -239,7 +239,7 @@ static void model_write(struct e2fs *fs, uint32_t f, struct pmodel *m, struct e2
 	assert_true(len <= sizeof(buf));
 	for (uint64_t i = 0; i < len; i++)
 		buf[i] = (uint8_t)(1 + e2t_rng_below(rng, 255));
-	assert_int_equal(e2_write(fs, f, buf, len, (off_t)off), (ssize_t)len);
+	assert_int_equal(e2_write(fs, NULL, f, buf, len, (off_t)off), (ssize_t)len);
 	memcpy(m->data + off, buf, len);
 	for (uint64_t b = off / BS; b <= (off + len - 1) / BS; b++)
 		m->mapped[b] = true;
@@ -373,7 +373,7 @@ static void test_punch_model(void **state)
 			len = 1 + e2t_rng_below(&rng, scale);
 			if (e2t_rng_below(&rng, 8) == 0)
 				len = UINT32_MAX; /* to the end and far past it */
-			assert_int_equal(e2_punch(fs, f, (off_t)off, (off_t)len), 0);
+			assert_int_equal(e2_punch(fs, NULL, f, (off_t)off, (off_t)len), 0);
 			model_punch(m, off, len);
 		}
 		if (step % 25 == 24)
@@ -381,7 +381,7 @@ static void test_punch_model(void **state)
 		model_check(fs, f, m, free_empty, step, seed, step % 25 == 24);
 	}
 	/* everything goes: data and indirect blocks */
-	assert_int_equal(e2_punch(fs, f, 0, (off_t)m->size), 0);
+	assert_int_equal(e2_punch(fs, NULL, f, 0, (off_t)m->size), 0);
 	model_punch(m, 0, m->size);
 	assert_int_equal(e2_sync(fs), 0);
 	model_check(fs, f, m, free_empty, steps, seed, true);
@@ -405,36 +405,36 @@ static void test_punch_edges(void **state)
 	struct stat st;
 
 	memset(buf, 0x77, sizeof(buf));
-	assert_int_equal(e2_write(fs, f, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+	assert_int_equal(e2_write(fs, NULL, f, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
 	free0 = bfree(fs);
 	/* inside one block: zeros, no block freed */
-	assert_int_equal(e2_punch(fs, f, 100, 200), 0);
+	assert_int_equal(e2_punch(fs, NULL, f, 100, 200), 0);
 	assert_int_equal(e2_read(fs, f, back, sizeof(back), 0), (ssize_t)sizeof(back));
 	memset(buf + 100, 0, 200);
 	assert_memory_equal(back, buf, sizeof(buf));
 	assert_int_equal(bfree(fs), free0);
 	/* a whole block and half of the next */
-	assert_int_equal(e2_punch(fs, f, BS, BS + BS / 2), 0);
+	assert_int_equal(e2_punch(fs, NULL, f, BS, BS + BS / 2), 0);
 	memset(buf + BS, 0, BS + BS / 2);
 	assert_int_equal(e2_read(fs, f, back, sizeof(back), 0), (ssize_t)sizeof(back));
 	assert_memory_equal(back, buf, sizeof(buf));
 	assert_int_equal(bfree(fs), free0 + 1);
 	assert_int_equal(seek(fs, f, 0, false), BS);
 	/* again over the hole: nothing changes */
-	assert_int_equal(e2_punch(fs, f, BS, BS), 0);
+	assert_int_equal(e2_punch(fs, NULL, f, BS, BS), 0);
 	assert_int_equal(bfree(fs), free0 + 1);
 	/* at or past the end: nothing */
-	assert_int_equal(e2_punch(fs, f, 4 * BS, BS), 0);
-	assert_int_equal(e2_punch(fs, f, 100 * BS, BS), 0);
+	assert_int_equal(e2_punch(fs, NULL, f, 4 * BS, BS), 0);
+	assert_int_equal(e2_punch(fs, NULL, f, 100 * BS, BS), 0);
 	assert_int_equal(bfree(fs), free0 + 1);
 	assert_int_equal(e2_getattr(fs, f, &st), 0);
 	assert_int_equal(st.st_size, 4 * BS);
 	/* refusals */
-	assert_int_equal(e2_punch(fs, f, -1, 10), -EINVAL);
-	assert_int_equal(e2_punch(fs, f, 0, 0), -EINVAL);
-	assert_int_equal(e2_punch(fs, E2_ROOT_INO, 0, 10), -EISDIR);
+	assert_int_equal(e2_punch(fs, NULL, f, -1, 10), -EINVAL);
+	assert_int_equal(e2_punch(fs, NULL, f, 0, 0), -EINVAL);
+	assert_int_equal(e2_punch(fs, NULL, E2_ROOT_INO, 0, 10), -EISDIR);
 	/* a huge length from the middle: the rest of the file, no overflow */
-	assert_int_equal(e2_punch(fs, f, 2 * BS + 1, INT64_MAX), 0);
+	assert_int_equal(e2_punch(fs, NULL, f, 2 * BS + 1, INT64_MAX), 0);
 	assert_int_equal(e2_getattr(fs, f, &st), 0);
 	assert_int_equal(st.st_size, 4 * BS);
 	assert_int_equal(st.st_blocks, 2 * (BS / 512)); /* blocks 0 and 2 */

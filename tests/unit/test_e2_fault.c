@@ -69,7 +69,7 @@ static void fill(struct e2fs *fs, uint32_t ino, size_t size, uint64_t off)
 	assert_non_null(buf);
 	for (size_t i = 0; i < size; i++)
 		buf[i] = (uint8_t)(1 + (off + i) % 251);
-	assert_int_equal(e2_write(fs, ino, buf, size, (off_t)off), (ssize_t)size);
+	assert_int_equal(e2_write(fs, NULL, ino, buf, size, (off_t)off), (ssize_t)size);
 	free(buf);
 }
 
@@ -78,9 +78,9 @@ static uint32_t mk(struct e2fs *fs, uint32_t dir, const char *name, mode_t mode)
 	struct stat st;
 
 	if (S_ISDIR(mode))
-		assert_int_equal(e2_mkdir(fs, dir, name, mode & 07777, 0, 0, &st), 0);
+		assert_int_equal(e2_mkdir(fs, NULL, dir, name, mode & 07777, 0, 0, &st), 0);
 	else
-		assert_int_equal(e2_mknod(fs, dir, name, mode, 0, 0, 0, &st), 0);
+		assert_int_equal(e2_mknod(fs, NULL, dir, name, mode, 0, 0, 0, &st), 0);
 	e2_forget(fs, st.st_ino, 1);
 	return (uint32_t)st.st_ino;
 }
@@ -90,7 +90,7 @@ static uint32_t mk(struct e2fs *fs, uint32_t dir, const char *name, mode_t mode)
 static int op_create(struct e2fs *fs, const struct ids *id)
 {
 	struct stat st;
-	int r = e2_mknod(fs, id->e, "new", S_IFREG | 0644, 0, 0, 0, &st);
+	int r = e2_mknod(fs, NULL, id->e, "new", S_IFREG | 0644, 0, 0, 0, &st);
 
 	if (!r)
 		e2_forget(fs, st.st_ino, 1);
@@ -100,7 +100,7 @@ static int op_create(struct e2fs *fs, const struct ids *id)
 static int op_mkdir(struct e2fs *fs, const struct ids *id)
 {
 	struct stat st;
-	int r = e2_mkdir(fs, id->e, "newdir", 0755, 0, 0, &st);
+	int r = e2_mkdir(fs, NULL, id->e, "newdir", 0755, 0, 0, &st);
 
 	if (!r)
 		e2_forget(fs, st.st_ino, 1);
@@ -115,7 +115,7 @@ static int op_symlink(struct e2fs *fs, const struct ids *id)
 
 	memset(slow, 'q', sizeof(slow) - 1);
 	slow[sizeof(slow) - 1] = 0;
-	r = e2_symlink(fs, id->d, "sl", slow, 0, 0, &st);
+	r = e2_symlink(fs, NULL, id->d, "sl", slow, 0, 0, &st);
 	if (!r)
 		e2_forget(fs, st.st_ino, 1);
 	return r;
@@ -124,7 +124,7 @@ static int op_symlink(struct e2fs *fs, const struct ids *id)
 static int op_link(struct e2fs *fs, const struct ids *id)
 {
 	struct stat st;
-	int r = e2_link(fs, id->f1, id->e, "l1", &st);
+	int r = e2_link(fs, NULL, id->f1, id->e, "l1", &st);
 
 	if (!r)
 		e2_forget(fs, st.st_ino, 1);
@@ -133,32 +133,32 @@ static int op_link(struct e2fs *fs, const struct ids *id)
 
 static int op_unlink(struct e2fs *fs, const struct ids *id)
 {
-	return e2_unlink(fs, id->d, "f2");
+	return e2_unlink(fs, NULL, id->d, "f2");
 }
 
 static int op_rmdir(struct e2fs *fs, const struct ids *id)
 {
-	return e2_rmdir(fs, id->x, "y");
+	return e2_rmdir(fs, NULL, id->x, "y");
 }
 
 static int op_rename(struct e2fs *fs, const struct ids *id)
 {
-	return e2_rename(fs, id->d, "f1", id->e, "f1b", 0);
+	return e2_rename(fs, NULL, id->d, "f1", id->e, "f1b", 0);
 }
 
 static int op_rename_over(struct e2fs *fs, const struct ids *id)
 {
-	return e2_rename(fs, id->d, "f2", E2_ROOT_INO, "tgt", 0);
+	return e2_rename(fs, NULL, id->d, "f2", E2_ROOT_INO, "tgt", 0);
 }
 
 static int op_rename_dir(struct e2fs *fs, const struct ids *id)
 {
-	return e2_rename(fs, id->x, "y", id->e, "y", 0);
+	return e2_rename(fs, NULL, id->x, "y", id->e, "y", 0);
 }
 
 static int op_exchange(struct e2fs *fs, const struct ids *id)
 {
-	return e2_rename(fs, id->d, "f1", E2_ROOT_INO, "tgt", E2_RENAME_EXCHANGE);
+	return e2_rename(fs, NULL, id->d, "f1", E2_ROOT_INO, "tgt", E2_RENAME_EXCHANGE);
 }
 
 static int op_grow(struct e2fs *fs, const struct ids *id)
@@ -167,7 +167,7 @@ static int op_grow(struct e2fs *fs, const struct ids *id)
 	ssize_t n;
 
 	memset(buf, 7, sizeof(buf));
-	n = e2_write(fs, id->f1, buf, sizeof(buf), 5000);
+	n = e2_write(fs, NULL, id->f1, buf, sizeof(buf), 5000);
 	return n < 0 ? (int)n : 0;
 }
 
@@ -176,7 +176,7 @@ static int op_truncate(struct e2fs *fs, const struct ids *id)
 	struct stat a = {0}, st;
 
 	a.st_size = 100;
-	return e2_setattr(fs, id->f2, &a, E2_SET_SIZE, &st);
+	return e2_setattr(fs, NULL, id->f2, &a, E2_SET_SIZE, &st);
 }
 
 static const struct {
@@ -331,7 +331,7 @@ static void test_half_done_is_dangerous(void **state)
 	uint32_t ino, ipg, ibm;
 
 	(void)state;
-	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "half", S_IFREG | 0644, 0, 0, 0, &st), 0);
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "half", S_IFREG | 0644, 0, 0, 0, &st), 0);
 	ino = (uint32_t)st.st_ino;
 	e2_forget(fs, ino, 1);
 	assert_int_equal(e2_sync(fs), 0);
@@ -383,7 +383,7 @@ static int group_setup(void **state)
 	/* directories of several blocks, so that names are found by reads */
 	for (int i = 0; i < 60; i++) {
 		snprintf(nm, sizeof(nm), "filler-name-%03d", i);
-		assert_int_equal(e2_link(fs, t, i % 2 ? d : e, nm, &st), 0);
+		assert_int_equal(e2_link(fs, NULL, t, i % 2 ? d : e, nm, &st), 0);
 		e2_forget(fs, st.st_ino, 1);
 	}
 	if (e2_sync(fs))

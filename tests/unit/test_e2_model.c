@@ -501,13 +501,13 @@ static void op_create(struct model *m, int kind)
 								   e2t_rng_below(&m->rng, 256))
 							 : makedev(e2t_rng_below(&m->rng, 4096),
 								   e2t_rng_below(&m->rng, 1 << 20));
-		ret = e2_mknod(m->fs, m->n[d].ino, name, type | perm, rdev, uid, gid, &st);
+		ret = e2_mknod(m->fs, NULL, m->n[d].ino, name, type | perm, rdev, uid, gid, &st);
 		perm |= type;
 	} else if (kind == 1) {
-		ret = e2_mkdir(m->fs, m->n[d].ino, name, perm | 0100, uid, gid, &st);
+		ret = e2_mkdir(m->fs, NULL, m->n[d].ino, name, perm | 0100, uid, gid, &st);
 		perm |= 0100 | S_IFDIR;
 	} else {
-		ret = e2_symlink(m->fs, m->n[d].ino, name, target, uid, gid, &st);
+		ret = e2_symlink(m->fs, NULL, m->n[d].ino, name, target, uid, gid, &st);
 		perm = S_IFLNK | 0777;
 	}
 	if (exist >= 0) {
@@ -602,7 +602,7 @@ static void op_write(struct model *m)
 	assert_non_null(buf);
 	for (size_t k = 0; k < len; k++)
 		buf[k] = (uint8_t)e2t_rng_next(&m->rng);
-	n = e2_write(m->fs, x->ino, buf, len, (off_t)off);
+	n = e2_write(m->fs, NULL, x->ino, buf, len, (off_t)off);
 	if (n != (ssize_t)len)
 		MFAIL(m, "write inode %u %zu bytes at %zu: %zd", x->ino, len, off, n);
 	if (off + len > x->size)
@@ -644,7 +644,7 @@ static void op_truncate(struct model *m)
 	if (size > MAXFILE || (size > x->size && m->data_total + size - x->size > DATA_BUDGET))
 		return;
 	a.st_size = (off_t)size;
-	ret = e2_setattr(m->fs, x->ino, &a, E2_SET_SIZE, &st);
+	ret = e2_setattr(m->fs, NULL, x->ino, &a, E2_SET_SIZE, &st);
 	if (ret)
 		MFAIL(m, "truncate inode %u to %zu: %d", x->ino, size, ret);
 	if ((size_t)st.st_size != size)
@@ -666,7 +666,7 @@ static void op_unlink(struct model *m)
 		return;
 	snprintf(nm, sizeof(nm), "%s", name);
 	node = dir_child(m, d, nm);
-	ret = e2_unlink(m->fs, m->n[d].ino, nm);
+	ret = e2_unlink(m->fs, NULL, m->n[d].ino, nm);
 	if (is_dir(m, node)) {
 		expect_ret(m, ret, (int[]){-EISDIR, -EPERM}, 2);
 		return;
@@ -691,7 +691,7 @@ static void op_rmdir(struct model *m)
 		return;
 	snprintf(nm, sizeof(nm), "%s", name);
 	node = dir_child(m, d, nm);
-	ret = e2_rmdir(m->fs, m->n[d].ino, nm);
+	ret = e2_rmdir(m->fs, NULL, m->n[d].ino, nm);
 	if (!is_dir(m, node)) {
 		expect_ret(m, ret, (int[]){-ENOTDIR}, 1);
 		return;
@@ -722,7 +722,7 @@ static void op_link(struct model *m)
 		return;
 	nd = random_node(m, true);
 	snprintf(nm, sizeof(nm), "%s", random_name(m));
-	ret = e2_link(m->fs, m->n[node].ino, m->n[nd].ino, nm, &st);
+	ret = e2_link(m->fs, NULL, m->n[node].ino, m->n[nd].ino, nm, &st);
 	if (dir_child(m, nd, nm) >= 0) {
 		expect_ret(m, ret, (int[]){-EEXIST}, 1);
 		return;
@@ -794,7 +794,7 @@ static void op_rename(struct model *m)
 				ok[nok++] = -ENOTEMPTY;
 		}
 	}
-	ret = e2_rename(m->fs, m->n[sd].ino, sn, m->n[dd].ino, dn, flags);
+	ret = e2_rename(m->fs, NULL, m->n[sd].ino, sn, m->n[dd].ino, dn, flags);
 	if (nok) {
 		expect_ret(m, ret, ok, nok);
 		return;
@@ -862,7 +862,7 @@ static void op_setattr(struct model *m)
 	}
 	if (!set)
 		return;
-	ret = e2_setattr(m->fs, x->ino, &a, set, &st);
+	ret = e2_setattr(m->fs, NULL, x->ino, &a, set, &st);
 	if (ret)
 		MFAIL(m, "setattr inode %u set %#x: %d", x->ino, set, ret);
 	if (set & E2_SET_MODE)
@@ -1094,12 +1094,12 @@ static void test_readdir_resume_across_changes(void **state)
 	assert_non_null(path);
 	assert_int_equal(e2t_mkfs(path, 4096, 1024, NULL, NULL), 0);
 	assert_int_equal(e2_open(path, &o, &fs), 0);
-	assert_int_equal(e2_mkdir(fs, E2_ROOT_INO, "d", 0755, 0, 0, &st), 0);
+	assert_int_equal(e2_mkdir(fs, NULL, E2_ROOT_INO, "d", 0755, 0, 0, &st), 0);
 	dir = st.st_ino;
 	e2_forget(fs, dir, 1);
 	for (int i = 0; i < N; i++) {
 		snprintf(name, sizeof(name), "entry-%04d-with-a-name-of-some-length", i);
-		assert_int_equal(e2_mknod(fs, dir, name, S_IFREG | 0644, 0, 0, 0, &st), 0);
+		assert_int_equal(e2_mknod(fs, NULL, dir, name, S_IFREG | 0644, 0, 0, 0, &st), 0);
 		e2_forget(fs, st.st_ino, 1);
 	}
 	memset(seen, 0, sizeof(seen));
@@ -1116,12 +1116,12 @@ static void test_readdir_resume_across_changes(void **state)
 	/* remove every third entry (read or not), then add new ones */
 	for (int i = 0; i < N; i += 3) {
 		snprintf(name, sizeof(name), "entry-%04d-with-a-name-of-some-length", i);
-		assert_int_equal(e2_unlink(fs, dir, name), 0);
+		assert_int_equal(e2_unlink(fs, NULL, dir, name), 0);
 		removed[i] = true;
 	}
 	for (int i = N; i < N + 100; i++) {
 		snprintf(name, sizeof(name), "entry-%04d-with-a-name-of-some-length", i);
-		assert_int_equal(e2_mknod(fs, dir, name, S_IFREG | 0644, 0, 0, 0, &st), 0);
+		assert_int_equal(e2_mknod(fs, NULL, dir, name, S_IFREG | 0644, 0, 0, 0, &st), 0);
 		e2_forget(fs, st.st_ino, 1);
 	}
 	c.left = 100000;
@@ -1167,23 +1167,23 @@ static void test_orphans(void **state)
 	assert_int_equal(e2_open(path, &o, &fs), 0);
 	assert_int_equal(e2_statfs(fs, &sv0), 0);
 	/* a: held open; b: held by a lookup reference */
-	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "a", S_IFREG | 0644, 0, 0, 0, &st), 0);
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "a", S_IFREG | 0644, 0, 0, 0, &st), 0);
 	a = st.st_ino;
 	e2_forget(fs, a, 1);
-	assert_int_equal(e2_write(fs, a, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
-	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "b", S_IFREG | 0644, 0, 0, 0, &st), 0);
+	assert_int_equal(e2_write(fs, NULL, a, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "b", S_IFREG | 0644, 0, 0, 0, &st), 0);
 	b = st.st_ino; /* this reference is kept */
-	assert_int_equal(e2_write(fs, b, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+	assert_int_equal(e2_write(fs, NULL, b, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
 	assert_int_equal(e2_open_inode(fs, a), 0);
-	assert_int_equal(e2_unlink(fs, E2_ROOT_INO, "a"), 0);
-	assert_int_equal(e2_unlink(fs, E2_ROOT_INO, "b"), 0);
+	assert_int_equal(e2_unlink(fs, NULL, E2_ROOT_INO, "a"), 0);
+	assert_int_equal(e2_unlink(fs, NULL, E2_ROOT_INO, "b"), 0);
 	assert_int_equal(e2_lookup(fs, E2_ROOT_INO, "a", &st), -ENOENT);
 	/* still readable and writable, with no links */
 	assert_int_equal(e2_getattr(fs, a, &st), 0);
 	assert_int_equal(st.st_nlink, 0);
 	assert_int_equal(e2_read(fs, a, got, sizeof(got), 0), (ssize_t)sizeof(got));
 	assert_memory_equal(got, buf, sizeof(buf));
-	assert_int_equal(e2_write(fs, a, buf, 100, 30000), 100);
+	assert_int_equal(e2_write(fs, NULL, a, buf, 100, 30000), 100);
 	assert_int_equal(e2_read(fs, b, got, sizeof(got), 0), (ssize_t)sizeof(got));
 	assert_memory_equal(got, buf, sizeof(buf));
 	/* a's space comes back on release */
@@ -1230,12 +1230,13 @@ static void test_sparse_far_offsets(void **state)
 		assert_int_equal(e2_open(path, &o, &fs), 0);
 		if (pass == 0) {
 			assert_int_equal(
-			    e2_mknod(fs, E2_ROOT_INO, "far", S_IFREG | 0644, 0, 0, 0, &st), 0);
+			    e2_mknod(fs, NULL, E2_ROOT_INO, "far", S_IFREG | 0644, 0, 0, 0, &st),
+			    0);
 			ino = st.st_ino;
 			e2_forget(fs, ino, 1);
 			for (size_t i = 0; i < n; i++) {
 				memset(buf, (int)(0x41 + i), sizeof(buf));
-				if (e2_write(fs, ino, buf, sizeof(buf), (off_t)offs[i]) !=
+				if (e2_write(fs, NULL, ino, buf, sizeof(buf), (off_t)offs[i]) !=
 				    (ssize_t)sizeof(buf))
 					fail_msg("write at %llu", (unsigned long long)offs[i]);
 			}
@@ -1273,7 +1274,7 @@ static void test_sparse_far_offsets(void **state)
 	assert_int_equal(e2_open(path, &o, &fs), 0);
 	for (uint64_t size = 5000000000ull;; size = size > 300000 ? size / 13 : 0) {
 		a.st_size = (off_t)size;
-		assert_int_equal(e2_setattr(fs, ino, &a, E2_SET_SIZE, &st), 0);
+		assert_int_equal(e2_setattr(fs, NULL, ino, &a, E2_SET_SIZE, &st), 0);
 		assert_int_equal((uint64_t)st.st_size, size);
 		if (!size)
 			break;

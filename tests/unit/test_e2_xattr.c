@@ -153,7 +153,8 @@ static void run_model(unsigned isize, uint64_t seed, unsigned steps)
 		char nm[16];
 
 		snprintf(nm, sizeof(nm), "f%u", f);
-		assert_int_equal(e2_mknod(fs, E2_ROOT_INO, nm, S_IFREG | 0644, 0, 0, 0, &st), 0);
+		assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, nm, S_IFREG | 0644, 0, 0, 0, &st),
+				 0);
 		m.ino[f] = (uint32_t)st.st_ino;
 		for (unsigned k = 0; k < NNAMES; k++)
 			m.val[f][k] = -1;
@@ -176,7 +177,7 @@ static void run_model(unsigned isize, uint64_t seed, unsigned steps)
 				want = -EEXIST;
 			if ((flags & E2_XATTR_REPLACE) && m.val[f][k] < 0)
 				want = -ENODATA;
-			r = e2_setxattr(fs, m.ino[f], names[k], buf, vlens[v], flags);
+			r = e2_setxattr(fs, NULL, m.ino[f], names[k], buf, vlens[v], flags);
 			if (r != want)
 				fail_msg("seed %llu step %u: set file %u %s flags %u: %d, want %d",
 					 (unsigned long long)seed, step, f, names[k], flags, r, want);
@@ -184,7 +185,7 @@ static void run_model(unsigned isize, uint64_t seed, unsigned steps)
 				m.val[f][k] = v;
 		} else if (op < 6) { /* remove */
 			want = m.val[f][k] < 0 ? -ENODATA : 0;
-			r = e2_removexattr(fs, m.ino[f], names[k]);
+			r = e2_removexattr(fs, NULL, m.ino[f], names[k]);
 			if (r != want)
 				fail_msg("seed %llu step %u: remove file %u %s: %d, want %d",
 					 (unsigned long long)seed, step, f, names[k], r, want);
@@ -196,11 +197,12 @@ static void run_model(unsigned isize, uint64_t seed, unsigned steps)
 				if (m.val[g][j] < 0) {
 					if (m.val[f][j] >= 0)
 						assert_int_equal(
-						    e2_removexattr(fs, m.ino[f], names[j]), 0);
+						    e2_removexattr(fs, NULL, m.ino[f], names[j]),
+						    0);
 				} else {
 					val_of((unsigned)m.val[g][j], buf);
-					assert_int_equal(e2_setxattr(fs, m.ino[f], names[j], buf,
-								     vlens[m.val[g][j]], 0),
+					assert_int_equal(e2_setxattr(fs, NULL, m.ino[f], names[j],
+								     buf, vlens[m.val[g][j]], 0),
 							 0);
 				}
 				m.val[f][j] = m.val[g][j];
@@ -268,39 +270,39 @@ static void test_errors(void **state)
 	(void)state;
 	assert_int_equal(e2t_mkfs(path, 2048, 1024, "-I 128", NULL), 0);
 	fs = open_path(path);
-	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "f", S_IFREG | 0644, 0, 0, 0, &st), 0);
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "f", S_IFREG | 0644, 0, 0, 0, &st), 0);
 	ino = (uint32_t)st.st_ino;
 	memset(big, 'x', sizeof(big));
 	assert_int_equal(e2_getxattr(fs, ino, "user.none", NULL, 0), -ENODATA);
-	assert_int_equal(e2_removexattr(fs, ino, "user.none"), -ENODATA);
-	assert_int_equal(e2_setxattr(fs, ino, "other.x", "1", 1, 0), -EOPNOTSUPP);
-	assert_int_equal(e2_setxattr(fs, ino, "system.foo", "1", 1, 0), -EOPNOTSUPP);
-	assert_int_equal(e2_setxattr(fs, ino, "user.", "1", 1, 0), -EINVAL);
+	assert_int_equal(e2_removexattr(fs, NULL, ino, "user.none"), -ENODATA);
+	assert_int_equal(e2_setxattr(fs, NULL, ino, "other.x", "1", 1, 0), -EOPNOTSUPP);
+	assert_int_equal(e2_setxattr(fs, NULL, ino, "system.foo", "1", 1, 0), -EOPNOTSUPP);
+	assert_int_equal(e2_setxattr(fs, NULL, ino, "user.", "1", 1, 0), -EINVAL);
 	memset(longname, 'n', sizeof(longname));
 	memcpy(longname, "user.", 5);
 	longname[256] = 0;
-	assert_int_equal(e2_setxattr(fs, ino, longname, "1", 1, 0), -ERANGE);
+	assert_int_equal(e2_setxattr(fs, NULL, ino, longname, "1", 1, 0), -ERANGE);
 	longname[255] = 0;
-	assert_int_equal(e2_setxattr(fs, ino, longname, "1", 1, 0), 0);
+	assert_int_equal(e2_setxattr(fs, NULL, ino, longname, "1", 1, 0), 0);
 	assert_int_equal(e2_getxattr(fs, ino, longname, NULL, 0), 1);
-	assert_int_equal(e2_removexattr(fs, ino, longname), 0);
-	assert_int_equal(e2_setxattr(fs, ino, "user.a", big, 65537, 0), -E2BIG);
-	assert_int_equal(e2_setxattr(fs, ino, "user.a", big, 1025, 0), -ERANGE);
+	assert_int_equal(e2_removexattr(fs, NULL, ino, longname), 0);
+	assert_int_equal(e2_setxattr(fs, NULL, ino, "user.a", big, 65537, 0), -E2BIG);
+	assert_int_equal(e2_setxattr(fs, NULL, ino, "user.a", big, 1025, 0), -ERANGE);
 	/* one block: 1024 - 32 header - 4 end marker = 988 bytes for the
 	 * entry (20 for "a") and the value padded to 4: 968 fits, 969 not */
-	assert_int_equal(e2_setxattr(fs, ino, "user.a", big, 969, 0), -ENOSPC);
-	assert_int_equal(e2_setxattr(fs, ino, "user.a", big, 968, 0), 0);
-	assert_int_equal(e2_setxattr(fs, ino, "user.b", "", 0, 0), -ENOSPC);
-	assert_int_equal(e2_setxattr(fs, ino, "user.a", "v", 1, E2_XATTR_CREATE), -EEXIST);
-	assert_int_equal(e2_setxattr(fs, ino, "user.c", "v", 1, E2_XATTR_REPLACE), -ENODATA);
+	assert_int_equal(e2_setxattr(fs, NULL, ino, "user.a", big, 969, 0), -ENOSPC);
+	assert_int_equal(e2_setxattr(fs, NULL, ino, "user.a", big, 968, 0), 0);
+	assert_int_equal(e2_setxattr(fs, NULL, ino, "user.b", "", 0, 0), -ENOSPC);
+	assert_int_equal(e2_setxattr(fs, NULL, ino, "user.a", "v", 1, E2_XATTR_CREATE), -EEXIST);
+	assert_int_equal(e2_setxattr(fs, NULL, ino, "user.c", "v", 1, E2_XATTR_REPLACE), -ENODATA);
 	{
 		uint8_t small[4];
 
 		assert_int_equal(e2_getxattr(fs, ino, "user.a", small, sizeof(small)), -ERANGE);
 	}
 	/* trusted names are listed only when asked for */
-	assert_int_equal(e2_setxattr(fs, ino, "user.a", "", 0, 0), 0);
-	assert_int_equal(e2_setxattr(fs, ino, "trusted.z", "1", 1, 0), 0);
+	assert_int_equal(e2_setxattr(fs, NULL, ino, "user.a", "", 0, 0), 0);
+	assert_int_equal(e2_setxattr(fs, NULL, ino, "trusted.z", "1", 1, 0), 0);
 	assert_int_equal(e2_listxattr(fs, ino, NULL, 0, true), 17);
 	assert_int_equal(e2_listxattr(fs, ino, NULL, 0, false), 7);
 	assert_int_equal(e2_close(fs), 0);
@@ -353,33 +355,33 @@ static void test_acl_mode(void **state)
 	(void)state;
 	assert_int_equal(e2t_mkfs(path, 2048, 1024, "-I 256", NULL), 0);
 	fs = open_path(path);
-	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "f", S_IFREG | 02777, 0, 0, 0, &st), 0);
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "f", S_IFREG | 02777, 0, 0, 0, &st), 0);
 	ino = (uint32_t)st.st_ino;
-	assert_int_equal(e2_mkdir(fs, E2_ROOT_INO, "d", 0755, 0, 0, &st), 0);
+	assert_int_equal(e2_mkdir(fs, NULL, E2_ROOT_INO, "d", 0755, 0, 0, &st), 0);
 	dir = (uint32_t)st.st_ino;
 	/* equivalent to a mode: the mode changes, nothing is stored */
 	n = acl(v, minimal, 3);
-	assert_int_equal(e2_setxattr(fs, ino, "system.posix_acl_access", v, n, 0), 0);
+	assert_int_equal(e2_setxattr(fs, NULL, ino, "system.posix_acl_access", v, n, 0), 0);
 	assert_int_equal(e2_getattr(fs, ino, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 02640);
 	assert_int_equal(e2_getxattr(fs, ino, "system.posix_acl_access", NULL, 0), -ENODATA);
 	/* a named user: stored, group bits from the mask; set-group-ID
 	 * cleared when asked */
 	n = acl(v, named, 5);
-	assert_int_equal(e2_setxattr(fs, ino, "system.posix_acl_access", v, n, E2_XATTR_KILL_SGID),
-			 0);
+	assert_int_equal(
+	    e2_setxattr(fs, NULL, ino, "system.posix_acl_access", v, n, E2_XATTR_KILL_SGID), 0);
 	assert_int_equal(e2_getattr(fs, ino, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0761);
 	assert_int_equal(e2_getxattr(fs, ino, "system.posix_acl_access", NULL, 0), (ssize_t)n);
 	/* malformed: named entry without a mask */
 	n = acl(v, nomask, 4);
-	assert_int_equal(e2_setxattr(fs, ino, "system.posix_acl_access", v, n, 0), -EINVAL);
-	assert_int_equal(e2_setxattr(fs, ino, "system.posix_acl_access", "\2\0\0\0", 4, 0),
+	assert_int_equal(e2_setxattr(fs, NULL, ino, "system.posix_acl_access", v, n, 0), -EINVAL);
+	assert_int_equal(e2_setxattr(fs, NULL, ino, "system.posix_acl_access", "\2\0\0\0", 4, 0),
 			 -EINVAL);
 	/* a default ACL only on a directory */
 	n = acl(v, named, 5);
-	assert_int_equal(e2_setxattr(fs, ino, "system.posix_acl_default", v, n, 0), -EACCES);
-	assert_int_equal(e2_setxattr(fs, dir, "system.posix_acl_default", v, n, 0), 0);
+	assert_int_equal(e2_setxattr(fs, NULL, ino, "system.posix_acl_default", v, n, 0), -EACCES);
+	assert_int_equal(e2_setxattr(fs, NULL, dir, "system.posix_acl_default", v, n, 0), 0);
 	assert_int_equal(e2_getattr(fs, dir, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0755);
 	assert_int_equal(e2_close(fs), 0);
@@ -440,7 +442,7 @@ static void remember(struct cwork *w, struct e2fs *fs, unsigned f)
 
 static void cset(struct cwork *w, struct e2fs *fs, unsigned f, const char *name, const char *val)
 {
-	assert_int_equal(e2_setxattr(fs, w->ino[f], name, val, strlen(val), 0), 0);
+	assert_int_equal(e2_setxattr(fs, NULL, w->ino[f], name, val, strlen(val), 0), 0);
 	remember(w, fs, f);
 }
 
@@ -543,7 +545,8 @@ static void crash_run(enum consistency cons, unsigned isize, struct cwork *w)
 		char nm[8];
 
 		snprintf(nm, sizeof(nm), "f%u", f);
-		assert_int_equal(e2_mknod(fs, E2_ROOT_INO, nm, S_IFREG | 0644, 0, 0, 0, &st), 0);
+		assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, nm, S_IFREG | 0644, 0, 0, 0, &st),
+				 0);
 		w->ino[f] = (uint32_t)st.st_ino;
 		assert_int_equal(e2_forget(fs, w->ino[f], 1), 0);
 	}
@@ -566,15 +569,15 @@ static void crash_run(enum consistency cons, unsigned isize, struct cwork *w)
 		}
 		cache_flush_round(e2_cache(fs), &n);
 		cset(w, fs, 1, "user.more", "1"); /* unshare */
-		assert_int_equal(e2_removexattr(fs, w->ino[2], "user.big"), 0);
+		assert_int_equal(e2_removexattr(fs, NULL, w->ino[2], "user.big"), 0);
 		remember(w, fs, 2);
-		assert_int_equal(e2_removexattr(fs, w->ino[2], "trusted.t"), 0);
+		assert_int_equal(e2_removexattr(fs, NULL, w->ino[2], "trusted.t"), 0);
 		remember(w, fs, 2);
 		cset(w, fs, 4, "user.big", "changed"); /* 5 keeps the old block alone */
-		assert_int_equal(e2_unlink(fs, E2_ROOT_INO, "f5"), 0);
+		assert_int_equal(e2_unlink(fs, NULL, E2_ROOT_INO, "f5"), 0);
 		w->gone[5] = true;
 		cset(w, fs, 3, "user.big", "changed"); /* joins 4's new block */
-		assert_int_equal(e2_removexattr(fs, w->ino[0], "trusted.t"), 0);
+		assert_int_equal(e2_removexattr(fs, NULL, w->ino[0], "trusted.t"), 0);
 		remember(w, fs, 0);
 		for (int i = 0; i < 1000; i++) {
 			assert_int_equal(cache_flush_round(e2_cache(fs), &n), 0);

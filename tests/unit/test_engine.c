@@ -50,7 +50,7 @@ static struct patch *put_byte(struct env *e, struct cblock *b, uint32_t off, uin
 	struct patch *p;
 
 	memset(buf, v, len);
-	assert_int_equal(patch_create_byte(e->c, b, off, len, buf, deps, nd, &p), 0);
+	assert_int_equal(patch_create_byte(e->c, b, off, len, buf, deps, nd, NULL, &p), 0);
 	return p;
 }
 
@@ -115,11 +115,11 @@ static void test_bad_arguments(void **state)
 
 	env_open(&e, NULL);
 	b = get(&e, 0);
-	assert_int_equal(patch_create_byte(e.c, b, BS, 1, &x, NULL, 0, NULL), -EINVAL);
-	assert_int_equal(patch_create_byte(e.c, b, BS - 1, 2, &x, NULL, 0, NULL), -EINVAL);
-	assert_int_equal(patch_create_byte(e.c, b, 0, 0, &x, NULL, 0, NULL), -EINVAL);
-	assert_int_equal(patch_create_bit(e.c, b, 2, 1, NULL, 0, NULL), -EINVAL);
-	assert_int_equal(patch_create_bit(e.c, b, BS, 1, NULL, 0, NULL), -EINVAL);
+	assert_int_equal(patch_create_byte(e.c, b, BS, 1, &x, NULL, 0, NULL, NULL), -EINVAL);
+	assert_int_equal(patch_create_byte(e.c, b, BS - 1, 2, &x, NULL, 0, NULL, NULL), -EINVAL);
+	assert_int_equal(patch_create_byte(e.c, b, 0, 0, &x, NULL, 0, NULL, NULL), -EINVAL);
+	assert_int_equal(patch_create_bit(e.c, b, 2, 1, NULL, 0, NULL, NULL), -EINVAL);
+	assert_int_equal(patch_create_bit(e.c, b, BS, 1, NULL, 0, NULL, NULL), -EINVAL);
 	assert_int_equal(stats(&e).blocks_dirty, 0);
 	cache_put(e.c, b);
 	env_close(&e);
@@ -239,10 +239,12 @@ static void test_hard_patch_merging(void **state)
 	for (int i = 0; i < 1000; i++) {
 		uint8_t v[4] = { (uint8_t)i, 1, 2, 3 };
 
-		assert_int_equal(patch_create_byte(e.c, b, (uint32_t)(i * 7) % (BS - 4), 4,
-						   v, NULL, 0, NULL), 0);
+		assert_int_equal(patch_create_byte(e.c, b, (uint32_t)(i * 7) % (BS - 4), 4, v, NULL,
+						   0, NULL, NULL),
+				 0);
 		assert_int_equal(patch_create_bit(e.c, b, (uint32_t)(i % 16) * 4, 1u << (i % 32),
-						  NULL, 0, NULL), 0);
+						  NULL, 0, NULL, NULL),
+				 0);
 	}
 	st = stats(&e);
 	assert_int_equal(st.patches_byte + st.patches_bit, 1);
@@ -339,8 +341,8 @@ static void test_hard_patch_merging(void **state)
 	for (int i = 0; i < 500; i++) {
 		uint8_t v = (uint8_t)i;
 
-		assert_int_equal(patch_create_byte(n.c, b, (uint32_t)i % BS, 1, &v, &dep, 1,
-						   NULL), 0);
+		assert_int_equal(
+		    patch_create_byte(n.c, b, (uint32_t)i % BS, 1, &v, &dep, 1, NULL, NULL), 0);
 	}
 	st = stats(&n);
 	assert_int_equal(st.patches_byte, 2);
@@ -636,7 +638,7 @@ static void *writer_main(void *arg)
 
 		if (cache_get(w->e->c, (uint64_t)i, &b))
 			return (void *)1;
-		if (patch_create_byte(w->e->c, b, 0, 1, &v, NULL, 0, NULL))
+		if (patch_create_byte(w->e->c, b, 0, 1, &v, NULL, 0, NULL, NULL))
 			return (void *)1;
 		cache_put(w->e->c, b);
 		cache_get_stats(w->e->c, &st);
@@ -733,6 +735,7 @@ static void test_scope_hooks(void **state)
 	struct env e;
 	struct cblock *b1, *b2;
 	struct tscope ts = { .s = { ts_befores, ts_created } };
+	uint8_t buf[4];
 	struct patch *p;
 
 	env_open(&e, NULL);
@@ -741,9 +744,8 @@ static void test_scope_hooks(void **state)
 	ts.c = e.c;
 	ts.before = put_byte(&e, b2, 0, 0x22, 4, NULL, 0);
 	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &ts.tail), 0);
-	cache_set_scope(&ts.s);
-	p = put_byte(&e, b1, 0, 0x11, 4, NULL, 0);
-	cache_set_scope(NULL);
+	memset(buf, 0x11, 4);
+	assert_int_equal(patch_create_byte(e.c, b1, 0, 4, buf, NULL, 0, &ts.s, &p), 0);
 	assert_int_equal(ts.created, 1);
 	assert_int_equal(ts.add_err, 0);
 	/* the scope's before is a real dependency: first round writes only
@@ -800,9 +802,9 @@ static void test_bit_byte_overlap(void **state)
 	env_open(&e, NULL);
 	b = get(&e, 1);
 	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &held), 0);
-	assert_int_equal(patch_create_bit(e.c, b, 8, 0x1, &held, 1, &b1), 0);
+	assert_int_equal(patch_create_bit(e.c, b, 8, 0x1, &held, 1, NULL, &b1), 0);
 	/* no dependency: merges into a hard patch even on b1's word */
-	assert_int_equal(patch_create_bit(e.c, b, 8, 0x100, NULL, 0, &b2), 0);
+	assert_int_equal(patch_create_bit(e.c, b, 8, 0x100, NULL, 0, NULL, &b2), 0);
 	assert_ptr_not_equal(b1, b2);
 	st = stats(&e);
 	assert_int_equal(st.patches_hard, 1);
@@ -848,9 +850,9 @@ static void test_same_bit_flips(void **state)
 	env_open(&e, NULL);
 	b = get(&e, 1);
 	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &held), 0);
-	assert_int_equal(patch_create_bit(e.c, b, 4, 0x1, NULL, 0, &s1), 0);
-	assert_int_equal(patch_create_bit(e.c, b, 4, 0x1, &held, 1, &s2), 0);
-	assert_int_equal(patch_create_bit(e.c, b, 4, 0x1, NULL, 0, &s3), 0);
+	assert_int_equal(patch_create_bit(e.c, b, 4, 0x1, NULL, 0, NULL, &s1), 0);
+	assert_int_equal(patch_create_bit(e.c, b, 4, 0x1, &held, 1, NULL, &s2), 0);
+	assert_int_equal(patch_create_bit(e.c, b, 4, 0x1, NULL, 0, NULL, &s3), 0);
 	assert_int_equal(cblock_data(b)[4], 1);
 	assert_int_equal(cache_sync(e.c), -EAGAIN);
 	assert_true(patch_committed(s1));
@@ -977,17 +979,17 @@ static void test_changes_during_round(void **state)
 	pthread_cond_init(&g.cv, NULL);
 	assert_int_equal(cache_create(&g.dev, NULL, &c), 0);
 	assert_int_equal(cache_get(c, 2, &b), 0);
-	assert_int_equal(patch_create_byte(c, b, 0, 1, &v, NULL, 0, &h), 0);
+	assert_int_equal(patch_create_byte(c, b, 0, 1, &v, NULL, 0, NULL, &h), 0);
 	assert_int_equal(pthread_create(&t, NULL, round_thread, c), 0);
 	pthread_mutex_lock(&g.m);
 	while (g.state != 1)
 		pthread_cond_wait(&g.cv, &g.m);
 	pthread_mutex_unlock(&g.m);
 	/* the round is in flight: h must not absorb this change */
-	assert_int_equal(patch_create_byte(c, b, 1, 1, &w2, NULL, 0, &n1), 0);
+	assert_int_equal(patch_create_byte(c, b, 1, 1, &w2, NULL, 0, NULL, &n1), 0);
 	assert_ptr_not_equal(n1, h);
 	/* ... but later changes merge into the new hard patch */
-	assert_int_equal(patch_create_byte(c, b, 2, 1, &w2, NULL, 0, &n2), 0);
+	assert_int_equal(patch_create_byte(c, b, 2, 1, &w2, NULL, 0, NULL, &n2), 0);
 	assert_ptr_equal(n2, n1);
 	cache_get_stats(c, &st);
 	assert_int_equal(st.blocks_inflight, 1);
@@ -1036,10 +1038,12 @@ static void test_span_ordering(void **state)
 	b = get(&e, 1);
 	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &h), 0);
 	p = put_byte(&e, b, 100, 0x11, 4, &h, 1);
-	assert_int_equal(patch_create_byte_span(e.c, b, 0, 2, v, 1, 200, NULL, 0, &s), -EINVAL);
-	assert_int_equal(patch_create_byte_span(e.c, b, 0, 2, v, 0, BS + 1, NULL, 0, &s), -EINVAL);
-	assert_int_equal(patch_create_byte_span(e.c, b, 0, 2, v, 0, 200, NULL, 0, &s), 0);
-	assert_int_equal(patch_create_byte(e.c, b, 300, 2, v, NULL, 0, &t), 0);
+	assert_int_equal(patch_create_byte_span(e.c, b, 0, 2, v, 1, 200, NULL, 0, NULL, &s),
+			 -EINVAL);
+	assert_int_equal(patch_create_byte_span(e.c, b, 0, 2, v, 0, BS + 1, NULL, 0, NULL, &s),
+			 -EINVAL);
+	assert_int_equal(patch_create_byte_span(e.c, b, 0, 2, v, 0, 200, NULL, 0, NULL, &s), 0);
+	assert_int_equal(patch_create_byte(e.c, b, 300, 2, v, NULL, 0, NULL, &t), 0);
 	assert_int_equal(cache_flush_round(e.c, NULL), 0);
 	assert_true(patch_committed(t));
 	assert_false(patch_committed(s));

@@ -82,7 +82,7 @@ static struct patch *put(struct env *e, uint64_t n, uint32_t off, uint8_t v, uin
 	struct patch *p;
 
 	memset(buf, v, len);
-	assert_int_equal(patch_create_byte(e->c, b, off, len, buf, deps, nd, &p), 0);
+	assert_int_equal(patch_create_byte(e->c, b, off, len, buf, deps, nd, NULL, &p), 0);
 	cache_put(e->c, b);
 	return p;
 }
@@ -421,7 +421,7 @@ static void wfile(struct e2world *w, uint32_t ino, uint8_t v, size_t off, size_t
 	static uint8_t buf[64 * 1024];
 
 	memset(buf, v, size);
-	ok(w, e2_write(w->fs, ino, buf, size, (off_t)off), "write");
+	ok(w, e2_write(w->fs, NULL, ino, buf, size, (off_t)off), "write");
 }
 
 /* Files full of STALE, synced and deleted: their blocks are free on disk
@@ -434,14 +434,14 @@ static void plant_stale(struct e2world *w)
 
 	for (int i = 0; i < 8; i++) {
 		snprintf(nm, sizeof(nm), "stale%d", i);
-		ok(w, e2_mknod(w->fs, 2, nm, S_IFREG | 0644, 0, 0, 0, &st), "mknod");
+		ok(w, e2_mknod(w->fs, NULL, 2, nm, S_IFREG | 0644, 0, 0, 0, &st), "mknod");
 		wfile(w, st.st_ino, STALE, 0, 40 * 1024);
 		e2_forget(w->fs, st.st_ino, 1);
 	}
 	ok(w, e2_sync(w->fs), "sync");
 	for (int i = 0; i < 8; i++) {
 		snprintf(nm, sizeof(nm), "stale%d", i);
-		ok(w, e2_unlink(w->fs, 2, nm), "unlink");
+		ok(w, e2_unlink(w->fs, NULL, 2, nm), "unlink");
 	}
 	ok(w, e2_sync(w->fs), "sync");
 }
@@ -457,11 +457,11 @@ static void op(struct e2world *w)
 	if (w->log)
 		print_message("# %s %s\n", w->exists[i] ? "unlink" : "create", nm);
 	if (w->exists[i]) {
-		ok(w, e2_unlink(w->fs, 2, nm), "unlink");
+		ok(w, e2_unlink(w->fs, NULL, 2, nm), "unlink");
 		w->exists[i] = false;
 		return;
 	}
-	ok(w, e2_mknod(w->fs, 2, nm, S_IFREG | 0644, 0, 0, 0, &st), "mknod");
+	ok(w, e2_mknod(w->fs, NULL, 2, nm, S_IFREG | 0644, 0, 0, 0, &st), "mknod");
 	/* up to 30 KiB (direct blocks and, past 12 KiB, an indirect one),
 	 * in one to three writes */
 	size = 1 + (size_t)e2t_rng_below(&w->rng, 30 * 1024);
@@ -479,7 +479,7 @@ static void op(struct e2world *w)
 	case 1: /* truncated to a few bytes: frees blocks of a live file */
 		memset(&attr, 0, sizeof(attr));
 		attr.st_size = (off_t)e2t_rng_below(&w->rng, 3000);
-		ok(w, e2_setattr(w->fs, st.st_ino, &attr, E2_SET_SIZE, &st), "truncate");
+		ok(w, e2_setattr(w->fs, NULL, st.st_ino, &attr, E2_SET_SIZE, &st), "truncate");
 		break;
 	default:
 		break;

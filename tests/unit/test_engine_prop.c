@@ -226,6 +226,7 @@ static void add_change(struct world *w)
 	int id = ++w->n, r = (int)below(w, 10);
 	struct change *c = &w->ch[id];
 	struct patch *ptrs[MAXDEP];
+	struct patch_scope *sc = NULL;
 
 	memset(c, 0, sizeof(*c));
 	c->ndeps = pick_deps(w, c->deps, ptrs);
@@ -251,9 +252,9 @@ static void add_change(struct world *w)
 			w->scope_ptrs[w->nscope++] = w->ch[d].p;
 			c->deps[c->ndeps++] = d;
 		}
-		cache_set_scope(&w->scope);
+		sc = &w->scope;
 	} else if (w->collector) {
-		cache_set_scope(&w->scope);
+		sc = &w->scope;
 	}
 	if (r < 4 && w->nextbit[c->blk] < 2048 - 32) {
 		uint32_t nb = 1 + below(w, 3), first = w->nextbit[c->blk];
@@ -267,8 +268,8 @@ static void add_change(struct world *w)
 			c->mask |= 1u << ((first + i) % 32);
 		w->nextbit[c->blk] = first + nb;
 		assert_int_equal(patch_create_bit(w->c, w->blk[c->blk], c->word, c->mask, ptrs,
-						  (size_t)(c->ndeps - w->nscope), &c->p), 0);
-		cache_set_scope(NULL);
+						  (size_t)(c->ndeps - w->nscope), sc, &c->p),
+				 0);
 		return;
 	}
 	uint8_t buf[2 * 12];
@@ -284,9 +285,9 @@ static void add_change(struct world *w)
 		buf[2 * s + 1] = (uint8_t)(id >> 8);
 		w->hist[c->blk][c->slot + s][w->nhist[c->blk][c->slot + s]++] = id;
 	}
-	assert_int_equal(patch_create_byte(w->c, w->blk[c->blk], 2 * c->slot, 2 * c->nslots,
-					   buf, ptrs, (size_t)(c->ndeps - w->nscope), &c->p), 0);
-	cache_set_scope(NULL);
+	assert_int_equal(patch_create_byte(w->c, w->blk[c->blk], 2 * c->slot, 2 * c->nslots, buf,
+					   ptrs, (size_t)(c->ndeps - w->nscope), sc, &c->p),
+			 0);
 }
 
 /* ---- checking the log -------------------------------------------------- */

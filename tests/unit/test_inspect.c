@@ -44,8 +44,8 @@ static struct patch *byte(struct dag *d, int blk, uint32_t off, uint32_t len, st
 	struct patch *p;
 
 	memset(buf, 0x5a, len);
-	assert_int_equal(patch_create_byte(d->c, d->blk[blk], off, len, buf, &dep, dep ? 1 : 0, &p),
-			 0);
+	assert_int_equal(
+	    patch_create_byte(d->c, d->blk[blk], off, len, buf, &dep, dep ? 1 : 0, NULL, &p), 0);
 	return p;
 }
 
@@ -64,7 +64,7 @@ static int dag_setup(void **state)
 	d->a = byte(d, 2, 0, 16, d->e);
 	d->y = byte(d, 3, 64, 8, NULL);
 	d->b = byte(d, 3, 0, 4, d->a);
-	assert_int_equal(patch_create_bit(d->c, d->blk[4], 8, 0x10, &d->h, 1, &d->x), 0);
+	assert_int_equal(patch_create_bit(d->c, d->blk[4], 8, 0x10, &d->h, 1, NULL, &d->x), 0);
 	*state = d;
 	return 0;
 }
@@ -492,7 +492,7 @@ static void group_write(struct pgeng *e, struct cache *c, struct pg_group *g, ui
 
 	pgeng_op_begin(e, op, &g, 1, NULL);
 	assert_int_equal(cache_get(c, blk, &b), 0);
-	assert_int_equal(patch_create_byte(c, b, 0, 1, &v, NULL, 0, NULL), 0);
+	assert_int_equal(patch_create_byte(c, b, 0, 1, &v, NULL, 0, pgeng_op_scope(op), NULL), 0);
 	cache_put(c, b);
 	if (end)
 		pgeng_op_end(op);

@@ -73,7 +73,8 @@ static void write_in(struct fx *f, struct pg_group **g, size_t ng, uint64_t blk,
 
 	pgeng_op_begin(f->e, &op, g, ng, NULL);
 	assert_int_equal(cache_get(f->c, blk, &b), 0);
-	assert_int_equal(patch_create_byte(f->c, b, off, 1, &v, NULL, 0, NULL), 0);
+	assert_int_equal(patch_create_byte(f->c, b, off, 1, &v, NULL, 0, pgeng_op_scope(&op), NULL),
+			 0);
 	cache_put(f->c, b);
 	pgeng_op_end(&op);
 	assert_int_equal(op.lost, 0);
@@ -499,7 +500,8 @@ static void chain_run(enum consistency mode, struct dag *d)
 		d->val[i][0] = v = (uint8_t)(0x40 + i);
 		pgeng_op_begin(f.e, &op, NULL, 0, ch);
 		assert_int_equal(cache_get(f.c, blk, &b), 0);
-		assert_int_equal(patch_create_byte(f.c, b, 0, 1, &v, NULL, 0, NULL), 0);
+		assert_int_equal(
+		    patch_create_byte(f.c, b, 0, 1, &v, NULL, 0, pgeng_op_scope(&op), NULL), 0);
 		cache_put(f.c, b);
 		pgeng_op_end(&op);
 		assert_int_equal(pgeng_chain_order(f.e, ch), 0);
@@ -562,7 +564,7 @@ static void *stress_writer(void *arg)
 			v = (uint8_t)e2t_rng_next(&rng);
 			if (cache_get(st->f->c, 1 + e2t_rng_below(&rng, 8), &b) == 0) {
 				patch_create_byte(st->f->c, b, (uint32_t)e2t_rng_below(&rng, BS), 1,
-						  &v, NULL, 0, NULL);
+						  &v, NULL, 0, pgeng_op_scope(&op), NULL);
 				cache_put(st->f->c, b);
 			}
 			pgeng_op_end(&op);
@@ -702,15 +704,15 @@ static void arep_run(enum consistency cons, bool groups, struct arep *a)
 	assert_int_equal(pgeng_create(e2_cache(fs), &e), 0);
 	/* the old file, durable before the log starts */
 	memset(data, 'o', OLD_LEN);
-	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "f", S_IFREG | 0644, 0, 0, 0, &st), 0);
-	assert_int_equal(e2_write(fs, (uint32_t)st.st_ino, data, OLD_LEN, 0), OLD_LEN);
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "f", S_IFREG | 0644, 0, 0, 0, &st), 0);
+	assert_int_equal(e2_write(fs, NULL, (uint32_t)st.st_ino, data, OLD_LEN, 0), OLD_LEN);
 	e2_forget(fs, (uint32_t)st.st_ino, 1);
 	/* and f.tmp, already at its final size: the new contents overwrite it
 	 * in place, which soft updates alone does not order before the rename
 	 * (no allocation, no pointer), so only the groups can. */
 	memset(data, 'x', NEW_LEN);
-	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "f.tmp", S_IFREG | 0644, 0, 0, 0, &st), 0);
-	assert_int_equal(e2_write(fs, (uint32_t)st.st_ino, data, NEW_LEN, 0), NEW_LEN);
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "f.tmp", S_IFREG | 0644, 0, 0, 0, &st), 0);
+	assert_int_equal(e2_write(fs, NULL, (uint32_t)st.st_ino, data, NEW_LEN, 0), NEW_LEN);
 	e2_forget(fs, (uint32_t)st.st_ino, 1);
 	assert_int_equal(e2_sync(fs), 0);
 	assert_int_equal(bdev_recorder_reset(rec), 0);
@@ -722,7 +724,8 @@ static void arep_run(enum consistency cons, bool groups, struct arep *a)
 	if (groups)
 		pgeng_op_begin(e, &op, &ga, 1, NULL);
 	assert_int_equal(e2_lookup(fs, E2_ROOT_INO, "f.tmp", &st), 0);
-	assert_int_equal(e2_write(fs, (uint32_t)st.st_ino, data, NEW_LEN, 0), NEW_LEN);
+	assert_int_equal(e2_write(fs, pgeng_op_scope(&op), (uint32_t)st.st_ino, data, NEW_LEN, 0),
+			 NEW_LEN);
 	e2_forget(fs, (uint32_t)st.st_ino, 1);
 	if (groups)
 		assert_int_equal(pgeng_op_end(&op), 0);
@@ -735,7 +738,8 @@ static void arep_run(enum consistency cons, bool groups, struct arep *a)
 	assert_int_equal(pgeng_engage(e, ib, 0, &gb), 0);
 	if (groups)
 		pgeng_op_begin(e, &op, &gb, 1, NULL);
-	assert_int_equal(e2_rename(fs, E2_ROOT_INO, "f.tmp", E2_ROOT_INO, "f", 0), 0);
+	assert_int_equal(
+	    e2_rename(fs, pgeng_op_scope(&op), E2_ROOT_INO, "f.tmp", E2_ROOT_INO, "f", 0), 0);
 	if (groups)
 		pgeng_op_end(&op);
 	pgeng_disengage(e, gb);
@@ -1169,6 +1173,7 @@ static void test_pgsrv_api(void **state)
 	struct bdev *mem;
 	struct e2fs *fs;
 	struct pgsrv *srv;
+	struct pg_op op;
 	struct pg_status st;
 	struct stat sb;
 	void *img;
@@ -1202,9 +1207,10 @@ static void test_pgsrv_api(void **state)
 	assert_int_equal(errno, EBUSY);
 
 	/* a request from this thread joins a */
-	pgsrv_enter(srv, tid);
-	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "x", S_IFREG | 0644, 0, 0, 0, &sb), 0);
-	pgsrv_leave(srv);
+	pgsrv_enter(srv, tid, &op);
+	assert_int_equal(
+	    e2_mknod(fs, pgsrv_scope(&op), E2_ROOT_INO, "x", S_IFREG | 0644, 0, 0, 0, &sb), 0);
+	pgsrv_leave(srv, &op);
 	assert_int_equal(pg_status(a, &st), 0);
 	assert_true(st.nchanges > 0);
 	assert_true(st.state & PG_STATUS_RELEASED);
@@ -1212,10 +1218,11 @@ static void test_pgsrv_api(void **state)
 	{
 		uint64_t n0 = st.nchanges;
 
-		pgsrv_enter(srv, 0);
-		assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "y", S_IFREG | 0644, 0, 0, 0, &sb),
-				 0);
-		pgsrv_leave(srv);
+		pgsrv_enter(srv, 0, &op);
+		assert_int_equal(
+		    e2_mknod(fs, pgsrv_scope(&op), E2_ROOT_INO, "y", S_IFREG | 0644, 0, 0, 0, &sb),
+		    0);
+		pgsrv_leave(srv, &op);
 		assert_int_equal(pg_status(a, &st), 0);
 		assert_int_equal(st.nchanges, n0);
 	}
@@ -1287,6 +1294,7 @@ static void test_pgsrv_switch(void **state)
 	struct bdev *mem;
 	struct e2fs *fs;
 	struct pgsrv *srv;
+	struct pg_op op;
 	struct pg_status st;
 	struct stat sb;
 	void *img;
@@ -1308,9 +1316,10 @@ static void test_pgsrv_switch(void **state)
 	assert_true(a > 0);
 	assert_int_equal(pg_status(a, &st), 0);
 	assert_int_equal(st.engaged, 1);
-	pgsrv_enter(srv, tid);
-	assert_int_equal(e2_mknod(fs, E2_ROOT_INO, "x", S_IFREG | 0644, 0, 0, 0, &sb), 0);
-	pgsrv_leave(srv);
+	pgsrv_enter(srv, tid, &op);
+	assert_int_equal(
+	    e2_mknod(fs, pgsrv_scope(&op), E2_ROOT_INO, "x", S_IFREG | 0644, 0, 0, 0, &sb), 0);
+	pgsrv_leave(srv, &op);
 
 	/* leave a, and b follows it: a is closed, sealed and disengaged */
 	b = pg_switch(a, a, PG_SWITCH_ENGAGE);
