@@ -18,7 +18,7 @@ static size_t ihash(const struct e2fs *fs, uint32_t ino)
 	return (ino * 2654435761u) % fs->ibuckets;
 }
 
-static void iloc(const struct e2fs *fs, uint32_t ino, uint32_t *blk, uint32_t *off)
+void e2_iloc(const struct e2fs *fs, uint32_t ino, uint32_t *blk, uint32_t *off)
 {
 	uint32_t g = (ino - 1) / fs->ipg, idx = (ino - 1) % fs->ipg;
 
@@ -26,20 +26,31 @@ static void iloc(const struct e2fs *fs, uint32_t ino, uint32_t *blk, uint32_t *o
 	*off = (idx % fs->ipb) * fs->isize;
 }
 
-static int iread(struct e2fs *fs, struct e2_inode *ip)
+int e2_iraw(struct e2fs *fs, uint32_t ino, void *dst, uint32_t len)
 {
 	struct cblock *b;
 	uint32_t blk, off;
 	int r;
 
-	iloc(fs, ip->ino, &blk, &off);
+	e2_iloc(fs, ino, &blk, &off);
 	r = cache_get(fs->c, blk, &b);
 	if (r)
-		return e2_err(fs, r, "inode %u: cannot read inode table block %u", ip->ino, blk);
-	memset(&ip->d, 0, sizeof(ip->d));
-	memcpy(&ip->d, cblock_data(b) + off, fs->icore);
+		return e2_err(fs, r, "inode %u: cannot read inode table block %u", ino, blk);
+	memcpy(dst, cblock_data(b) + off, len);
 	cache_put(fs->c, b);
 	return 0;
+}
+
+static int iread(struct e2fs *fs, struct e2_inode *ip)
+{
+	struct ext2_inode_large d;
+	int r;
+
+	memset(&d, 0, sizeof(d));
+	r = e2_iraw(fs, ip->ino, &d, fs->icore);
+	if (!r)
+		ip->d = d;
+	return r;
 }
 
 static void irelease(struct e2fs *fs, struct e2_inode *ip)
@@ -133,7 +144,7 @@ int e2_iwrite(struct e2fs *fs, struct e2_inode *ip, const struct ext2_inode_larg
 		return 0;
 	if (fs->ro)
 		return -EROFS;
-	iloc(fs, ip->ino, &blk, &off);
+	e2_iloc(fs, ip->ino, &blk, &off);
 	r = e2_patch(fs, blk, off + (uint32_t)lo, (uint32_t)(hi - lo), b + lo, deps, &p);
 	if (r)
 		return r;
@@ -187,7 +198,7 @@ int e2_iinit(struct e2fs *fs, struct e2_inode *ip, const struct ext2_inode_large
 
 	memset(buf, 0, fs->isize);
 	memcpy(buf, nw, fs->icore);
-	iloc(fs, ip->ino, &blk, &off);
+	e2_iloc(fs, ip->ino, &blk, &off);
 	r = e2_patch(fs, blk, off, fs->isize, buf, deps, &p);
 	if (r)
 		return r;

@@ -204,6 +204,12 @@ int e2_patch(struct e2fs *fs, uint32_t blk, uint32_t off, uint32_t len, const vo
 	     struct e2_deps *deps, struct patch **out);
 
 /* e2_inode.c */
+/* Where inode ino is: its inode table block and the byte offset in it. */
+void e2_iloc(const struct e2fs *fs, uint32_t ino, uint32_t *blk, uint32_t *off);
+/* The first len bytes (at most fs->isize) of inode ino as the cache has
+ * them now: the on-disk form, which the in-memory copy may not show in
+ * full (in-inode attributes). */
+int e2_iraw(struct e2fs *fs, uint32_t ino, void *dst, uint32_t len);
 int e2_iget(struct e2fs *fs, uint32_t ino, struct e2_inode **out);
 int e2_iwrite(struct e2fs *fs, struct e2_inode *ip, const struct ext2_inode_large *nw,
 	      struct e2_deps *deps, struct patch **out);

@@ -303,30 +303,6 @@ static int parse(struct e2fs *fs, const uint8_t *buf, uint32_t start, uint32_t e
 	return 0;
 }
 
-static void iloc(const struct e2fs *fs, uint32_t ino, uint32_t *blk, uint32_t *off)
-{
-	uint32_t g = (ino - 1) / fs->ipg, idx = (ino - 1) % fs->ipg;
-
-	*blk = fs->g[g].inode_table + idx / fs->ipb;
-	*off = (idx % fs->ipb) * fs->isize;
-}
-
-/* The whole on-disk inode (fs->isize bytes) as the cache has it now. */
-static int iraw(struct e2fs *fs, struct e2_inode *ip, uint8_t *raw)
-{
-	struct cblock *b;
-	uint32_t blk, off;
-	int r;
-
-	iloc(fs, ip->ino, &blk, &off);
-	r = cache_get(fs->c, blk, &b);
-	if (r)
-		return e2_err(fs, r, "inode %u: cannot read inode table block %u", ip->ino, blk);
-	memcpy(raw, cblock_data(b) + off, fs->isize);
-	cache_put(fs->c, b);
-	return 0;
-}
-
 /* Where in-inode attributes start in a large inode (the magic), or 0 if the
  * inode has no room (small inodes, i_extra_isize 0 or bad). */
 static uint32_t ibody(const struct e2fs *fs, const uint8_t *raw)
@@ -514,7 +490,7 @@ static int load(struct e2fs *fs, struct e2_inode *ip, uint8_t **raw, struct xase
 	*raw = malloc(fs->isize);
 	if (!*raw)
 		return -ENOMEM;
-	r = iraw(fs, ip, *raw);
+	r = e2_iraw(fs, ip->ino, *raw, fs->isize);
 	if (r)
 		return r;
 	body = ibody(fs, *raw);
@@ -848,7 +824,7 @@ static int store(struct e2fs *fs, struct e2_inode *ip, uint8_t *raw, struct xase
 		while (hi > lo && raw[hi - 1] == nraw[hi - 1])
 			hi--;
 		if (lo < hi) {
-			iloc(fs, ip->ino, &blk, &off);
+			e2_iloc(fs, ip->ino, &blk, &off);
 			r = e2_patch(fs, blk, off + lo, hi - lo, nraw + lo, &deps, &ipatch);
 			if (r)
 				goto out;
