@@ -123,6 +123,29 @@ int e2_iget(struct e2fs *fs, uint32_t ino, struct e2_inode **out)
 	return 0;
 }
 
+/* Write len bytes of data over the on-disk inode ip at byte at of it, after
+ * deps; then take nw as the cached copy, record the patch for fsync, and
+ * give it to *out (if not NULL) or drop it. */
+static int ipatch(struct e2fs *fs, struct e2_inode *ip, uint32_t at, uint32_t len, const void *data,
+		  const struct ext2_inode_large *nw, struct e2_deps *deps, struct patch **out)
+{
+	struct patch *p = NULL;
+	uint32_t blk, off;
+	int r;
+
+	e2_iloc(fs, ip->ino, &blk, &off);
+	r = e2_patch(fs, blk, off + at, len, data, deps, &p);
+	if (r)
+		return r;
+	memcpy(&ip->d, nw, fs->icore);
+	e2_isync_add(fs, ip, p);
+	if (out)
+		*out = p;
+	else
+		patch_release(fs->c, p);
+	return 0;
+}
+
 /* Write the bytes of *nw that differ from the cached copy, after deps.
  * *out (if not NULL) gets the patch, or NULL if nothing changed. */
 int e2_iwrite(struct e2fs *fs, struct e2_inode *ip, const struct ext2_inode_large *nw,
@@ -130,9 +153,6 @@ int e2_iwrite(struct e2fs *fs, struct e2_inode *ip, const struct ext2_inode_larg
 {
 	const uint8_t *a = (const uint8_t *)&ip->d, *b = (const uint8_t *)nw;
 	size_t lo = 0, hi = fs->icore;
-	struct patch *p = NULL;
-	uint32_t blk, off;
-	int r;
 
 	if (out)
 		*out = NULL;
@@ -144,17 +164,7 @@ int e2_iwrite(struct e2fs *fs, struct e2_inode *ip, const struct ext2_inode_larg
 		return 0;
 	if (fs->ro)
 		return -EROFS;
-	e2_iloc(fs, ip->ino, &blk, &off);
-	r = e2_patch(fs, blk, off + (uint32_t)lo, (uint32_t)(hi - lo), b + lo, deps, &p);
-	if (r)
-		return r;
-	memcpy(&ip->d, nw, fs->icore);
-	e2_isync_add(fs, ip, p);
-	if (out)
-		*out = p;
-	else
-		patch_release(fs->c, p);
-	return 0;
+	return ipatch(fs, ip, (uint32_t)lo, (uint32_t)(hi - lo), b + lo, nw, deps, out);
 }
 
 /* Record p as one of ip's changes, for e2_fsync: an empty patch that
@@ -192,24 +202,14 @@ int e2_iinit(struct e2fs *fs, struct e2_inode *ip, const struct ext2_inode_large
 	     struct e2_deps *deps, struct patch **out)
 {
 	uint8_t buf[EXT2_MIN_BLOCK_SIZE * 64];
-	struct patch *p = NULL;
-	uint32_t blk, off;
 	int r;
 
 	memset(buf, 0, fs->isize);
 	memcpy(buf, nw, fs->icore);
-	e2_iloc(fs, ip->ino, &blk, &off);
-	r = e2_patch(fs, blk, off, fs->isize, buf, deps, &p);
-	if (r)
-		return r;
-	memset(&ip->d, 0, sizeof(ip->d));
-	memcpy(&ip->d, nw, fs->icore);
-	e2_isync_add(fs, ip, p);
-	if (out)
-		*out = p;
-	else
-		patch_release(fs->c, p);
-	return 0;
+	r = ipatch(fs, ip, 0, fs->isize, buf, nw, deps, out);
+	if (!r && sizeof(ip->d) > fs->icore)
+		memset((uint8_t *)&ip->d + fs->icore, 0, sizeof(ip->d) - fs->icore);
+	return r;
 }
 
 bool e2_idir(const struct e2_inode *ip)
