@@ -313,8 +313,9 @@ unmount_all() {
 #       log, if the daemon exits before the mount is live.  Call it directly,
 #       never under `run` (the daemon must be a child of the test's shell).
 #   fstitch_mount_stop DIR
-#       Unmount DIR and wait for its daemon; returns the daemon's exit
-#       status (0: everything was flushed).
+#       Unmount DIR (unless its daemon already has) and wait for the
+#       daemon last started on it; returns that daemon's exit status (0:
+#       everything was flushed), also when it had exited already.
 #   fstitch_mount_reap
 #       Wait for every daemon this test started (after unmount_all; the
 #       suites call it from teardown after common_teardown).
@@ -344,7 +345,9 @@ fstitch_mount_start() {
 }
 
 # _fstitch_mount_wait PID: wait for a daemon, child or not; print nothing,
-# return its exit status (1 if it is not our child and its status is lost).
+# return its exit status.  A daemon that is not a child of this shell (or
+# was waited for already) has no status to give: 0 once it is gone, 1 if it
+# is still there after a minute.
 _fstitch_mount_wait() {
 	local pid=$1 n rc
 	if wait "$pid" 2>/dev/null; then
@@ -364,13 +367,27 @@ _fstitch_mount_wait() {
 }
 
 fstitch_mount_stop() {
-	local dir=$1 pid d rc=0
-	fusermount3 -u "$dir" || return 1
-	while read -r pid d; do
-		[ "$d" = "$dir" ] || continue
-		kill -0 "$pid" 2>/dev/null || continue
-		_fstitch_mount_wait "$pid" || rc=$?
-	done <"${BATS_TEST_TMPDIR:-/tmp}/fstitch-daemons"
+	local dir=$1 f=${BATS_TEST_TMPDIR:-/tmp}/fstitch-daemons pid= p d rc=0
+	if [ -s "$f" ]; then
+		while read -r p d; do
+			[ "$d" = "$dir" ] && pid=$p
+		done <"$f"
+	fi
+	if [ -z "$pid" ]; then
+		echo "fstitch_mount_stop: no daemon was started on '$dir'" >&2
+		return 1
+	fi
+	# A daemon that stopped by itself (errors=panic, SIGTERM) has unmounted
+	# already; a killed one leaves a dead mount, which still needs this.
+	if ! fusermount3 -u "$dir" 2>"$f.err" &&
+		awk -v d="$dir" '$2 == d { f = 1 } END { exit !f }' /proc/self/mounts; then
+		cat "$f.err" >&2
+		return 1
+	fi
+	# (a child's status waits for us even after it has exited)
+	_fstitch_mount_wait "$pid" || rc=$?
+	# waited for: fstitch_mount_reap must not look for it again
+	awk -v p="$pid" '$1 != p' "$f" >"$f.new" && mv "$f.new" "$f"
 	return $rc
 }
 

@@ -18,6 +18,7 @@ setup() {
 
 teardown() {
 	common_teardown
+	fstitch_mount_reap
 }
 
 # damaged NAME DEBUGFS-REQUEST...: a copy of the base image with each request
@@ -134,4 +135,24 @@ class_is() {
 	run -1 --separate-stderr fstitch_cmd no-such-command
 	assert_output ""
 	[[ $stderr == "no-such-command is not built"* ]]
+}
+
+@test "fstitch_mount_stop gives the exit status of a daemon that has already exited" {
+	fstitch_mount_start "$BASE" "$SCRATCH/mnt"
+	kill -KILL "$FSTITCH_MOUNT_PID"
+	# the shell has taken its status: the process is gone
+	for ((n = 0; n < 200; n++)); do
+		kill -0 "$FSTITCH_MOUNT_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	run ! kill -0 "$FSTITCH_MOUNT_PID"
+	fstitch_mount_stop "$SCRATCH/mnt" && rc=0 || rc=$?
+	assert_equal "$rc" $((128 + 9))
+	run ! mountpoint -q "$SCRATCH/mnt"
+	# and a clean stop after a remount is 0, for the new daemon
+	fstitch_mount_start "$BASE" "$SCRATCH/mnt"
+	fstitch_mount_stop "$SCRATCH/mnt"
+	# a directory nothing was mounted on is an error, not a pass
+	run -1 fstitch_mount_stop "$SCRATCH/elsewhere"
+	assert_output "fstitch_mount_stop: no daemon was started on '$SCRATCH/elsewhere'"
 }

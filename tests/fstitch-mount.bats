@@ -690,10 +690,10 @@ fs_state() {
 	echo before >"$MNT/before"
 	run cat "$MNT/f"
 	assert_failure
-	rc=0
-	_fstitch_mount_wait "$FSTITCH_MOUNT_PID" || rc=$?
-	assert_equal "$rc" 1
+	# it unmounts by itself: wait for that, then for its exit status
 	wait_for_unmount "$MNT"
+	fstitch_mount_stop "$MNT" && rc=0 || rc=$?
+	assert_equal "$rc" 1
 	assert_equal "$(fs_state "$IMG")" "clean with errors"
 	run --separate-stderr debugfs -R 'cat /before' "$IMG"
 	assert_output before
@@ -742,8 +742,7 @@ fs_state() {
 	make_stock_image "$IMG" 64M -N 2048 # sparse: 64M cannot fit in 16M
 	fstitch_mount_start "$IMG" "$MNT" -o flush_interval=3600
 	head -c 20M /dev/urandom >"$MNT/big"
-	fusermount3 -u "$MNT"
-	_fstitch_mount_wait "$FSTITCH_MOUNT_PID" && rc=0 || rc=$?
+	fstitch_mount_stop "$MNT" && rc=0 || rc=$?
 	assert_equal "$rc" 1
 	run cat "$FSTITCH_MOUNT_LOG"
 	assert_output --partial "fstitch-mount: final flush of '$IMG' failed: No space left on device"

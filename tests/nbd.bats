@@ -288,12 +288,8 @@ workload() {
 	assert_output --partial "Input/output error"
 	# the retry window (1 s) was waited, not much more
 	[ $((SECONDS - t0)) -le 10 ]
-	# (not fstitch_mount_stop, which skips a daemon that has already
-	# exited, and not under run, whose subshell is not its parent)
-	pid=$FSTITCH_MOUNT_PID
-	fusermount3 -u "$MNT"
-	rc=0
-	wait "$pid" || rc=$?
+	# (not under run, whose subshell is not the daemon's parent)
+	fstitch_mount_stop "$MNT" && rc=0 || rc=$?
 	[ "$rc" -eq 1 ] || { echo "daemon exit status $rc" >&2; cat "$FSTITCH_MOUNT_LOG" >&2; false; }
 	grep -q "final flush of '$URI' failed: Input/output error" "$FSTITCH_MOUNT_LOG"
 	# the export holds what reached it: a crash state, never worse
