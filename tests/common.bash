@@ -18,6 +18,12 @@
 #   Mounts      track_mount, wait_for_mount, wait_for_unmount, kernel_mount,
 #               kernel_umount, fuse_unmount, unmount_all (run by
 #               common_teardown)
+#   Daemons     fstitch_mount_start, fstitch_mount_stop, fstitch_mount_reap,
+#               hold_start, hold_wait, hold_release, pg_setup, pg_teardown
+#   Crashes     crash_check, assert_crash_pass, assert_crash_fail,
+#               crash_final_image, crash_leftover_unmount,
+#               fsck_not_dangerous, flush_point, wait_free_inodes, and the
+#               daemon-level crash workload (crash_workload...)
 
 # `run -N` and `run --separate-stderr` need 1.5; saying so silences BW02.
 bats_require_minimum_version 1.5.0
@@ -318,7 +324,8 @@ unmount_all() {
 #       everything was flushed), also when it had exited already.
 #   fstitch_mount_reap
 #       Wait for every daemon this test started (after unmount_all; the
-#       suites call it from teardown after common_teardown).
+#       suites call it from teardown after common_teardown), letting go
+#       one that hold_start holds.
 
 fstitch_mount_start() {
 	local img=$1 dir=$2 bin n
@@ -393,6 +400,11 @@ fstitch_mount_stop() {
 
 fstitch_mount_reap() {
 	local pid d f=${BATS_TEST_TMPDIR:-/tmp}/fstitch-daemons
+	# a daemon still held before its final flush (hold_start, a test that
+	# failed) is let go
+	if [ -n "${HOLD:-}" ] && [ -e "$HOLD/held" ]; then
+		timeout 5 sh -c 'echo go >"$1"' sh "$HOLD/release" || true
+	fi
 	[ -s "$f" ] || return 0
 	while read -r pid d; do
 		if kill -0 "$pid" 2>/dev/null; then
@@ -402,6 +414,28 @@ fstitch_mount_reap() {
 	done <"$f"
 	: >"$f"
 	return 0
+}
+
+# hold_start: set FSTITCH_TEST_HOLD for the next daemon started, which then
+# waits before its final flush until hold_release (hold_wait: until it is
+# there).  Unset it once that daemon is started.
+hold_start() {
+	HOLD=$SCRATCH/hold
+	mkdir -p "$HOLD"
+	mkfifo "$HOLD/release"
+	export FSTITCH_TEST_HOLD=$HOLD
+}
+hold_wait() {
+	local n
+	for ((n = 0; n < 600; n++)); do
+		[ -e "$HOLD/held" ] && return 0
+		sleep 0.05
+	done
+	echo "the daemon never reached its final flush" >&2
+	return 1
+}
+hold_release() {
+	echo go >"$HOLD/release"
 }
 
 # pg_setup: common_setup, then what the patchgroup suites (pgrun, pgdepend)
@@ -429,4 +463,162 @@ pg_teardown() {
 	cd /
 	common_teardown
 	fstitch_mount_reap
+}
+
+# ---------------------------------------------------------------- crash states
+# Crash tests record a daemon run (FSTITCH_RECORD) and check its crash
+# states with fstitch-crash(1).  To be neither able to miss nor to flake,
+# the recording must not depend on timing (no background flush: it is
+# written only where the workload asks, and at the unmount) and the check
+# takes every state the crash model gives, which depend only on the log.
+#
+#   crash_check REC [check options] -- CHECK...
+#       fstitch-crash check of REC, every state, two at once; its output
+#       and exit status (1: a state failed).
+#   assert_crash_pass LABEL REC [check options] -- CHECK...
+#   assert_crash_fail LABEL REC [check options] -- CHECK...
+#       crash_check under bats' run, and assert that every state passed
+#       (all of them checked), or that some failed; the summary goes to
+#       the TAP output after LABEL.
+#   crash_final_image REC OUT
+#       Write REC's last state (every round on disk) to OUT.
+#   crash_leftover_unmount
+#       Unmount whatever is still mounted below $SCRATCH (fstitch-crash
+#       mounts and unmounts on its own; a test that failed half way may
+#       leave a mount behind).  For teardown.
+#   fsck_not_dangerous
+#       A CHECK for `crash_check --fsck none --no-mount`: fsck_run of the
+#       state as the crash left it; fails, saying why, when it is dangerous.
+#   flush_point FILE
+#       Have the daemon write everything it holds, now: the first fsync of
+#       a file writes all that is dirty (e2_fsync), so this makes FILE, new
+#       and empty, on the mount and fsyncs it.
+#   wait_free_inodes MNT N
+#       Wait until MNT has N free inodes.  The daemon frees a removed inode
+#       only once the kernel forgets it, and forgets come apart from the
+#       requests: a workload waits for them before its next flush point.
+
+crash_check() {
+	local rec=$1 crash
+	shift
+	crash=$(fstitch_cmd fstitch-crash) || return 1
+	export -f fsck_run fsck_not_dangerous
+	# the recording before "--", the check after it
+	local opts=()
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		opts+=("$1")
+		shift
+	done
+	"$crash" check --jobs 2 "${opts[@]}" "$rec" "$@" 3>&-
+}
+
+assert_crash_pass() {
+	local label=$1
+	shift
+	run -0 crash_check "$@"
+	assert_line --regexp '^([0-9]+) of \1 states checked \(seed 1\), 0 failed'
+	echo "# $label: ${lines[-1]}" >&3
+}
+
+assert_crash_fail() {
+	local label=$1
+	shift
+	run -1 crash_check "$@"
+	assert_line --regexp '^failed states: [0-9]'
+	echo "# $label: ${lines[-1]}" >&3
+}
+
+crash_final_image() {
+	local crash n
+	crash=$(fstitch_cmd fstitch-crash) || return 1
+	n=$("$crash" states "$1" | awk '$1 == "states" { print $2 }')
+	[ -n "$n" ] && "$crash" image "$1" $((n - 1)) "$2"
+}
+
+crash_leftover_unmount() {
+	local m
+	for m in $(awk -v s="$SCRATCH" 'index($2, s) == 1 { print $2 }' /proc/mounts); do
+		fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" 2>/dev/null || true
+	done
+}
+
+fsck_not_dangerous() {
+	fsck_run "$FSTITCH_IMAGE"
+	rm -f "$FSCK_OUT"
+	[ "$FSCK_CLASS" != dangerous ] && return 0
+	printf '%s\n' "$FSCK_WHY"
+	return 1
+}
+
+flush_point() {
+	: >"$1" && sync "$1"
+}
+
+wait_free_inodes() {
+	local n
+	for ((n = 0; n < 400; n++)); do
+		[ "$(stat -f -c %d "$1")" = "$2" ] && return 0
+		sleep 0.05
+	done
+	echo "wait_free_inodes: $1 has $(stat -f -c %d "$1") free inodes after 20s, not $2" >&2
+	return 1
+}
+
+# The workload of the daemon-level crash tests: metadata of every kind
+# (directories, a file with an indirect block, a hard link, a symlink)
+# created, renamed and removed, and a file replaced by rename.  The tree
+# is in $SCRATCH/tree (and $SCRATCH/tree.tar), to compare with.
+#
+#   crash_workload_image IMG MNT
+#       A 4M image in IMG holding the part before the recording, written
+#       through a mount at MNT: the tree in x0, and v holding 0.
+#   crash_workload MNT
+#       The recorded part, on the mount at MNT: the tree again in w1, a
+#       flush point, then v replaced by rename (holding 1), w1 renamed to
+#       x1 and x0 removed.  It ends once the daemon has freed what was
+#       removed, so that the unmount writes the same every time.
+#   crash_workload_record SOURCE MNT [fstitch-mount options...]
+#       Mount SOURCE (made by crash_workload_image) at MNT with the daemon
+#       recording into $SCRATCH/rec/log and no background flush, run
+#       crash_workload, unmount.
+crash_workload_image() {
+	make_stock_image "$1" 4M
+	mkdir -p "$SCRATCH/tree/a/b" "$SCRATCH/tree/c"
+	seq 20 >"$SCRATCH/tree/a/f1"
+	# more than 12 blocks of 1 KiB: an indirect block
+	seq 8000 >"$SCRATCH/tree/a/b/big"
+	ln -s ../a/f1 "$SCRATCH/tree/c/link"
+	ln "$SCRATCH/tree/a/f1" "$SCRATCH/tree/c/hard"
+	tar -C "$SCRATCH/tree" -cf "$SCRATCH/tree.tar" a c
+	fstitch_mount_start "$1" "$2"
+	mkdir "$2/x0"
+	tar -xf "$SCRATCH/tree.tar" -C "$2/x0"
+	echo 0 >"$2/v"
+	fstitch_mount_stop "$2"
+}
+
+crash_workload() {
+	local mnt=$1 free
+	free=$(stat -f -c %d "$mnt")
+	mkdir "$mnt/w1"
+	tar -xf "$SCRATCH/tree.tar" -C "$mnt/w1"
+	flush_point "$mnt/.flushed"
+	echo 1 >"$mnt/v.tmp"
+	mv "$mnt/v.tmp" "$mnt/v"
+	mv "$mnt/w1" "$mnt/x1"
+	rm -rf "$mnt/x0"
+	# as many inodes in use as at the start, and .flushed
+	wait_free_inodes "$mnt" $((free - 1))
+}
+
+crash_workload_record() {
+	local src=$1 mnt=$2
+	shift 2
+	mkdir -p "$SCRATCH/rec"
+	export FSTITCH_RECORD=$SCRATCH/rec/log
+	fstitch_mount_start "$src" "$mnt" -o flush_interval=86400 "$@"
+	unset FSTITCH_RECORD
+	crash_workload "$mnt"
+	fstitch_mount_stop "$mnt"
+	[ -s "$SCRATCH/rec/log" ]
 }

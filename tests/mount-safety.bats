@@ -18,10 +18,6 @@ setup() {
 }
 
 teardown() {
-	# a daemon still held before its final flush (a failed test) is let go
-	if [ -n "${HOLD:-}" ] && [ -e "$HOLD/held" ]; then
-		timeout 5 sh -c 'echo go >"$1"' sh "$HOLD/release" || true
-	fi
 	common_teardown
 	fstitch_mount_reap
 	local l
@@ -132,27 +128,6 @@ fstab_mount_all() {
 	# nofail says nothing about an image that is there but bad
 	head -c 1M /dev/zero >"$SCRATCH/zero.img"
 	run -8 "$MOUNT" -f -o nofail "$SCRATCH/zero.img" "$MNT" 3>&-
-}
-
-# hold_start: set FSTITCH_TEST_HOLD for the next daemon, which then waits
-# before its final flush until hold_release (hold_wait: until it is there).
-hold_start() {
-	HOLD=$SCRATCH/hold
-	mkdir -p "$HOLD"
-	mkfifo "$HOLD/release"
-	export FSTITCH_TEST_HOLD=$HOLD
-}
-hold_wait() {
-	local n
-	for ((n = 0; n < 600; n++)); do
-		[ -e "$HOLD/held" ] && return 0
-		sleep 0.05
-	done
-	echo "the daemon never reached its final flush" >&2
-	return 1
-}
-hold_release() {
-	echo go >"$HOLD/release"
 }
 
 @test "fstitch-mkfs -F right after an unmount waits for the final flush, and its file system stays" {
