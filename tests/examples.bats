@@ -65,13 +65,8 @@ setup() {
 }
 
 teardown() {
-	local m
 	cd /
-	# fstitch-crash makes and removes its own mounts under the current
-	# directory; a test that failed half way may leave one
-	for m in $(awk -v s="$SCRATCH" 'index($2, s) == 1 { print $2 }' /proc/mounts); do
-		fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" 2>/dev/null || true
-	done
+	crash_leftover_unmount
 	common_teardown
 	[ -z "${LOOP:-}" ] || losetup -d "$LOOP" 2>/dev/null || true
 }

@@ -14,27 +14,23 @@ setup() {
 	cd "$SCRATCH"
 }
 
-# fstitch-crash makes and removes its own mounts; a test that failed half
-# way may leave one.
 teardown() {
-	local m
 	cd /
-	for m in $(awk -v s="$SCRATCH" 'index($2, s) == 1 { print $2 }' /proc/mounts); do
-		fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" 2>/dev/null || true
-	done
+	crash_leftover_unmount
 	common_teardown
 }
 
 # A recording: the config file replaced by mv, consistency=none (some
-# states break it), in $SCRATCH/none.
+# states break it), in $SCRATCH/none; written only at the unmount, so the
+# same every run.
 record_none() {
-	"$CRASH" run -o consistency=none --setup 'seq 1000 > config' --rec none -- \
+	"$CRASH" run -o consistency=none,flush_interval=86400 --setup 'seq 1000 > config' --rec none -- \
 		sh -c 'seq 2000 > config.tmp && mv config.tmp config' 3>&-
 }
 
 @test "sqlite under pgrun --fsync=order with consistency=none is caught losing integrity" {
 	command -v sqlite3 >/dev/null || skip "sqlite3 is not installed"
-	"$CRASH" run -o consistency=none --setup 'sqlite3 db "create table t(x)"' --rec db -- \
+	"$CRASH" run -o consistency=none,flush_interval=86400 --setup 'sqlite3 db "create table t(x)"' --rec db -- \
 		sh -c 'seq 2 | sed "s/.*/insert into t values(&);/" | pgrun --fsync=order -- sqlite3 db' 3>&-
 	run -1 "$CRASH" check --jobs 2 --max 60 --rw db -- \
 		sh -c 'test "$(sqlite3 db "pragma integrity_check")" = ok' 3>&-
