@@ -158,74 +158,39 @@ nbd_start_noflush() {
 }
 
 # Crash states of a daemon run over NBD, as tests/fstitch-mount.bats checks
-# them on an image file: the recorder sits on the NBD device (FSTITCH_RECORD)
-# and fstitch-crash rebuilds every state the crash model allows (at most
-# CRASH_MAX, drawn with the fixed, printed seed CRASH_SEED).
-CRASH_MAX=160
-CRASH_SEED=1
+# them on an image file: the recorder sits on the NBD device (FSTITCH_RECORD),
+# the daemon writes only at the workload's flush point and at the unmount
+# (so the log is the same every run), and every state is checked.
 
-# record_run [fstitch-mount options...]: a metadata-heavy workload on an 8M
-# export, recorded at the block-device layer.
+# record_run [fstitch-mount options...]: the crash workload (common.bash),
+# its first part written to the image file, the recorded part over NBD.
 record_run() {
-	make_stock_image "$IMG" 8M
+	crash_workload_image "$IMG" "$MNT"
 	nbd_start file "$IMG"
-	tree_tar "$SCRATCH/tree.tar" 40
-	mkdir -p "$SCRATCH/rec"
-	export FSTITCH_RECORD=$SCRATCH/rec/log
-	fstitch_mount_start "$URI" "$MNT" -o flush_interval=0.05 "$@"
-	unset FSTITCH_RECORD
-	for r in 1 2 3; do
-		mkdir "$MNT/w$r"
-		tar -xf "$SCRATCH/tree.tar" -C "$MNT/w$r"
-		echo "$r" >"$MNT/v.tmp"
-		mv "$MNT/v.tmp" "$MNT/v"
-		mv "$MNT/w$r" "$MNT/x$r"
-		rm -rf "$MNT/x$((r - 1))"
-	done
-	fstitch_mount_stop "$MNT"
+	crash_workload_record "$URI" "$MNT" "$@"
 	nbd_stop
-	[ -s "$SCRATCH/rec/log" ]
-}
-
-crash_check() {
-	"$(fstitch_cmd fstitch-crash)" check --fsck none --no-mount --jobs 2 \
-		--max "$CRASH_MAX" --seed "$CRASH_SEED" "$SCRATCH/rec" -- "$@" 3>&-
-}
-
-fsck_not_dangerous() {
-	fsck_run "$FSTITCH_IMAGE"
-	rm -f "$FSCK_OUT"
-	[ "$FSCK_CLASS" != dangerous ] && return 0
-	printf '%s\n' "$FSCK_WHY"
-	return 1
 }
 
 @test "power failure at any crash state of a run over NBD leaves only benign damage" {
 	record_run
-	export -f fsck_run fsck_not_dangerous
-	run -0 crash_check bash -c fsck_not_dangerous
-	assert_line --regexp '^[0-9]+ of [0-9]+ states checked \(seed 1\), 0 failed'
-	echo "# ${lines[-1]}" >&3
+	assert_crash_pass softupdates "$SCRATCH/rec" --fsck none --no-mount -- bash -c fsck_not_dangerous
 	# the last state is the export as the server holds it after the unmount
-	n=$("$(fstitch_cmd fstitch-crash)" states "$SCRATCH/rec" | awk '$1 == "states" { print $2 }')
-	"$(fstitch_cmd fstitch-crash)" image "$SCRATCH/rec" $((n - 1)) "$SCRATCH/final.img"
+	crash_final_image "$SCRATCH/rec" "$SCRATCH/final.img"
 	cmp "$SCRATCH/final.img" "$IMG"
 	assert_fsck_clean "$IMG"
 }
 
 @test "the same power failures over NBD with consistency=none do leave dangerous damage" {
 	record_run -o consistency=none
-	export -f fsck_run fsck_not_dangerous
-	run -1 crash_check bash -c fsck_not_dangerous
-	assert_line --regexp '^failed states: [0-9]'
-	echo "# consistency=none: ${lines[-1]}" >&3
+	assert_crash_fail consistency=none "$SCRATCH/rec" --fsck none --no-mount -- bash -c fsck_not_dangerous
 }
 
-# workload DIR N: untar the tree N times into DIR, with an fsync'd atomic
-# replace of DIR/v after each (so that every step needs the disk).
+# workload DIR FROM TO: untar the tree into DIR/wFROM to DIR/wTO, with an
+# fsync'd atomic replace of DIR/v after each (so that every step needs the
+# disk).
 workload() {
-	local dir=$1 n=$2 r
-	for ((r = 1; r <= n; r++)); do
+	local dir=$1 r
+	for ((r = $2; r <= $3; r++)); do
 		mkdir "$dir/w$r"
 		tar -xf "$SCRATCH/tree.tar" -C "$dir/w$r" || return 1
 		echo "$r" >"$dir/v.tmp" && sync "$dir/v.tmp" && mv "$dir/v.tmp" "$dir/v" || return 1
@@ -245,16 +210,18 @@ workload() {
 	# again, this test found a corrupt image in 1 of 2 runs.)
 	nbd_start --filter=cache file "$IMG" cache=writeback
 	fstitch_mount_start "$URI" "$MNT" -o nbd_retry=30,flush_interval=0.05
-	workload "$MNT" 12 &
-	wl=$!
-	# kill -9 twice while the workload runs, the server down 0.5 s each
+	# kill -9 twice while the workload runs, the server down 0.5 s each.
+	# Wherever the kills land, the rounds after the first one need the
+	# disk after it: the mount has reconnected at least once.
 	for k in 1 2; do
+		workload "$MNT" $((k * 6 - 5)) $((k * 6)) &
+		wl=$!
 		sleep 0.4
 		nbd_stop KILL
 		sleep 0.5
 		nbd_start --filter=cache file "$IMG" cache=writeback
+		wait "$wl"
 	done
-	wait "$wl"
 	run -0 "$(fstitch_cmd fstitch-stat)" -C "$MNT" --json
 	echo "$output" | jq -e '.device.reconnects >= 1'
 	echo "# $(echo "$output" | jq -c .device)" >&3
@@ -275,7 +242,7 @@ workload() {
 	tree_tar "$SCRATCH/tree.tar" 100
 	nbd_start file "$IMG"
 	fstitch_mount_start "$URI" "$MNT" -o nbd_retry=1,flush_interval=0.05
-	workload "$MNT" 2
+	workload "$MNT" 1 2
 	# a round in flight when the server dies
 	tar -xf "$SCRATCH/tree.tar" -C "$MNT/w1" --transform 's,^,again/,' 2>/dev/null &
 	tarpid=$!
