@@ -655,13 +655,19 @@ collected:
 
 	/* Merge into the newest soft patch the change overlaps; if it
 	 * overlaps none, into the block's NRB patch; else into the newest
-	 * patch of the block if that costs little undo data.  (Nothing is
-	 * newer than the tail, so the change is in order there too.) */
+	 * patch of the block if that costs little undo data and that patch
+	 * waits for nothing: the change would take on its befores, and a
+	 * change merged into an unrelated one that waits for a chain of
+	 * other blocks would wait for that chain too (a park in lost+found
+	 * behind the removal of the one before it cost a round per rename).
+	 * (Nothing is newer than the tail, so the change is in order there
+	 * too.) */
 	if (!cand)
 		cand = b->nrb;
 	if (cand)
 		how = can_merge_soft(cand, type, off, len, &ds);
-	if (how == NO_MERGE && b->ptail && b->ptail != cand && cheap_widen(b->ptail, off, len)) {
+	if (how == NO_MERGE && b->ptail && b->ptail != cand && is_root(b->ptail) &&
+	    cheap_widen(b->ptail, off, len)) {
 		cand = b->ptail;
 		how = can_merge_soft(cand, type, off, len, &ds);
 	}
