@@ -271,9 +271,10 @@ int e2_getattr(struct e2fs *fs, uint32_t ino, struct stat *st)
  * naming a deleted inode, which e2fsck -p removes on its own; the other
  * order would leave an unattached inode that still holds data (or an
  * unconnected directory), which e2fsck -p will not touch.  *rmp (if not
- * NULL) gets the removal. */
+ * NULL) gets the removal.  With posp the entry is freed in place and
+ * *posp gets its position (e2_dir_remove_at). */
 int e2_remove_last(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
-		   struct e2_inode *ip, struct patch *after, struct patch **rmp)
+		   struct e2_inode *ip, struct patch *after, struct patch **rmp, uint32_t *posp)
 {
 	struct ext2_inode_large old = ip->d;
 	struct e2_deps d = {0}, cd = {0};
@@ -284,7 +285,7 @@ int e2_remove_last(struct e2fs *fs, struct e2_inode *dir, const char *name, size
 		goto out;
 	r = e2_deps_addref(&d, c);
 	if (!r)
-		r = e2_dir_remove(fs, dir, name, len, &d, &rm);
+		r = e2_dir_remove_at(fs, dir, name, len, &d, &rm, posp);
 	if (r) {
 		/* The name stays: so does the inode. */
 		(void)e2_iwrite(fs, ip, &old, NULL, NULL);
@@ -355,7 +356,7 @@ static int remove_common(struct e2fs *fs, struct patch_scope *scope, uint32_t pa
 		if (!r)
 			r = e2_add_links_after(fs, ip, -1, rm, NULL, NULL, NULL);
 	} else {
-		r = e2_remove_last(fs, dir, name, len, ip, NULL, NULL);
+		r = e2_remove_last(fs, dir, name, len, ip, NULL, NULL, NULL);
 	}
 	if (!r)
 		r = e2_touch_dir(fs, dir);

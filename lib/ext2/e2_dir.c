@@ -363,9 +363,23 @@ static int room_update(struct e2fs *fs, struct e2_inode *dir, uint32_t lblk, uin
 }
 
 /* Put the entry into block lblk, which has room for it. */
+static bool avoided(const uint32_t *avoid, size_t navoid, uint32_t pos)
+{
+	for (size_t i = 0; i < navoid; i++)
+		if (avoid[i] == pos)
+			return true;
+	return false;
+}
+
+/* Put the entry into block lblk, which has room for it.  A free entry
+ * whose position is in avoid[] (its removal is not on disk yet) is not
+ * reused in place: the new entry goes past its stale name instead, so
+ * that it does not have to wait for the removal.  -ENOSPC if avoid[]
+ * leaves no room in the block. */
 static int add_in_block(struct e2fs *fs, struct e2_inode *dir, uint32_t lblk, uint32_t pblk,
 			const char *name, size_t len, uint32_t ino, uint8_t ftype,
-			struct e2_deps *deps, struct patch **out, uint32_t *pos)
+			struct e2_deps *deps, struct patch **out, uint32_t *pos,
+			const uint32_t *avoid, size_t navoid)
 {
 	uint32_t need = REC_LEN(len), off, lo, hi, noff = 0;
 	uint8_t buf[EXT2_MIN_BLOCK_SIZE * 64];
@@ -381,13 +395,25 @@ static int add_in_block(struct e2fs *fs, struct e2_inode *dir, uint32_t lblk, ui
 		if (r)
 			goto out;
 		if (!de.ino && de.rec >= need) {
-			noff = off;
-			break;
+			if (!avoided(avoid, navoid, lblk * fs->bs + off)) {
+				noff = off;
+				break;
+			}
+			if (de.nlen && REC_LEN(de.nlen) <= de.rec &&
+			    de.rec - REC_LEN(de.nlen) >= need) {
+				noff = off + REC_LEN(de.nlen);
+				break;
+			}
+			continue;
 		}
 		if (de.ino && de.rec - REC_LEN(de.nlen) >= need) {
 			noff = off + REC_LEN(de.nlen);
 			break;
 		}
+	}
+	if (off >= fs->bs && navoid) {
+		r = -ENOSPC;
+		goto out;
 	}
 	if (off >= fs->bs) {
 		r = e2_err(fs, -EIO, "directory %u: index out of step at block %u", dir->ino, lblk);
@@ -507,6 +533,13 @@ int e2_dir_prepare(struct e2fs *fs, struct e2_inode *dir, size_t len, struct pat
 int e2_dir_add(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len, uint32_t ino,
 	       mode_t mode, struct e2_deps *deps, struct patch **out)
 {
+	return e2_dir_add_avoid(fs, dir, name, len, ino, mode, deps, out, NULL, 0);
+}
+
+int e2_dir_add_avoid(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
+		     uint32_t ino, mode_t mode, struct e2_deps *deps, struct patch **out,
+		     const uint32_t *avoid, size_t navoid)
+{
 	uint32_t need = REC_LEN(len), lblk, pblk, pos;
 	uint8_t ftype = e2_ftype(mode);
 	struct patch *linked = NULL;
@@ -533,7 +566,13 @@ int e2_dir_add(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t l
 	r = dir_block(fs, dir, lblk, &pblk);
 	if (r)
 		return r;
-	r = add_in_block(fs, dir, lblk, pblk, name, len, ino, ftype, deps, out, &pos);
+	r = -ENOSPC;
+	if (navoid)
+		r = add_in_block(fs, dir, lblk, pblk, name, len, ino, ftype, deps, out, &pos, avoid,
+				 navoid);
+	if (r == -ENOSPC)
+		r = add_in_block(fs, dir, lblk, pblk, name, len, ino, ftype, deps, out, &pos, NULL,
+				 0);
 	if (r)
 		return r;
 	dir->dix->hint = lblk;
@@ -593,6 +632,14 @@ int e2_dir_preread(struct e2fs *fs, struct e2_inode *dir, uint32_t pos)
 int e2_dir_remove(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
 		  struct e2_deps *deps, struct patch **out)
 {
+	return e2_dir_remove_at(fs, dir, name, len, deps, out, NULL);
+}
+
+/* As e2_dir_remove; with posp, the entry is freed in place (inode number
+ * 0, its record kept) and *posp gets its position, for e2_dir_add_avoid. */
+int e2_dir_remove_at(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
+		     struct e2_deps *deps, struct patch **out, uint32_t *posp)
+{
 	struct e2_dname **pp, *dn;
 	struct cblock *b;
 	struct dent de;
@@ -613,6 +660,10 @@ int e2_dir_remove(struct e2fs *fs, struct e2_inode *dir, const char *name, size_
 	if (r)
 		return r;
 	off = dn->pos % fs->bs;
+	if (posp) {
+		*posp = dn->pos;
+		prev = UINT32_MAX;
+	}
 	if (prev != UINT32_MAX) {
 		struct dent pd;
 		uint32_t rec;
@@ -692,6 +743,96 @@ int e2_dir_retarget(struct e2fs *fs, struct e2_inode *dir, const char *name, siz
 	(*pp)->ino = ino;
 	(*pp)->ftype = e2_ftype(mode);
 	return 0;
+}
+
+/* Rename within one directory block over an existing name: point newname
+ * at ino and remove name, in one patch.  A block write is atomic, so the
+ * disk holds either the old names or the new one: the renamed inode never
+ * has both names there, and its count need not cover two.  1 (nothing
+ * done) when the two entries are in different blocks. */
+int e2_dir_move_in_block(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
+			 const char *newname, size_t newlen, uint32_t ino, mode_t mode,
+			 struct e2_deps *deps, struct patch **out)
+{
+	uint8_t buf[EXT2_MIN_BLOCK_SIZE * 64];
+	struct e2_dname **pp, *dn, *tn;
+	struct cblock *b;
+	struct dent de;
+	uint32_t pblk, prev, off, toff, lo, hi, slo, shi, lblk;
+	int r;
+
+	r = dix_build(fs, dir);
+	if (r)
+		return r;
+	pp = dix_find(dir->dix, name, len);
+	if (!pp)
+		return -ENOENT;
+	dn = *pp;
+	pp = dix_find(dir->dix, newname, newlen);
+	if (!pp)
+		return -ENOENT;
+	tn = *pp;
+	if (dn->pos / fs->bs != tn->pos / fs->bs)
+		return 1;
+	r = e2_dir_unindex(fs, dir, deps);
+	if (r)
+		return r;
+	r = entry_at(fs, dir, dn->pos, &b, &pblk, &de, &prev);
+	if (r)
+		return r;
+	memcpy(buf, cblock_data(b), fs->bs);
+	off = dn->pos % fs->bs;
+	toff = tn->pos % fs->bs;
+	/* the removal, as e2_dir_remove makes it */
+	if (prev != UINT32_MAX) {
+		struct dent pd;
+		uint32_t rec;
+		uint16_t rl;
+
+		parse(fs, dir, dn->pos / fs->bs, buf, prev, &pd);
+		rec = pd.rec + de.rec;
+		rl = htole16((uint16_t)(rec == 65536 ? 65535 : rec));
+		memcpy(buf + prev + 4, &rl, 2);
+		lo = prev + 4;
+		hi = prev + 6;
+		slo = prev + 4;
+		shi = off + 8;
+	} else {
+		memset(buf + off, 0, 4);
+		lo = slo = off;
+		hi = shi = off + 4;
+	}
+	/* the retarget */
+	{
+		uint32_t i32 = htole32(ino);
+
+		memcpy(buf + toff, &i32, 4);
+		if (fs->filetype)
+			buf[toff + 7] = e2_ftype(mode);
+		if (toff < lo)
+			lo = toff;
+		if (toff + (fs->filetype ? 8 : 4) > hi)
+			hi = toff + (fs->filetype ? 8 : 4);
+	}
+	if (lo < slo)
+		slo = lo;
+	if (hi > shi)
+		shi = hi;
+	r = patch_create_byte_span(fs->c, b, lo, hi - lo, buf + lo, slo, shi - slo,
+				   deps ? deps->p : NULL, deps ? deps->n : 0, fs->scope, out);
+	cache_put(fs->c, b);
+	if (!r && out && *out)
+		r = e2_pset_add(fs, &dir->rmset, *out);
+	if (r)
+		return r;
+	tn->ino = ino;
+	tn->ftype = e2_ftype(mode);
+	pp = dix_find(dir->dix, name, len);
+	lblk = dn->pos / fs->bs;
+	*pp = dn->next;
+	free(dn);
+	dir->dix->count--;
+	return room_update(fs, dir, lblk, pblk);
 }
 
 /* The ".." entry: the second entry of the first block. */

@@ -140,6 +140,14 @@ struct e2fs {
 	/* E2_RENAME_ORDER_PROCESS: such a set per process with changes not
 	 * yet on disk, hashed by pid; an entry goes once its set is */
 	struct e2_procset *procsets[E2_PROCSET_SLOTS];
+	/* Parked names in lost+found whose removal is not on disk yet: their
+	 * positions, so that a new parked name does not reuse the place and
+	 * wait for the removal (e2_rename.c) */
+	struct e2_parked {
+		uint32_t pos;
+		struct patch *rm;
+	} parked[32];
+	unsigned nparked;
 	bool ro;	    /* no changes: mounted read-only, or an error
 			     * turned it so (errors=remount-ro, panic) */
 	bool mounted_ro;    /* opened read-only: nothing is ever written */
@@ -289,10 +297,18 @@ int e2_dir_prepare(struct e2fs *fs, struct e2_inode *dir, size_t len, struct pat
 int e2_dir_preread(struct e2fs *fs, struct e2_inode *dir, uint32_t pos);
 int e2_dir_add(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len, uint32_t ino,
 	       mode_t mode, struct e2_deps *deps, struct patch **out);
+int e2_dir_add_avoid(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
+		     uint32_t ino, mode_t mode, struct e2_deps *deps, struct patch **out,
+		     const uint32_t *avoid, size_t navoid);
+int e2_dir_remove_at(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
+		     struct e2_deps *deps, struct patch **out, uint32_t *posp);
 int e2_dir_remove(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
 		  struct e2_deps *deps, struct patch **out);
 int e2_dir_retarget(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
 		    uint32_t ino, mode_t mode, struct e2_deps *deps, struct patch **out);
+int e2_dir_move_in_block(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
+			 const char *newname, size_t newlen, uint32_t ino, mode_t mode,
+			 struct e2_deps *deps, struct patch **out);
 int e2_dir_set_dotdot(struct e2fs *fs, struct e2_inode *dir, uint32_t parent, struct e2_deps *deps,
 		      struct patch **out);
 int e2_dir_get_dotdot(struct e2fs *fs, struct e2_inode *dir, uint32_t *parent);
@@ -341,7 +357,7 @@ int e2_order_deps(struct e2fs *fs, struct e2_deps *d);
 /* Let go of every process's set (unmount). */
 void e2_order_destroy(struct e2fs *fs);
 int e2_remove_last(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
-		   struct e2_inode *ip, struct patch *after, struct patch **rmp);
+		   struct e2_inode *ip, struct patch *after, struct patch **rmp, uint32_t *posp);
 int e2_touch_dir(struct e2fs *fs, struct e2_inode *dir);
 
 #endif

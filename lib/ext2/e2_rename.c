@@ -75,7 +75,17 @@ static int park(struct e2fs *fs, struct e2_inode *t, char *pname, size_t *plen,
 	if (!r)
 		r = e2_add_links(fs, t, +1, NULL, &lh);
 	if (!r && !(r = deps2(&d, lh, t->init)) && !(r = deps2(&d, linked, lf->init))) {
-		r = e2_dir_add(fs, lf, pname, *plen, t->ino, e2_imode(t), &d, h);
+		uint32_t avoid[sizeof(fs->parked) / sizeof(fs->parked[0])];
+		unsigned n = 0;
+
+		/* Not in the place of a parked name whose removal is still
+		 * unwritten: the removal waits for a clear that waits for an
+		 * earlier rename, and so a chain of renames over one name
+		 * would cost write rounds in proportion to its length. */
+		for (unsigned i = 0; i < fs->nparked; i++)
+			if (!patch_committed(fs->parked[i].rm))
+				avoid[n++] = fs->parked[i].pos;
+		r = e2_dir_add_avoid(fs, lf, pname, *plen, t->ino, e2_imode(t), &d, h, avoid, n);
 		if (r)
 			(void)e2_add_links(fs, t, -1, NULL, NULL);
 	}
@@ -87,6 +97,36 @@ static int park(struct e2fs *fs, struct e2_inode *t, char *pname, size_t *plen,
 	return r;
 }
 
+/* The parked name goes after `after` (e2_remove_last), freed in place;
+ * its place is remembered until the removal is on disk. */
+static int unpark(struct e2fs *fs, struct e2_inode *lf, const char *pname, size_t plen,
+		  struct e2_inode *t, struct patch *after)
+{
+	const unsigned cap = sizeof(fs->parked) / sizeof(fs->parked[0]);
+	struct patch *rm = NULL;
+	uint32_t pos = 0;
+	unsigned k = 0;
+	int r;
+
+	r = e2_remove_last(fs, lf, pname, plen, t, after, &rm, &pos);
+	if (r || !rm)
+		return r;
+	for (unsigned i = 0; i < fs->nparked; i++) {
+		if (patch_committed(fs->parked[i].rm))
+			patch_release(fs->c, fs->parked[i].rm);
+		else
+			fs->parked[k++] = fs->parked[i];
+	}
+	fs->nparked = k;
+	if (fs->nparked == cap) { /* the oldest is forgotten */
+		patch_release(fs->c, fs->parked[0].rm);
+		memmove(fs->parked, fs->parked + 1, (cap - 1) * sizeof(fs->parked[0]));
+		fs->nparked--;
+	}
+	fs->parked[fs->nparked].pos = pos;
+	fs->parked[fs->nparked++].rm = rm;
+	return 0;
+}
 
 int e2_rename(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const char *name,
 	      uint32_t newparent, const char *newname, unsigned flags)
@@ -101,7 +141,7 @@ int e2_rename(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const
 	size_t plen = 0;
 	struct e2_dloc loc1, loc2;
 	size_t len1, len2;
-	bool sdir, tdir = false, moved, exists;
+	bool sdir, tdir = false, moved, exists, oneblk;
 	int r;
 
 	if (fs->ro)
@@ -181,6 +221,8 @@ int e2_rename(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const
 		r = -EMLINK;
 		goto out;
 	}
+	oneblk = exists && !moved && !sdir && !(flags & E2_RENAME_EXCHANGE) &&
+		 loc1.pos / fs->bs == loc2.pos / fs->bs;
 	/* Read every block this rename changes before the first change: a
 	 * read error half way would leave, say, a directory under two names
 	 * with no crash at all. */
@@ -248,17 +290,35 @@ int e2_rename(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const
 		if (sdir && moved && (r = e2_add_links(fs, p2, +1, NULL, &l2)))
 			goto out;
 		/* rename_order=all: after every earlier data write, rename and
-		 * link (e2_order_deps). */
-		if ((r = e2_add_links(fs, s, +1, NULL, &ls)) || (r = deps2(&d, s->init, linked)) ||
-		    (r = deps2(&d, ls, p2->init)) || (r = e2_order_deps(fs, &d)))
+		 * link (e2_order_deps).  Over a file named in the same block,
+		 * the retarget and the removal are one patch: never two names
+		 * on disk, so the count is not raised. */
+		if (!oneblk && (r = e2_add_links(fs, s, +1, NULL, &ls)))
+			goto out;
+		if ((r = deps2(&d, s->init, linked)) || (r = deps2(&d, ls, p2->init)) ||
+		    (r = e2_order_deps(fs, &d)))
 			goto out;
 		/* A target losing its last name is parked first (see park()). */
 		if (exists && !tdir && e2_ilinks(&t->d) == 1 &&
-		    fs->opts.consistency != CONSISTENCY_NONE &&
-		    ((r = park(fs, t, pname, &plen, &lf, &parked)) ||
-		     (r = e2_deps_addref(&d, parked))))
-			goto out;
-		if (exists)
+		    fs->opts.consistency != CONSISTENCY_NONE) {
+			/* The parked name is the file system's own business,
+			 * unseen under any name a program uses: it stays out
+			 * of the caller's patchgroup (which would order it
+			 * after the group's earlier changes, and the next
+			 * group after its removal, a round trip through
+			 * lost+found per rename of a chain). */
+			struct patch_scope *sc = fs->scope;
+
+			fs->scope = NULL;
+			r = park(fs, t, pname, &plen, &lf, &parked);
+			fs->scope = sc;
+			if (r || (r = e2_deps_addref(&d, parked)))
+				goto out;
+		}
+		if (oneblk)
+			r = e2_dir_move_in_block(fs, p2, name, len1, newname, len2, s->ino,
+						 e2_imode(s), &d, &n);
+		else if (exists)
 			r = e2_dir_retarget(fs, p2, newname, len2, s->ino, e2_imode(s), &d, &n);
 		else
 			r = e2_dir_add(fs, p2, newname, len2, s->ino, e2_imode(s), &d, &n);
@@ -271,18 +331,24 @@ int e2_rename(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const
 		e2_deps_free(fs, &d);
 		/* The old entry goes once the new one and the moved
 		 * directory's new ".." are on disk. */
-		if ((r = deps2(&d, n, dd)) || (r = e2_dir_remove(fs, p1, name, len1, &d, &rm)))
+		if (!oneblk &&
+		    ((r = deps2(&d, n, dd)) || (r = e2_dir_remove(fs, p1, name, len1, &d, &rm))))
 			goto out;
 		if (sdir && moved && (r = e2_add_links_after(fs, p1, -1, dd, rm, NULL, NULL)))
 			goto out;
-		if ((r = e2_add_links_after(fs, s, -1, rm, NULL, NULL, NULL)))
+		if (!oneblk && (r = e2_add_links_after(fs, s, -1, rm, NULL, NULL, NULL)))
 			goto out;
 		/* The replaced target loses its name with the retarget; a
 		 * parked one its last name after that. */
-		if (lf)
-			r = e2_remove_last(fs, lf, pname, plen, t, n, NULL);
-		else if (exists)
+		if (lf) {
+			struct patch_scope *sc = fs->scope;
+
+			fs->scope = NULL;
+			r = unpark(fs, lf, pname, plen, t, n);
+			fs->scope = sc;
+		} else if (exists) {
 			r = e2_remove_inode(fs, p2, t, n);
+		}
 		if (r)
 			goto out;
 	}

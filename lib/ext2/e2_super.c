@@ -499,8 +499,12 @@ static int mount_rw(struct e2fs *fs)
 
 static void fs_free(struct e2fs *fs)
 {
-	if (fs->c)
+	if (fs->c) {
 		e2_order_destroy(fs);
+		for (unsigned i = 0; i < fs->nparked; i++)
+			patch_release(fs->c, fs->parked[i].rm);
+	}
+	fs->nparked = 0;
 	e2_icache_destroy(fs);
 	e2_freed_destroy(fs);
 	e2_xattr_destroy(fs);

@@ -109,7 +109,7 @@ struct work {
 	const char *atomic_name[2];
 	uint32_t atomic_dir[2];
 	unsigned natomic;
-	struct acand atomic[3];
+	struct acand atomic[5];
 	unsigned nacand;
 	size_t cache_blocks; /* e2_opts.cache_blocks for the run */
 	/* after e2_fsync returned: from round durable_round on, durable_name
@@ -671,7 +671,7 @@ static void fsync_common(struct work *w, bool call)
 	w->durable_size = 70000;
 	w->durable_round = barriers_so_far(w->rec);
 	w_file(w, E2_ROOT_INO, "later", 7, 20000);
-	OK(w, e2_unlink(w->fs, NULL, w->dirs[2], "other"));
+	OK(w, e2_unlink(w->fs, w->dirs[2], "other"));
 	w_rounds(w);
 }
 
@@ -1496,6 +1496,26 @@ static void run_workload(const struct workload *wl, enum consistency cons, uint6
 	free(w);
 }
 
+/* Replaces of one name with no round between them, as a program
+ * replacing a file in a loop makes them: each rename parks the file it
+ * replaces in lost+found while the removal of the name parked before is
+ * not on disk yet, so the new parked name goes past the old one
+ * (e2_dir_add_avoid); the retargets and removals are one patch each
+ * (one directory block). */
+static void run_replace_chain(struct work *w)
+{
+	OK(w, e2_rename(w->fs, NULL, E2_ROOT_INO, "new", E2_ROOT_INO, "target", 0));
+	for (unsigned id = 3; id <= 4; id++) {
+		struct acand *a = &w->atomic[w->nacand++];
+
+		*a = (struct acand){.id = id, .size = FRESH_SIZE, .empty_ok = true};
+		a->ino = w_file1(w, E2_ROOT_INO, "new", id, FRESH_SIZE);
+		name_add(w, "target", id);
+		OK(w, e2_rename(w->fs, NULL, E2_ROOT_INO, "new", E2_ROOT_INO, "target", 0));
+	}
+	w_rounds(w);
+}
+
 static const struct workload workloads[] = {
     {"create", NULL, run_create, true, false, false, false},
     {"mkdir", NULL, run_mkdir, true, false, false, false},
@@ -1509,6 +1529,7 @@ static const struct workload workloads[] = {
     {"rename-over-dirs", su_rename_over_dirs, run_rename_over_dirs, true, false, false, true},
     {"exchange", su_exchange, run_exchange, true, false, false, true},
     {"rename-over-big", su_rename_over_dirs, run_rename_over_big, true, false, false, true},
+    {"replace-chain", su_rename_over, run_replace_chain, true, false, false, true},
     {"dir-grow", su_dir_grow, run_dir_grow, true, false, false, false},
     {"holes", su_holes, run_holes, true, false, false, false},
     {"punch", su_punch, run_punch, true, false, false, false},
