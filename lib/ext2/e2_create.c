@@ -77,6 +77,16 @@ static int create(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, c
 	r = e2_iget(fs, ino, &ip);
 	if (r)
 		goto undo;
+	/* Once a file was fsynced on this mount, a new inode's changes are
+	 * collected from its birth (e2_isync_add), so that its first fsync
+	 * writes what it depends on instead of everything: a program that
+	 * writes, fsyncs and renames new files pays a sync of the whole file
+	 * system per file otherwise.  Bulk writers that never fsync still
+	 * pay nothing. */
+	if (fs->fsync_seen && !ip->sync_track) {
+		ip->sync_track = true;
+		ip->sync_all = false;
+	}
 	if (isdir) {
 		/* The parent's count goes up before the ".." that counts. */
 		r = e2_add_links(fs, dir, +1, NULL, &plink);

@@ -169,8 +169,9 @@ int e2_iwrite(struct e2fs *fs, struct e2_inode *ip, const struct ext2_inode_larg
 
 /* Record p as one of ip's changes, for e2_fsync: an empty patch that
  * nothing depends on collects them (patch_add_depend is allowed on it).
- * Only for inodes that have been fsynced once: the first fsync of an inode
- * syncs everything, so bulk writers that never fsync pay nothing. */
+ * Only for inodes that have been fsynced once, or created after any fsync
+ * on the mount (create()): the first fsync of another inode syncs
+ * everything, so bulk writers that never fsync pay nothing. */
 void e2_isync_add(struct e2fs *fs, struct e2_inode *ip, struct patch *p)
 {
 	if (!ip->sync_track || !p || patch_committed(p) || fs->opts.consistency == CONSISTENCY_NONE)

@@ -148,6 +148,8 @@ struct e2fs {
 		struct patch *rm;
 	} parked[32];
 	unsigned nparked;
+	/* a file was fsynced: new inodes collect their changes from birth */
+	bool fsync_seen;
 	bool ro;	    /* no changes: mounted read-only, or an error
 			     * turned it so (errors=remount-ro, panic) */
 	bool mounted_ro;    /* opened read-only: nothing is ever written */

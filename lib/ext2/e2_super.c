@@ -863,6 +863,7 @@ int e2_fsync(struct e2fs *fs, uint32_t ino, bool datasync)
 	if (fs->opts.consistency == CONSISTENCY_NONE)
 		return e2_sync(fs);
 	pthread_mutex_lock(&fs->lock);
+	fs->fsync_seen = true;
 	r = e2_iget(fs, ino, &ip);
 	if (!r && (ip->sync_all || !ip->sync_track)) {
 		ip->sync_all = false;

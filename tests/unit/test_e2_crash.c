@@ -671,7 +671,7 @@ static void fsync_common(struct work *w, bool call)
 	w->durable_size = 70000;
 	w->durable_round = barriers_so_far(w->rec);
 	w_file(w, E2_ROOT_INO, "later", 7, 20000);
-	OK(w, e2_unlink(w->fs, w->dirs[2], "other"));
+	OK(w, e2_unlink(w->fs, NULL, w->dirs[2], "other"));
 	w_rounds(w);
 }
 
@@ -683,6 +683,41 @@ static void run_fsync(struct work *w)
 static void run_fsync_skipped(struct work *w)
 {
 	fsync_common(w, false);
+}
+
+/* After a first fsync (which syncs everything), a new file in a new
+ * directory collects its changes from its birth: its own fsync writes only
+ * what it depends on (its data, inode, entry, and the new directory's),
+ * not the unrelated file written beside it. */
+static void fsync_new_common(struct work *w, bool call)
+{
+	uint32_t d, f;
+
+	f = w_file(w, w->dirs[2], "first", 4, 10000);
+	OK(w, e2_fsync(w->fs, f, false));
+	d = w_mkdir(w, w->dirs[1], "fd");
+	w_file(w, w->dirs[2], "other", 5, 30000);
+	f = w_file(w, d, "synced", 6, 70000);
+	if (call)
+		OK(w, e2_fsync(w->fs, f, false));
+	w->durable_name = "synced";
+	w->durable_dir = d;
+	w->durable_id = 6;
+	w->durable_size = 70000;
+	w->durable_round = barriers_so_far(w->rec);
+	w_file(w, E2_ROOT_INO, "later", 7, 20000);
+	OK(w, e2_unlink(w->fs, NULL, w->dirs[2], "other"));
+	w_rounds(w);
+}
+
+static void run_fsync_new(struct work *w)
+{
+	fsync_new_common(w, true);
+}
+
+static void run_fsync_new_skipped(struct work *w)
+{
+	fsync_new_common(w, false);
 }
 
 /* Exchange across directories: /target and /d/e/new swap places. */
@@ -1538,6 +1573,7 @@ static const struct workload workloads[] = {
     {"reuse", NULL, run_reuse, true, false, false, false},
     {"dir-churn", su_churn, run_churn, true, false, false, true},
     {"fsync", NULL, run_fsync, false, false, false, false},
+    {"fsync-new", NULL, run_fsync_new, false, false, false, false},
 };
 #define NWORK (sizeof(workloads) / sizeof(workloads[0]))
 
@@ -1770,12 +1806,18 @@ static void test_crash_none_is_caught(void **state)
 static void test_crash_fsync_check_fires(void **state)
 {
 	uint64_t seed = e2t_seed("E2_CRASH_SEED", 1);
-	const struct workload wl = {"fsync-skipped", NULL, run_fsync_skipped, false, false, false, false};
+	const struct workload wl[] = {
+	    {"fsync-skipped", NULL, run_fsync_skipped, false, false, false, false},
+	    {"fsync-new-skipped", NULL, run_fsync_new_skipped, false, false, false, false},
+	};
 	struct checker c;
 
-	run_workload(&wl, CONSISTENCY_SOFTUPDATES, seed, 60, &c);
-	if (c.undurable == 0)
-		fail_msg("the fsync durability check never failed without e2_fsync");
+	for (size_t i = 0; i < sizeof(wl) / sizeof(wl[0]); i++) {
+		run_workload(&wl[i], CONSISTENCY_SOFTUPDATES, seed, 60, &c);
+		if (c.undurable == 0)
+			fail_msg("the fsync durability check never failed without e2_fsync (%s)",
+				 wl[i].name);
+	}
 }
 
 /* One run under CONSISTENCY_NONE per variant of the soft-updates tests
