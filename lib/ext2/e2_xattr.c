@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "e2_int.h"
+#include "util/bytes.h"
 
 #define XA_MAGIC   0xEA020000u
 #define XA_HDR	   32 /* block header */
@@ -203,34 +204,6 @@ static uint32_t hash_entry(const struct xa *x)
 	return h;
 }
 
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return le32toh(v);
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-	uint16_t v;
-
-	memcpy(&v, p, 2);
-	return le16toh(v);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	v = htole32(v);
-	memcpy(p, &v, 4);
-}
-
-static void put16(uint8_t *p, uint16_t v)
-{
-	v = htole16(v);
-	memcpy(p, &v, 2);
-}
-
 /* ---- parsing ----------------------------------------------------------- */
 
 struct span {
@@ -262,18 +235,18 @@ static int parse(struct e2fs *fs, const uint8_t *buf, uint32_t start, uint32_t e
 
 		if (p + 4 > end)
 			return e2_err(fs, -EIO, "%s: entries run past the end", what);
-		if (get32(buf + p) == 0)
+		if (ld_le32(buf + p) == 0)
 			break;
 		if (p + XA_ENT > end)
 			return e2_err(fs, -EIO, "%s: entries run past the end", what);
 		nlen = buf[p];
 		if (p + XA_ELEN(nlen) + 4 > end)
 			return e2_err(fs, -EIO, "%s: entries run past the end", what);
-		voffs = get16(buf + p + 2);
-		if (get32(buf + p + 4))
+		voffs = ld_le16(buf + p + 2);
+		if (ld_le32(buf + p + 4))
 			return e2_err(fs, -EIO, "%s: value in an inode (ea_inode) is not supported",
 				      what);
-		vlen = get32(buf + p + 8);
+		vlen = ld_le32(buf + p + 8);
 		if (vlen) {
 			if ((uint64_t)vbase + voffs + vlen > end)
 				return e2_err(fs, -EIO, "%s: value past the end", what);
@@ -311,7 +284,7 @@ static uint32_t ibody(const struct e2fs *fs, const uint8_t *raw)
 
 	if (fs->isize <= EXT2_GOOD_OLD_INODE_SIZE)
 		return 0;
-	extra = get16(raw + EXT2_GOOD_OLD_INODE_SIZE);
+	extra = ld_le16(raw + EXT2_GOOD_OLD_INODE_SIZE);
 	if (extra == 0 || (extra & 3) || EXT2_GOOD_OLD_INODE_SIZE + extra + 4 + 4 > fs->isize)
 		return 0;
 	return EXT2_GOOD_OLD_INODE_SIZE + extra;
@@ -463,16 +436,16 @@ static int load_block(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, struct
 	if (r)
 		return e2_err(fs, r, "%s: cannot read", what);
 	d = cblock_data(b);
-	if (get32(d) != XA_MAGIC)
-		r = e2_err(fs, -EIO, "%s: bad magic 0x%08x", what, get32(d));
-	else if (get32(d + 4) == 0)
+	if (ld_le32(d) != XA_MAGIC)
+		r = e2_err(fs, -EIO, "%s: bad magic 0x%08x", what, ld_le32(d));
+	else if (ld_le32(d + 4) == 0)
 		r = e2_err(fs, -EIO, "%s: reference count 0", what);
-	else if (get32(d + 8) != 1)
-		r = e2_err(fs, -EIO, "%s: h_blocks %u is not 1", what, get32(d + 8));
+	else if (ld_le32(d + 8) != 1)
+		r = e2_err(fs, -EIO, "%s: h_blocks %u is not 1", what, ld_le32(d + 8));
 	else
 		r = parse(fs, d, XA_HDR, fs->bs, 0, false, s, what);
 	if (!r)
-		r = xidx_add(fs, blk, get32(d + 12), NULL, NULL);
+		r = xidx_add(fs, blk, ld_le32(d + 12), NULL, NULL);
 	if (!r)
 		cblock_set_kind(b, CBK_XATTR);
 	cache_put(fs->c, b);
@@ -494,7 +467,7 @@ static int load(struct e2fs *fs, struct e2_inode *ip, uint8_t **raw, struct xase
 	if (r)
 		return r;
 	body = ibody(fs, *raw);
-	if (body && get32(*raw + body) == XA_MAGIC) {
+	if (body && ld_le32(*raw + body) == XA_MAGIC) {
 		char what[64];
 
 		snprintf(what, sizeof(what), "inode %u: in-inode attributes", ip->ino);
@@ -549,10 +522,10 @@ static bool build(const struct xaset *s, bool inode, uint8_t *buf, uint32_t star
 		v -= XA_PAD(x->vlen);
 		buf[p] = x->nlen;
 		buf[p + 1] = x->idx;
-		put16(buf + p + 2, x->vlen ? (uint16_t)(v - vbase) : 0);
-		put32(buf + p + 8, x->vlen);
+		st_le16(buf + p + 2, x->vlen ? (uint16_t)(v - vbase) : 0);
+		st_le32(buf + p + 8, x->vlen);
 		eh = hash_entry(x);
-		put32(buf + p + 12, eh);
+		st_le32(buf + p + 12, eh);
 		memcpy(buf + p + XA_ENT, x->name, x->nlen);
 		if (x->vlen)
 			memcpy(buf + v, x->val, x->vlen);
@@ -605,8 +578,8 @@ static struct e2_xblk *share_find(struct e2fs *fs, const uint8_t *img, uint32_t 
 			continue;
 		if (cache_get(fs->c, x->blk, &b))
 			continue;
-		same = get32(cblock_data(b)) == XA_MAGIC && get32(cblock_data(b) + 4) < XA_REFMAX &&
-		       get32(cblock_data(b) + 4) > 0 &&
+		same = ld_le32(cblock_data(b)) == XA_MAGIC && ld_le32(cblock_data(b) + 4) < XA_REFMAX &&
+		       ld_le32(cblock_data(b) + 4) > 0 &&
 		       memcmp(cblock_data(b) + 8, img + 8, fs->bs - 8) == 0;
 		cache_put(fs->c, b);
 		if (same)
@@ -629,9 +602,9 @@ static int unref_block(struct e2fs *fs, uint32_t ino, uint32_t blk, struct patch
 	r = cache_get(fs->c, blk, &b);
 	if (r)
 		return e2_err(fs, r, "inode %u: cannot read attribute block %u", ino, blk);
-	magic = get32(cblock_data(b));
-	refs = get32(cblock_data(b) + 4);
-	hash = get32(cblock_data(b) + 12);
+	magic = ld_le32(cblock_data(b));
+	refs = ld_le32(cblock_data(b) + 4);
+	hash = ld_le32(cblock_data(b) + 12);
 	cache_put(fs->c, b);
 	if (magic != XA_MAGIC || refs == 0)
 		return e2_err(fs, -EIO, "inode %u: bad attribute block %u", ino, blk);
@@ -690,7 +663,7 @@ static int store(struct e2fs *fs, struct e2_inode *ip, uint8_t *raw, struct xase
 	 * inode with none the standard 32 bytes (zeros: no extra times) */
 	body = ibody(fs, raw);
 	if (!body && fs->isize >= EXT2_GOOD_OLD_INODE_SIZE + XA_EXTRA + 8 &&
-	    get16(raw + EXT2_GOOD_OLD_INODE_SIZE) == 0) {
+	    ld_le16(raw + EXT2_GOOD_OLD_INODE_SIZE) == 0) {
 		body = EXT2_GOOD_OLD_INODE_SIZE + XA_EXTRA;
 		extra_set = true;
 	}
@@ -721,10 +694,10 @@ static int store(struct e2fs *fs, struct e2_inode *ip, uint8_t *raw, struct xase
 	if (body) {
 		bool any = nblock < s->n;
 
-		if (any || get32(raw + body) == XA_MAGIC) {
+		if (any || ld_le32(raw + body) == XA_MAGIC) {
 			if (any && extra_set)
-				put16(nraw + EXT2_GOOD_OLD_INODE_SIZE, XA_EXTRA);
-			put32(nraw + body, any ? XA_MAGIC : 0);
+				st_le16(nraw + EXT2_GOOD_OLD_INODE_SIZE, XA_EXTRA);
+			st_le32(nraw + body, any ? XA_MAGIC : 0);
 			if (!build(s, true, nraw, body + 4, fs->isize, body + 4, NULL)) {
 				r = -EIO; /* place() said it fits */
 				goto out;
@@ -739,10 +712,10 @@ static int store(struct e2fs *fs, struct e2_inode *ip, uint8_t *raw, struct xase
 			r = -ENOSPC;
 			goto out;
 		}
-		put32(img, XA_MAGIC);
-		put32(img + 4, 1);
-		put32(img + 8, 1);
-		put32(img + 12, hash);
+		st_le32(img, XA_MAGIC);
+		st_le32(img + 4, 1);
+		st_le32(img + 8, 1);
+		st_le32(img + 12, hash);
 		if (oldblk) {
 			struct cblock *b;
 			bool same = false;
@@ -761,7 +734,7 @@ static int store(struct e2fs *fs, struct e2_inode *ip, uint8_t *raw, struct xase
 			r = cache_get(fs->c, x->blk, &b);
 			if (r)
 				goto out;
-			nv = htole32(get32(cblock_data(b) + 4) + 1);
+			nv = htole32(ld_le32(cblock_data(b) + 4) + 1);
 			cache_put(fs->c, b);
 			e2_patch_drop_committed(fs, &x->init);
 			r = e2_deps_addref(&deps, x->init);
@@ -874,16 +847,16 @@ static int acl_decode(const uint8_t *v, size_t n, struct acl_ent *e, size_t max)
 	bool any_u = false, any_g = false;
 	uint16_t prev = 0;
 
-	if (n < 4 || get32(v) != ACL_VERSION)
+	if (n < 4 || ld_le32(v) != ACL_VERSION)
 		return -EINVAL;
 	while (p < n) {
 		uint16_t tag;
 
 		if (p + 4 > n || k == max)
 			return -EINVAL;
-		tag = get16(v + p);
+		tag = ld_le16(v + p);
 		e[k].tag = tag;
-		e[k].perm = get16(v + p + 2);
+		e[k].perm = ld_le16(v + p + 2);
 		e[k].id = 0;
 		if (e[k].perm & ~7u)
 			return -EINVAL;
@@ -892,7 +865,7 @@ static int acl_decode(const uint8_t *v, size_t n, struct acl_ent *e, size_t max)
 		case T_GROUP:
 			if (p + 8 > n)
 				return -EINVAL;
-			e[k].id = get32(v + p + 4);
+			e[k].id = ld_le32(v + p + 4);
 			p += 8;
 			need_mask = 1;
 			if (tag == T_USER) {
@@ -935,12 +908,12 @@ static size_t acl_encode(const struct acl_ent *e, size_t k, uint8_t *v)
 {
 	size_t p = 4;
 
-	put32(v, ACL_VERSION);
+	st_le32(v, ACL_VERSION);
 	for (size_t i = 0; i < k; i++) {
-		put16(v + p, e[i].tag);
-		put16(v + p + 2, e[i].perm);
+		st_le16(v + p, e[i].tag);
+		st_le16(v + p + 2, e[i].perm);
 		if (e[i].tag == T_USER || e[i].tag == T_GROUP) {
-			put32(v + p + 4, e[i].id);
+			st_le32(v + p + 4, e[i].id);
 			p += 8;
 		} else {
 			p += 4;
@@ -1210,7 +1183,7 @@ int e2_xattr_release(struct e2fs *fs, struct e2_inode *ip, struct patch *clear)
 	r = cache_get(fs->c, blk, &b);
 	if (r)
 		return e2_err(fs, r, "inode %u: cannot read attribute block %u", ip->ino, blk);
-	r = get32(cblock_data(b)) == XA_MAGIC && get32(cblock_data(b) + 4) != 0 ? 0 : -EIO;
+	r = ld_le32(cblock_data(b)) == XA_MAGIC && ld_le32(cblock_data(b) + 4) != 0 ? 0 : -EIO;
 	if (!r)
 		cblock_set_kind(b, CBK_XATTR);
 	cache_put(fs->c, b);
@@ -1230,18 +1203,18 @@ ssize_t e2_acl_from_xattr(const void *x, size_t n, void *out, size_t size)
 	uint8_t *o = out;
 	size_t p = 4;
 
-	if (n < 4 || (n - 4) % 8 || get32(v) != XACL_VERSION)
+	if (n < 4 || (n - 4) % 8 || ld_le32(v) != XACL_VERSION)
 		return -EINVAL;
 	if (size < 4 + (n - 4))
 		return -ERANGE;
-	put32(o, ACL_VERSION);
+	st_le32(o, ACL_VERSION);
 	for (size_t i = 4; i < n; i += 8) {
-		uint16_t tag = get16(v + i);
+		uint16_t tag = ld_le16(v + i);
 
-		put16(o + p, tag);
-		put16(o + p + 2, get16(v + i + 2));
+		st_le16(o + p, tag);
+		st_le16(o + p + 2, ld_le16(v + i + 2));
 		if (tag == T_USER || tag == T_GROUP) {
-			put32(o + p + 4, get32(v + i + 4));
+			st_le32(o + p + 4, ld_le32(v + i + 4));
 			p += 8;
 		} else {
 			p += 4;
@@ -1262,11 +1235,11 @@ ssize_t e2_acl_to_xattr(const void *e, size_t n, void *out, size_t size)
 		return 4 + 8 * (ssize_t)k;
 	if (size < 4 + 8 * (size_t)k)
 		return -ERANGE;
-	put32(o, XACL_VERSION);
+	st_le32(o, XACL_VERSION);
 	for (int i = 0; i < k; i++) {
-		put16(o + 4 + 8 * i, ent[i].tag);
-		put16(o + 4 + 8 * i + 2, ent[i].perm);
-		put32(o + 4 + 8 * i + 4,
+		st_le16(o + 4 + 8 * i, ent[i].tag);
+		st_le16(o + 4 + 8 * i + 2, ent[i].perm);
+		st_le32(o + 4 + 8 * i + 4,
 		      ent[i].tag == T_USER || ent[i].tag == T_GROUP ? ent[i].id : XACL_NOID);
 	}
 	return 4 + 8 * (ssize_t)k;

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "jbd2.h"
+#include "util/bytes.h"
 
 /* Journal superblock offsets (all fields big-endian). */
 #define SB_BLOCKSIZE 0x0c
@@ -146,28 +147,6 @@ static uint32_t crc32_be(uint32_t crc, const uint8_t *p, size_t len)
 	return crc;
 }
 
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return be32toh(v);
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-	uint16_t v;
-
-	memcpy(&v, p, 2);
-	return be16toh(v);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	v = htobe32(v);
-	memcpy(p, &v, 4);
-}
-
 /* Transaction numbers wrap: compare them as the kernel does. */
 static bool tid_gt(uint32_t x, uint32_t y)
 {
@@ -227,7 +206,7 @@ static bool tail_ok(const struct jbd2 *j, const uint8_t *b)
 {
 	if (!j->csum)
 		return true;
-	return get32(b + j->bs - TAIL_SIZE) == csum_without(j, b, j->bs - TAIL_SIZE, j->bs);
+	return ld_be32(b + j->bs - TAIL_SIZE) == csum_without(j, b, j->bs - TAIL_SIZE, j->bs);
 }
 
 /* The superblock's checksum covers its 1024 bytes, seeded with ~0 (not
@@ -245,7 +224,7 @@ static bool commit_ok(const struct jbd2 *j, const uint8_t *b)
 {
 	if (!j->csum)
 		return true;
-	return get32(b + COMMIT_CSUM) == csum_without(j, b, COMMIT_CSUM, j->bs);
+	return ld_be32(b + COMMIT_CSUM) == csum_without(j, b, COMMIT_CSUM, j->bs);
 }
 
 static bool tag_csum_ok(const struct jbd2 *j, const uint8_t *tag, const uint8_t *data, uint32_t tid)
@@ -255,20 +234,20 @@ static bool tag_csum_ok(const struct jbd2 *j, const uint8_t *tag, const uint8_t 
 
 	if (!j->csum)
 		return true;
-	put32(seq, tid);
+	st_be32(seq, tid);
 	c = jbd2_crc32c(j->seed, seq, 4);
 	c = jbd2_crc32c(c, data, j->bs);
 	if (j->csum3)
-		return get32(tag + 12) == c;
-	return get16(tag + 4) == (uint16_t)c;
+		return ld_be32(tag + 12) == c;
+	return ld_be16(tag + 4) == (uint16_t)c;
 }
 
 static uint64_t tag_block(const struct jbd2 *j, const uint8_t *tag)
 {
-	uint64_t b = get32(tag);
+	uint64_t b = ld_be32(tag);
 
 	if (j->b64)
-		b |= (uint64_t)get32(tag + 8) << 32;
+		b |= (uint64_t)ld_be32(tag + 8) << 32;
 	return b;
 }
 
@@ -379,21 +358,21 @@ int jbd2_open(struct bdev *dev, const uint64_t *map, uint32_t nmap, uint64_t fs_
 		goto out;
 	s = j->sbblk;
 	r = -EUCLEAN;
-	type = get32(s + 4);
-	if (get32(s) != JBD2_MAGIC || (type != JBD2_SUPERBLOCK_V1 && type != JBD2_SUPERBLOCK_V2)) {
-		fail(j, r, "bad journal superblock (magic 0x%08x, type %u)", get32(s), type);
+	type = ld_be32(s + 4);
+	if (ld_be32(s) != JBD2_MAGIC || (type != JBD2_SUPERBLOCK_V1 && type != JBD2_SUPERBLOCK_V2)) {
+		fail(j, r, "bad journal superblock (magic 0x%08x, type %u)", ld_be32(s), type);
 		goto out;
 	}
-	if (get32(s + SB_BLOCKSIZE) != j->bs) {
+	if (ld_be32(s + SB_BLOCKSIZE) != j->bs) {
 		fail(j, r, "journal block size %u differs from the file system's %u",
-		     get32(s + SB_BLOCKSIZE), j->bs);
+		     ld_be32(s + SB_BLOCKSIZE), j->bs);
 		goto out;
 	}
-	j->maxlen = get32(s + SB_MAXLEN);
-	j->first = get32(s + SB_FIRST);
-	j->sequence = get32(s + SB_SEQUENCE);
-	j->start = get32(s + SB_START);
-	j->jerrno = (int32_t)get32(s + SB_ERRNO);
+	j->maxlen = ld_be32(s + SB_MAXLEN);
+	j->first = ld_be32(s + SB_FIRST);
+	j->sequence = ld_be32(s + SB_SEQUENCE);
+	j->start = ld_be32(s + SB_START);
+	j->jerrno = (int32_t)ld_be32(s + SB_ERRNO);
 	if (j->maxlen > nmap) {
 		fail(j, r, "journal superblock says %u blocks but the journal has %u", j->maxlen,
 		     nmap);
@@ -414,9 +393,9 @@ int jbd2_open(struct bdev *dev, const uint64_t *map, uint32_t nmap, uint64_t fs_
 	}
 	j->v2 = type == JBD2_SUPERBLOCK_V2;
 	if (j->v2) {
-		j->compat = get32(s + SB_COMPAT);
-		j->incompat = get32(s + SB_INCOMPAT);
-		ro = get32(s + SB_ROCOMPAT);
+		j->compat = ld_be32(s + SB_COMPAT);
+		j->incompat = ld_be32(s + SB_INCOMPAT);
+		ro = ld_be32(s + SB_ROCOMPAT);
 		if (j->incompat & JBD2_FEATURE_INCOMPAT_ASYNC) {
 			r = fail(j, -EOPNOTSUPP, "journal feature 'async_commit' is not supported");
 			goto out;
@@ -454,7 +433,7 @@ int jbd2_open(struct bdev *dev, const uint64_t *map, uint32_t nmap, uint64_t fs_
 				     s[SB_CSUM_TYPE]);
 				goto out;
 			}
-			if (sb_csum(s) != get32(s + SB_CHECKSUM)) {
+			if (sb_csum(s) != ld_be32(s + SB_CHECKSUM)) {
 				fail(j, r, "journal superblock checksum mismatch");
 				goto out;
 			}
@@ -517,7 +496,7 @@ static uint32_t count_tags(const struct jbd2 *j, const uint8_t *b)
 	uint32_t off = HDR_SIZE, n = 0;
 
 	while (off + j->tag_bytes <= j->bs - j->tail) {
-		uint16_t fl = get16(b + off + 6);
+		uint16_t fl = ld_be16(b + off + 6);
 
 		n++;
 		off += j->tag_bytes;
@@ -531,7 +510,7 @@ static uint32_t count_tags(const struct jbd2 *j, const uint8_t *b)
 
 static int scan_revokes(struct jbd2 *j, const uint8_t *b, uint32_t tid, struct jbd2_recovery *rec)
 {
-	uint32_t used = get32(b + REVOKE_COUNT);
+	uint32_t used = ld_be32(b + REVOKE_COUNT);
 	uint32_t rlen = j->b64 ? 8 : 4;
 	int r;
 
@@ -539,8 +518,8 @@ static int scan_revokes(struct jbd2 *j, const uint8_t *b, uint32_t tid, struct j
 		return fail(j, -EUCLEAN, "revoke block of transaction %u claims %u bytes", tid,
 			    used);
 	for (uint32_t off = REVOKE_FIRST; off + rlen <= used; off += rlen) {
-		uint64_t blk = rlen == 8 ? (uint64_t)get32(b + off) << 32 | get32(b + off + 4)
-					 : get32(b + off);
+		uint64_t blk = rlen == 8 ? (uint64_t)ld_be32(b + off) << 32 | ld_be32(b + off + 4)
+					 : ld_be32(b + off);
 
 		r = rv_set(j, blk, tid);
 		if (r)
@@ -559,7 +538,7 @@ static int do_tags(struct jbd2 *j, enum pass pass, const uint8_t *d, uint32_t ti
 
 	while (off + j->tag_bytes <= j->bs - j->tail) {
 		const uint8_t *tag = d + off;
-		uint16_t fl = get16(tag + 6);
+		uint16_t fl = ld_be16(tag + 6);
 		uint64_t blk = tag_block(j, tag);
 		uint64_t at = *pos;
 
@@ -587,7 +566,7 @@ static int do_tags(struct jbd2 *j, enum pass pass, const uint8_t *d, uint32_t ti
 				struct bdev_write w = {blk, j->dbuf};
 
 				if (fl & JBD2_FLAG_ESCAPE)
-					put32(j->dbuf, JBD2_MAGIC);
+					st_be32(j->dbuf, JBD2_MAGIC);
 				r = bdev_write(j->dev, &w, 1);
 				if (r)
 					return fail(j, r, "cannot write block %llu: %s",
@@ -632,10 +611,10 @@ static int do_pass(struct jbd2 *j, enum pass pass, struct jbd2_recovery *rec)
 			return r;
 		pos = wrap(j, pos + 1);
 		walked++;
-		if (get32(b) != JBD2_MAGIC)
+		if (ld_be32(b) != JBD2_MAGIC)
 			break;
-		type = get32(b + 4);
-		seq = get32(b + 8);
+		type = ld_be32(b + 4);
+		seq = ld_be32(b + 8);
 		if (seq != tid)
 			break;
 		if (type == JBD2_DESCRIPTOR_BLOCK) {
@@ -677,7 +656,7 @@ static int do_pass(struct jbd2 *j, enum pass pass, struct jbd2_recovery *rec)
 			walked += n;
 		} else if (type == JBD2_COMMIT_BLOCK) {
 			uint64_t t =
-			    (uint64_t)get32(b + COMMIT_SEC) << 32 | get32(b + COMMIT_SEC + 4);
+			    (uint64_t)ld_be32(b + COMMIT_SEC) << 32 | ld_be32(b + COMMIT_SEC + 4);
 
 			if (suspect) {
 				if (t >= last_time)
@@ -687,7 +666,7 @@ static int do_pass(struct jbd2 *j, enum pass pass, struct jbd2_recovery *rec)
 				break; /* stale blocks of an earlier log */
 			}
 			if (pass == PASS_SCAN && j->csum1) {
-				uint32_t found = get32(b + COMMIT_CSUM);
+				uint32_t found = ld_be32(b + COMMIT_CSUM);
 				bool ok = (b[COMMIT_CSUM_TYPE] == CSUM_CRC32 &&
 					   b[COMMIT_CSUM_SIZE] == 4 && found == crc1) ||
 					  (!b[COMMIT_CSUM_TYPE] && !b[COMMIT_CSUM_SIZE] && !found);
@@ -783,11 +762,11 @@ int jbd2_recover(struct jbd2 *j, struct jbd2_recovery *rec, char *err, size_t er
 	/* The next transaction number is one past the end, so that no
 	 * commit block left in the log can be taken for a new one; an empty
 	 * log moves on by one too, as Linux and e2fsck do. */
-	put32(s + SB_SEQUENCE, j->start ? t.end_tid + 1 : j->sequence + 1);
-	put32(s + SB_START, 0);
-	put32(s + SB_ERRNO, 0);
+	st_be32(s + SB_SEQUENCE, j->start ? t.end_tid + 1 : j->sequence + 1);
+	st_be32(s + SB_START, 0);
+	st_be32(s + SB_ERRNO, 0);
 	if (j->csum)
-		put32(s + SB_CHECKSUM, sb_csum(s));
+		st_be32(s + SB_CHECKSUM, sb_csum(s));
 	sw.blkno = j->map[0];
 	sw.data = s;
 	r = bdev_write(j->dev, &sw, 1);
@@ -795,7 +774,7 @@ int jbd2_recover(struct jbd2 *j, struct jbd2_recovery *rec, char *err, size_t er
 		r = bdev_barrier(j->dev);
 	if (r)
 		return fail(j, r, "cannot write the journal superblock: %s", strerror(-r));
-	j->sequence = get32(s + SB_SEQUENCE);
+	j->sequence = ld_be32(s + SB_SEQUENCE);
 	j->start = 0;
 	j->jerrno = 0;
 	*rec = t;
