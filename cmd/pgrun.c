@@ -242,16 +242,19 @@ int main(int argc, char **argv)
 {
 	pg_t id = 0;
 	int status;
-	bool created = false;
+	bool created = false, autoclose = false;
 
 	if (pgcli_start(&argp, argc, argv, ARGP_IN_ORDER) < 0)
 		return PGRUN_EXIT_FAIL;
 	/* The common case (a new group, at most one --after) in one request;
-	 * if it is refused, the calls one by one say why. */
+	 * if it is refused, the calls one by one say why.  Without --sync
+	 * that request is all: the group is closed when pgrun exits, after
+	 * its last descendant (design.md §5). */
 	if (!o.group && o.nafter <= 1 && o.fsync_order != 0) {
 		id = pg_switch(0, o.nafter ? o.after[0] : 0,
-			       PG_SWITCH_ENGAGE | (o.fsync_order > 0 ? PG_SWITCH_FSYNC_ORDER : 0));
-		created = id > 0;
+			       PG_SWITCH_ENGAGE | PG_SWITCH_AUTOCLOSE |
+				   (o.fsync_order > 0 ? PG_SWITCH_FSYNC_ORDER : 0));
+		created = autoclose = id > 0;
 	}
 	if (!created && engage_slow(&id, &created) < 0)
 		return PGRUN_EXIT_FAIL;
@@ -262,7 +265,10 @@ int main(int argc, char **argv)
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
 		cli_error_errno(errno, "cannot become a subreaper (daemons may escape)");
 	status = run();
-	if (created && !o.sync) {
+	if (autoclose && !o.sync)
+		return status;
+	/* With autoclose the disengage below closes the group too. */
+	if (created && !autoclose && !o.sync) {
 		if (pg_leave(id) == 0)
 			return status;
 		if (errno != ENOTCONN) {
@@ -275,7 +281,7 @@ int main(int argc, char **argv)
 	}
 	if (o.sync && pgcli_sync(id) < 0)
 		status = PGRUN_EXIT_FAIL;
-	if (created && pgcli_close(id) < 0)
+	if (created && !autoclose && pgcli_close(id) < 0)
 		status = PGRUN_EXIT_FAIL;
 	return status;
 fail:

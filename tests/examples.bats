@@ -33,7 +33,7 @@ KNOWN=(
 	fstitch-stat.8.1 fstitch-stat.8.2 fstitch-stat.8.3 fstitch-stat.8.4
 	fstitch-stat.8.5
 	fstitch.7.1
-	pg_create.3.1
+	pg_create.3.1 pg_create.3.2
 	pgclose.1.1
 	pgcreate.1.1
 	pgdepend.1.1 pgdepend.1.2
@@ -494,7 +494,13 @@ STAT_PRE='
 
 # ------------------------------------------------------------ pg_create(3)
 
-@test "pg_create(3) example: the C fragment compiles against the installed header and replaces a file" {
+# pg_example ID: compile example ID of pg_create(3) as the body of a main()
+# against the installed header (the fragment may keep an id it does not
+# use again), run it in /mnt on a fresh mount to replace /mnt/file, and
+# check that it did.  $WORK/requests gets the control requests it made:
+# the daemon's count (pgstatus --summary) after less before, less the
+# first reading's own request.
+pg_example() {
 	local src=$SCRATCH/pg_create_example.c
 	{
 		printf '%s\n' '#include <fcntl.h>' '#include <stdio.h>' '#include <string.h>' \
@@ -503,23 +509,38 @@ STAT_PRE='
 			'int main(int argc, char **argv)' '{' \
 			'	const char *data = argc > 1 ? argv[1] : "new";' \
 			'	size_t len = strlen(data);' '	int fd;' ''
-		cat "$(example pg_create.3.1)"
+		cat "$(example "$1")"
 		printf '%s\n' '	return 0;' '}'
 	} >"$src"
-	cc -std=gnu11 -Wall -Wno-unused-result -Werror -I"$FSTITCH_ROOT/lib" -o "$SCRATCH/pgex" "$src" \
-		"$FSTITCH_BUILD/libfstitch.a" -pthread
+	cc -std=gnu11 -Wall -Wno-unused-result -Wno-unused-variable -Werror -I"$FSTITCH_ROOT/lib" \
+		-o "$SCRATCH/pgex" "$src" "$FSTITCH_BUILD/libfstitch.a" -pthread
 	fresh "$WORK/disk.img"
 	# the fragment runs as part of that program
 	printf '%s\n' "$SCRATCH/pgex 'replaced contents'" >"$SCRATCH/pgex.sh"
-	in_ns pg_create.3.1 '
+	in_ns "$1" '
 		fstitch-mount disk.img /mnt
 		echo old >/mnt/file
+		FSTITCH_CONTROL=/mnt "$FSTITCH_TOOLS/pgstatus" --summary >"$WORK/before"
 		cd /mnt' '
+		FSTITCH_CONTROL=/mnt "$FSTITCH_TOOLS/pgstatus" --summary >"$WORK/after"
 		cat /mnt/file >"$WORK/file"
 		ls /mnt >"$WORK/ls"' "$SCRATCH/pgex.sh"
 	assert_equal "$(cat "$WORK/file")" "replaced contents"
 	run cat "$WORK/ls"
 	refute_line file.tmp
+	echo $(($(sed -n 's/.*requests=\([0-9]*\).*/\1/p' "$WORK/after") -
+		$(sed -n 's/.*requests=\([0-9]*\).*/\1/p' "$WORK/before") - 1)) >"$WORK/requests"
+}
+
+@test "pg_create(3) example: the C fragment compiles against the installed header and replaces a file" {
+	pg_example pg_create.3.1
+	# as the page says: one request per call
+	assert_equal "$(cat "$WORK/requests")" 9
+}
+
+@test "pg_create(3) example: the same replace with pg_switch makes two requests" {
+	pg_example pg_create.3.2
+	assert_equal "$(cat "$WORK/requests")" 2
 }
 
 # ------------------------------------------------------------ README.md

@@ -24,6 +24,12 @@ fsync_ordered() {
 	"$PGSTATUS" --summary | tr ' ' '\n' | sed -n 's/^fsync_ordered=//p'
 }
 
+# requests: how many control requests the daemon has answered (this
+# reading's own not counted).
+requests() {
+	"$PGSTATUS" --summary | tr ' ' '\n' | sed -n 's/^requests=//p'
+}
+
 control_socket() {
 	python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.fstitch.control").decode())' "$MNT"
 }
@@ -101,6 +107,30 @@ wait_field() {
 	wait_field "$a" state closed,retired
 	run -0 "$PGRUN" --after "$a" --after "$b" true
 	run -0 "$PGSYNC" "$a"
+}
+
+@test "pgrun makes one request, and its group is closed once it has exited" {
+	echo old >f
+	r0=$(requests)
+	a=$("$PGRUN" --print-id -- sh -c 'echo new >f.tmp')
+	b=$("$PGRUN" --print-id --after "$a" --fsync=order -- mv f.tmp f)
+	r1=$(requests)
+	# two pgruns, and the first reading's own request
+	assert_equal $((r1 - r0)) 3
+	run cat f
+	assert_output new
+	# the second named the first as a before as soon as it had exited
+	run -0 "$PGSTATUS" "$b"
+	assert_output --regexp 'engaged=0 befores=1 .*state=.*closed'
+	run -0 "$PGSTATUS" "$a"
+	assert_output --regexp 'engaged=0 .*afters=1 .*state=.*closed'
+	# --sync waits, so it asks more: the leave, then the wait
+	r0=$(requests)
+	run -0 "$PGRUN" --print-id --sync --after "$b" -- true
+	r1=$(requests)
+	assert_equal $((r1 - r0)) 4
+	run -0 "$PGSTATUS" "$output"
+	assert_output --regexp 'engaged=0 .*state=.*closed'
 }
 
 @test "pipelines, subshells, background jobs and threads all land in the group" {

@@ -175,51 +175,14 @@ PG_API int pg_status(pg_t pg, struct pg_status *st)
 	return 0;
 }
 
-/* pg_switch against a daemon older than CTL_SWITCH: the same steps, one
- * request each, undone the same way. */
-static pg_t switch_slow(pg_t leave, pg_t before, unsigned flags)
-{
-	pg_t id;
-	int r;
-
-	if (leave > 0 && pg_disengage(leave) < 0)
-		return -1;
-	id = pg_create();
-	if (id < 0)
-		goto undo_leave;
-	if (before > 0 && pg_depend(before, id) < 0)
-		goto undo_create;
-	if ((flags & PG_SWITCH_ENGAGE) && pg_engage(id) < 0)
-		goto undo_create;
-	if ((flags & PG_SWITCH_FSYNC_ORDER) && pg_fsync_policy(PG_FSYNC_ORDER) < 0) {
-		r = errno;
-		if (flags & PG_SWITCH_ENGAGE)
-			pg_disengage(id);
-		errno = r;
-		goto undo_create;
-	}
-	if (leave > 0)
-		pg_close(leave);
-	return id;
-undo_create:
-	r = errno;
-	pg_close(id);
-	errno = r;
-undo_leave:
-	r = errno;
-	if (leave > 0)
-		pg_engage(leave);
-	errno = r;
-	return -1;
-}
-
 PG_API pg_t pg_switch(pg_t leave, pg_t before, unsigned flags)
 {
 	uint32_t fl = CTL_SW_CREATE;
 	struct ctl_rep rep;
 	int r;
 
-	if ((flags & ~(unsigned)(PG_SWITCH_ENGAGE | PG_SWITCH_FSYNC_ORDER)) || leave < 0 ||
+	if ((flags & ~(unsigned)(PG_SWITCH_ENGAGE | PG_SWITCH_FSYNC_ORDER | PG_SWITCH_AUTOCLOSE)) ||
+	    ((flags & PG_SWITCH_AUTOCLOSE) && !(flags & PG_SWITCH_ENGAGE)) || leave < 0 ||
 	    before < 0) {
 		errno = EINVAL;
 		return -1;
@@ -228,9 +191,9 @@ PG_API pg_t pg_switch(pg_t leave, pg_t before, unsigned flags)
 		fl |= CTL_SW_ENGAGE;
 	if (flags & PG_SWITCH_FSYNC_ORDER)
 		fl |= CTL_SW_ORDER;
+	if (flags & PG_SWITCH_AUTOCLOSE)
+		fl |= CTL_SW_AUTOCLOSE;
 	r = call_flags(CTL_SWITCH, leave, before, fl, &rep);
-	if (r == -EOPNOTSUPP)
-		return switch_slow(leave, before, flags);
 	if (r < 0) {
 		errno = -r;
 		return -1;
@@ -240,17 +203,9 @@ PG_API pg_t pg_switch(pg_t leave, pg_t before, unsigned flags)
 
 PG_API int pg_leave(pg_t pg)
 {
-	int r;
-
 	if (pg <= 0)
 		return ret(-EINVAL);
-	r = call_flags(CTL_SWITCH, pg, 0, 0, NULL);
-	if (r == -EOPNOTSUPP) {
-		if (pg_disengage(pg) < 0)
-			return -1;
-		return pg_close(pg);
-	}
-	return ret(r);
+	return ret(call_flags(CTL_SWITCH, pg, 0, 0, NULL));
 }
 
 PG_API int pg_set_control(const char *path)

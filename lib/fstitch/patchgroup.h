@@ -27,7 +27,9 @@
  *   ENXIO     no fstitch mount found (see pg_set_control())
  *   ECONNRESET  the daemon is gone: killed (its mount is dead, or its
  *             socket refuses), or it went away during the call
- *   EPROTO    the daemon speaks another version of the protocol
+ *   EPROTO    the daemon speaks another version of the protocol (an
+ *             older daemon than this library; a newer one serves older
+ *             programs)
  * A refused call changes nothing.
  */
 #ifndef FSTITCH_PATCHGROUP_H
@@ -76,6 +78,11 @@ int pg_fsync_policy(enum pg_fsync_policy policy);
 enum pg_switch_flags {
 	PG_SWITCH_ENGAGE = 1 << 0,      /* engage the new group */
 	PG_SWITCH_FSYNC_ORDER = 1 << 1, /* then pg_fsync_policy(PG_FSYNC_ORDER) */
+	PG_SWITCH_AUTOCLOSE = 1 << 2,   /* with ENGAGE: the new group is closed
+					 * when this process's engagement of it
+					 * ends (pg_disengage, a later switch's
+					 * leave, or the process's exit), so a
+					 * process that exits needs no pg_leave */
 };
 /* pg_switch(leave, before, flags) does, in one round trip, what
  *   pg_disengage(leave); n = pg_create(); pg_depend(before, n);

@@ -22,6 +22,11 @@ struct pscope {
 	struct scope_key key;
 	struct pg_group *g[PG_ENGAGE_MAX];
 	size_t ng;
+	/* autoclose[i]: g[i] is closed, as closer[i], when this process's
+	 * engagement of it ends (CTL_SW_AUTOCLOSE).  Never inherited: a
+	 * child's exit must not close its parent's group. */
+	bool autoclose[PG_ENGAGE_MAX];
+	uid_t closer[PG_ENGAGE_MAX];
 	bool fsync_order;
 	struct pg_chain *chain;
 };
@@ -34,14 +39,21 @@ struct pgsrv {
 	pthread_mutex_t lock; /* the contents of every pscope */
 	char sock[108];
 	uint64_t fsync_ordered; /* atomic */
+	uint64_t requests;      /* atomic: requests handled */
 };
 
 static void drop_scope(struct pgsrv *srv, struct pscope *ps)
 {
+	int64_t id;
 	size_t i;
 
-	for (i = 0; i < ps->ng; i++)
+	for (i = 0; i < ps->ng; i++) {
+		id = pgeng_group_id(ps->g[i]);
 		pgeng_disengage(srv->eng, ps->g[i]);
+		/* Closed already (by its owner's pg_close) is fine. */
+		if (ps->autoclose[i])
+			pgeng_close(srv->eng, id, ps->closer[i]);
+	}
 	pgeng_chain_release(srv->eng, ps->chain);
 	free(ps);
 }
@@ -113,7 +125,9 @@ static int own_scope(struct pgsrv *srv, pid_t pid, struct pscope **out)
 	return 0;
 }
 
-static int do_engage(struct pgsrv *srv, const struct ctl_peer *peer, int64_t id)
+/* Engage group id for the caller; with autoclose, the group is closed when
+ * that engagement ends (do_disengage(), the caller's exit). */
+static int do_engage(struct pgsrv *srv, const struct ctl_peer *peer, int64_t id, bool autoclose)
 {
 	struct pg_group *g;
 	struct pscope *ps;
@@ -141,15 +155,24 @@ static int do_engage(struct pgsrv *srv, const struct ctl_peer *peer, int64_t id)
 		r = -EMLINK;
 		goto out;
 	}
+	ps->autoclose[ps->ng] = autoclose;
+	ps->closer[ps->ng] = peer->uid;
 	ps->g[ps->ng++] = g;
 out:
 	pthread_mutex_unlock(&srv->lock);
 	return r;
 }
 
-static int do_disengage(struct pgsrv *srv, const struct ctl_peer *peer, int64_t id)
+/* End the caller's engagement of group id.  A group engaged with autoclose
+ * is closed now when autoclose is NULL; otherwise *autoclose says whether
+ * it was so engaged and closing it is the caller's job (CTL_SWITCH closes
+ * it only once every step has succeeded). */
+static int do_disengage(struct pgsrv *srv, const struct ctl_peer *peer, int64_t id,
+			bool *autoclose)
 {
 	struct pscope *ps;
+	bool ac;
+	uid_t closer;
 	size_t i;
 	int r = -ENOTCONN;
 
@@ -168,8 +191,17 @@ static int do_disengage(struct pgsrv *srv, const struct ctl_peer *peer, int64_t 
 	r = -ENOTCONN;
 	for (i = 0; i < ps->ng; i++) {
 		if (pgeng_group_id(ps->g[i]) == id) {
+			ac = ps->autoclose[i];
+			closer = ps->closer[i];
 			pgeng_disengage(srv->eng, ps->g[i]);
-			ps->g[i] = ps->g[--ps->ng];
+			ps->ng--;
+			ps->g[i] = ps->g[ps->ng];
+			ps->autoclose[i] = ps->autoclose[ps->ng];
+			ps->closer[i] = ps->closer[ps->ng];
+			if (autoclose)
+				*autoclose = ac;
+			else if (ac)
+				pgeng_close(srv->eng, id, closer);
 			r = 0;
 			break;
 		}
@@ -205,6 +237,19 @@ out:
 	return r;
 }
 
+/* pgeng_depend(), except that a before engaged only by processes that
+ * have exited is not busy: their exits are taken in first.  A client that
+ * waited for a process (pgrun, which leaves its group by exiting) may
+ * name that process's group as a before at once. */
+static int depend(struct pgsrv *srv, int64_t before, int64_t after, uid_t uid)
+{
+	int r = pgeng_depend(srv->eng, before, after, uid);
+
+	if (r == -EBUSY && scope_reap(srv->scopes) > 0)
+		r = pgeng_depend(srv->eng, before, after, uid);
+	return r;
+}
+
 /* CTL_SWITCH (ctl.h): leave, create, depend, engage, policy in one
  * request.  A refused step undoes the earlier ones: the left group is
  * engaged again, a new group (which never carried a change) is closed.
@@ -214,14 +259,17 @@ static int do_switch(struct pgsrv *srv, const struct ctl_peer *peer, const struc
 		     int64_t *id)
 {
 	uint32_t fl = req->flags;
+	uint32_t known = req->version >= 2 ? CTL_SW_ALL : CTL_SW_ALL_V1;
 	int64_t leave = req->a, before = req->b, nid = 0;
+	bool left_ac = false, new_ac;
 	int r;
 
-	if ((fl & ~(uint32_t)CTL_SW_ALL) || leave < 0 || before < 0 ||
-	    (!(fl & CTL_SW_CREATE) && (before || (fl & CTL_SW_ENGAGE))))
+	if ((fl & ~known) || leave < 0 || before < 0 ||
+	    (!(fl & CTL_SW_CREATE) && (before || (fl & CTL_SW_ENGAGE))) ||
+	    ((fl & CTL_SW_AUTOCLOSE) && !(fl & CTL_SW_ENGAGE)))
 		return -EINVAL;
 	if (leave > 0) {
-		r = do_disengage(srv, peer, leave);
+		r = do_disengage(srv, peer, leave, &left_ac);
 		if (r < 0)
 			return r;
 	}
@@ -230,12 +278,12 @@ static int do_switch(struct pgsrv *srv, const struct ctl_peer *peer, const struc
 		if (r < 0)
 			goto undo_leave;
 		if (before > 0) {
-			r = pgeng_depend(srv->eng, before, nid, peer->uid);
+			r = depend(srv, before, nid, peer->uid);
 			if (r < 0)
 				goto undo_create;
 		}
 		if (fl & CTL_SW_ENGAGE) {
-			r = do_engage(srv, peer, nid);
+			r = do_engage(srv, peer, nid, fl & CTL_SW_AUTOCLOSE);
 			if (r < 0)
 				goto undo_create;
 		}
@@ -252,13 +300,13 @@ static int do_switch(struct pgsrv *srv, const struct ctl_peer *peer, const struc
 	return 0;
 undo_engage:
 	if (nid && (fl & CTL_SW_ENGAGE))
-		do_disengage(srv, peer, nid);
+		do_disengage(srv, peer, nid, &new_ac);
 undo_create:
 	if (nid)
 		pgeng_close(srv->eng, nid, peer->uid);
 undo_leave:
 	if (leave > 0)
-		do_engage(srv, peer, leave);
+		do_engage(srv, peer, leave, left_ac);
 	return r;
 }
 
@@ -268,8 +316,13 @@ static void handle(void *arg, const struct ctl_peer *peer, const struct ctl_req 
 	struct pgsrv *srv = arg;
 	struct pg_summary sum;
 	struct pg_info in;
+	uint64_t seq = __atomic_fetch_add(&srv->requests, 1, __ATOMIC_RELAXED);
 	int r;
 
+	/* What a client reads about groups and scopes reflects every process
+	 * it has seen exit. */
+	if (req->op == CTL_INFO || req->op == CTL_NEXT || req->op == CTL_SUMMARY)
+		scope_reap(srv->scopes);
 	switch (req->op) {
 	case CTL_HELLO:
 		r = 0;
@@ -278,13 +331,13 @@ static void handle(void *arg, const struct ctl_peer *peer, const struct ctl_req 
 		r = pgeng_group_create(srv->eng, peer->uid, &rep->id);
 		break;
 	case CTL_DEPEND:
-		r = pgeng_depend(srv->eng, req->a, req->b, peer->uid);
+		r = depend(srv, req->a, req->b, peer->uid);
 		break;
 	case CTL_ENGAGE:
-		r = do_engage(srv, peer, req->a);
+		r = do_engage(srv, peer, req->a, false);
 		break;
 	case CTL_DISENGAGE:
-		r = do_disengage(srv, peer, req->a);
+		r = do_disengage(srv, peer, req->a, NULL);
 		break;
 	case CTL_SYNC:
 		r = pgeng_sync(srv->eng, req->a, peer->uid);
@@ -301,6 +354,7 @@ static void handle(void *arg, const struct ctl_peer *peer, const struct ctl_req 
 		rep->summary.last_id = sum.last_id;
 		rep->summary.scopes = scope_count(srv->scopes);
 		rep->summary.fsync_ordered = __atomic_load_n(&srv->fsync_ordered, __ATOMIC_RELAXED);
+		rep->summary.requests = seq;
 		r = 0;
 		break;
 	case CTL_INFO:

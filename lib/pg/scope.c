@@ -441,6 +441,29 @@ void scope_each(struct scope_tab *t, void (*fn)(void *arg, struct scope_key key,
 	free(keys);
 }
 
+size_t scope_reap(struct scope_tab *t)
+{
+	struct scope_key *keys;
+	struct entry *e;
+	size_t n = 0, i;
+
+	if (!t->watch || atomic_load(&t->acount) == 0)
+		return 0;
+	pthread_mutex_lock(&t->lock);
+	keys = calloc(t->count + 1, sizeof(*keys));
+	for (i = 0; keys && i < 256; i++)
+		for (e = t->ht[i]; e; e = e->next)
+			if (e->pidfd >= 0 && !pidfd_alive(e->pidfd))
+				keys[n++] = e->key;
+	pthread_mutex_unlock(&t->lock);
+	/* The watcher may report the same exits: the callback's scope_del()
+	 * finds each key once. */
+	for (i = 0; i < n; i++)
+		t->fn(t->arg, keys[i]);
+	free(keys);
+	return n;
+}
+
 int scope_key_of(struct scope_tab *t, pid_t pid, struct scope_key *key)
 {
 	pid_t ppid;

@@ -65,6 +65,14 @@ size_t scope_count(struct scope_tab *t);
 void scope_each(struct scope_tab *t, void (*fn)(void *arg, struct scope_key key, void *data),
 		void *arg);
 
+/* With watching on: report now, through the exit callback and on the
+ * calling thread, every scope whose process has exited, instead of
+ * whenever the watcher thread gets to it.  Once a client has seen a
+ * process end (wait(2) returned), a request that calls this first sees
+ * that process's engagements ended.  Returns how many were reported; call
+ * with no lock held that the callback takes. */
+size_t scope_reap(struct scope_tab *t);
+
 /* Find the scope that applies to thread tid: its process's own or the
  * nearest ancestor's, if the ancestor's child on the way down was started
  * after that scope was made.  Returns 1 and *key when there is one, 0 when there is

@@ -3,10 +3,19 @@
  *
  * Transport: a unix SOCK_SEQPACKET socket, so every message arrives whole.
  * Each request is one struct ctl_req; each gets exactly one struct ctl_rep.
- * Both start with CTL_MAGIC and CTL_VERSION; a server refuses a request of
- * another version with EPROTO (and says which version it speaks in the
- * reply's version field), a client refuses such a reply the same way.  All
- * integers are in host byte order: the socket never leaves the machine.
+ * Both start with CTL_MAGIC and a version.  A server serves every version
+ * from CTL_VERSION_MIN to CTL_VERSION: it answers in the request's version,
+ * with the reply as long as that version's (ctl_rep_size()), so a program
+ * built against an older library keeps working with a newer daemon.  A
+ * request of any other version gets EPROTO in a reply of the server's own
+ * version, which says which one it speaks.  A client speaks CTL_VERSION
+ * only and refuses a reply of any other version or length with EPROTO: a
+ * newer library refuses an older daemon, clearly, rather than guessing.
+ * All integers are in host byte order: the socket never leaves the machine.
+ *
+ * Version 2 added the reply's summary.requests and CTL_SW_AUTOCLOSE; a
+ * version 1 request cannot ask for the flag (EINVAL, as a version 1
+ * daemon answers).
  *
  * Who is asking comes from the kernel (SO_PEERCRED: uid, gid and the pid of
  * the process that connected), never from the message.  A client that forks
@@ -26,7 +35,8 @@
  * is the path of the mount's control socket.  This is how a client finds
  * its daemon from any path inside the mount. */
 #define CTL_XATTR "user.fstitch.control"
-#define CTL_VERSION 1
+#define CTL_VERSION 2
+#define CTL_VERSION_MIN 1
 
 enum ctl_op {
 	CTL_HELLO = 1,    /* nothing: checks the version */
@@ -45,9 +55,9 @@ enum ctl_op {
 			   * payload follow the reply (fstitch-stat, inspect.h) */
 	CTL_SWITCH,       /* a: group to leave (0: none), b: before of the new
 			   * group (0: none), flags: enum ctl_switch -> id (0:
-			   * none created).  Several calls in one round trip;
-			   * added after version 1 shipped: an older daemon
-			   * answers EOPNOTSUPP and the client falls back. */
+			   * none created).  Several calls in one round trip
+			   * (added late in version 1: a daemon older than it
+			   * answers EOPNOTSUPP). */
 	CTL_OP_MAX
 };
 
@@ -58,12 +68,16 @@ enum ctl_fsync {
 
 /* CTL_SWITCH, in this order: disengage a from the caller and close it
  * (when a > 0); create a group (CREATE); make it depend on b (b > 0);
- * engage it (ENGAGE); set the caller's fsync policy to order (ORDER). */
+ * engage it (ENGAGE), so that it is closed when the caller's engagement of
+ * it ends, by a disengage or by the caller's exit (AUTOCLOSE, version 2);
+ * set the caller's fsync policy to order (ORDER). */
 enum ctl_switch {
 	CTL_SW_CREATE = 1 << 0,
 	CTL_SW_ENGAGE = 1 << 1,
 	CTL_SW_ORDER = 1 << 2,
-	CTL_SW_ALL = (1 << 3) - 1,
+	CTL_SW_ALL_V1 = (1 << 3) - 1,
+	CTL_SW_AUTOCLOSE = 1 << 3,
+	CTL_SW_ALL = (1 << 4) - 1,
 };
 
 struct ctl_req {
@@ -95,6 +109,10 @@ struct ctl_summary {
 	uint64_t scopes;   /* processes with a scope of their own */
 	int64_t last_id;   /* the highest id handed out (0: none yet) */
 	uint64_t fsync_ordered; /* fsyncs turned into ordering points */
+	/* Version 2 on (the last field, so that a version 1 reply is this
+	 * struct cut short): the requests the daemon answered before this
+	 * one, from every client (tests count a client's round trips). */
+	uint64_t requests;
 };
 
 struct ctl_rep {
@@ -107,6 +125,12 @@ struct ctl_rep {
 	struct ctl_info info; /* CTL_INFO, CTL_NEXT */
 	struct ctl_summary summary; /* CTL_SUMMARY */
 };
+
+/* The length of a reply of version v (CTL_VERSION_MIN..CTL_VERSION). */
+static inline size_t ctl_rep_size(unsigned v)
+{
+	return v >= 2 ? sizeof(struct ctl_rep) : sizeof(struct ctl_rep) - sizeof(uint64_t);
+}
 
 struct ctl_peer {
 	pid_t pid;
@@ -163,8 +187,9 @@ int ctl_addr(const char *path, struct sockaddr_un *sa);
 
 /* Decode one received message of len bytes from peer and answer it into
  * rep (zeroed first) and pl (emptied first): a message that is not exactly
- * one struct ctl_req of CTL_MAGIC and CTL_VERSION gets EPROTO without
- * reaching fn; otherwise fn fills them.  The server's connection threads
+ * one struct ctl_req of CTL_MAGIC and a version the server serves gets
+ * EPROTO without reaching fn; otherwise fn fills them, and rep->version is
+ * the request's (send ctl_rep_size(rep->version) bytes of it).  The server's connection threads
  * use it for every message; it needs no socket, so tests and fuzzers
  * drive handlers with it.  The caller frees pl->buf. */
 void ctl_dispatch(ctl_handler fn, void *arg, const struct ctl_peer *peer, const void *msg,

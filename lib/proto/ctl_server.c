@@ -79,10 +79,12 @@ void ctl_dispatch(ctl_handler fn, void *arg, const struct ctl_peer *peer, const 
 		return;
 	}
 	memcpy(&req, msg, sizeof(req));
-	if (req.magic != CTL_MAGIC || req.version != CTL_VERSION) {
+	if (req.magic != CTL_MAGIC || req.version < CTL_VERSION_MIN || req.version > CTL_VERSION) {
 		rep->err = EPROTO;
 		return;
 	}
+	/* An older client gets the reply of its own version. */
+	rep->version = req.version;
 	rep->op = req.op;
 	fn(arg, peer, &req, rep, pl);
 }
@@ -110,6 +112,7 @@ static void *conn_main(void *arg)
 	struct ctl_req req;
 	struct ctl_rep rep;
 	struct ctl_payload pl = {0};
+	size_t len;
 	ssize_t n;
 
 	for (;;) {
@@ -120,7 +123,8 @@ static void *conn_main(void *arg)
 		 * why rather than see a connection that just ends. */
 		ctl_dispatch(c->refused ? refuse : s->fn, s->arg, &c->peer, &req, (size_t)n,
 			     &rep, &pl);
-		if (send(c->fd, &rep, sizeof(rep), MSG_NOSIGNAL) != sizeof(rep)) {
+		len = ctl_rep_size(rep.version);
+		if (send(c->fd, &rep, len, MSG_NOSIGNAL) != (ssize_t)len) {
 			send_payload(c->fd, &pl, false);
 			break;
 		}

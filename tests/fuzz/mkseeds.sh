@@ -60,7 +60,7 @@ python3 - tests/fuzz/corpus/control <<'PY'
 import os, struct, sys
 out = sys.argv[1]
 os.makedirs(out, exist_ok=True)
-HELLO, CREATE, DEPEND, ENGAGE, DISENGAGE, SYNC, CLOSE, INFO, POLICY, SUMMARY, NEXT, STATS = range(1, 13)
+HELLO, CREATE, DEPEND, ENGAGE, DISENGAGE, SYNC, CLOSE, INFO, POLICY, SUMMARY, NEXT, STATS, SWITCH = range(1, 14)
 def short(op, a=0, b=0, pid=0, uid=0):
     return bytes([0x40 | uid << 2 | pid, op, a & 255, b & 255])
 def fs(what, which, pid=0):
@@ -84,8 +84,12 @@ seeds = {
     'fsync-order': short(POLICY, 1) + short(CREATE) + short(ENGAGE, 1) + fs(0, 3) + fs(5, 3)
         + fs(0, 7) + fs(5, 3) + short(POLICY, 0) + fs(4, 3) + short(SUMMARY),
     'raw': raw(req(HELLO)) + raw(req(CREATE)) + raw(req(DEPEND, 1, 1 << 40))
-        + raw(req(HELLO, version=2)) + raw(req(HELLO, magic=0)) + raw(req(ENGAGE, -1))
+        + raw(req(HELLO, version=3)) + raw(req(HELLO, version=0)) + raw(req(HELLO, magic=0))
+        + raw(req(ENGAGE, -1))
         + raw(req(INFO, 1)[:20]) + raw(b'') + raw(req(99)) + raw(req(STATS, 0, 0, flags=16)),
+    'switch': raw(req(SWITCH, 0, 0, version=2, flags=11)) + fs(0, 1)
+        + raw(req(SWITCH, 1, 1, version=2, flags=3)) + fs(0, 2) + raw(req(SWITCH, 0, 0, flags=11))
+        + raw(req(DISENGAGE, 2)) + raw(req(INFO, 2), pid=1) + short(SUMMARY),
     'stats': short(CREATE) + short(ENGAGE, 1) + fs(0, 1) + short(STATS, 0, 0)
         + short(STATS, 1, 0) + short(STATS, 2, 1) + short(STATS, 3, 5) + short(STATS, 4, 0),
     'unlink-rename': short(CREATE) + short(ENGAGE, 1) + fs(0, 1) + fs(0, 2) + fs(3, 2)

@@ -2,7 +2,9 @@
  * (for the bats suites, until fstitch-stat shows groups):
  *   id=5 owner=0 engaged=1 befores=0 afters=0 changes=12 state=released,closed (or open)
  * pgstatus --summary: the daemon's patchgroup counters, the same way:
- *   groups=3 closed=1 sealed=0 engaged=1 scopes=2 last_id=7 fsync_ordered=0
+ *   groups=3 closed=1 sealed=0 engaged=1 scopes=2 last_id=7 fsync_ordered=0 requests=12
+ * where requests counts the requests the daemon answered before this one
+ * (so a test can count a client's round trips).
  * The mount is found like the API finds it: FSTITCH_CONTROL or ".".
  * Exit status: 0, 1 the call failed (message on stderr), 64 usage. */
 #include <errno.h>
@@ -48,11 +50,12 @@ static int summary(void)
 		return 1;
 	}
 	printf("groups=%llu closed=%llu sealed=%llu engaged=%llu scopes=%llu last_id=%lld "
-	       "fsync_ordered=%llu\n",
+	       "fsync_ordered=%llu requests=%llu\n",
 	       (unsigned long long)rep.summary.groups, (unsigned long long)rep.summary.closed,
 	       (unsigned long long)rep.summary.sealed, (unsigned long long)rep.summary.engaged,
 	       (unsigned long long)rep.summary.scopes, (long long)rep.summary.last_id,
-	       (unsigned long long)rep.summary.fsync_ordered);
+	       (unsigned long long)rep.summary.fsync_ordered,
+	       (unsigned long long)rep.summary.requests);
 	close(fd);
 	return 0;
 }

@@ -1066,7 +1066,7 @@ static void test_ctl_protocol(void **state)
 	struct ctl_server *srv;
 	struct ctl_req req = { .magic = CTL_MAGIC, .version = CTL_VERSION, .op = CTL_HELLO,
 			       .a = 40, .b = 2 };
-	struct ctl_rep rep;
+	struct ctl_rep rep, raw;
 	int fd;
 
 	assert_non_null(dir);
@@ -1087,9 +1087,27 @@ static void test_ctl_protocol(void **state)
 	req.version = CTL_VERSION + 1;
 	assert_int_equal(ctl_call(fd, &req, &rep), 0);
 	assert_int_equal(rep.err, EPROTO);
+	req.version = 0;
+	assert_int_equal(ctl_call(fd, &req, &rep), 0);
+	assert_int_equal(rep.err, EPROTO);
+	assert_int_equal(rep.version, CTL_VERSION);
+	/* an older client is answered in its version, at its reply's length,
+	 * which a client of this version refuses */
+	req.version = 1;
+	assert_int_equal(send(fd, &req, sizeof(req), 0), sizeof(req));
+	memset(&raw, 0xff, sizeof(raw));
+	assert_int_equal(recv(fd, &raw, sizeof(raw), 0), (ssize_t)ctl_rep_size(1));
+	assert_true(ctl_rep_size(1) < sizeof(raw));
+	assert_int_equal(raw.magic, CTL_MAGIC);
+	assert_int_equal(raw.version, 1);
+	assert_int_equal(raw.err, 0);
+	assert_int_equal(raw.id, getpid());
+	assert_int_equal(raw.summary.fsync_ordered, 0);
+	assert_int_equal(ctl_call(fd, &req, &rep), -EPROTO);
 	req.version = CTL_VERSION;
 	assert_int_equal(ctl_call(fd, &req, &rep), 0);
 	assert_int_equal(rep.err, 0);
+	assert_int_equal(rep.version, CTL_VERSION);
 	/* a stale socket left behind is replaced */
 	ctl_server_stop(srv);
 	assert_int_equal(ctl_call(fd, &req, &rep) < 0, 1);
@@ -1380,6 +1398,119 @@ static void test_pgsrv_switch(void **state)
 	free(dir);
 }
 
+/* In a child: pg_switch(0, 0, ENGAGE | flags), write the id to fd, exit
+ * without leaving the group.  Returns the id; the child has been waited
+ * for. */
+static pg_t child_engages(unsigned flags)
+{
+	int fds[2], st;
+	pg_t id = -1;
+	pid_t pid;
+
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		id = pg_switch(0, 0, PG_SWITCH_ENGAGE | flags);
+		_exit(write(fds[1], &id, sizeof(id)) == sizeof(id) && id > 0 ? 0 : 1);
+	}
+	close(fds[1]);
+	assert_int_equal(read(fds[0], &id, sizeof(id)), sizeof(id));
+	close(fds[0]);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	return id;
+}
+
+/* PG_SWITCH_AUTOCLOSE: the group goes with its engagement, by disengage or
+ * by exit, and a client that saw the process exit finds it so at once. */
+static void test_pgsrv_autoclose(void **state)
+{
+	struct e2_opts o = { .no_flusher = true };
+	char *dir = e2t_tmpdir_new("pgac"), path[512];
+	struct ctl_req req = { .magic = CTL_MAGIC, .version = 1, .op = CTL_SWITCH,
+			       .flags = CTL_SW_CREATE | CTL_SW_ENGAGE | CTL_SW_AUTOCLOSE };
+	struct ctl_peer peer = { .pid = getpid(), .uid = getuid(), .gid = getgid() };
+	struct ctl_rep rep;
+	struct bdev *mem;
+	struct e2fs *fs;
+	struct pgsrv *srv;
+	struct pg_status st;
+	void *img;
+	size_t len;
+	pg_t a, b, c;
+
+	assert_non_null(dir);
+	snprintf(path, sizeof(path), "%s/ctl", dir);
+	assert_int_equal(e2t_mkfs_mem(2048, BS, NULL, &img, &len), 0);
+	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem), 0);
+	free(img);
+	assert_int_equal(e2_open_bdev(mem, &o, &fs), 0);
+	assert_int_equal(pgsrv_create(fs, dir, path, NULL, &srv), 0);
+	assert_int_equal(pg_set_control(path), 0);
+
+	/* version 1 has no such flag: refused as a version 1 daemon would */
+	pgsrv_request(srv, &peer, &req, sizeof(req), &rep);
+	assert_int_equal(rep.err, EINVAL);
+	assert_int_equal(rep.version, 1);
+	/* it qualifies an engage */
+	assert_int_equal(pg_switch(0, 0, PG_SWITCH_AUTOCLOSE), -1);
+	assert_int_equal(errno, EINVAL);
+
+	/* a disengage closes it */
+	a = pg_switch(0, 0, PG_SWITCH_ENGAGE | PG_SWITCH_AUTOCLOSE);
+	assert_true(a > 0);
+	assert_int_equal(pg_disengage(a), 0);
+	assert_int_equal(pg_status(a, &st), 0);
+	assert_true(st.state & PG_STATUS_CLOSED);
+	assert_int_equal(st.engaged, 0);
+
+	/* a refused switch gives the left group back as it was, autoclose
+	 * included */
+	b = pg_switch(0, 0, PG_SWITCH_ENGAGE | PG_SWITCH_AUTOCLOSE);
+	assert_true(b > a);
+	c = pg_create();
+	assert_int_equal(pg_engage(c), 0);
+	assert_int_equal(pg_switch(b, c, PG_SWITCH_ENGAGE), -1);
+	assert_int_equal(errno, EBUSY);
+	assert_int_equal(pg_status(b, &st), 0);
+	assert_false(st.state & PG_STATUS_CLOSED);
+	assert_int_equal(st.engaged, 1);
+	assert_int_equal(pg_leave(c), 0);
+	assert_int_equal(pg_disengage(b), 0);
+	assert_int_equal(pg_status(b, &st), 0);
+	assert_true(st.state & PG_STATUS_CLOSED);
+	/* a plain engage of an open group does not close it */
+	c = pg_create();
+	assert_int_equal(pg_engage(c), 0);
+	assert_int_equal(pg_disengage(c), 0);
+	assert_int_equal(pg_status(c, &st), 0);
+	assert_false(st.state & PG_STATUS_CLOSED);
+
+	/* the process exits: its group is disengaged and closed, and so it is
+	 * for the next request, not whenever the watcher gets to it */
+	a = child_engages(PG_SWITCH_AUTOCLOSE);
+	assert_int_equal(pg_status(a, &st), 0);
+	assert_int_equal(st.engaged, 0);
+	assert_true(st.state & PG_STATUS_CLOSED);
+	/* without autoclose it is only disengaged, and may be a before at
+	 * once: the dependency is refused only while a live process engages
+	 * it */
+	a = child_engages(0);
+	assert_int_equal(pg_depend(a, c), 0);
+	assert_int_equal(pg_status(a, &st), 0);
+	assert_int_equal(st.engaged, 0);
+	assert_false(st.state & PG_STATUS_CLOSED);
+	assert_int_equal(pg_close(a), 0);
+	assert_int_equal(pg_close(c), 0);
+
+	pgsrv_destroy(srv);
+	pg_set_control(NULL);
+	assert_int_equal(e2_close(fs), 0);
+	e2t_rm_rf(dir);
+	free(dir);
+}
+
 /* A daemon that was killed leaves its socket file behind, refusing
  * connections: the API says ECONNRESET (the daemon is gone), the errno
  * the header documents, not ENXIO (no mount) or ENOTCONN (which
@@ -1433,6 +1564,7 @@ int main(void)
 		cmocka_unit_test(test_ctl_access),
 		cmocka_unit_test(test_pgsrv_api),
 		cmocka_unit_test(test_pgsrv_switch),
+		cmocka_unit_test(test_pgsrv_autoclose),
 		cmocka_unit_test(test_dead_daemon_errno),
 	};
 
