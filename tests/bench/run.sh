@@ -14,7 +14,8 @@
 #   pgapi    the patchgroup control path alone (tests/bench/pg_calls.c):
 #            microseconds per API call, per atomic replace's calls and
 #            per pgrun, on a fresh fstitch mount: pgapi.md, pgapi.txt.
-#            PGAPI_N sets the iterations (default 2000).
+#            PGAPI_N sets the iterations (default 2000), PGAPI_RUNS the
+#            runs whose median is reported (default 5).
 #   nbd      fstitch over an NBD export with an emulated flush latency
 #            (tests/bench/nbd_bench.sh): atomic replace with fsync against
 #            patchgroups, and untar: nbd.md, nbd.tsv.  NBD_BENCH_ARGS adds
@@ -59,22 +60,34 @@ bench_pgapi() {
 		echo "bench: pgapi: fstitch-mount did not mount (log: $w/mount.log)" >&2
 		return 1
 	fi
-	"$BUILD/bench/pg_calls" "$w/mnt" "${PGAPI_N:-2000}" "$(realpath "$BUILD/bin/pgrun")" \
-		>"$OUT/pgapi.txt" || rc=1
+	: >"$OUT/pgapi.txt"
+	for i in $(seq "${PGAPI_RUNS:-5}"); do
+		"$BUILD/bench/pg_calls" "$w/mnt" "${PGAPI_N:-2000}" "$(realpath "$BUILD/bin/pgrun")" \
+			>>"$OUT/pgapi.txt" || rc=1
+	done
 	fusermount3 -u "$w/mnt"
 	wait "$pid"
 	{
 		echo "# Patchgroup control path"
 		echo
 		echo "tests/bench/pg_calls.c on a fresh fstitch mount (no file-system work):"
-		echo "microseconds per operation, and the control requests it makes."
-		echo "pgrun-true is \`pgrun -- /bin/true\` started and waited for; spawn-true"
-		echo "the same without pgrun: their difference is pgrun's own cost (its"
-		echo "exec, finding the mount, its requests)."
+		echo "microseconds per operation (the median of ${PGAPI_RUNS:-5} runs, with the"
+		echo "smallest and largest), and the control requests it makes as the daemon"
+		echo "counted them.  pgrun-true is \`pgrun -- /bin/true\` started and waited"
+		echo "for; spawn-true the same without pgrun: their difference is pgrun's own"
+		echo "cost (its exec, finding the mount, its requests)."
 		echo
-		echo "| case | us per op | requests |"
-		echo "|---|---|---|"
-		sed -n 's/^\([^ ]*\) us_per_op=\([^ ]*\) calls=\(.*\)$/| \1 | \2 | \3 |/p' "$OUT/pgapi.txt"
+		echo "| case | us per op (median) | min | max | requests |"
+		echo "|---|---|---|---|---|"
+		awk '{ sub(/^us_per_op=/, "", $2); sub(/^calls=/, "", $3)
+			if (!($1 in n)) order[++k] = $1
+			v[$1, ++n[$1]] = $2; calls[$1] = $3 }
+		END { for (i = 1; i <= k; i++) { c = order[i]; m = n[c]
+			for (a = 1; a <= m; a++) for (b = a + 1; b <= m; b++)
+				if (v[c, b] + 0 < v[c, a] + 0) { t = v[c, a]; v[c, a] = v[c, b]; v[c, b] = t }
+			med = m % 2 ? v[c, (m + 1) / 2] : (v[c, m / 2] + v[c, m / 2 + 1]) / 2
+			printf "| %s | %.2f | %s | %s | %s |\n", c, med, v[c, 1], v[c, m], calls[c] } }' \
+			"$OUT/pgapi.txt"
 	} >"$OUT/pgapi.md"
 	rm -rf "$w"
 	return $rc
