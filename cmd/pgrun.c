@@ -265,7 +265,9 @@ int main(int argc, char **argv)
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
 		cli_error_errno(errno, "cannot become a subreaper (daemons may escape)");
 	status = run();
-	if (autoclose && !o.sync)
+	/* pgrun's exit ends its engagement, which closes a group made with
+	 * autoclose: a request here would only say so earlier. */
+	if ((autoclose || !created) && !o.sync)
 		return status;
 	/* With autoclose the disengage below closes the group too. */
 	if (created && !autoclose && !o.sync) {

@@ -131,6 +131,15 @@ wait_field() {
 	assert_equal $((r1 - r0)) 4
 	run -0 "$PGSTATUS" "$output"
 	assert_output --regexp 'engaged=0 .*state=.*closed'
+	# a group of one's own is engaged in one request, and only
+	# disengaged by the exit
+	g=$("$PGCREATE")
+	r0=$(requests)
+	run -0 "$PGRUN" --group "$g" -- true
+	r1=$(requests)
+	assert_equal $((r1 - r0)) 2
+	run -0 "$PGSTATUS" "$g"
+	assert_output --regexp 'engaged=0 .*state=open'
 }
 
 @test "pipelines, subshells, background jobs and threads all land in the group" {
