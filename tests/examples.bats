@@ -642,9 +642,14 @@ PG_PRE='
 @test "pgrun(1) examples: replace a file in two groups, sqlite3 with fsync as an ordering point" {
 	in_ns pgrun.1.1 "$PG_PRE
 		echo 'the new contents' >new
-		echo old >f" '
+		echo old >f
+		FSTITCH_CONTROL=/mnt $FSTITCH_TOOLS/pgstatus --summary >$WORK/before" '
+		FSTITCH_CONTROL=/mnt "$FSTITCH_TOOLS/pgstatus" --summary >"$WORK/after"
 		cat /mnt/f >"$WORK/f"'
 	assert_equal "$(cat "$WORK/f")" "the new contents"
+	# one control request per pgrun (and the first reading's own)
+	assert_equal $(($(sed -n 's/.*requests=\([0-9]*\).*/\1/p' "$WORK/after") -
+		$(sed -n 's/.*requests=\([0-9]*\).*/\1/p' "$WORK/before"))) 3
 	in_ns pgrun.1.2 "$PG_PRE
 		printf '%s\n' 'create table t(x);' 'insert into t values(1);' \
 			'insert into t values(2);' >updates.sql" '
