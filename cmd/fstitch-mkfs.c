@@ -1,5 +1,5 @@
-/* fstitch-mkfs: make an ext2 file system in an image file or on a block
- * device.  Parsing and messages only; lib/mkfs/mkfs.c does the work.
+/* fstitch-mkfs: make an ext2 file system (ext3 with -j) in an image file or
+ * on a block device.  Parsing and messages only; lib/mkfs/mkfs.c does the work.
  * Exit status (the mkfs family's): 0 success, 8 operational error, 16 usage
  * or syntax error. */
 #include <argp.h>
@@ -25,13 +25,19 @@ CLI_VERSION("fstitch-mkfs");
 
 static const char doc[] =
     "Make an ext2 file system (revision 1; features filetype, sparse_super, "
-    "large_file) in an image file or on a block device."
+    "large_file) in an image file or on a block device; with -j or -J, ext3: "
+    "the same with a journal (has_journal)."
     "\v"
     "SIZE is a number of blocks of the block size (of 1024 bytes when -b is "
     "not given), as in mke2fs, or bytes with a suffix K, M, G or T (powers "
     "of 1024). Without SIZE the whole file or device is used; an image file "
     "that does not exist is created, and then SIZE is required. A file system "
     "or partition table already on the target is overwritten only with -F.\n"
+    "\n"
+    "The journal's default size is mke2fs's: 1024 blocks below 32768 blocks, "
+    "4096 below 262144, and so on up to 262144 blocks; -J size=N asks for N "
+    "MiB, which must make 1024 to 10240000 blocks and at most half of the "
+    "free ones. A file system needs 2048 blocks or more to have a journal.\n"
     "\n"
     "Exit status: 0 success, 8 operational error, 16 usage or syntax error.";
 
@@ -44,6 +50,8 @@ static const struct argp_option options[] = {
     {"bytes-per-inode", 'i', "BYTES", 0, "One inode per BYTES (default: by size)", 1},
     {"inode-size", 'I', "BYTES", 0, "Inode size, 128 to the block size (default 256)", 1},
     {"reserved-percent", 'm', "PERCENT", 0, "Reserved for root, 0 to 50 (default 5)", 1},
+    {"journal", 'j', NULL, 0, "Add a journal (ext3), of the default size", 1},
+    {"journal-options", 'J', "size=MIB", 0, "Add a journal of MIB MiB", 1},
     {NULL, 0, NULL, 0, "Identity:", 2},
     {"label", 'L', "LABEL", 0, "Volume label, at most 16 bytes", 2},
     {"uuid", 'U', "UUID", 0, "A UUID, random (default), time or clear", 2},
@@ -73,6 +81,49 @@ static uint64_t parse_count(struct argp_state *state, const char *what, const ch
 		exit(EXIT_MKFS_USAGE);
 	}
 	return v;
+}
+
+/* -J's argument: comma-separated options, of which fstitch knows size=N
+ * (MiB, a plain decimal number as mke2fs takes it). */
+static void parse_journal_opts(struct args *a, const char *arg)
+{
+	const char *p = arg, *end, *v;
+	unsigned long long n;
+	char *stop;
+	size_t len;
+
+	for (;;) {
+		end = strchr(p, ',');
+		len = end ? (size_t)(end - p) : strlen(p);
+		if (len > 5 && !strncmp(p, "size=", 5)) {
+			v = p + 5;
+			errno = 0;
+			n = strtoull(v, &stop, 10);
+			if (*v < '0' || *v > '9' || stop != p + len) {
+				cli_error("invalid journal size '%.*s': not a number of MiB",
+					  (int)(len - 5), v);
+				exit(EXIT_MKFS_USAGE);
+			}
+			if (errno || n > UINT32_MAX) {
+				cli_error("invalid journal size '%.*s': too large", (int)(len - 5),
+					  v);
+				exit(EXIT_MKFS_USAGE);
+			}
+			if (n == 0) {
+				cli_error("invalid journal size '0': must be at least 1 MiB");
+				exit(EXIT_MKFS_USAGE);
+			}
+			a->opts.journal_mib = (unsigned)n;
+		} else {
+			cli_error("invalid journal option '%.*s': only size=MIB is supported",
+				  (int)len, p);
+			exit(EXIT_MKFS_USAGE);
+		}
+		if (!end)
+			break;
+		p = end + 1;
+	}
+	a->opts.flags |= MKFS_JOURNAL;
 }
 
 static error_t parse_opt(int key, char *arg, struct argp_state *state)
@@ -117,6 +168,12 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 			cli_error("invalid reserved percentage '%s': not a number", arg);
 			exit(EXIT_MKFS_USAGE);
 		}
+		break;
+	case 'j':
+		a->opts.flags |= MKFS_JOURNAL;
+		break;
+	case 'J':
+		parse_journal_opts(a, arg);
 		break;
 	case 'L':
 		a->opts.label = arg;
@@ -175,7 +232,8 @@ static void print_summary(const char *path, const struct mkfs_info *in, bool dry
 	unsigned i;
 
 	uuid_unparse(in->uuid, uuid);
-	printf("%s an ext2 file system on '%s'%s\n", dry ? "Would make" : "Made", path,
+	printf("%s an %s file system on '%s'%s\n", dry ? "Would make" : "Made",
+	       in->journal_blocks ? "ext3" : "ext2", path,
 	       in->created ? (dry ? " (a new image file)" : " (new image file)") : "");
 	if (in->found[0])
 		printf("  %-12s %s\n", dry ? "would overwrite" : "overwrote", in->found);
@@ -193,7 +251,12 @@ static void print_summary(const char *path, const struct mkfs_info *in, bool dry
 	if (in->label[0])
 		printf("  %-12s %s\n", "label", in->label);
 	printf("  %-12s %s\n", "UUID", uuid);
-	printf("  %-12s %s\n", "features", "filetype sparse_super large_file");
+	printf("  %-12s %s%s\n", "features", in->journal_blocks ? "has_journal " : "",
+	       "filetype sparse_super large_file");
+	if (in->journal_blocks)
+		printf("  %-12s %s: %llu blocks\n", "journal",
+		       size_format(in->journal_blocks * in->block_size, sz, sizeof(sz)),
+		       (unsigned long long)in->journal_blocks);
 	if (cliopt.verbosity > 0)
 		printf("  %-12s %llu blocks, %llu inodes\n", "free",
 		       (unsigned long long)in->free_blocks, (unsigned long long)in->free_inodes);
@@ -211,7 +274,8 @@ static void say_waiting(const char *path)
 {
 	if (cliopt.verbosity >= 0)
 		cli_error("waiting for the fstitch daemon still writing '%s' back after its "
-			  "unmount", path);
+			  "unmount",
+			  path);
 }
 
 int main(int argc, char **argv)

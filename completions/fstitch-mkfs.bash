@@ -20,6 +20,12 @@ _fstitch_mkfs()
 		COMPREPLY=($(compgen -W 'random time clear' -- "$cur"))
 		return
 		;;
+	-J | --journal-options)
+		# the one journal option; its value is a number of MiB
+		COMPREPLY=($(compgen -W 'size=' -- "$cur"))
+		[[ ${COMPREPLY-} == *= ]] && compopt -o nospace
+		return
+		;;
 	-N | --inodes | -i | --bytes-per-inode | -m | --reserved-percent | -L | --label)
 		# a number or a free-form label: nothing to offer
 		return
@@ -30,7 +36,8 @@ _fstitch_mkfs()
 	case $cur in
 	-*)
 		COMPREPLY=($(compgen -W '--block-size= --inodes= --bytes-per-inode=
-			--inode-size= --reserved-percent= --label= --uuid= --force --dry-run
+			--inode-size= --reserved-percent= --journal --journal-options= --label=
+			--uuid= --force --dry-run
 			--quiet --verbose --help --usage --version' -- "$cur"))
 		[[ ${COMPREPLY-} == *= ]] && compopt -o nospace
 		return
@@ -42,9 +49,9 @@ _fstitch_mkfs()
 	local i nargs=0
 	for ((i = 1; i < cword; i++)); do
 		case ${words[i]} in
-		-b | -N | -i | -I | -m | -L | -U) ((i++)) ;;
+		-b | -N | -i | -I | -m | -J | -L | -U) ((i++)) ;;
 		--block-size | --inodes | --bytes-per-inode | --inode-size | \
-			--reserved-percent | --label | --uuid) ((i++)) ;;
+			--reserved-percent | --journal-options | --label | --uuid) ((i++)) ;;
 		-*) ;;
 		*) ((nargs++)) ;;
 		esac

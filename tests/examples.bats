@@ -26,7 +26,7 @@ KNOWN=(
 	fstitch-crash.1.1 fstitch-crash.1.2 fstitch-crash.1.3 fstitch-crash.1.4
 	fstitch-crash.1.5
 	fstitch-mkfs.8.1 fstitch-mkfs.8.2 fstitch-mkfs.8.3 fstitch-mkfs.8.4
-	fstitch-mkfs.8.5
+	fstitch-mkfs.8.5 fstitch-mkfs.8.6
 	fstitch-mount.8.1 fstitch-mount.8.2 fstitch-mount.8.3 fstitch-mount.8.4
 	fstitch-mount.8.5 fstitch-mount.8.6 fstitch-mount.8.7 fstitch-mount.8.8
 	fstitch-mount.8.9 fstitch-mount.8.10
@@ -320,6 +320,15 @@ rendered() {
 	run -0 blkid -p -o value -s UUID "$WORK/disk.img"
 	assert_output 0b5d1e7c-4a3f-4c8e-9d2b-6f1a2e3c4d5e
 	assert_equal "$(stat -c %s "$WORK/disk.img")" $((64 << 20))
+}
+
+@test "fstitch-mkfs(8) example 6: an ext3 image with a 16 MiB journal, as dumpe2fs shows" {
+	in_ns fstitch-mkfs.8.6 '' ''
+	run cat "$WORK/ex.out"
+	assert_line --regexp '^Filesystem features: +has_journal filetype sparse_super large_file$'
+	assert_line --regexp '^Total journal size: +16M$'
+	assert_equal "$(stat -c %s "$WORK/disk.img")" $((256 << 20))
+	assert_fsck_clean "$WORK/disk.img"
 }
 
 # ------------------------------------------------------------ fstitch-mount(8)

@@ -12,6 +12,7 @@ setup() {
 
 teardown() {
 	common_teardown
+	fstitch_mount_reap
 	if [ -n "${LOOPDEV:-}" ]; then
 		losetup -d "$LOOPDEV" 2>/dev/null || true
 	fi
@@ -546,4 +547,113 @@ sys.stdout.buffer.write(m)' >"$IMG"
 	ln -s "$MKFS" "$SCRATCH/mkfs.fstitch"
 	run -16 --separate-stderr "$SCRATCH/mkfs.fstitch" -b 3000 "$IMG" 8M
 	[[ ${stderr_lines[0]} == "mkfs.fstitch: "* ]]
+}
+
+# ---------------------------------------------------------------- journals
+
+# journal_blocks IMAGE: the journal's length in blocks, as dumpe2fs reads it.
+journal_blocks() {
+	sb_field "$1" "Total journal blocks"
+}
+
+@test "-j adds a journal of mke2fs's default size: ext3 to e2fsck, dumpe2fs and blkid" {
+	# mke2fs's sizes: 1024 blocks below 32768, 4096 from there
+	for size in 8M 64M; do
+		rm -f "$IMG"
+		run -0 "$MKFS" -j "$IMG" "$size"
+		assert_line "Made an ext3 file system on '$IMG' (new image file)"
+		assert_line --regexp '^  features +has_journal filetype sparse_super large_file$'
+		assert_fsck_clean "$IMG"
+		run -0 sb_field "$IMG" "Filesystem features"
+		assert_output "has_journal filetype sparse_super large_file"
+		run -0 sb_field "$IMG" "Journal inode"
+		assert_output 8
+		run -0 sb_field "$IMG" "Journal start"
+		assert_output 0
+		make_stock_image "$SCRATCH/stock.img" "$size" -t ext3
+		want=$(journal_blocks "$SCRATCH/stock.img")
+		run -0 journal_blocks "$IMG"
+		assert_output "$want"
+		run -0 blkid -p -o value -s TYPE "$IMG"
+		assert_output ext3
+	done
+	# the summary's journal line
+	run -0 "$MKFS" -F -j "$IMG" 64M
+	assert_line --regexp '^  journal +4\.0 MiB: 4096 blocks$'
+}
+
+@test "-J size= sets the journal size in MiB, as mke2fs -J size= does" {
+	"$MKFS" -q -J size=2 "$IMG" 16M
+	run -0 journal_blocks "$IMG"
+	assert_output 2048
+	assert_fsck_clean "$IMG"
+	rm "$IMG"
+	"$MKFS" -q -b 4096 --journal-options=size=8 "$IMG" 64M
+	run -0 journal_blocks "$IMG"
+	assert_output 2048
+	assert_fsck_clean "$IMG"
+	# the same journal as mke2fs makes with the same options
+	make_stock_image "$SCRATCH/stock.img" 64M -t ext3 -b 4096 -J size=8
+	assert_equal "$(journal_blocks "$SCRATCH/stock.img")" 2048
+}
+
+@test "-n -j predicts the journal and writes nothing" {
+	truncate -s 16M "$IMG"
+	before=$(file_sum "$IMG")
+	run -0 "$MKFS" -n -J size=3 "$IMG"
+	assert_line "Would make an ext3 file system on '$IMG'"
+	assert_line --regexp '^  journal +3\.0 MiB: 3072 blocks$'
+	assert_equal "$(file_sum "$IMG")" "$before"
+}
+
+@test "bad journal options and sizes are a one-line usage error with exit 16 and write nothing" {
+	truncate -s 16M "$IMG"
+	before=$(file_sum "$IMG")
+	while IFS='|' read -r args msg; do
+		# shellcheck disable=SC2086
+		run -16 --separate-stderr "$MKFS" $args "$IMG"
+		assert_one_line_error || { echo "args: $args" >&2; return 1; }
+		assert_equal "$stderr" "fstitch-mkfs: $msg"
+		assert_equal "$(file_sum "$IMG")" "$before"
+	done <<-'EOF'
+		-J size=0|invalid journal size '0': must be at least 1 MiB
+		-J size=x|invalid journal size 'x': not a number of MiB
+		-J size=-4|invalid journal size '-4': not a number of MiB
+		-J size=4M|invalid journal size '4M': not a number of MiB
+		-J size=99999999999|invalid journal size '99999999999': too large
+		-J size=|invalid journal option 'size=': only size=MIB is supported
+		-J device=/dev/sdb1|invalid journal option 'device=/dev/sdb1': only size=MIB is supported
+		-J size=4,location=1M|invalid journal option 'location=1M': only size=MIB is supported
+		-b 4096 -J size=2|journal size 2 MiB is 512 blocks of 4096 bytes; a journal must have 1024 to 10240000 blocks
+		-J size=9|journal size 9 MiB is too large for a file system of 16.0 MiB: a journal may take at most half of the free blocks (7 MiB here)
+		EOF
+	# with an image made by mkfs, not just created
+	rm "$IMG"
+	run -16 --separate-stderr "$MKFS" -j "$IMG" 1M
+	assert_one_line_error
+	assert_equal "$stderr" "fstitch-mkfs: size 1.0 MiB is too small for a journal: that needs a file system of at least 2048 blocks (this one has 1024 of 1024 bytes)"
+	[ ! -e "$IMG" ]
+	run -16 --separate-stderr "$MKFS" -b 4096 -J size=40001 "$IMG" 1G
+	assert_one_line_error
+	[ ! -e "$IMG" ]
+}
+
+@test "the kernel mounts a -j image as ext3, and so does fstitch-mount" {
+	"$MKFS" -q -j "$IMG" 16M
+	mkdir -p "$SCRATCH/mnt"
+	mount -t ext3 -o loop "$IMG" "$SCRATCH/mnt"
+	track_mount "$SCRATCH/mnt" kernel
+	seq 1 20000 >"$SCRATCH/mnt/numbers"
+	kernel_umount "$SCRATCH/mnt"
+	assert_fsck_clean "$IMG"
+	fstitch_mount_start "$IMG" "$SCRATCH/mnt"
+	run -0 cmp "$SCRATCH/mnt/numbers" <(seq 1 20000)
+	echo hello >"$SCRATCH/mnt/greeting"
+	fstitch_mount_stop "$SCRATCH/mnt"
+	fstitch_mount_reap
+	assert_fsck_clean "$IMG"
+	run -0 sb_field "$IMG" "Journal start"
+	assert_output 0
+	run -0 --separate-stderr debugfs -R "cat /greeting" "$IMG"
+	assert_output hello
 }

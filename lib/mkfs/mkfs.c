@@ -1,4 +1,5 @@
-/* Make an ext2 file system with libext2fs; see mkfs.h.
+/* Make an ext2 (or, with a journal, ext3) file system with libext2fs; see
+ * mkfs.h.
  *
  * Two passes.  The first lays the file system out on a small in-memory
  * device (plan I/O below) and throws it away: that validates every parameter and
@@ -157,6 +158,11 @@ static struct plan_blk *plan_find(struct plan_dev *d, unsigned long long blk)
 	return NULL;
 }
 
+static bool all_zero(const char *p, size_t n)
+{
+	return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
+}
+
 /* count > 0 is a number of blocks, count < 0 a number of bytes from the
  * start of block (libext2fs convention). */
 static errcode_t plan_io(io_channel ch, unsigned long long block, int count, void *rbuf,
@@ -176,6 +182,10 @@ static errcode_t plan_io(io_channel ch, unsigned long long block, int count, voi
 				memcpy((char *)rbuf + off, b->data, n);
 			else
 				memset((char *)rbuf + off, 0, n);
+		} else if (!b && all_zero((const char *)wbuf + off, n)) {
+			/* reads as zeros already: libext2fs zeroes every
+			 * block it allocates to a block-mapped file, a
+			 * journal's worth, which need not be kept */
 		} else {
 			if (!b) {
 				if (d->n == d->cap) {
@@ -224,6 +234,20 @@ static errcode_t plan_write_blk(io_channel ch, unsigned long block, int count, c
 	return plan_io(ch, block, count, NULL, data);
 }
 
+/* Zeroing is free: blocks never written read as zeros already.  Without
+ * this, libext2fs would write zeros, which this device would keep in
+ * memory (a journal's worth of them). */
+static errcode_t plan_zeroout(io_channel ch, unsigned long long block, unsigned long long count)
+{
+	struct plan_dev *d = ch->private_data;
+	size_t i;
+
+	for (i = 0; i < d->n; i++)
+		if (d->v[i].blk >= block && d->v[i].blk - block < count)
+			memset(d->v[i].data, 0, (size_t)ch->block_size);
+	return 0;
+}
+
 static errcode_t plan_flush(io_channel ch)
 {
 	return 0;
@@ -240,6 +264,7 @@ static struct struct_io_manager plan_io_manager = {
     .flush = plan_flush,
     .read_blk64 = plan_read_blk64,
     .write_blk64 = plan_write_blk64,
+    .zeroout = plan_zeroout,
 };
 
 /* ------------------------------------------------------------ checks */
@@ -287,6 +312,10 @@ static int check_opts(const struct mkfs_opts *o, char *err, size_t errlen)
 	if (o->inodes > UINT32_MAX) {
 		seterr(err, errlen, "inode count %llu is more than ext2 can hold (%u)",
 		       (unsigned long long)o->inodes, UINT32_MAX);
+		return -EINVAL;
+	}
+	if (o->journal_mib && !(o->flags & MKFS_JOURNAL)) {
+		seterr(err, errlen, "a journal size is given but no journal is asked for");
 		return -EINVAL;
 	}
 	if ((unsigned)o->uuid_mode > MKFS_UUID_GIVEN) {
@@ -561,6 +590,69 @@ static errcode_t populate(ext2_filsys fs)
 	return ext2fs_update_bb_inode(fs, NULL);
 }
 
+/* The journal's length in blocks for fs (0: none asked for), as mke2fs
+ * picks it: by the file system's size, or from opts->journal_mib within
+ * mke2fs's bounds.  Called on a fresh layout, whose free count is what
+ * mke2fs checks the size against. */
+static int journal_blocks(ext2_filsys fs, const struct mkfs_opts *o, uint64_t size, blk_t *out,
+			  char *err, size_t errlen)
+{
+	struct ext2fs_journal_params jp;
+	uint64_t blocks, half;
+	char sbuf[32];
+
+	*out = 0;
+	if (!(o->flags & MKFS_JOURNAL))
+		return 0;
+	if (ext2fs_get_journal_params(&jp, fs)) {
+		seterr(err, errlen,
+		       "size %s is too small for a journal: that needs a file system of at "
+		       "least 2048 blocks (this one has %llu of %u bytes)",
+		       size_format(size, sbuf, sizeof(sbuf)),
+		       (unsigned long long)ext2fs_blocks_count(fs->super), fs->blocksize);
+		return -EINVAL;
+	}
+	if (!o->journal_mib) {
+		*out = jp.num_journal_blocks;
+		return 0;
+	}
+	blocks = (uint64_t)o->journal_mib * MiB / fs->blocksize;
+	if (blocks < MKFS_JOURNAL_MIN_BLOCKS || blocks > MKFS_JOURNAL_MAX_BLOCKS) {
+		seterr(err, errlen,
+		       "journal size %u MiB is %llu blocks of %u bytes; a journal must have "
+		       "%u to %u blocks",
+		       o->journal_mib, (unsigned long long)blocks, fs->blocksize,
+		       MKFS_JOURNAL_MIN_BLOCKS, MKFS_JOURNAL_MAX_BLOCKS);
+		return -EINVAL;
+	}
+	half = ext2fs_free_blocks_count(fs->super) / 2;
+	if (blocks > half) {
+		seterr(err, errlen,
+		       "journal size %u MiB is too large for a file system of %s: a journal "
+		       "may take at most half of the free blocks (%llu MiB here)",
+		       o->journal_mib, size_format(size, sbuf, sizeof(sbuf)),
+		       (unsigned long long)(half * fs->blocksize / MiB));
+		return -EINVAL;
+	}
+	*out = (blk_t)blocks;
+	return 0;
+}
+
+/* The journal inode (8), its superblock and the superblock's backup of its
+ * block map, where mke2fs puts them (the middle of the file system).  lazy
+ * leaves the journal's blocks unzeroed: for the first pass, whose device
+ * would otherwise keep every one of them in memory. */
+static errcode_t add_journal(ext2_filsys fs, blk_t blocks, bool lazy)
+{
+	struct ext2fs_journal_params jp;
+
+	memset(&jp, 0, sizeof(jp));
+	jp.num_journal_blocks = blocks;
+	/* the target's mount state was checked before this pass began */
+	return ext2fs_add_journal_inode3(
+	    fs, &jp, ~0ULL, EXT2_MKJOURNAL_NO_MNT_CHECK | (lazy ? EXT2_MKJOURNAL_LAZYINIT : 0));
+}
+
 /* Inode tables must read as zeros: without uninit_bg e2fsck and the kernel
  * trust every inode in them. */
 static errcode_t zero_inode_tables(ext2_filsys fs)
@@ -657,6 +749,7 @@ int mkfs_make(const char *path, const struct mkfs_opts *opts, struct mkfs_info *
 	ext2_filsys fs = NULL;
 	uint64_t size, blocks, inodes;
 	unsigned bs, ratio;
+	blk_t jblocks = 0;
 	int ret, fd = -1, lockfd = -1, mflags = 0;
 	bool created = false;
 	char found[128] = "", sbuf[32];
@@ -738,6 +831,9 @@ int mkfs_make(const char *path, const struct mkfs_opts *opts, struct mkfs_info *
 		ret = -EINVAL;
 		goto out;
 	}
+	ret = journal_blocks(fs, opts, size, &jblocks, err, errlen);
+	if (ret)
+		goto out;
 	set_identity(fs, opts);
 	e = populate(fs);
 	if (e) {
@@ -745,7 +841,17 @@ int mkfs_make(const char *path, const struct mkfs_opts *opts, struct mkfs_info *
 		ret = -EINVAL;
 		goto out;
 	}
+	if (jblocks) {
+		e = add_journal(fs, jblocks, true);
+		if (e) {
+			seterr(err, errlen, "cannot lay out a journal of %u blocks: %s", jblocks,
+			       describe_e2err(e));
+			ret = -EINVAL;
+			goto out;
+		}
+	}
 	fill_info(fs, &out);
+	out.journal_blocks = jblocks;
 	ext2fs_free(fs);
 	fs = NULL;
 
@@ -867,8 +973,11 @@ int mkfs_make(const char *path, const struct mkfs_opts *opts, struct mkfs_info *
 	}
 	if (!e)
 		e = populate(fs);
+	if (!e && jblocks)
+		e = add_journal(fs, jblocks, false);
 	if (!e) {
 		fill_info(fs, &out);
+		out.journal_blocks = jblocks;
 		/* Writes superblock copies, group descriptors and bitmaps,
 		 * then flushes (fsync) the device. */
 		e = ext2fs_close_free(&fs);

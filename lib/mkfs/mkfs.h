@@ -1,11 +1,12 @@
 /* Making a standard ext2 revision 1 file system with libext2fs.
  *
  * The feature set is fixed: filetype, sparse_super and large_file, nothing
- * else (no dir_index, resize_inode, ext_attr or journal), because that is
- * the ext2 that fstitch's ext2 module, e2fsck, debugfs and Linux all agree
- * on.  Sizes follow mke2fs: below 3 MiB 1 KiB blocks and one inode per
- * 8 KiB, below 512 MiB 1 KiB blocks and one inode per 4 KiB, otherwise
- * 4 KiB blocks and one inode per 16 KiB.
+ * else (no dir_index, resize_inode or ext_attr), because that is the ext2
+ * that fstitch's ext2 module, e2fsck, debugfs and Linux all agree on.  With
+ * MKFS_JOURNAL it gets has_journal too, an internal JBD2 journal in inode 8
+ * made by libext2fs as mke2fs -j makes it: that is ext3.  Sizes follow mke2fs: below 3 MiB 1 KiB
+ * blocks and one inode per 8 KiB, below 512 MiB 1 KiB blocks and one inode per 4 KiB, otherwise 4
+ * KiB blocks and one inode per 16 KiB.
  */
 #ifndef FSTITCH_MKFS_H
 #define FSTITCH_MKFS_H
@@ -27,7 +28,15 @@ enum mkfs_flags {
 	MKFS_FORCE = 1 << 0,
 	/* Check everything and fill mkfs_info, but write and create nothing. */
 	MKFS_DRY_RUN = 1 << 1,
+	/* Add a journal (has_journal), of mkfs_opts.journal_mib or, when that
+	 * is 0, of the size mke2fs picks for the file system's size. */
+	MKFS_JOURNAL = 1 << 2,
 };
+
+/* mke2fs's bounds on a journal: 1024 to 10240000 blocks, and at most half
+ * of the free blocks. */
+#define MKFS_JOURNAL_MIN_BLOCKS 1024u
+#define MKFS_JOURNAL_MAX_BLOCKS 10240000u
 
 struct mkfs_opts {
 	uint64_t size;		 /* bytes (rounded down to blocks); 0: all */
@@ -40,6 +49,9 @@ struct mkfs_opts {
 	enum mkfs_uuid_mode uuid_mode;
 	uuid_t uuid;	/* for MKFS_UUID_GIVEN */
 	unsigned flags; /* enum mkfs_flags */
+	/* Journal size in MiB (mke2fs -J size=); 0: by size.  Only with
+	 * MKFS_JOURNAL. */
+	unsigned journal_mib;
 	/* Called once, before mkfs_make() blocks, when an existing target is
 	 * locked by an fstitch daemon that is still writing it back after an
 	 * unmount (see mkfs_make()); NULL: wait silently. */
@@ -58,8 +70,9 @@ struct mkfs_info {
 	unsigned blocks_per_group;
 	unsigned inodes_per_group;
 	uint64_t reserved_blocks;
-	uint64_t free_blocks; /* after the root directory and lost+found */
+	uint64_t free_blocks; /* after the root directory, lost+found and journal */
 	uint64_t free_inodes;
+	uint64_t journal_blocks; /* 0: no journal */
 	char label[17];
 	uuid_t uuid;
 	/* First block of every group that holds a superblock copy (sparse_super:
@@ -79,7 +92,9 @@ void mkfs_opts_init(struct mkfs_opts *opts);
  * success.  Never prints; on failure writes a one-line explanation (no
  * program name, no trailing newline) to err and returns:
  *   -EINVAL  a bad option value, or a size or inode count that cannot make a
- *            file system (too small, too large, too many inodes)
+ *            file system (too small, too large, too many inodes), or a
+ *            journal that does not fit (file system below 2048 blocks, a
+ *            journal size outside the bounds above)
  *   -ENOENT  path does not exist and opts->size is 0
  *   -EEXIST  libblkid found a file system or partition table and
  *            MKFS_FORCE is not set; err is "'path' contains ..." naming it
