@@ -24,6 +24,8 @@
 #               crash_final_image, crash_leftover_unmount,
 #               fsck_not_dangerous, flush_point, wait_free_inodes, and the
 #               daemon-level crash workload (crash_workload...)
+#   Journals    images_equal_but_wtime, journal_replay_check,
+#               kernel_ext3_read
 
 # `run -N` and `run --separate-stderr` need 1.5; saying so silences BW02.
 bats_require_minimum_version 1.5.0
@@ -502,7 +504,8 @@ crash_check() {
 	local rec=$1 crash
 	shift
 	crash=$(fstitch_cmd fstitch-crash) || return 1
-	export -f fsck_run fsck_not_dangerous
+	export -f fsck_run fsck_not_dangerous images_equal_but_wtime journal_replay_check \
+		kernel_ext3_read
 	# the recording before "--", the check after it
 	local opts=()
 	while [ $# -gt 0 ] && [ "$1" != -- ]; do
@@ -569,9 +572,10 @@ wait_free_inodes() {
 # created, renamed and removed, and a file replaced by rename.  The tree
 # is in $SCRATCH/tree (and $SCRATCH/tree.tar), to compare with.
 #
-#   crash_workload_image IMG MNT
+#   crash_workload_image IMG MNT [mke2fs options...]
 #       A 4M image in IMG holding the part before the recording, written
-#       through a mount at MNT: the tree in x0, and v holding 0.
+#       through a mount at MNT: the tree in x0, and v holding 0.  The
+#       options go to make_stock_image (-t ext3: an image with a journal).
 #   crash_workload MNT
 #       The recorded part, on the mount at MNT: the tree again in w1, a
 #       flush point, then v replaced by rename (holding 1), w1 renamed to
@@ -582,7 +586,7 @@ wait_free_inodes() {
 #       recording into $SCRATCH/rec/log and no background flush, run
 #       crash_workload, unmount.
 crash_workload_image() {
-	make_stock_image "$1" 4M
+	make_stock_image "$1" 4M "${@:3}"
 	mkdir -p "$SCRATCH/tree/a/b" "$SCRATCH/tree/c"
 	seq 20 >"$SCRATCH/tree/a/f1"
 	# more than 12 blocks of 1 KiB: an indirect block
@@ -621,4 +625,134 @@ crash_workload_record() {
 	crash_workload "$mnt"
 	fstitch_mount_stop "$mnt"
 	[ -s "$SCRATCH/rec/log" ]
+}
+
+# ---------------------------------------------------------------- journals
+# Checks of crash states of images with a journal (ext3): the state is
+# replayed by fstitch and by e2fsck, which must agree byte for byte, and
+# the result must be a file system e2fsck finds nothing wrong with; a state
+# can also be read back through the kernel's ext3, which replays on its own.
+#
+#   images_equal_but_wtime A B
+#       Succeeds when files A and B are byte for byte the same apart from
+#       the superblock's s_wtime (bytes 1072-1075), which e2fsck stamps
+#       whenever it writes the superblock; otherwise prints where they
+#       differ (the first 10 bytes, as cmp -l) and fails.  A and B are left
+#       as they were.
+#   journal_replay_check [--benign]
+#       A CHECK for `crash_check --fsck none --no-mount` (or a plain call
+#       with FSTITCH_IMAGE set): two copies of the state, one replayed by
+#       fstitch (`e2tool COPY recover`, the journal step fstitch-mount
+#       takes at a read-write mount) and one by `e2fsck -E journal_only -y`;
+#       both replays must succeed and give equal images (as above), and
+#       then `e2fsck -fn` on the result must report nothing at all.  With
+#       --benign, what fsck_run calls benign is accepted too (soft updates
+#       leave leaks; a journal must not).  The state itself is not changed.
+#       On failure it prints which step failed and that step's output.
+#       With JOURNAL_REPLAYED set to a path, the replayed image is left
+#       there (for kernel_ext3_read or a look by hand).
+#   kernel_ext3_read IMAGE DEST PATH...
+#       Mount a copy of IMAGE read-only under the kernel's ext3, on a loop
+#       device of its own (the kernel replays a journal that needs it, into
+#       the copy), copy each PATH (relative to the root: a file, a symlink
+#       or a directory, with cp -a) to DEST/PATH, then unmount, detach the
+#       loop device and remove the copy, whether or not anything failed.
+#       A PATH that does not exist is not copied (DEST shows it missing).
+#       Fails, saying why, if the kernel does not mount it or a PATH cannot
+#       be read.  Needs root and ext3 in the kernel.
+
+images_equal_but_wtime() {
+	local a=$1 b=$2 d
+	# cmp -l: "offset (from 1) byte byte" per difference
+	d=$(cmp -l "$a" "$b" 2>&1 | awk '$1 >= 1073 && $1 <= 1076 { next } { print; if (++n == 10) exit }')
+	[ -z "$d" ] && return 0
+	echo "'$a' and '$b' differ (offset from 1, octal bytes):"
+	printf '%s\n' "$d"
+	return 1
+}
+
+journal_replay_check() {
+	local benign=false img=${FSTITCH_IMAGE:?journal_replay_check needs FSTITCH_IMAGE}
+	local dir rc=0 out
+	[ "${1:-}" = --benign ] && benign=true
+	dir=$(mktemp -d "${BATS_TEST_TMPDIR:-${TMPDIR:-/tmp}}/replay.XXXXXX") || return 1
+	cp "$img" "$dir/fstitch.img" && cp "$img" "$dir/e2fsck.img" || {
+		rm -rf "$dir"
+		return 1
+	}
+	(
+		if ! out=$("$FSTITCH_TOOLS/e2tool" "$dir/fstitch.img" recover 2>&1); then
+			echo "fstitch's replay (e2tool recover) failed: $out"
+			exit 1
+		fi
+		e2fsck -E journal_only -y "$dir/e2fsck.img" >"$dir/e2fsck.out" 2>&1 || rc=$?
+		if [ "$rc" -ge 4 ]; then
+			echo "e2fsck -E journal_only failed (exit status $rc):"
+			cat "$dir/e2fsck.out"
+			exit 1
+		fi
+		images_equal_but_wtime "$dir/fstitch.img" "$dir/e2fsck.img" || {
+			echo "fstitch and e2fsck -E journal_only replay differently"
+			exit 1
+		}
+		fsck_run "$dir/e2fsck.img"
+		mv "$FSCK_OUT" "$dir/fsck.out"
+		case $FSCK_CLASS in
+		clean) ;;
+		benign)
+			if ! $benign; then
+				echo "e2fsck -fn after the replay does not find it clean:"
+				cat "$dir/fsck.out"
+				exit 1
+			fi
+			;;
+		*)
+			echo "e2fsck -fn after the replay: dangerous because of:"
+			printf '%s\n' "$FSCK_WHY"
+			exit 1
+			;;
+		esac
+		if [ -n "${JOURNAL_REPLAYED:-}" ]; then
+			cp "$dir/e2fsck.img" "$JOURNAL_REPLAYED"
+		fi
+	) && rc=0 || rc=$?
+	rm -rf "$dir"
+	return $rc
+}
+
+kernel_ext3_read() {
+	local img=$1 dest=$2
+	shift 2
+	(
+		dir=$(mktemp -d "${BATS_TEST_TMPDIR:-${TMPDIR:-/tmp}}/kread.XXXXXX") || exit 1
+		loop=
+		cleanup() {
+			if mountpoint -q "$dir/mnt"; then
+				umount "$dir/mnt" 2>/dev/null || umount -l "$dir/mnt"
+			fi
+			[ -z "$loop" ] || losetup -d "$loop" 2>/dev/null
+			rm -rf "$dir"
+		}
+		trap cleanup EXIT
+		mkdir "$dir/mnt"
+		cp "$img" "$dir/copy.img" || exit 1
+		loop=$(losetup -f --show "$dir/copy.img") || {
+			echo "kernel_ext3_read: no loop device for '$img'"
+			exit 1
+		}
+		if ! out=$(mount -t ext3 -o ro "$loop" "$dir/mnt" 2>&1); then
+			echo "kernel_ext3_read: the kernel's ext3 does not mount '$img': $out"
+			dmesg 2>/dev/null | tail -n 5
+			exit 1
+		fi
+		for p in "$@"; do
+			# not there: nothing to copy, for the caller to see
+			[ -e "$dir/mnt/$p" ] || [ -L "$dir/mnt/$p" ] || continue
+			mkdir -p "$dest/$(dirname "$p")"
+			if ! out=$(cp -a "$dir/mnt/$p" "$dest/$p" 2>&1); then
+				echo "kernel_ext3_read: cannot read '$p' of '$img': $out"
+				exit 1
+			fi
+		done
+	)
 }
