@@ -221,11 +221,13 @@ rendered() {
 	local p f line bad=()
 	for p in "${PAGES[@]}"; do
 		extract_page "$p"
+		rendered "$p" >"$SCRATCH/rendered"
 		for f in "$EX/$p".*; do
 			while IFS= read -r line; do
 				[ -n "$line" ] || continue
 				# a one-line display shows its prompt, which is not run
-				rendered "$p" | grep -qxF -e "${line#"${line%%[! ]*}"}" -e "\$ $line" -e "# $line" ||
+				grep -qxF -e "${line#"${line%%[! ]*}"}" -e "\$ $line" -e "# $line" \
+					"$SCRATCH/rendered" ||
 					bad+=("${f##*/}: '$line' is not on the rendered page")
 				[[ $line != *\\* ]] || bad+=("${f##*/}: '$line' keeps an escape")
 			done <"$f"
