@@ -73,7 +73,7 @@ assert_crash_sample() {
 	record_ext3
 	export -f kernel_reads_state
 	export SCRATCH
-	assert_crash_sample softupdates 6 "$SCRATCH/rec" --fsck none --no-mount -- \
+	assert_crash_sample softupdates 4 "$SCRATCH/rec" --fsck none --no-mount -- \
 		bash -c 'journal_replay_check --benign && kernel_reads_state'
 	# the last state (after the final flush) passes with nothing allowed
 	crash_final_image "$SCRATCH/rec" "$SCRATCH/final.img"
