@@ -25,7 +25,7 @@
 #               fsck_not_dangerous, flush_point, wait_free_inodes, and the
 #               daemon-level crash workload (crash_workload...)
 #   Journals    images_equal_but_wtime, journal_replay_check,
-#               kernel_ext3_read
+#               need_kernel_ext3, kernel_ext3_read
 
 # `run -N` and `run --separate-stderr` need 1.5; saying so silences BW02.
 bats_require_minimum_version 1.5.0
@@ -651,6 +651,9 @@ crash_workload_record() {
 #       On failure it prints which step failed and that step's output.
 #       With JOURNAL_REPLAYED set to a path, the replayed image is left
 #       there (for kernel_ext3_read or a look by hand).
+#   need_kernel_ext3
+#       Skip the test unless it runs as root on a kernel with ext3 (loaded
+#       with ext4 if need be), which kernel_ext3_read needs.
 #   kernel_ext3_read IMAGE DEST PATH...
 #       Mount a copy of IMAGE read-only under the kernel's ext3, on a loop
 #       device of its own (the kernel replays a journal that needs it, into
@@ -718,6 +721,12 @@ journal_replay_check() {
 	) && rc=0 || rc=$?
 	rm -rf "$dir"
 	return $rc
+}
+
+need_kernel_ext3() {
+	[ "$(id -u)" -eq 0 ] || skip "needs root (kernel loop mount)"
+	grep -qw ext3 /proc/filesystems || modprobe ext4 2>/dev/null || true
+	grep -qw ext3 /proc/filesystems || skip "the kernel has no ext3 support"
 }
 
 kernel_ext3_read() {

@@ -24,12 +24,6 @@ teardown() {
 	fstitch_mount_reap
 }
 
-need_kernel_ext3() {
-	[ "$(id -u)" -eq 0 ] || skip "needs root (kernel loop mount)"
-	grep -qw ext3 /proc/filesystems || modprobe ext4 2>/dev/null || true
-	grep -qw ext3 /proc/filesystems || skip "the kernel has no ext3 support"
-}
-
 # record_ext3 [fstitch-mount options...]: crash_workload recorded on a 4M
 # ext3 image.
 record_ext3() {
