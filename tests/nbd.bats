@@ -326,11 +326,15 @@ mount_example() {
 	# a second mkfs finds the first
 	run -8 --separate-stderr "$(fstitch_cmd fstitch-mkfs)" "$URI"
 	assert_equal "$stderr" "fstitch-mkfs: '$URI' holds an ext2 file system; use -F to overwrite"
-	run -0 "$(fstitch_cmd fstitch-mkfs)" -q -F -b 4096 "$URI" 32M
+	# and again as ext3 (-j), over the old one
+	run -0 "$(fstitch_cmd fstitch-mkfs)" -q -F -b 4096 -j "$URI" 32M
 	nbdcopy "$URI" "$SCRATCH/again.img"
 	run -0 dumpe2fs -h "$SCRATCH/again.img"
 	assert_line --regexp '^Block size: +4096$'
 	assert_line --regexp '^Block count: +8192$'
+	assert_line --regexp '^Filesystem features: +has_journal filetype sparse_super large_file$'
+	assert_line --regexp '^Total journal blocks: +1024$'
+	assert_fsck_clean "$SCRATCH/again.img"
 }
 
 @test "fstitch-mkfs over NBD refuses another file system without -F and erases its signature with it" {
