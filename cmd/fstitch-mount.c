@@ -199,24 +199,31 @@ static void reply_entry(fuse_req_t req, const struct stat *st)
 		e2_forget(D.fs, (uint32_t)st->st_ino, 1);
 }
 
+/* A request that may change the file system: its patchgroup operation,
+ * and who the ext2 calls are told asked for the change. */
+struct req_op {
+	struct pg_op pg;
+	struct e2_caller who;
+};
+
 /* Patchgroups see every request that may change the file system, under the
- * calling process's scope: each ext2 call of the request gets
- * pgsrv_scope(op).  With rename_order=process the ext2 module is told the
- * calling process as well.  A request with pid 0 (one the kernel makes on
- * its own: a write-back of a shared mapping, a release) has no process,
+ * calling process's scope: each ext2 call of the request gets op->who,
+ * which carries pgsrv_scope(&op->pg).  With rename_order=process it names
+ * the calling process as well.  A request with pid 0 (one the kernel makes
+ * on its own: a write-back of a shared mapping, a release) has no process,
  * and the ext2 module then orders it against every process. */
-static void enter(fuse_req_t req, struct pg_op *op)
+static void enter(fuse_req_t req, struct req_op *op)
 {
 	pid_t tid = fuse_req_ctx(req)->pid;
 	struct scope_key key;
 
-	if (D.callers) {
-		if (caller_resolve(D.callers, tid, &key) == 1)
-			e2_set_caller(key.pid, key.start);
-		else
-			e2_set_caller(0, 0);
+	memset(&op->who, 0, sizeof(op->who));
+	if (D.callers && caller_resolve(D.callers, tid, &key) == 1) {
+		op->who.pid = key.pid;
+		op->who.start = key.start;
 	}
-	pgsrv_enter(D.srv, tid, op);
+	pgsrv_enter(D.srv, tid, &op->pg);
+	op->who.scope = pgsrv_scope(&op->pg);
 }
 
 static uint64_t now_ms(void)
@@ -231,15 +238,13 @@ static uint64_t now_ms(void)
  * patchgroups: the file system is still consistent, but the promise made
  * to the program (this change reaches disk only after the group's
  * befores) may not hold.  Counted, and logged with a rate limit. */
-static void leave(struct pg_op *pgop, const char *op)
+static void leave(struct req_op *rop, const char *op)
 {
 	uint64_t missed = 0, n;
 	char unlogged[48] = "";
 	bool log;
 
-	if (D.callers)
-		e2_set_caller(0, 0);
-	if (!D.srv || (pgsrv_leave(D.srv, pgop) == 0 && !D.fault_lost))
+	if (!D.srv || (pgsrv_leave(D.srv, &rop->pg) == 0 && !D.fault_lost))
 		return;
 	pthread_mutex_lock(&D.lost_lock);
 	n = ++D.lost;
@@ -287,14 +292,14 @@ static int new_mode(fuse_req_t req, fuse_ino_t parent, mode_t *mode, bool *acl)
 	return 0;
 }
 
-static int inherit(struct patch_scope *scope, fuse_ino_t parent, const struct stat *st, bool acl,
+static int inherit(const struct e2_caller *who, fuse_ino_t parent, const struct stat *st, bool acl,
 		   struct stat *out)
 {
 	int r;
 
 	if (!acl)
 		return 0;
-	r = e2_acl_inherit(D.fs, scope, in_ino(parent), (uint32_t)st->st_ino);
+	r = e2_acl_inherit(D.fs, who, in_ino(parent), (uint32_t)st->st_ino);
 	if (!r)
 		r = e2_getattr(D.fs, (uint32_t)st->st_ino, out);
 	return r;
@@ -375,7 +380,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
-	struct pg_op op;
+	struct req_op op;
 	static const struct {
 		int fuse;
 		unsigned e2;
@@ -398,7 +403,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		if (to_set & map[i].fuse)
 			set |= map[i].e2;
 	enter(req, &op);
-	r = e2_setattr(D.fs, pgsrv_scope(&op), in_ino(ino), attr, set, &st);
+	r = e2_setattr(D.fs, &op.who, in_ino(ino), attr, set, &st);
 	leave(&op, "setattr");
 	if (r < 0)
 		reply_err(req, r, "setattr");
@@ -422,7 +427,7 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		     dev_t rdev)
 {
-	struct pg_op op;
+	struct req_op op;
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct stat st;
 	gid_t gid;
@@ -434,9 +439,8 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	r = new_mode(req, parent, &mode, &acl);
 	enter(req, &op);
 	if (!r)
-		r = e2_mknod(D.fs, pgsrv_scope(&op), in_ino(parent), name, mode, rdev, ctx->uid,
-			     gid, &st);
-	if (!r && (r = inherit(pgsrv_scope(&op), parent, &st, acl, &st)) < 0)
+		r = e2_mknod(D.fs, &op.who, in_ino(parent), name, mode, rdev, ctx->uid, gid, &st);
+	if (!r && (r = inherit(&op.who, parent, &st, acl, &st)) < 0)
 		e2_forget(D.fs, (uint32_t)st.st_ino, 1);
 	leave(&op, "mknod");
 	if (r < 0)
@@ -447,7 +451,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
-	struct pg_op op;
+	struct req_op op;
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct stat st;
 	gid_t gid;
@@ -460,9 +464,8 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	r = new_mode(req, parent, &mode, &acl);
 	enter(req, &op);
 	if (!r)
-		r = e2_mkdir(D.fs, pgsrv_scope(&op), in_ino(parent), name, mode, ctx->uid, gid,
-			     &st);
-	if (!r && (r = inherit(pgsrv_scope(&op), parent, &st, acl, &st)) < 0)
+		r = e2_mkdir(D.fs, &op.who, in_ino(parent), name, mode, ctx->uid, gid, &st);
+	if (!r && (r = inherit(&op.who, parent, &st, acl, &st)) < 0)
 		e2_forget(D.fs, (uint32_t)st.st_ino, 1);
 	leave(&op, "mkdir");
 	if (r < 0)
@@ -474,7 +477,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent,
 		       const char *name)
 {
-	struct pg_op op;
+	struct req_op op;
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	mode_t mode = S_IFLNK;
 	struct stat st;
@@ -483,7 +486,7 @@ static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent,
 
 	new_owner(req, parent, &mode, &gid);
 	enter(req, &op);
-	r = e2_symlink(D.fs, pgsrv_scope(&op), in_ino(parent), name, target, ctx->uid, gid, &st);
+	r = e2_symlink(D.fs, &op.who, in_ino(parent), name, target, ctx->uid, gid, &st);
 	leave(&op, "symlink");
 	if (r < 0)
 		reply_err(req, r, "symlink");
@@ -493,12 +496,12 @@ static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent,
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
-	struct pg_op op;
+	struct req_op op;
 	struct stat st;
 	int r;
 
 	enter(req, &op);
-	r = e2_link(D.fs, pgsrv_scope(&op), in_ino(ino), in_ino(newparent), newname, &st);
+	r = e2_link(D.fs, &op.who, in_ino(ino), in_ino(newparent), newname, &st);
 	leave(&op, "link");
 	if (r < 0)
 		reply_err(req, r, "link");
@@ -508,22 +511,22 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct pg_op op;
+	struct req_op op;
 	int r;
 
 	enter(req, &op);
-	r = e2_unlink(D.fs, pgsrv_scope(&op), in_ino(parent), name);
+	r = e2_unlink(D.fs, &op.who, in_ino(parent), name);
 	leave(&op, "unlink");
 	reply_err(req, r, "unlink");
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct pg_op op;
+	struct req_op op;
 	int r;
 
 	enter(req, &op);
-	r = e2_rmdir(D.fs, pgsrv_scope(&op), in_ino(parent), name);
+	r = e2_rmdir(D.fs, &op.who, in_ino(parent), name);
 	leave(&op, "rmdir");
 	reply_err(req, r, "rmdir");
 }
@@ -531,7 +534,7 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
-	struct pg_op op;
+	struct req_op op;
 	unsigned f = 0;
 	int r;
 
@@ -544,7 +547,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (flags & RENAME_EXCHANGE)
 		f |= E2_RENAME_EXCHANGE;
 	enter(req, &op);
-	r = e2_rename(D.fs, pgsrv_scope(&op), in_ino(parent), name, in_ino(newparent), newname, f);
+	r = e2_rename(D.fs, &op.who, in_ino(parent), name, in_ino(newparent), newname, f);
 	leave(&op, "rename");
 	reply_err(req, r, "rename");
 }
@@ -561,13 +564,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* With atomic_o_trunc the kernel leaves O_TRUNC to us, so that the
 	 * open and the truncation are one request. */
 	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY) {
-		struct pg_op op;
+		struct req_op op;
 		struct stat attr, st;
 
 		memset(&attr, 0, sizeof(attr));
 		clock_gettime(CLOCK_REALTIME, &attr.st_ctim);
 		enter(req, &op);
-		r = e2_setattr(D.fs, pgsrv_scope(&op), e2ino, &attr,
+		r = e2_setattr(D.fs, &op.who, e2ino, &attr,
 			       E2_SET_SIZE | E2_SET_MTIME_NOW | E2_SET_CTIME, &st);
 		leave(&op, "open");
 		if (r < 0) {
@@ -586,7 +589,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		      struct fuse_file_info *fi)
 {
-	struct pg_op op;
+	struct req_op op;
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct fuse_entry_param e;
 	struct stat st;
@@ -601,9 +604,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	r = new_mode(req, parent, &mode, &acl);
 	enter(req, &op);
 	if (!r)
-		r = e2_mknod(D.fs, pgsrv_scope(&op), in_ino(parent), name, mode, 0, ctx->uid, gid,
-			     &st);
-	if (!r && (r = inherit(pgsrv_scope(&op), parent, &st, acl, &st)) < 0)
+		r = e2_mknod(D.fs, &op.who, in_ino(parent), name, mode, 0, ctx->uid, gid, &st);
+	if (!r && (r = inherit(&op.who, parent, &st, acl, &st)) < 0)
 		e2_forget(D.fs, (uint32_t)st.st_ino, 1);
 	leave(&op, "create");
 	if (r < 0) {
@@ -650,11 +652,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
-	struct pg_op op;
+	struct req_op op;
 	ssize_t n;
 
 	enter(req, &op);
-	n = e2_write(D.fs, pgsrv_scope(&op), in_ino(ino), buf, size, off);
+	n = e2_write(D.fs, &op.who, in_ino(ino), buf, size, off);
 	leave(&op, "write");
 	if (n < 0)
 		reply_err(req, (int)n, "write");
@@ -1007,7 +1009,7 @@ static bool in_group(fuse_req_t req, gid_t gid)
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			size_t size, int flags)
 {
-	struct pg_op op;
+	struct req_op op;
 	unsigned f = 0;
 	int r;
 
@@ -1034,10 +1036,9 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 		if (!strcmp(name, "system.posix_acl_access") &&
 		    e2_getattr(D.fs, in_ino(ino), &st) == 0 && !in_group(req, st.st_gid))
 			f |= E2_XATTR_KILL_SGID;
-		r = n < 0 ? (int)n
-			  : e2_setxattr(D.fs, pgsrv_scope(&op), in_ino(ino), name, e, (size_t)n, f);
+		r = n < 0 ? (int)n : e2_setxattr(D.fs, &op.who, in_ino(ino), name, e, (size_t)n, f);
 	} else {
-		r = e2_setxattr(D.fs, pgsrv_scope(&op), in_ino(ino), name, value, size, f);
+		r = e2_setxattr(D.fs, &op.who, in_ino(ino), name, value, size, f);
 	}
 	leave(&op, "setxattr");
 	reply_err(req, r, "setxattr");
@@ -1045,7 +1046,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	struct pg_op op;
+	struct req_op op;
 	int r;
 
 	if (!strcmp(name, PGSRV_XATTR)) {
@@ -1053,7 +1054,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		return;
 	}
 	enter(req, &op);
-	r = e2_removexattr(D.fs, pgsrv_scope(&op), in_ino(ino), name);
+	r = e2_removexattr(D.fs, &op.who, in_ino(ino), name);
 	leave(&op, "removexattr");
 	reply_err(req, r, "removexattr");
 }
@@ -1066,7 +1067,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
 			 struct fuse_file_info *fi)
 {
-	struct pg_op op;
+	struct req_op op;
 	bool punch = mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE);
 	int r;
 
@@ -1076,10 +1077,10 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	}
 	enter(req, &op);
 	if (punch)
-		r = e2_punch(D.fs, pgsrv_scope(&op), in_ino(ino), off, len);
+		r = e2_punch(D.fs, &op.who, in_ino(ino), off, len);
 	else
-		r = e2_falloc(D.fs, pgsrv_scope(&op), in_ino(ino),
-			      (mode & FALLOC_FL_KEEP_SIZE) != 0, off, len);
+		r = e2_falloc(D.fs, &op.who, in_ino(ino), (mode & FALLOC_FL_KEEP_SIZE) != 0, off,
+			      len);
 	leave(&op, "fallocate");
 	reply_err(req, r, "fallocate");
 }

@@ -10,19 +10,23 @@
 
 void e2_lock(struct e2fs *fs)
 {
-	e2_lock_scope(fs, NULL);
+	e2_lock_caller(fs, NULL);
 }
 
-void e2_lock_scope(struct e2fs *fs, struct patch_scope *scope)
+void e2_lock_caller(struct e2fs *fs, const struct e2_caller *who)
 {
 	pthread_mutex_lock(&fs->lock);
-	fs->scope = scope;
+	fs->scope = who ? who->scope : NULL;
+	fs->caller_pid = who && who->pid > 0 ? who->pid : 0;
+	fs->caller_start = fs->caller_pid ? who->start : 0;
 	e2_icache_trim(fs);
 }
 
 void e2_unlock(struct e2fs *fs)
 {
 	fs->scope = NULL;
+	fs->caller_pid = 0;
+	fs->caller_start = 0;
 	pthread_mutex_unlock(&fs->lock);
 }
 
@@ -312,7 +316,7 @@ out:
 	return r;
 }
 
-static int remove_common(struct e2fs *fs, struct patch_scope *scope, uint32_t parent,
+static int remove_common(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 			 const char *name, bool rmdir)
 {
 	struct e2_inode *dir, *ip;
@@ -333,7 +337,7 @@ static int remove_common(struct e2fs *fs, struct patch_scope *scope, uint32_t pa
 		return -ENOTEMPTY;
 	if (!rmdir && e2_dot_or_dotdot(name))
 		return -EISDIR;
-	e2_lock_scope(fs, scope);
+	e2_lock_caller(fs, who);
 	r = e2_get_dir(fs, parent, &dir);
 	if (!r)
 		r = e2_dir_lookup(fs, dir, name, len, &loc);
@@ -367,14 +371,14 @@ out:
 	return r;
 }
 
-int e2_unlink(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const char *name)
+int e2_unlink(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, const char *name)
 {
-	return remove_common(fs, scope, parent, name, false);
+	return remove_common(fs, who, parent, name, false);
 }
 
-int e2_rmdir(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const char *name)
+int e2_rmdir(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, const char *name)
 {
-	return remove_common(fs, scope, parent, name, true);
+	return remove_common(fs, who, parent, name, true);
 }
 
 int e2_open_inode(struct e2fs *fs, uint32_t ino)

@@ -13,11 +13,9 @@
  * freed once it has no references and is not open; e2_close() frees such
  * orphans.
  *
- * Scopes: every call that changes the file system on a caller's behalf
- * takes a struct patch_scope (engine/cache.h) after fs, and every patch
- * the call makes carries it: the patchgroup scope of the process that
- * asked for the change.  NULL is no scope; the ext2 module never looks
- * inside one.
+ * Callers: every call that changes the file system on a caller's behalf
+ * takes a struct e2_caller after fs: who asked for the change.  NULL is
+ * no scope and no known process.
  */
 #ifndef FSTITCH_E2_H
 #define FSTITCH_E2_H
@@ -63,20 +61,27 @@ enum e2_rename_order {
 	/* after the renamed (or linked) file's own data only */
 	E2_RENAME_ORDER_FILE,
 	/* after every earlier data write, rename and link of the same
-	 * process (e2_set_caller()), and every earlier one whose process is
+	 * process (struct e2_caller), and every earlier one whose process is
 	 * not known */
 	E2_RENAME_ORDER_PROCESS,
 };
 
-/* rename_order=process: the process the calling thread's changes come from,
- * until the next call on this thread (a thread-local setting).  pid and
- * start (the start time of /proc/PID/stat) name the process, so that a
- * reused pid is another process.  pid 0 means
- * "not known" (the default): such a data write is waited for by every later
- * rename, link and size increase, and such a rename waits for every
- * process's earlier writes, so nothing is ordered less than under
- * rename_order=all would be for it. */
-void e2_set_caller(pid_t pid, uint64_t start);
+/* Who asks for a change, given to each call that makes one.  The call
+ * keeps it only while it runs. */
+struct e2_caller {
+	/* The patchgroup scope of the asking process (engine/cache.h): every
+	 * patch the call makes carries it.  NULL: none.  The ext2 module never
+	 * looks inside one. */
+	struct patch_scope *scope;
+	/* rename_order=process: the asking process.  pid and start (the start
+	 * time of /proc/PID/stat) name it, so that a reused pid is another
+	 * process.  pid 0 means "not known": such a data write is waited for
+	 * by every later rename, link and size increase, and such a rename
+	 * waits for every process's earlier writes, so nothing is ordered less
+	 * than under rename_order=all would be for it. */
+	pid_t pid;
+	uint64_t start;
+};
 
 struct e2_opts {
 	enum consistency consistency;
@@ -180,34 +185,34 @@ enum e2_setattr_flags {
 };
 /* Change the attributes named in `set` to those in *attr; *st receives the
  * result.  A size change truncates or extends (holes read as zeros). */
-int e2_setattr(struct e2fs *fs, struct patch_scope *scope, uint32_t ino, const struct stat *attr,
+int e2_setattr(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, const struct stat *attr,
 	       unsigned set, struct stat *st);
 
 /* mode includes the file type (S_IFREG, S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK).
  * -EEXIST if name exists, -ENAMETOOLONG over 255 bytes, -ENOSPC, -EMLINK. */
-int e2_mknod(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const char *name,
+int e2_mknod(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, const char *name,
 	     mode_t mode, dev_t rdev, uid_t uid, gid_t gid, struct stat *st);
 /* mode: permission bits only.  Errors as e2_mknod, and -EMLINK when the
  * parent has the most subdirectories ext2 allows. */
-int e2_mkdir(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const char *name,
+int e2_mkdir(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, const char *name,
 	     mode_t mode, uid_t uid, gid_t gid, struct stat *st);
 /* Targets up to 59 bytes live in the inode, longer ones in a block;
  * -ENAMETOOLONG when the target does not fit in one block, -ENOENT if
  * empty.  Otherwise as e2_mknod. */
-int e2_symlink(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const char *name,
+int e2_symlink(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, const char *name,
 	       const char *target, uid_t uid, gid_t gid, struct stat *st);
 /* Copies at most size bytes (no terminating NUL); returns the length, or
  * -EINVAL if ino is not a symlink, -EIO if its stored length is bad. */
 int e2_readlink(struct e2fs *fs, uint32_t ino, char *buf, size_t size);
 /* New name for ino (one reference taken, *st as after the link): -EPERM for
  * a directory, -EEXIST, -EMLINK, -ENOSPC, -ENOENT if ino has no links. */
-int e2_link(struct e2fs *fs, struct patch_scope *scope, uint32_t ino, uint32_t newparent,
+int e2_link(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, uint32_t newparent,
 	    const char *newname, struct stat *st);
 /* Remove a non-directory name: -ENOENT, -EISDIR.  The inode is freed with
  * its last link once it has no references and is not open. */
-int e2_unlink(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const char *name);
+int e2_unlink(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, const char *name);
 /* Remove an empty directory: -ENOENT, -ENOTDIR, -ENOTEMPTY, -EINVAL for ".". */
-int e2_rmdir(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const char *name);
+int e2_rmdir(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, const char *name);
 
 enum e2_rename_flags {
 	E2_RENAME_NOREPLACE = 1 << 0,
@@ -216,7 +221,7 @@ enum e2_rename_flags {
 /* Rename; over an existing target the target name refers to the old or the
  * new inode at every crash point.  -EINVAL when moving a directory into
  * itself, -ENOTEMPTY, -EISDIR/-ENOTDIR for type mismatches. */
-int e2_rename(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const char *name,
+int e2_rename(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, const char *name,
 	      uint32_t newparent, const char *newname, unsigned flags);
 
 /* Opens count against freeing an unlinked inode: e2_open_inode takes one
@@ -231,7 +236,7 @@ ssize_t e2_read(struct e2fs *fs, uint32_t ino, void *buf, size_t size, off_t off
 /* Write size bytes at off, extending the file; returns the byte count,
  * short if the disk filled up part way, or -ENOSPC, -EFBIG (beyond the
  * format's largest file), -EISDIR, -EINVAL, -EIO, -EROFS. */
-ssize_t e2_write(struct e2fs *fs, struct patch_scope *scope, uint32_t ino, const void *buf,
+ssize_t e2_write(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, const void *buf,
 		 size_t size, off_t off);
 
 /* One directory entry for e2_readdir's callback.  `next` is the offset to
@@ -271,10 +276,10 @@ ssize_t e2_listxattr(struct e2fs *fs, uint32_t ino, char *buf, size_t size, bool
  * block).  An access ACL also sets the permission bits, and one the mode
  * says all of is not stored (as Linux); a default ACL on a non-directory
  * is -EACCES; a malformed ACL -EINVAL. */
-int e2_setxattr(struct e2fs *fs, struct patch_scope *scope, uint32_t ino, const char *name,
+int e2_setxattr(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, const char *name,
 		const void *val, size_t size, unsigned flags);
 /* -ENODATA if absent. */
-int e2_removexattr(struct e2fs *fs, struct patch_scope *scope, uint32_t ino, const char *name);
+int e2_removexattr(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, const char *name);
 
 /* ACLs between the xattr encoding (what FUSE and getfacl speak: version
  * 2, 8-byte entries) and ext2's (version 1, short entries without an id).
@@ -290,7 +295,7 @@ int e2_acl_create_mode(struct e2fs *fs, uint32_t parent, mode_t *mode, mode_t um
 /* Give ino (just created in parent) the ACLs inherited from parent's
  * default ACL: an access ACL if it says more than the mode, and for a
  * directory the default ACL itself.  0 or -errno. */
-int e2_acl_inherit(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, uint32_t ino);
+int e2_acl_inherit(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, uint32_t ino);
 
 /* Sizes and free counts in blocks of the file system's block size, as the
  * kernel reports them for ext2 (f_blocks leaves out the superblocks, group

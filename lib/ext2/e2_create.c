@@ -19,7 +19,7 @@ struct newinode {
 	size_t tlen;
 };
 
-static int create(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const char *name,
+static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, const char *name,
 		  const struct newinode *ni, uid_t uid, gid_t gid, struct stat *st)
 {
 	struct e2_inode *dir, *ip;
@@ -41,7 +41,7 @@ static int create(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, c
 	r = e2_check_name(name, &len);
 	if (r)
 		return r;
-	e2_lock_scope(fs, scope);
+	e2_lock_caller(fs, who);
 	r = e2_get_dir(fs, parent, &dir);
 	if (r)
 		goto out;
@@ -211,7 +211,7 @@ out:
 	return r;
 }
 
-int e2_mknod(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const char *name,
+int e2_mknod(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, const char *name,
 	     mode_t mode, dev_t rdev, uid_t uid, gid_t gid, struct stat *st)
 {
 	struct newinode ni = {.mode = mode, .rdev = rdev};
@@ -227,18 +227,18 @@ int e2_mknod(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const 
 		return -EINVAL;
 	}
 	ni.mode = (mode & S_IFMT) | (mode & 07777);
-	return create(fs, scope, parent, name, &ni, uid, gid, st);
+	return create(fs, who, parent, name, &ni, uid, gid, st);
 }
 
-int e2_mkdir(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const char *name,
+int e2_mkdir(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, const char *name,
 	     mode_t mode, uid_t uid, gid_t gid, struct stat *st)
 {
 	struct newinode ni = {.mode = S_IFDIR | (mode & 07777)};
 
-	return create(fs, scope, parent, name, &ni, uid, gid, st);
+	return create(fs, who, parent, name, &ni, uid, gid, st);
 }
 
-int e2_symlink(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const char *name,
+int e2_symlink(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, const char *name,
 	       const char *target, uid_t uid, gid_t gid, struct stat *st)
 {
 	struct newinode ni = {.mode = S_IFLNK | 0777, .target = target};
@@ -248,7 +248,7 @@ int e2_symlink(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, cons
 		return -ENOENT;
 	if (ni.tlen >= fs->bs || ni.tlen >= 4096)
 		return -ENAMETOOLONG;
-	return create(fs, scope, parent, name, &ni, uid, gid, st);
+	return create(fs, who, parent, name, &ni, uid, gid, st);
 }
 
 int e2_readlink(struct e2fs *fs, uint32_t ino, char *buf, size_t size)
@@ -303,7 +303,7 @@ out:
 	return r;
 }
 
-int e2_link(struct e2fs *fs, struct patch_scope *scope, uint32_t ino, uint32_t newparent,
+int e2_link(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, uint32_t newparent,
 	    const char *newname, struct stat *st)
 {
 	struct e2_inode *dir, *ip;
@@ -318,7 +318,7 @@ int e2_link(struct e2fs *fs, struct patch_scope *scope, uint32_t ino, uint32_t n
 	r = e2_check_name(newname, &len);
 	if (r)
 		return r;
-	e2_lock_scope(fs, scope);
+	e2_lock_caller(fs, who);
 	r = e2_get_live(fs, ino, &ip);
 	if (r)
 		goto out;

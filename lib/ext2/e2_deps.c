@@ -83,19 +83,6 @@ int e2_pset_add(struct e2fs *fs, struct patch **set, struct patch *p)
 	return 0;
 }
 
-/* rename_order=process: the process of the calling thread's changes (pid 0:
- * not known).  Thread-local: the caller sets it around each operation. */
-static __thread struct {
-	pid_t pid;
-	uint64_t start;
-} tls_caller;
-
-void e2_set_caller(pid_t pid, uint64_t start)
-{
-	tls_caller.pid = pid > 0 ? pid : 0;
-	tls_caller.start = pid > 0 ? start : 0;
-}
-
 static unsigned proc_slot(pid_t pid)
 {
 	return ((unsigned)pid * 2654435761u) % E2_PROCSET_SLOTS;
@@ -127,19 +114,19 @@ int e2_order_add(struct e2fs *fs, struct patch *p)
 	unsigned slot;
 
 	if (fs->opts.rename_order == E2_RENAME_ORDER_ALL ||
-	    (fs->opts.rename_order == E2_RENAME_ORDER_PROCESS && !tls_caller.pid))
+	    (fs->opts.rename_order == E2_RENAME_ORDER_PROCESS && !fs->caller_pid))
 		return e2_pset_add(fs, &fs->ordset, p);
 	if (fs->opts.rename_order != E2_RENAME_ORDER_PROCESS || !p || patch_committed(p) ||
 	    fs->opts.consistency == CONSISTENCY_NONE)
 		return 0;
-	slot = proc_slot(tls_caller.pid);
-	proc_prune(fs, slot, tls_caller.pid, tls_caller.start, &e);
+	slot = proc_slot(fs->caller_pid);
+	proc_prune(fs, slot, fs->caller_pid, fs->caller_start, &e);
 	if (!e) {
 		e = calloc(1, sizeof(*e));
 		if (!e)
 			return -ENOMEM;
-		e->pid = tls_caller.pid;
-		e->start = tls_caller.start;
+		e->pid = fs->caller_pid;
+		e->start = fs->caller_start;
 		e->next = fs->procsets[slot];
 		fs->procsets[slot] = e;
 	}
@@ -160,9 +147,9 @@ int e2_order_deps(struct e2fs *fs, struct e2_deps *d)
 	r = e2_deps_addref(d, fs->ordset);
 	if (r || fs->opts.rename_order == E2_RENAME_ORDER_ALL)
 		return r;
-	if (tls_caller.pid) {
-		slot = proc_slot(tls_caller.pid);
-		proc_prune(fs, slot, tls_caller.pid, tls_caller.start, &e);
+	if (fs->caller_pid) {
+		slot = proc_slot(fs->caller_pid);
+		proc_prune(fs, slot, fs->caller_pid, fs->caller_start, &e);
 		return e ? e2_deps_addref(d, e->set) : 0;
 	}
 	/* A caller not known waits for every process. */

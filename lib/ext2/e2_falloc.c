@@ -118,7 +118,7 @@ static int blocks_needed(struct e2fs *fs, struct e2_inode *ip, uint64_t first, u
 	return 0;
 }
 
-int e2_falloc(struct e2fs *fs, struct patch_scope *scope, uint32_t ino, bool keep_size, off_t off,
+int e2_falloc(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, bool keep_size, off_t off,
 	      off_t len)
 {
 	uint64_t oldsize, newsize, end, first, lim, pos, need, hole, data;
@@ -133,7 +133,7 @@ int e2_falloc(struct e2fs *fs, struct patch_scope *scope, uint32_t ino, bool kee
 	end = (uint64_t)off + (uint64_t)len;
 	if (end < (uint64_t)off || end > e2_max_lblk(fs) * fs->bs)
 		return -EFBIG;
-	e2_lock_scope(fs, scope);
+	e2_lock_caller(fs, who);
 	r = e2_get_file(fs, ino, &ip);
 	if (r)
 		goto out;
@@ -229,7 +229,7 @@ static int zero_part(struct e2fs *fs, struct e2_inode *ip, uint64_t a, uint64_t 
 	return 0;
 }
 
-int e2_punch(struct e2fs *fs, struct patch_scope *scope, uint32_t ino, off_t off, off_t len)
+int e2_punch(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, off_t off, off_t len)
 {
 	uint64_t size, end, first, lim;
 	struct e2_inode *ip;
@@ -242,7 +242,7 @@ int e2_punch(struct e2fs *fs, struct patch_scope *scope, uint32_t ino, off_t off
 	end = (uint64_t)off + (uint64_t)len;
 	if (end < (uint64_t)off)
 		end = UINT64_MAX;
-	e2_lock_scope(fs, scope);
+	e2_lock_caller(fs, who);
 	r = e2_get_file(fs, ino, &ip);
 	if (r)
 		goto out;

@@ -27,7 +27,7 @@
  * holes filled so far stay filled (they read as zeros either way).
  * -EINVAL for off < 0 or len <= 0 or a file that is not regular, -EFBIG
  * past the largest file, -EISDIR, -EROFS, -EIO. */
-int e2_falloc(struct e2fs *fs, struct patch_scope *scope, uint32_t ino, bool keep_size, off_t off,
+int e2_falloc(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, bool keep_size, off_t off,
 	      off_t len);
 
 /* Punch a hole (fallocate FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) in
@@ -39,7 +39,7 @@ int e2_falloc(struct e2fs *fs, struct patch_scope *scope, uint32_t ino, bool kee
  * before the blocks are marked free (truncate's rule, design.md §4).  The
  * size stays; mtime and ctime move.  -EINVAL for off < 0 or len <= 0 or a
  * file that is not regular, -EISDIR, -EROFS, -EIO. */
-int e2_punch(struct e2fs *fs, struct patch_scope *scope, uint32_t ino, off_t off, off_t len);
+int e2_punch(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, off_t off, off_t len);
 
 /* lseek's SEEK_DATA (data true) or SEEK_HOLE (data false) from off in
  * regular file ino, answered from the block map: *out is the first offset

@@ -5,7 +5,7 @@
 #include <string.h>
 #include "e2_int.h"
 
-int e2_setattr(struct e2fs *fs, struct patch_scope *scope, uint32_t ino, const struct stat *attr,
+int e2_setattr(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, const struct stat *attr,
 	       unsigned set, struct stat *st)
 {
 	struct ext2_inode_large nw;
@@ -16,7 +16,7 @@ int e2_setattr(struct e2fs *fs, struct patch_scope *scope, uint32_t ino, const s
 	if (fs->ro)
 		return -EROFS;
 	e2_now_ts(fs, &now);
-	e2_lock_scope(fs, scope);
+	e2_lock_caller(fs, who);
 	r = e2_get_live(fs, ino, &ip);
 	if (r)
 		goto out;
@@ -154,7 +154,7 @@ out:
 	return r;
 }
 
-ssize_t e2_write(struct e2fs *fs, struct patch_scope *scope, uint32_t ino, const void *buf,
+ssize_t e2_write(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, const void *buf,
 		 size_t size, off_t off)
 {
 	struct e2_inode *ip;
@@ -166,7 +166,7 @@ ssize_t e2_write(struct e2fs *fs, struct patch_scope *scope, uint32_t ino, const
 		return -EINVAL;
 	if (size > 0x40000000)
 		size = 0x40000000;
-	e2_lock_scope(fs, scope);
+	e2_lock_caller(fs, who);
 	r = e2_get_file(fs, ino, &ip);
 	if (r)
 		goto out;

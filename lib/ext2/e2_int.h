@@ -128,7 +128,12 @@ struct e2_procset {
 
 struct e2fs {
 	pthread_mutex_t lock;
-	struct patch_scope *scope; /* of the operation holding lock (NULL: none) */
+	/* The caller of the operation holding lock (e2_lock_caller): its
+	 * patch scope (NULL: none) and, for rename_order=process, its
+	 * process (pid 0: not known). */
+	struct patch_scope *scope;
+	pid_t caller_pid;
+	uint64_t caller_start;
 	struct bdev *dev;
 	struct cache *c;
 	struct e2_opts opts;
@@ -328,11 +333,12 @@ void e2_xattr_destroy(struct e2fs *fs);
 int e2_acl_chmod_locked(struct e2fs *fs, struct e2_inode *ip);
 
 /* e2.c: shared by the operation files */
-/* One operation at a time holds fs->lock.  e2_lock_scope() also makes
- * scope (NULL: none) the scope of every patch made until e2_unlock(): the
- * patchgroup scope of the caller that asked for the operation. */
+/* One operation at a time holds fs->lock.  e2_lock_caller() also makes
+ * who (NULL: no one known) the caller of the operation until e2_unlock():
+ * its scope is the scope of every patch made, and its process is the one
+ * rename_order=process orders by. */
 void e2_lock(struct e2fs *fs);
-void e2_lock_scope(struct e2fs *fs, struct patch_scope *scope);
+void e2_lock_caller(struct e2fs *fs, const struct e2_caller *who);
 void e2_unlock(struct e2fs *fs);
 int e2_check_name(const char *name, size_t *len);
 bool e2_dot_or_dotdot(const char *name);

@@ -128,7 +128,7 @@ static int unpark(struct e2fs *fs, struct e2_inode *lf, const char *pname, size_
 	return 0;
 }
 
-int e2_rename(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const char *name,
+int e2_rename(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, const char *name,
 	      uint32_t newparent, const char *newname, unsigned flags)
 {
 	struct e2_inode *p1, *p2, *s, *t = NULL;
@@ -153,7 +153,7 @@ int e2_rename(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, const
 		return r;
 	if (e2_dot_or_dotdot(name) || e2_dot_or_dotdot(newname))
 		return -EINVAL;
-	e2_lock_scope(fs, scope);
+	e2_lock_caller(fs, who);
 	r = e2_get_dir(fs, parent, &p1);
 	if (!r)
 		r = e2_get_dir(fs, newparent, &p2);

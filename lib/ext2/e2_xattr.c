@@ -1128,7 +1128,7 @@ out:
 }
 
 /* Set (val not NULL) or remove (val NULL) the attribute name of ino. */
-static int xchange(struct e2fs *fs, struct patch_scope *scope, uint32_t ino, const char *name,
+static int xchange(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, const char *name,
 		   const void *val, size_t size, unsigned flags)
 {
 	struct e2_inode *ip;
@@ -1144,7 +1144,7 @@ static int xchange(struct e2fs *fs, struct patch_scope *scope, uint32_t ino, con
 		return -E2BIG;
 	if (fs->ro)
 		return -EROFS;
-	e2_lock_scope(fs, scope);
+	e2_lock_caller(fs, who);
 	if (size > fs->bs) {
 		r = -ERANGE;
 		goto out;
@@ -1157,15 +1157,15 @@ out:
 	return r;
 }
 
-int e2_setxattr(struct e2fs *fs, struct patch_scope *scope, uint32_t ino, const char *name,
+int e2_setxattr(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, const char *name,
 		const void *val, size_t size, unsigned flags)
 {
-	return xchange(fs, scope, ino, name, val ? val : "", size, flags);
+	return xchange(fs, who, ino, name, val ? val : "", size, flags);
 }
 
-int e2_removexattr(struct e2fs *fs, struct patch_scope *scope, uint32_t ino, const char *name)
+int e2_removexattr(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, const char *name)
 {
-	return xchange(fs, scope, ino, name, NULL, 0, 0);
+	return xchange(fs, who, ino, name, NULL, 0, 0);
 }
 
 /* Drop an inode's reference to its attribute block when the inode is
@@ -1335,7 +1335,7 @@ int e2_acl_create_mode(struct e2fs *fs, uint32_t parent, mode_t *mode, mode_t um
 	return 1;
 }
 
-int e2_acl_inherit(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, uint32_t ino)
+int e2_acl_inherit(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, uint32_t ino)
 {
 	struct acl_ent e[64];
 	struct e2_inode *dir, *ip;
@@ -1348,7 +1348,7 @@ int e2_acl_inherit(struct e2fs *fs, struct patch_scope *scope, uint32_t parent, 
 
 	if (fs->ro)
 		return -EROFS;
-	e2_lock_scope(fs, scope);
+	e2_lock_caller(fs, who);
 	r = e2_get_live(fs, parent, &dir);
 	if (!r)
 		r = default_acl(fs, dir, e, 64, &k);

@@ -75,12 +75,12 @@ static void fs_change(struct e2fs *fs, struct pgsrv *srv, unsigned what, unsigne
 	uint8_t buf[3000];
 	uint32_t ino = 0;
 	struct pg_op op;
-	struct patch_scope *sc;
+	struct e2_caller who = {0};
 
 	snprintf(name, sizeof(name), "f%u", which & 3);
 	memset(buf, (int)which, sizeof(buf));
 	pgsrv_enter(srv, getpid(), &op);
-	sc = pgsrv_scope(&op);
+	who.scope = pgsrv_scope(&op);
 	if (e2_lookup(fs, E2_ROOT_INO, name, &st) == 0) {
 		ino = (uint32_t)st.st_ino;
 		e2_forget(fs, ino, 1);
@@ -89,18 +89,18 @@ static void fs_change(struct e2fs *fs, struct pgsrv *srv, unsigned what, unsigne
 	case 0:
 	case 1:
 		if (!ino &&
-		    e2_mknod(fs, sc, E2_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st) == 0) {
+		    e2_mknod(fs, &who, E2_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st) == 0) {
 			ino = (uint32_t)st.st_ino;
 			e2_forget(fs, ino, 1);
 		}
 		if (ino)
-			e2_write(fs, sc, ino, buf, sizeof(buf), (off_t)(which >> 2) * 1000);
+			e2_write(fs, &who, ino, buf, sizeof(buf), (off_t)(which >> 2) * 1000);
 		break;
 	case 2:
-		e2_unlink(fs, sc, E2_ROOT_INO, name);
+		e2_unlink(fs, &who, E2_ROOT_INO, name);
 		break;
 	case 3:
-		e2_rename(fs, sc, E2_ROOT_INO, name, E2_ROOT_INO, "f0", 0);
+		e2_rename(fs, &who, E2_ROOT_INO, name, E2_ROOT_INO, "f0", 0);
 		break;
 	case 4:
 		if (ino)

@@ -724,7 +724,8 @@ static void arep_run(enum consistency cons, bool groups, struct arep *a)
 	if (groups)
 		pgeng_op_begin(e, &op, &ga, 1, NULL);
 	assert_int_equal(e2_lookup(fs, E2_ROOT_INO, "f.tmp", &st), 0);
-	assert_int_equal(e2_write(fs, pgeng_op_scope(&op), (uint32_t)st.st_ino, data, NEW_LEN, 0),
+	assert_int_equal(e2_write(fs, &(struct e2_caller){.scope = pgeng_op_scope(&op)},
+				  (uint32_t)st.st_ino, data, NEW_LEN, 0),
 			 NEW_LEN);
 	e2_forget(fs, (uint32_t)st.st_ino, 1);
 	if (groups)
@@ -738,8 +739,9 @@ static void arep_run(enum consistency cons, bool groups, struct arep *a)
 	assert_int_equal(pgeng_engage(e, ib, 0, &gb), 0);
 	if (groups)
 		pgeng_op_begin(e, &op, &gb, 1, NULL);
-	assert_int_equal(
-	    e2_rename(fs, pgeng_op_scope(&op), E2_ROOT_INO, "f.tmp", E2_ROOT_INO, "f", 0), 0);
+	assert_int_equal(e2_rename(fs, &(struct e2_caller){.scope = pgeng_op_scope(&op)},
+				   E2_ROOT_INO, "f.tmp", E2_ROOT_INO, "f", 0),
+			 0);
 	if (groups)
 		pgeng_op_end(&op);
 	pgeng_disengage(e, gb);
@@ -1226,8 +1228,9 @@ static void test_pgsrv_api(void **state)
 
 	/* a request from this thread joins a */
 	pgsrv_enter(srv, tid, &op);
-	assert_int_equal(
-	    e2_mknod(fs, pgsrv_scope(&op), E2_ROOT_INO, "x", S_IFREG | 0644, 0, 0, 0, &sb), 0);
+	assert_int_equal(e2_mknod(fs, &(struct e2_caller){.scope = pgsrv_scope(&op)}, E2_ROOT_INO,
+				  "x", S_IFREG | 0644, 0, 0, 0, &sb),
+			 0);
 	pgsrv_leave(srv, &op);
 	assert_int_equal(pg_status(a, &st), 0);
 	assert_true(st.nchanges > 0);
@@ -1237,9 +1240,9 @@ static void test_pgsrv_api(void **state)
 		uint64_t n0 = st.nchanges;
 
 		pgsrv_enter(srv, 0, &op);
-		assert_int_equal(
-		    e2_mknod(fs, pgsrv_scope(&op), E2_ROOT_INO, "y", S_IFREG | 0644, 0, 0, 0, &sb),
-		    0);
+		assert_int_equal(e2_mknod(fs, &(struct e2_caller){.scope = pgsrv_scope(&op)},
+					  E2_ROOT_INO, "y", S_IFREG | 0644, 0, 0, 0, &sb),
+				 0);
 		pgsrv_leave(srv, &op);
 		assert_int_equal(pg_status(a, &st), 0);
 		assert_int_equal(st.nchanges, n0);
@@ -1335,8 +1338,9 @@ static void test_pgsrv_switch(void **state)
 	assert_int_equal(pg_status(a, &st), 0);
 	assert_int_equal(st.engaged, 1);
 	pgsrv_enter(srv, tid, &op);
-	assert_int_equal(
-	    e2_mknod(fs, pgsrv_scope(&op), E2_ROOT_INO, "x", S_IFREG | 0644, 0, 0, 0, &sb), 0);
+	assert_int_equal(e2_mknod(fs, &(struct e2_caller){.scope = pgsrv_scope(&op)}, E2_ROOT_INO,
+				  "x", S_IFREG | 0644, 0, 0, 0, &sb),
+			 0);
 	pgsrv_leave(srv, &op);
 
 	/* leave a, and b follows it: a is closed, sealed and disengaged */
