@@ -311,18 +311,28 @@ fail:
 	return r;
 }
 
+/* *pp: the index's link to name in dir (building the index first);
+ * -ENOENT if dir has no such name. */
+static int dix_lookup(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
+		      struct e2_dname ***pp)
+{
+	int r = dix_build(fs, dir);
+
+	if (r)
+		return r;
+	*pp = dix_find(dir->dix, name, len);
+	return *pp ? 0 : -ENOENT;
+}
+
 int e2_dir_lookup(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
 		  struct e2_dloc *loc)
 {
 	struct e2_dname **pp;
 	int r;
 
-	r = dix_build(fs, dir);
+	r = dix_lookup(fs, dir, name, len, &pp);
 	if (r)
 		return r;
-	pp = dix_find(dir->dix, name, len);
-	if (!pp)
-		return -ENOENT;
 	loc->pos = (*pp)->pos;
 	loc->ino = (*pp)->ino;
 	loc->ftype = (*pp)->ftype;
@@ -344,6 +354,17 @@ int e2_dir_unindex(struct e2fs *fs, struct e2_inode *dir, struct e2_deps *deps)
 	if (!r)
 		r = e2_deps_add(deps, p);
 	return r;
+}
+
+/* Before a change of dir's entries: its index built, and its htree flag
+ * dropped (deps then holds what the change must wait for). */
+static int dir_to_change(struct e2fs *fs, struct e2_inode *dir, struct e2_deps *deps)
+{
+	int r = dix_build(fs, dir);
+
+	if (r)
+		return r;
+	return e2_dir_unindex(fs, dir, deps);
 }
 
 static int room_update(struct e2fs *fs, struct e2_inode *dir, uint32_t lblk, uint32_t pblk)
@@ -545,10 +566,7 @@ int e2_dir_add_avoid(struct e2fs *fs, struct e2_inode *dir, const char *name, si
 	struct patch *linked = NULL;
 	int r;
 
-	r = dix_build(fs, dir);
-	if (r)
-		return r;
-	r = e2_dir_unindex(fs, dir, deps);
+	r = dir_to_change(fs, dir, deps);
 	if (r)
 		return r;
 	lblk = find_room(dir->dix, need);
@@ -580,6 +598,19 @@ int e2_dir_add_avoid(struct e2fs *fs, struct e2_inode *dir, const char *name, si
 	if (!r)
 		r = room_update(fs, dir, lblk, pblk);
 	return r;
+}
+
+/* Drop the index's entry *pp, whose name has just been removed from its
+ * block (at pblk on disk). */
+static int dix_drop(struct e2fs *fs, struct e2_inode *dir, struct e2_dname **pp, uint32_t pblk)
+{
+	struct e2_dname *dn = *pp;
+	uint32_t lblk = dn->pos / fs->bs;
+
+	*pp = dn->next;
+	free(dn);
+	dir->dix->count--;
+	return room_update(fs, dir, lblk, pblk);
 }
 
 /* Find the entry at pos and the one before it in its block. */
@@ -617,6 +648,33 @@ fail:
 	return r;
 }
 
+/* Before a change of the entry at pos: drop the htree flag (deps then
+ * holds what the change must wait for), and find the entry as entry_at. */
+static int entry_to_change(struct e2fs *fs, struct e2_inode *dir, uint32_t pos,
+			   struct e2_deps *deps, struct cblock **bp, uint32_t *pblk,
+			   struct dent *de, uint32_t *prev)
+{
+	int r = e2_dir_unindex(fs, dir, deps);
+
+	if (r)
+		return r;
+	return entry_at(fs, dir, pos, bp, pblk, de, prev);
+}
+
+/* The rec_len (little-endian) of the entry at prev in block data once it
+ * takes over the record of de, the entry after it at pos: what removes de
+ * from the block.  A record of 65536 bytes is stored as 65535. */
+static uint16_t merged_rec_len(struct e2fs *fs, struct e2_inode *dir, const uint8_t *data,
+			       uint32_t pos, uint32_t prev, const struct dent *de)
+{
+	struct dent pd;
+	uint32_t rec;
+
+	parse(fs, dir, pos / fs->bs, data, prev, &pd);
+	rec = pd.rec + de->rec;
+	return htole16((uint16_t)(rec == 65536 ? 65535 : rec));
+}
+
 int e2_dir_preread(struct e2fs *fs, struct e2_inode *dir, uint32_t pos)
 {
 	struct cblock *b;
@@ -646,17 +704,11 @@ int e2_dir_remove_at(struct e2fs *fs, struct e2_inode *dir, const char *name, si
 	uint32_t pblk, prev, off;
 	int r;
 
-	r = dix_build(fs, dir);
+	r = dix_lookup(fs, dir, name, len, &pp);
 	if (r)
 		return r;
-	pp = dix_find(dir->dix, name, len);
-	if (!pp)
-		return -ENOENT;
 	dn = *pp;
-	r = e2_dir_unindex(fs, dir, deps);
-	if (r)
-		return r;
-	r = entry_at(fs, dir, dn->pos, &b, &pblk, &de, &prev);
+	r = entry_to_change(fs, dir, dn->pos, deps, &b, &pblk, &de, &prev);
 	if (r)
 		return r;
 	off = dn->pos % fs->bs;
@@ -665,13 +717,8 @@ int e2_dir_remove_at(struct e2fs *fs, struct e2_inode *dir, const char *name, si
 		prev = UINT32_MAX;
 	}
 	if (prev != UINT32_MAX) {
-		struct dent pd;
-		uint32_t rec;
-		uint16_t rl;
+		uint16_t rl = merged_rec_len(fs, dir, cblock_data(b), dn->pos, prev, &de);
 
-		parse(fs, dir, dn->pos / fs->bs, cblock_data(b), prev, &pd);
-		rec = pd.rec + de.rec;
-		rl = htole16((uint16_t)(rec == 65536 ? 65535 : rec));
 		/* The new rec_len is computed from the removed entry's rec_len,
 		 * which a pending create may have just shortened (splitting
 		 * it for a later entry).  Written without that create, the
@@ -695,11 +742,7 @@ int e2_dir_remove_at(struct e2fs *fs, struct e2_inode *dir, const char *name, si
 		r = e2_pset_add(fs, &dir->rmset, *out);
 	if (r)
 		return r;
-	off = dn->pos / fs->bs; /* now the block number */
-	*pp = dn->next;
-	free(dn);
-	dir->dix->count--;
-	return room_update(fs, dir, off, pblk);
+	return dix_drop(fs, dir, pp, pblk);
 }
 
 /* Point an existing entry at another inode: one small patch in one block,
@@ -714,16 +757,10 @@ int e2_dir_retarget(struct e2fs *fs, struct e2_inode *dir, const char *name, siz
 	uint8_t hdr[8];
 	int r;
 
-	r = dix_build(fs, dir);
+	r = dix_lookup(fs, dir, name, len, &pp);
 	if (r)
 		return r;
-	pp = dix_find(dir->dix, name, len);
-	if (!pp)
-		return -ENOENT;
-	r = e2_dir_unindex(fs, dir, deps);
-	if (r)
-		return r;
-	r = entry_at(fs, dir, (*pp)->pos, &b, &pblk, &de, &prev);
+	r = entry_to_change(fs, dir, (*pp)->pos, deps, &b, &pblk, &de, &prev);
 	if (r)
 		return r;
 	off = (*pp)->pos % fs->bs;
@@ -758,26 +795,20 @@ int e2_dir_move_in_block(struct e2fs *fs, struct e2_inode *dir, const char *name
 	struct e2_dname **pp, *dn, *tn;
 	struct cblock *b;
 	struct dent de;
-	uint32_t pblk, prev, off, toff, lo, hi, slo, shi, lblk;
+	uint32_t pblk, prev, off, toff, lo, hi, slo, shi;
 	int r;
 
-	r = dix_build(fs, dir);
+	r = dix_lookup(fs, dir, name, len, &pp);
 	if (r)
 		return r;
-	pp = dix_find(dir->dix, name, len);
-	if (!pp)
-		return -ENOENT;
 	dn = *pp;
-	pp = dix_find(dir->dix, newname, newlen);
-	if (!pp)
-		return -ENOENT;
+	r = dix_lookup(fs, dir, newname, newlen, &pp);
+	if (r)
+		return r;
 	tn = *pp;
 	if (dn->pos / fs->bs != tn->pos / fs->bs)
 		return 1;
-	r = e2_dir_unindex(fs, dir, deps);
-	if (r)
-		return r;
-	r = entry_at(fs, dir, dn->pos, &b, &pblk, &de, &prev);
+	r = entry_to_change(fs, dir, dn->pos, deps, &b, &pblk, &de, &prev);
 	if (r)
 		return r;
 	memcpy(buf, cblock_data(b), fs->bs);
@@ -785,13 +816,8 @@ int e2_dir_move_in_block(struct e2fs *fs, struct e2_inode *dir, const char *name
 	toff = tn->pos % fs->bs;
 	/* the removal, as e2_dir_remove makes it */
 	if (prev != UINT32_MAX) {
-		struct dent pd;
-		uint32_t rec;
-		uint16_t rl;
+		uint16_t rl = merged_rec_len(fs, dir, buf, dn->pos, prev, &de);
 
-		parse(fs, dir, dn->pos / fs->bs, buf, prev, &pd);
-		rec = pd.rec + de.rec;
-		rl = htole16((uint16_t)(rec == 65536 ? 65535 : rec));
 		memcpy(buf + prev + 4, &rl, 2);
 		lo = prev + 4;
 		hi = prev + 6;
@@ -827,12 +853,7 @@ int e2_dir_move_in_block(struct e2fs *fs, struct e2_inode *dir, const char *name
 		return r;
 	tn->ino = ino;
 	tn->ftype = e2_ftype(mode);
-	pp = dix_find(dir->dix, name, len);
-	lblk = dn->pos / fs->bs;
-	*pp = dn->next;
-	free(dn);
-	dir->dix->count--;
-	return room_update(fs, dir, lblk, pblk);
+	return dix_drop(fs, dir, dix_find(dir->dix, name, len), pblk);
 }
 
 /* The ".." entry: the second entry of the first block. */
@@ -888,10 +909,7 @@ int e2_dir_set_dotdot(struct e2fs *fs, struct e2_inode *dir, uint32_t parent, st
 	uint32_t off, v = htole32(parent);
 	int r;
 
-	r = dix_build(fs, dir);
-	if (r)
-		return r;
-	r = e2_dir_unindex(fs, dir, deps);
+	r = dir_to_change(fs, dir, deps);
 	if (r)
 		return r;
 	r = dotdot(fs, dir, &b, &off);
