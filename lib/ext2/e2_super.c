@@ -517,6 +517,35 @@ static void fs_free(struct e2fs *fs)
 	free(fs);
 }
 
+/* A handle on dev, not loaded yet: fs_free() undoes it.  Takes dev, which
+ * it destroys if there is no memory for the handle. */
+static int fs_new(struct bdev *dev, struct e2fs **out)
+{
+	struct e2fs *fs = calloc(1, sizeof(*fs));
+
+	if (!fs) {
+		bdev_destroy(dev);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&fs->lock, NULL);
+	fs->dev = dev;
+	*out = fs;
+	return 0;
+}
+
+/* Open the image or device at path for e2_open() or e2_recover(); a
+ * failure is explained in open_err. */
+static int open_path(const char *path, unsigned flags, struct bdev **dev)
+{
+	int r = bdev_file_open(path, 1024, flags, dev);
+
+	if (r == -EBUSY)
+		e2_set_open_error("'%s' is in use by another fstitch process", path);
+	else if (r)
+		e2_set_open_error("cannot open '%s': %s", path, strerror(-r));
+	return r;
+}
+
 /* Read and check the superblock and group descriptors, and make the
  * cache: everything of an open that a journal replay can change. */
 static int load_fs(struct e2fs *fs)
@@ -593,13 +622,9 @@ int e2_open_bdev(struct bdev *dev, const struct e2_opts *opts, struct e2fs **out
 	e2_set_open_error("%s", "");
 	if (!opts)
 		opts = &dflt;
-	fs = calloc(1, sizeof(*fs));
-	if (!fs) {
-		bdev_destroy(dev);
-		return -ENOMEM;
-	}
-	pthread_mutex_init(&fs->lock, NULL);
-	fs->dev = dev;
+	r = fs_new(dev, &fs);
+	if (r)
+		return r;
 	fs->opts = *opts;
 	fs->ro = opts->readonly;
 	fs->mounted_ro = opts->readonly;
@@ -679,14 +704,9 @@ int e2_open(const char *path, const struct e2_opts *opts, struct e2fs **out)
 
 	if (opts && opts->readonly)
 		flags |= BDEV_RDONLY;
-	r = bdev_file_open(path, 1024, flags, &dev);
-	if (r) {
-		if (r == -EBUSY)
-			e2_set_open_error("'%s' is in use by another fstitch process", path);
-		else
-			e2_set_open_error("cannot open '%s': %s", path, strerror(-r));
+	r = open_path(path, flags, &dev);
+	if (r)
 		return r;
-	}
 	return e2_open_bdev(dev, opts, out);
 }
 
@@ -702,21 +722,11 @@ int e2_recover(const char *path, struct e2_recovery *out)
 	int r;
 
 	e2_set_open_error("%s", "");
-	r = bdev_file_open(path, 1024, BDEV_EXCL, &dev);
-	if (r) {
-		if (r == -EBUSY)
-			e2_set_open_error("'%s' is in use by another fstitch process", path);
-		else
-			e2_set_open_error("cannot open '%s': %s", path, strerror(-r));
+	r = open_path(path, BDEV_EXCL, &dev);
+	if (!r)
+		r = fs_new(dev, &fs);
+	if (r)
 		return r;
-	}
-	fs = calloc(1, sizeof(*fs));
-	if (!fs) {
-		bdev_destroy(dev);
-		return -ENOMEM;
-	}
-	pthread_mutex_init(&fs->lock, NULL);
-	fs->dev = dev;
 	r = load_fs(fs);
 	if (!r)
 		r = e2_journal_setup(fs, &fs->recovery);
