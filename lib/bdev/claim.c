@@ -16,26 +16,21 @@
 #include <unistd.h>
 
 #include "util/mountinfo.h"
+#include "util/smallfile.h"
 
 struct bdev_claim {
 	int lockfd; /* a loop device's backing file, flock'ed; -1: none */
 	int exclfd; /* the block device, O_EXCL; -1: none */
 };
 
+/* The first line of a sysfs file, without its newline. */
 static int read_line(const char *path, char *buf, size_t len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
+	int r = small_file_read(path, buf, len);
 
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n < 0)
-		return -EIO;
-	buf[n] = '\0';
-	buf[strcspn(buf, "\n")] = '\0';
-	return 0;
+	if (r == 0)
+		buf[strcspn(buf, "\n")] = '\0';
+	return r;
 }
 
 int bdev_loop_backing(dev_t dev, char *buf, size_t len)

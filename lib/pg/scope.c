@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "scope.h"
+#include "util/smallfile.h"
 
 #define ANCESTRY_MAX 128
 #define CACHE_SLOTS 256
@@ -56,25 +57,6 @@ struct scope_tab {
 #define PIDFD_THREAD O_EXCL
 #endif
 
-static int read_file(const char *path, char *buf, size_t size)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, size - 1);
-	if (n < 0) {
-		int r = -errno;
-
-		close(fd);
-		return r;
-	}
-	close(fd);
-	buf[n] = '\0';
-	return 0;
-}
-
 int proc_stat(const char *root, pid_t pid, pid_t *ppid, uint64_t *start)
 {
 	char path[300], buf[1024], *p, *save = NULL, *tok;
@@ -83,7 +65,7 @@ int proc_stat(const char *root, pid_t pid, pid_t *ppid, uint64_t *start)
 	int r, field;
 
 	snprintf(path, sizeof(path), "%s/%d/stat", root, (int)pid);
-	r = read_file(path, buf, sizeof(buf));
+	r = small_file_read(path, buf, sizeof(buf));
 	if (r < 0)
 		return r;
 	/* The command name is in parentheses and may itself contain spaces
@@ -113,7 +95,7 @@ int proc_tgid(const char *root, pid_t tid, pid_t *tgid)
 	int r;
 
 	snprintf(path, sizeof(path), "%s/%d/status", root, (int)tid);
-	r = read_file(path, buf, sizeof(buf));
+	r = small_file_read(path, buf, sizeof(buf));
 	if (r < 0)
 		return r;
 	p = strstr(buf, "\nTgid:");
