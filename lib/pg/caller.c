@@ -1,22 +1,15 @@
 /* The process behind a FUSE request's thread id (caller.h). */
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include "caller.h"
 
 #define CALLER_SLOTS 256
-
-#ifndef PIDFD_THREAD
-#define PIDFD_THREAD O_EXCL
-#endif
 
 struct slot {
 	pid_t tid;
@@ -63,14 +56,6 @@ size_t caller_proc_reads(struct caller_tab *t)
 	return atomic_load(&t->reads);
 }
 
-/* Whether the thread behind a pidfd still runs. */
-static bool alive(int fd)
-{
-	struct pollfd pf = { .fd = fd, .events = POLLIN };
-
-	return poll(&pf, 1, 0) == 0;
-}
-
 /* The thread group of tid and the group's start time, from /proc. */
 static int read_key(struct caller_tab *t, pid_t tid, struct scope_key *key)
 {
@@ -100,18 +85,18 @@ int caller_resolve(struct caller_tab *t, pid_t tid, struct scope_key *key)
 		return 0;
 	s = &t->slot[(unsigned)tid % CALLER_SLOTS];
 	pthread_mutex_lock(&t->lock);
-	if (s->pidfd >= 0 && s->tid == tid && alive(s->pidfd)) {
+	if (s->pidfd >= 0 && s->tid == tid && pidfd_alive(s->pidfd)) {
 		*key = s->key;
 		pthread_mutex_unlock(&t->lock);
 		return 1;
 	}
 	pthread_mutex_unlock(&t->lock);
 
-	fd = t->real ? (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD) : -1;
+	fd = t->real ? pidfd_open_thread(tid) : -1;
 	if (fd >= 0) {
 		/* The pidfd pins the thread: if it still lives after the
 		 * reads, the id named that one thread throughout. */
-		if (read_key(t, tid, key) < 0 || !alive(fd)) {
+		if (read_key(t, tid, key) < 0 || !pidfd_alive(fd)) {
 			close(fd);
 			return 0;
 		}

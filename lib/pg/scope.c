@@ -57,6 +57,11 @@ struct scope_tab {
 #define PIDFD_THREAD O_EXCL
 #endif
 
+int pidfd_open_thread(pid_t tid)
+{
+	return (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD);
+}
+
 int proc_stat(const char *root, pid_t pid, pid_t *ppid, uint64_t *start)
 {
 	char path[300], buf[1024], *p, *save = NULL, *tok;
@@ -285,9 +290,7 @@ size_t scope_proc_reads(struct scope_tab *t)
 	return atomic_load(&t->reads);
 }
 
-/* Whether the thread behind a pidfd still runs (its tid then still names
- * it: a tid is not reused while its thread lives). */
-static bool pidfd_alive(int fd)
+bool pidfd_alive(int fd)
 {
 	struct pollfd pf = { .fd = fd, .events = POLLIN };
 
@@ -506,7 +509,7 @@ int scope_resolve(struct scope_tab *t, pid_t tid, struct scope_key *key)
 	/* Pin the thread for later hits, then check the pidfd names the
 	 * thread whose start time we read (the tid may have been reused in
 	 * between): its stat is read again after the walk. */
-	fd = t->real && !pinned ? (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD) : -1;
+	fd = t->real && !pinned ? pidfd_open_thread(tid) : -1;
 	atomic_fetch_add(&t->reads, 1);
 	r = proc_ancestry(t->root, tid, chain, ANCESTRY_MAX, &n);
 	if (r < 0) {

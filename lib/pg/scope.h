@@ -39,6 +39,12 @@ int proc_tgid(const char *root, pid_t tid, pid_t *tgid);
 /* The process of thread tid and its ancestors, nearest first, up to and
  * including pid 1 or max entries.  *n gets the count. */
 int proc_ancestry(const char *root, pid_t tid, struct scope_key *keys, size_t max, size_t *n);
+/* A pidfd for thread tid (not only a thread group leader), or -1 with
+ * errno set.  It pins the thread: its tid names no other thread while
+ * pidfd_alive() says it still runs. */
+int pidfd_open_thread(pid_t tid);
+/* Whether the thread behind a pidfd still runs. */
+bool pidfd_alive(int fd);
 
 typedef void (*scope_exit_fn)(void *arg, struct scope_key key);
 
