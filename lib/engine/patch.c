@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cache_int.h"
+#include "util/grow.h"
 
 /* ---- allocation -------------------------------------------------------- */
 
@@ -241,15 +242,8 @@ static int reserve_all(struct cache *c, const struct depset *ds, struct patch *a
 
 static int work_push(struct cache *c, struct patch *p)
 {
-	if (c->nwork == c->cwork) {
-		size_t cap = c->cwork ? c->cwork * 2 : 64;
-		struct patch **v = realloc(c->work, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		c->work = v;
-		c->cwork = cap;
-	}
+	if (GROW(&c->work, &c->cwork, c->nwork + 1, 64))
+		return -ENOMEM;
 	c->work[c->nwork++] = p;
 	return 0;
 }

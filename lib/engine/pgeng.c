@@ -6,6 +6,7 @@
 #include <string.h>
 #include "cache_int.h"
 #include "engine/pgeng.h"
+#include "util/grow.h"
 
 struct pg_group {
 	int64_t id;
@@ -90,7 +91,7 @@ static struct pg_group *lookup(struct pgeng *e, int64_t id)
 	return NULL;
 }
 
-static void grow(struct pgeng *e)
+static void ht_grow(struct pgeng *e)
 {
 	size_t n = e->htsize * 2, i;
 	struct pg_group **ht = calloc(n, sizeof(*ht)), *g, *nx;
@@ -185,15 +186,8 @@ static struct uidcount *uid_slot(struct pgeng *e, uid_t uid, bool make)
 			return &e->uc[i];
 	if (!make)
 		return NULL;
-	if (e->nuc == e->capuc) {
-		size_t n = e->capuc ? e->capuc * 2 : 8;
-		struct uidcount *v = realloc(e->uc, n * sizeof(*v));
-
-		if (!v)
-			return NULL;
-		e->uc = v;
-		e->capuc = n;
-	}
+	if (GROW(&e->uc, &e->capuc, e->nuc + 1, 8))
+		return NULL;
 	e->uc[e->nuc].uid = uid;
 	e->uc[e->nuc].n = 0;
 	return &e->uc[e->nuc++];
@@ -315,7 +309,7 @@ int pgeng_group_create(struct pgeng *e, uid_t owner, int64_t *id)
 		e->all->prev = g;
 	e->all = g;
 	if (++e->ngroups > e->htsize)
-		grow(e);
+		ht_grow(e);
 	if (u)
 		u->n++;
 	*id = g->id;
@@ -382,16 +376,9 @@ int pgeng_depend(struct pgeng *e, int64_t before, int64_t after, uid_t uid)
 	for (i = 0; i < ga->nbp; i++)
 		if (ga->bp[i] == btail)
 			goto out; /* said before: nothing new */
-	if (ga->nbp + 2 > ga->capbp) {
-		size_t n = ga->capbp ? ga->capbp * 2 : 4;
-		struct patch **bp = realloc(ga->bp, n * sizeof(*bp));
-
-		if (!bp) {
-			r = -ENOMEM;
-			goto out;
-		}
-		ga->bp = bp;
-		ga->capbp = n;
+	if (GROW(&ga->bp, &ga->capbp, ga->nbp + 2, 4)) {
+		r = -ENOMEM;
+		goto out;
 	}
 	/* A refused call must change nothing (rule 4), so everything that can
 	 * fail comes before the first edge.  The cache lock makes "after has

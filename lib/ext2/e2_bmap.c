@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "e2_int.h"
+#include "util/grow.h"
 
 uint64_t e2_max_lblk(const struct e2fs *fs)
 {
@@ -221,15 +222,8 @@ struct wctx {
 static int cp_add(struct cplist *l, uint32_t parent, uint32_t idx, uint32_t val, int sh,
 		  struct patch *bit, struct patch *init)
 {
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 16;
-		struct cptr *ne = realloc(l->e, cap * sizeof(*ne));
-
-		if (!ne)
-			return -ENOMEM;
-		l->e = ne;
-		l->cap = cap;
-	}
+	if (GROW(&l->e, &l->cap, l->n + 1, 16))
+		return -ENOMEM;
 	if (bit)
 		patch_retain(bit);
 	if (init)
@@ -322,17 +316,9 @@ static int pdep_add(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, struct e
 	r = e2_deps_addref(deps, i < ip->npdeps ? ip->pdeps[i].p : NULL);
 	if (!r)
 		r = patch_create_empty(fs->c, deps->p, deps->n, &np);
-	if (!r && !patch_committed(np) && i == ip->npdeps && ip->npdeps == ip->cappdeps) {
-		size_t cap = ip->cappdeps ? ip->cappdeps * 2 : 4;
-		struct e2_pdep *nd = realloc(ip->pdeps, cap * sizeof(*nd));
-
-		if (nd) {
-			ip->pdeps = nd;
-			ip->cappdeps = cap;
-		} else {
-			r = -ENOMEM;
-		}
-	}
+	if (!r && !patch_committed(np) && i == ip->npdeps &&
+	    GROW(&ip->pdeps, &ip->cappdeps, ip->npdeps + 1, 4))
+		r = -ENOMEM;
 	if (r) {
 		patch_release(fs->c, np);
 		for (size_t k = 0; k < deps->n; k++) {
@@ -393,15 +379,8 @@ int e2_dfree_all(struct e2fs *fs)
 /* blk is no longer reachable once ipp (an inode patch) is on disk. */
 static int dfree_add(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, struct patch *ipp)
 {
-	if (ip->ndfree == ip->capdfree) {
-		size_t cap = ip->capdfree ? ip->capdfree * 2 : 8;
-		uint32_t *nd = realloc(ip->dfree, cap * sizeof(*nd));
-
-		if (!nd)
-			return e2_bfree(fs, blk, ipp);
-		ip->dfree = nd;
-		ip->capdfree = cap;
-	}
+	if (GROW(&ip->dfree, &ip->capdfree, ip->ndfree + 1, 8))
+		return e2_bfree(fs, blk, ipp);
 	ip->dfree[ip->ndfree++] = blk;
 	fs->ndfree++;
 	/* a later inode patch of this inode is ordered after the earlier
@@ -464,16 +443,9 @@ static int shadow_new(struct wctx *w, uint32_t blk, struct patch *bit, uint32_t 
 	struct shadow *s;
 	int r;
 
-	if (w->nsh == w->capsh) {
-		size_t cap = w->capsh ? w->capsh * 2 : 8;
-		struct shadow *ns = realloc(w->sh, cap * sizeof(*ns));
-
-		if (!ns) {
-			r = -ENOMEM;
-			goto fail;
-		}
-		w->sh = ns;
-		w->capsh = cap;
+	if (GROW(&w->sh, &w->capsh, w->nsh + 1, 8)) {
+		r = -ENOMEM;
+		goto fail;
 	}
 	s = &w->sh[w->nsh];
 	memset(s, 0, sizeof(*s));
@@ -943,15 +915,8 @@ struct flist {
 
 static int fl_push(uint32_t **a, size_t *n, size_t *cap, uint32_t v)
 {
-	if (*n == *cap) {
-		size_t c = *cap ? *cap * 2 : 64;
-		uint32_t *na = realloc(*a, c * sizeof(*na));
-
-		if (!na)
-			return -ENOMEM;
-		*a = na;
-		*cap = c;
-	}
+	if (GROW(a, cap, *n + 1, 64))
+		return -ENOMEM;
 	(*a)[(*n)++] = v;
 	return 0;
 }

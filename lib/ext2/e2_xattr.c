@@ -28,6 +28,7 @@
 #include <string.h>
 #include "e2_int.h"
 #include "util/bytes.h"
+#include "util/grow.h"
 
 #define XA_MAGIC   0xEA020000u
 #define XA_HDR	   32 /* block header */
@@ -152,15 +153,8 @@ static int set_insert(struct xaset *s, size_t at, uint8_t idx, const char *name,
 	struct xa *x;
 	uint8_t *v = NULL;
 
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 8;
-		struct xa *na = realloc(s->a, cap * sizeof(*na));
-
-		if (!na)
-			return -ENOMEM;
-		s->a = na;
-		s->cap = cap;
-	}
+	if (GROW(&s->a, &s->cap, s->n + 1, 8))
+		return -ENOMEM;
 	if (vlen) {
 		v = malloc(vlen);
 		if (!v)

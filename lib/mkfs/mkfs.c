@@ -32,6 +32,7 @@
 #include "ext2/e2err.h"
 #include "mkfs_int.h"
 #include "util/fsprobe.h"
+#include "util/grow.h"
 #include "util/size.h"
 
 #define KiB 1024ULL
@@ -188,15 +189,8 @@ static errcode_t plan_io(io_channel ch, unsigned long long block, int count, voi
 			 * journal's worth, which need not be kept */
 		} else {
 			if (!b) {
-				if (d->n == d->cap) {
-					size_t cap = d->cap ? 2 * d->cap : 64;
-					struct plan_blk *v = realloc(d->v, cap * sizeof(*v));
-
-					if (!v)
-						return EXT2_ET_NO_MEMORY;
-					d->v = v;
-					d->cap = cap;
-				}
+				if (GROW(&d->v, &d->cap, d->n + 1, 64))
+					return EXT2_ET_NO_MEMORY;
 				b = &d->v[d->n];
 				b->data = calloc(1, bs);
 				if (!b->data)
