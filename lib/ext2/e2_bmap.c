@@ -1113,15 +1113,40 @@ out:
 	return r;
 }
 
+/* The lblks the inode's indirect trees map: tree t (0 single, 1 double, 2
+ * triple indirect, at i_block[E2_IND + t]) maps span[t] lblks from base[t]. */
+struct trees {
+	uint64_t base[3], span[3];
+};
+
+static void trees_of(const struct e2fs *fs, struct trees *tr)
+{
+	uint64_t a = fs->apb;
+
+	*tr = (struct trees){{E2_NDIR, E2_NDIR + a, E2_NDIR + a + a * a}, {a, a * a, a * a * a}};
+}
+
+/* Take the block (level 0) or tree (level >= 1) that slot of the inode
+ * points to out of nw into fl, to be freed once the inode update that
+ * clears the pointer is on disk. */
+static int detach(struct e2fs *fs, struct e2_inode *ip, struct ext2_inode_large *nw, unsigned slot,
+		  int level, struct flist *fl)
+{
+	int r = collect(fs, ip, le32toh(nw->i_block[slot]), level, fl);
+
+	if (!r)
+		nw->i_block[slot] = 0;
+	return r;
+}
+
 /* Set the size; when shrinking, free the blocks past the end.  Pointers are
  * cleared before the blocks are marked free; cleared pointers in indirect
  * blocks reach disk before the smaller size does, so no block is ever mapped
  * beyond i_size on disk. */
 int e2_truncate_locked(struct e2fs *fs, struct e2_inode *ip, uint64_t size)
 {
-	uint64_t old = e2_isize(&ip->d), keep, a = fs->apb;
-	uint64_t base[3] = {E2_NDIR, E2_NDIR + a, E2_NDIR + a + a * a};
-	uint64_t span[3] = {a, a * a, a * a * a};
+	uint64_t old = e2_isize(&ip->d), keep;
+	struct trees tr;
 	struct e2_deps clears = {0};
 	struct flist top = {0};
 	struct ext2_inode_large nw;
@@ -1172,27 +1197,24 @@ int e2_truncate_locked(struct e2fs *fs, struct e2_inode *ip, uint64_t size)
 	}
 	keep = (size + fs->bs - 1) / fs->bs;
 	for (uint32_t i = 0; i < E2_NDIR; i++) {
-		uint32_t v = le32toh(nw.i_block[i]);
-
-		if (i < keep || !v)
+		if (i < keep || !nw.i_block[i])
 			continue;
-		r = collect(fs, ip, v, 0, &top);
+		r = detach(fs, ip, &nw, i, 0, &top);
 		if (r)
 			goto out;
-		nw.i_block[i] = 0;
 	}
+	trees_of(fs, &tr);
 	for (int t = 0; t < 3; t++) {
 		uint32_t v = le32toh(nw.i_block[E2_IND + t]);
 
-		if (!v || keep >= base[t] + span[t])
+		if (!v || keep >= tr.base[t] + tr.span[t])
 			continue;
-		if (keep <= base[t]) {
-			r = collect(fs, ip, v, t + 1, &top);
+		if (keep <= tr.base[t]) {
+			r = detach(fs, ip, &nw, E2_IND + t, t + 1, &top);
 			if (r)
 				goto out;
-			nw.i_block[E2_IND + t] = 0;
 		} else {
-			r = trunc_partial(fs, ip, v, t + 1, base[t], keep, &clears, &nfreed);
+			r = trunc_partial(fs, ip, v, t + 1, tr.base[t], keep, &clears, &nfreed);
 			if (r)
 				goto out;
 		}
@@ -1299,9 +1321,7 @@ out:
  * it. */
 int e2_punch_locked(struct e2fs *fs, struct e2_inode *ip, uint64_t lo, uint64_t hi)
 {
-	uint64_t a = fs->apb;
-	uint64_t base[3] = {E2_NDIR, E2_NDIR + a, E2_NDIR + a + a * a};
-	uint64_t span[3] = {a, a * a, a * a * a};
+	struct trees tr;
 	struct e2_deps clears = {0};
 	struct flist top = {0};
 	struct ext2_inode_large nw;
@@ -1313,38 +1333,35 @@ int e2_punch_locked(struct e2fs *fs, struct e2_inode *ip, uint64_t lo, uint64_t 
 		return -EROFS;
 	nw = ip->d;
 	for (uint64_t i = lo; i < hi && i < E2_NDIR; i++) {
-		uint32_t v = le32toh(nw.i_block[i]);
-
-		if (!v)
+		if (!nw.i_block[i])
 			continue;
-		r = collect(fs, ip, v, 0, &top);
+		r = detach(fs, ip, &nw, (unsigned)i, 0, &top);
 		if (r)
 			goto out;
-		nw.i_block[i] = 0;
 	}
+	trees_of(fs, &tr);
 	for (int t = 0; t < 3; t++) {
 		uint32_t v = le32toh(nw.i_block[E2_IND + t]);
 		int gone;
 
-		if (!v || base[t] + span[t] <= lo || base[t] >= hi)
+		if (!v || tr.base[t] + tr.span[t] <= lo || tr.base[t] >= hi)
 			continue;
-		if (inside(base[t], span[t], lo, hi)) {
+		if (inside(tr.base[t], tr.span[t], lo, hi)) {
 			gone = 1;
 		} else {
-			gone = punch_empties(fs, ip, v, t + 1, base[t], lo, hi);
+			gone = punch_empties(fs, ip, v, t + 1, tr.base[t], lo, hi);
 			if (gone == 0)
-				gone =
-				    punch_tree(fs, ip, v, t + 1, base[t], lo, hi, &clears, &nfreed);
+				gone = punch_tree(fs, ip, v, t + 1, tr.base[t], lo, hi, &clears,
+						  &nfreed);
 		}
 		if (gone < 0) {
 			r = gone;
 			goto out;
 		}
 		if (gone == 1) {
-			r = collect(fs, ip, v, t + 1, &top);
+			r = detach(fs, ip, &nw, E2_IND + t, t + 1, &top);
 			if (r)
 				goto out;
-			nw.i_block[E2_IND + t] = 0;
 		}
 	}
 	e2_now_ts(fs, &now);
