@@ -132,35 +132,23 @@ static int wb_put(io_channel ch, uint64_t blk, uint32_t count, const uint8_t *da
 
 static errcode_t nbd_open(const char *name, int flags, io_channel *channel)
 {
-	io_channel ch = calloc(1, sizeof(*ch));
 	struct nbd_ch *c = calloc(1, sizeof(*c));
+	errcode_t err;
 	int r;
 
-	if (!ch || !c) {
-		free(ch);
-		free(c);
+	if (!c)
 		return EXT2_ET_NO_MEMORY;
-	}
 	r = bdev_nbd_open(name, 1024, (flags & IO_FLAG_RW) ? 0 : BDEV_RDONLY, 0, &c->dev, NULL, 0);
 	if (r < 0) {
 		free(c);
-		free(ch);
 		return (errcode_t)-r;
 	}
-	ch->name = strdup(name);
-	if (!ch->name) {
+	err = mkfs_channel_new(&nbd_manager, name, c, channel);
+	if (err) {
 		bdev_destroy(c->dev);
 		free(c);
-		free(ch);
-		return EXT2_ET_NO_MEMORY;
 	}
-	ch->magic = EXT2_ET_MAGIC_IO_CHANNEL;
-	ch->manager = &nbd_manager;
-	ch->block_size = 1024;
-	ch->refcount = 1;
-	ch->private_data = c;
-	*channel = ch;
-	return 0;
+	return err;
 }
 
 static errcode_t nbd_close(io_channel ch)
@@ -174,8 +162,7 @@ static errcode_t nbd_close(io_channel ch)
 	bdev_destroy(c->dev);
 	free(c->data);
 	free(c);
-	free(ch->name);
-	free(ch);
+	mkfs_channel_free(ch);
 	return r < 0 ? io_err(r) : 0;
 }
 

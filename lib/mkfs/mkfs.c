@@ -90,29 +90,43 @@ struct plan_dev {
 
 static struct struct_io_manager plan_io_manager;
 
-static errcode_t plan_open(const char *name, int flags, io_channel *channel)
+errcode_t mkfs_channel_new(io_manager m, const char *name, void *priv, io_channel *out)
 {
 	io_channel ch = calloc(1, sizeof(*ch));
-	struct plan_dev *d = calloc(1, sizeof(*d));
 
-	if (!ch || !d)
-		goto nomem;
+	if (!ch)
+		return EXT2_ET_NO_MEMORY;
 	ch->name = strdup(name ? name : "");
-	if (!ch->name)
-		goto nomem;
+	if (!ch->name) {
+		free(ch);
+		return EXT2_ET_NO_MEMORY;
+	}
 	ch->magic = EXT2_ET_MAGIC_IO_CHANNEL;
-	ch->manager = &plan_io_manager;
+	ch->manager = m;
 	ch->block_size = 1024;
 	ch->refcount = 1;
-	ch->private_data = d;
-	*channel = ch;
+	ch->private_data = priv;
+	*out = ch;
 	return 0;
-nomem:
-	if (ch)
-		free(ch->name);
+}
+
+void mkfs_channel_free(io_channel ch)
+{
+	free(ch->name);
 	free(ch);
-	free(d);
-	return EXT2_ET_NO_MEMORY;
+}
+
+static errcode_t plan_open(const char *name, int flags, io_channel *channel)
+{
+	struct plan_dev *d = calloc(1, sizeof(*d));
+	errcode_t err;
+
+	if (!d)
+		return EXT2_ET_NO_MEMORY;
+	err = mkfs_channel_new(&plan_io_manager, name, d, channel);
+	if (err)
+		free(d);
+	return err;
 }
 
 static void plan_drop(struct plan_dev *d)
@@ -132,8 +146,7 @@ static errcode_t plan_close(io_channel ch)
 		return 0;
 	plan_drop(ch->private_data);
 	free(ch->private_data);
-	free(ch->name);
-	free(ch);
+	mkfs_channel_free(ch);
 	return 0;
 }
 
