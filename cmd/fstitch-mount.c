@@ -911,6 +911,19 @@ static bool is_acl(const char *name)
 	       !strcmp(name, "system.posix_acl_default");
 }
 
+/* The reply to getxattr or listxattr: r (a length, or -errno) bytes of
+ * buf, or only the length when the caller asked for it (size 0). */
+static void reply_xattr_value(fuse_req_t req, ssize_t r, const void *buf, size_t size,
+			      const char *op)
+{
+	if (r < 0)
+		reply_err(req, (int)r, op);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)r);
+	else
+		fuse_reply_buf(req, buf, (size_t)r);
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	uint8_t e[4 + 8 * 64];
@@ -942,12 +955,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 			r = e2_acl_to_xattr(e, (size_t)r, x, size ? size : 0);
 		if (r == -EINVAL)
 			r = -EIO;
-		if (r < 0)
-			reply_err(req, (int)r, "getxattr");
-		else if (size == 0)
-			fuse_reply_xattr(req, (size_t)r);
-		else
-			fuse_reply_buf(req, (const char *)x, (size_t)r);
+		reply_xattr_value(req, r, x, size, "getxattr");
 		return;
 	}
 	{
@@ -958,12 +966,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 			return;
 		}
 		r = e2_getxattr(D.fs, in_ino(ino), name, buf, size);
-		if (r < 0)
-			reply_err(req, (int)r, "getxattr");
-		else if (size == 0)
-			fuse_reply_xattr(req, (size_t)r);
-		else
-			fuse_reply_buf(req, buf, (size_t)r);
+		reply_xattr_value(req, r, buf, size, "getxattr");
 		free(buf);
 	}
 }
@@ -980,12 +983,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		return;
 	}
 	r = e2_listxattr(D.fs, in_ino(ino), buf, size, trusted);
-	if (r < 0)
-		reply_err(req, (int)r, "listxattr");
-	else if (size == 0)
-		fuse_reply_xattr(req, (size_t)r);
-	else
-		fuse_reply_buf(req, buf, (size_t)r);
+	reply_xattr_value(req, r, buf, size, "listxattr");
 	free(buf);
 }
 
