@@ -560,17 +560,7 @@ int e2t_fsck_mem_repair(const void *img, size_t len, struct e2t_fsck *r, void **
 
 int e2t_fsck_mem(const void *img, size_t len, struct e2t_fsck *r)
 {
-	char *path = e2t_tmpfile("fsck");
-	int ret;
-
-	if (!path)
-		return -ENOMEM;
-	ret = e2t_write_file(path, img, len);
-	if (!ret)
-		ret = e2t_fsck_file(path, r);
-	unlink(path);
-	free(path);
-	return ret;
+	return e2t_fsck_mem_repair(img, len, r, NULL, NULL);
 }
 
 void e2t_fsck_free(struct e2t_fsck *r)
