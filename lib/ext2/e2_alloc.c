@@ -39,6 +39,14 @@ static uint32_t find_zero(const uint8_t *map, uint32_t start, uint32_t end)
 	return end;
 }
 
+/* Flip bit of bitmap block b (held) in one patch, after dep (NULL: none). */
+static int flip_in(struct e2fs *fs, struct cblock *b, uint32_t bit, struct patch *dep,
+		   struct patch **out)
+{
+	return patch_create_bit(fs->c, b, (bit / 32) * 4, 1u << (bit % 32), dep ? &dep : NULL,
+				dep ? 1 : 0, fs->scope, out);
+}
+
 static int flip(struct e2fs *fs, uint32_t blk, uint32_t bit, struct patch *dep, struct patch **out)
 {
 	struct cblock *b;
@@ -47,8 +55,7 @@ static int flip(struct e2fs *fs, uint32_t blk, uint32_t bit, struct patch *dep, 
 	r = cache_get(fs->c, blk, &b);
 	if (r)
 		return e2_err(fs, r, "cannot read bitmap block %u", blk);
-	r = patch_create_bit(fs->c, b, (bit / 32) * 4, 1u << (bit % 32), dep ? &dep : NULL,
-			     dep ? 1 : 0, fs->scope, out);
+	r = flip_in(fs, b, bit, dep, out);
 	cache_put(fs->c, b);
 	return r;
 }
@@ -71,7 +78,6 @@ static int balloc_group(struct e2fs *fs, uint32_t g, uint32_t from, bool reuse, 
 			struct patch **bit)
 {
 	struct e2_group *gr = &fs->g[g];
-	struct patch *dep;
 	struct cblock *b;
 	uint32_t i, skipped = 0;
 	int r;
@@ -108,9 +114,7 @@ static int balloc_group(struct e2fs *fs, uint32_t g, uint32_t from, bool reuse, 
 	gr->free_blocks = 0;
 	return -ENOSPC;
 found:
-	dep = bitclr_dep(fs, gr->first + i);
-	r = patch_create_bit(fs->c, b, (i / 32) * 4, 1u << (i % 32), dep ? &dep : NULL, dep ? 1 : 0,
-			     fs->scope, bit);
+	r = flip_in(fs, b, i, bitclr_dep(fs, gr->first + i), bit);
 	cache_put(fs->c, b);
 	if (r)
 		return r;
@@ -335,7 +339,6 @@ static int ialloc_group(struct e2fs *fs, uint32_t g, bool dir, bool reuse, uint3
 			struct patch **bit)
 {
 	struct e2_group *gr = &fs->g[g];
-	struct patch *dep;
 	struct cblock *b;
 	uint32_t i, start = gr->ihint;
 	int r;
@@ -367,9 +370,7 @@ static int ialloc_group(struct e2fs *fs, uint32_t g, bool dir, bool reuse, uint3
 	gr->free_inodes = 0;
 	return -ENOSPC;
 found:
-	dep = bitclr_dep(fs, E2_FREED_INODE | (g * fs->ipg + i + 1));
-	r = patch_create_bit(fs->c, b, (i / 32) * 4, 1u << (i % 32), dep ? &dep : NULL, dep ? 1 : 0,
-			     fs->scope, bit);
+	r = flip_in(fs, b, i, bitclr_dep(fs, E2_FREED_INODE | (g * fs->ipg + i + 1)), bit);
 	cache_put(fs->c, b);
 	if (r)
 		return r;
