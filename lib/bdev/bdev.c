@@ -1,5 +1,6 @@
 /* Block device code shared by all implementations. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "bdev_int.h"
@@ -28,6 +29,19 @@ void bdev_count_flush(struct bdev_stats *st, uint64_t ns)
 	__atomic_fetch_add(&st->flush_ns, ns, __ATOMIC_RELAXED);
 	if (ns > __atomic_load_n(&st->flush_max_ns, __ATOMIC_RELAXED))
 		__atomic_store_n(&st->flush_max_ns, ns, __ATOMIC_RELAXED);
+}
+
+static int cmp_write(const void *a, const void *b)
+{
+	const struct bdev_write *x = *(const struct bdev_write *const *)a;
+	const struct bdev_write *y = *(const struct bdev_write *const *)b;
+
+	return x->blkno < y->blkno ? -1 : x->blkno > y->blkno;
+}
+
+void bdev_sort_writes(const struct bdev_write **order, size_t n)
+{
+	qsort(order, n, sizeof(*order), cmp_write);
 }
 
 void bdev_load_stats(struct bdev_stats *dst, const struct bdev_stats *src)

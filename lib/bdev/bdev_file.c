@@ -76,14 +76,6 @@ out:
 	return err;
 }
 
-static int cmp_write(const void *a, const void *b)
-{
-	const struct bdev_write *x = *(const struct bdev_write *const *)a;
-	const struct bdev_write *y = *(const struct bdev_write *const *)b;
-
-	return x->blkno < y->blkno ? -1 : x->blkno > y->blkno;
-}
-
 /* Write iov[0..n) at off completely, resuming after short writes. */
 static int write_all(int fd, struct iovec *iov, int n, off_t off)
 {
@@ -146,7 +138,7 @@ static int file_write(struct bdev *d, const struct bdev_write *w, size_t n)
 			goto out;
 		}
 	}
-	qsort(order, n, sizeof(*order), cmp_write);
+	bdev_sort_writes(order, n);
 	nb = 0;
 	for (i = 0; i < n;) {
 		uint64_t start = order[i]->blkno;

@@ -2,6 +2,7 @@
 #ifndef FSTITCH_BDEV_INT_H
 #define FSTITCH_BDEV_INT_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "bdev.h"
 
@@ -27,6 +28,9 @@ int bdev_check_block_size(uint32_t block_size);
 uint64_t bdev_now_ns(void);
 /* Count one flush that took ns nanoseconds (atomically: see bdev.c). */
 void bdev_count_flush(struct bdev_stats *st, uint64_t ns);
+/* Sort order[0..n) by block number, for devices that write runs of
+ * consecutive blocks together. */
+void bdev_sort_writes(const struct bdev_write **order, size_t n);
 /* Copy the counters of src (not the kind), each read atomically. */
 void bdev_load_stats(struct bdev_stats *dst, const struct bdev_stats *src);
 

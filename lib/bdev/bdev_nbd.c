@@ -314,14 +314,6 @@ static int nbd_read(struct bdev *dev, uint64_t blkno, uint32_t count, void *buf)
 	return r;
 }
 
-static int cmp_write(const void *a, const void *b)
-{
-	const struct bdev_write *x = *(const struct bdev_write *const *)a;
-	const struct bdev_write *y = *(const struct bdev_write *const *)b;
-
-	return x->blkno < y->blkno ? -1 : x->blkno > y->blkno;
-}
-
 /* After the connection carrying unflushed writes was lost and a new one
  * made: the caller must write the round again (bdev.h). */
 static int lost_writes(struct bdev_nbd *d)
@@ -357,7 +349,7 @@ static int plan_writes(struct bdev_nbd *d, const struct bdev_write *w, size_t n,
 		}
 		order[i] = &w[i];
 	}
-	qsort(order, n, sizeof(*order), cmp_write);
+	bdev_sort_writes(order, n);
 	if (d->stage_cap < n * bs) {
 		uint8_t *s = realloc(d->stage, n * bs);
 
