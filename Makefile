@@ -73,8 +73,8 @@ LIBINT := $(BUILD)/libfstitch-internal.a
 LIBA := $(BUILD)/libfstitch.a
 LIBSO := $(BUILD)/libfstitch.so.0
 
-.PHONY: all check unit bats asan demo bench install uninstall clean deps \
-	format lint fuzz fuzz-build
+.PHONY: all check check-build check-asan-build unit bats asan demo bench \
+	install uninstall clean deps format lint fuzz fuzz-build
 .DEFAULT_GOAL := all
 # Keep object files of test and command programs between runs.
 .SECONDARY:
@@ -137,11 +137,21 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer \
 	-fno-sanitize-recover=undefined
 CHECK_ASAN := test_e2_corrupt test_jbd2
 
-check: deps all $(UNITS) $(BENCHES)
+# check builds two jobs at once (the sanitizer build alongside the other)
+# unless make was given a -j of its own; the packages come first, as the
+# compiler needs them.
+CHECK_J = $(if $(findstring -j,$(MAKEFLAGS)),,-j2)
+
+check: deps
+	$(Q)$(MAKE) --no-print-directory $(CHECK_J) check-build
+	$(Q)BUILD=$(BUILD) bash tests/run.sh
+
+check-build: all $(UNITS) $(BENCHES) check-asan-build
+
+check-asan-build:
 	$(Q)$(MAKE) --no-print-directory BUILD=$(BUILD)/asan OPT='-O1 -g' \
 		SANITIZE='$(ASAN_FLAGS)' $(CHECK_ASAN:%=$(BUILD)/asan/tests/%) \
 		$(FUZZ_REPLAYS:$(BUILD)/%=$(BUILD)/asan/%)
-	$(Q)BUILD=$(BUILD) bash tests/run.sh
 
 unit: all $(UNITS)
 	$(Q)BUILD=$(BUILD) bash tests/run.sh unit
