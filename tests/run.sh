@@ -1,105 +1,221 @@
 #!/usr/bin/env bash
 # Run the unit tests (cmocka, TAP output) and the bats suites, and end with
-# one line "N passed, N failed". Exit status 1 if anything failed.
+# one line "N passed, N failed".  Exit status 1 if anything failed.
 #   tests/run.sh [unit|bats|all]
+# TEST_JOBS (default 2) programs and bats files run at once; each writes
+# its own log, and the report is printed in the same order whatever the
+# order they finish in.  $BUILD/test-logs/times has each one's seconds.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 what=${1:-all}
+jobs_max=${TEST_JOBS:-2}
 passed=0
 failed=0
 log=$BUILD/test-logs
+res=$log/results
 mkdir -p "$log"
+rm -rf "$res"
+mkdir -p "$res"
 
-# count_tap FILE: add the file's "ok"/"not ok" lines to the totals.
-count_tap() {
-	local p f
-	p=$(grep -cE '^ok ' "$1")
-	f=$(grep -cE '^not ok ' "$1")
-	passed=$((passed + p))
-	failed=$((failed + f))
+# Started first, longest first (minutes each where most take seconds):
+# with one of them last, it would run on alone at the end.
+slow_first=(rename-order.bats fstitch-mount.bats test_e2_crash asan-test_jbd2
+	examples.bats test_engine_discard e2-interop.bats completions.bats
+	test_jbd2 asan-test_e2_corrupt)
+
+# tap_counts FILE: print the file's numbers of "ok" and "not ok" lines.
+tap_counts() {
+	echo "$(grep -cE '^ok ' "$1") $(grep -cE '^not ok ' "$1")"
 }
 
+# Each run_* writes the item's log and then, all at once, its result file
+# $res/ID: the line "PASSED FAILED", then the report to print for it.
+
+# run_unit ID BINARY
 run_unit() {
-	local t name rc f0
-	# $BUILD/asan/tests holds the tests that check also runs under the
-	# sanitizers (see CHECK_ASAN in the Makefile).
-	for t in "$BUILD"/tests/test_* "$BUILD"/asan/tests/test_*; do
-		[ -x "$t" ] || continue
-		name=${t##*/}
-		case $t in "$BUILD"/asan/*) name=asan-$name ;; esac
-		f0=$failed
-		CMOCKA_MESSAGE_OUTPUT=TAP "$t" >"$log/$name.tap" 2>&1
-		rc=$?
-		count_tap "$log/$name.tap"
-		# A crash or a non-zero exit with no failing test counted is a failure
-		# of its own, so that a dying binary can never look like a pass.
-		if [ $rc -ne 0 ] && [ $failed -eq $f0 ]; then
-			failed=$((failed + 1))
-			echo "not ok - $name exited with status $rc" >>"$log/$name.tap"
-		fi
-		if [ $failed -ne $f0 ]; then
-			echo "FAIL unit $name (log: $log/$name.tap)"
-			grep -E '^(not ok|#)' "$log/$name.tap" | head -40
+	local id=$1 t=$2 name rc p f out
+	name=${id#unit:}
+	out=$log/$name.tap
+	CMOCKA_MESSAGE_OUTPUT=TAP "$t" >"$out" 2>&1 </dev/null
+	rc=$?
+	read -r p f < <(tap_counts "$out")
+	# A crash or a non-zero exit with no failing test counted is a failure
+	# of its own, so that a dying binary can never look like a pass.
+	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
+		f=1
+		echo "not ok - $name exited with status $rc" >>"$out"
+	fi
+	{
+		echo "$p $f"
+		if [ "$f" -ne 0 ]; then
+			echo "FAIL unit $name (log: $out)"
+			grep -E '^(not ok|#)' "$out" | head -40
 		else
 			echo "ok   unit $name"
 		fi
-	done
+	} >"$res/$id.new" && mv "$res/$id.new" "$res/$id"
 }
 
 # The fuzz targets' corpora (tests/fuzz/corpus/TARGET: seeds and every
 # input that once crashed or hung), replayed once each by the targets built
 # without libFuzzer, under ASan and UBSan (see FUZZ_REPLAYS in the
 # Makefile).  A crash or sanitizer report exits non-zero.
-run_fuzz_replay() {
-	local t name rc f0
-	for t in "$BUILD"/asan/tests/fuzz/replay_*; do
-		[ -x "$t" ] || continue
-		name=${t##*/replay_}
-		f0=$failed
-		"$t" "tests/fuzz/corpus/$name" >"$log/fuzz-$name.tap" 2>&1
-		rc=$?
-		count_tap "$log/fuzz-$name.tap"
-		if [ $rc -ne 0 ] && [ $failed -eq $f0 ]; then
-			failed=$((failed + 1))
-			echo "not ok - fuzz-$name replay exited with status $rc" >>"$log/fuzz-$name.tap"
-		fi
-		if [ $failed -ne $f0 ]; then
-			echo "FAIL unit fuzz-$name (log: $log/fuzz-$name.tap)"
-			grep -vE '^(ok |# tests/)' "$log/fuzz-$name.tap" | head -40
+# run_fuzz ID BINARY
+run_fuzz() {
+	local id=$1 t=$2 name rc p f out
+	name=${id#fuzz:}
+	out=$log/fuzz-$name.tap
+	"$t" "tests/fuzz/corpus/$name" >"$out" 2>&1 </dev/null
+	rc=$?
+	read -r p f < <(tap_counts "$out")
+	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
+		f=1
+		echo "not ok - fuzz-$name replay exited with status $rc" >>"$out"
+	fi
+	{
+		echo "$p $f"
+		if [ "$f" -ne 0 ]; then
+			echo "FAIL unit fuzz-$name (log: $out)"
+			grep -vE '^(ok |# tests/)' "$out" | head -40
 		else
 			echo "ok   unit fuzz-$name"
 		fi
-	done
+	} >"$res/$id.new" && mv "$res/$id.new" "$res/$id"
 }
 
+# run_bats ID FILE
 run_bats() {
-	local b name f0 jobs=()
-	for b in tests/*.bats; do
-		[ -e "$b" ] || continue
-		name=${b##*/}
-		f0=$failed
-		FSTITCH_BUILD=$BUILD bats --tap "$b" >"$log/$name.tap" 2>&1 </dev/null
-		count_tap "$log/$name.tap"
-		if ! grep -qE '^1\.\.[0-9]+' "$log/$name.tap"; then
-			failed=$((failed + 1))
-			echo "not ok - $name did not run" >>"$log/$name.tap"
-		fi
-		if [ $failed -ne $f0 ]; then
-			echo "FAIL bats $name (log: $log/$name.tap)"
-			grep -vE '^ok ' "$log/$name.tap" | head -60
+	local id=$1 b=$2 name p f out
+	name=${id#bats:}
+	out=$log/$name.tap
+	FSTITCH_BUILD=$BUILD bats --tap "$b" >"$out" 2>&1 </dev/null
+	read -r p f < <(tap_counts "$out")
+	if ! grep -qE '^1\.\.[0-9]+' "$out"; then
+		f=$((f + 1))
+		echo "not ok - $name did not run" >>"$out"
+	fi
+	{
+		echo "$p $f"
+		if [ "$f" -ne 0 ]; then
+			echo "FAIL bats $name (log: $out)"
+			grep -vE '^ok ' "$out" | head -60
 		else
 			echo "ok   bats $name"
 		fi
+	} >"$res/$id.new" && mv "$res/$id.new" "$res/$id"
+}
+
+# run_item ID: run it, and keep its wall time in seconds in $res/ID.secs
+# (for $log/times).
+run_item() {
+	local t0=$SECONDS
+	case $1 in
+	unit:*) run_unit "$1" "${path[$1]}" ;;
+	fuzz:*) run_fuzz "$1" "${path[$1]}" ;;
+	bats:*) run_bats "$1" "${path[$1]}" ;;
+	esac
+	echo $((SECONDS - t0)) >"$res/$1.secs"
+}
+
+# The items, in report order: ids and what each runs.
+ids=()
+declare -A path
+add() {
+	ids+=("$1")
+	path[$1]=$2
+}
+list_unit() {
+	local t name
+	# $BUILD/asan/tests holds the tests that check also runs under the
+	# sanitizers (see CHECK_ASAN in the Makefile).
+	for t in "$BUILD"/tests/test_* "$BUILD"/asan/tests/test_*; do
+		[ -x "$t" ] || continue
+		name=${t##*/}
+		case $t in "$BUILD"/asan/*) name=asan-$name ;; esac
+		add "unit:$name" "$t"
+	done
+	for t in "$BUILD"/asan/tests/fuzz/replay_*; do
+		[ -x "$t" ] || continue
+		add "fuzz:${t##*/replay_}" "$t"
+	done
+}
+list_bats() {
+	local b
+	for b in tests/*.bats; do
+		[ -e "$b" ] || continue
+		add "bats:${b##*/}" "$b"
 	done
 }
 
 case $what in
-unit) run_unit; run_fuzz_replay ;;
-bats) run_bats ;;
-all) run_unit; run_fuzz_replay; run_bats ;;
+unit) list_unit ;;
+bats) list_bats ;;
+all) list_unit; list_bats ;;
 *) echo "usage: tests/run.sh [unit|bats|all]" >&2; exit 64 ;;
 esac
+
+# Start order: the slow ones first, then the report order.
+declare -A early
+start=()
+for s in "${slow_first[@]}"; do
+	for id in "${ids[@]}"; do
+		if [ "${id#*:}" = "$s" ]; then
+			start+=("$id")
+			early[$id]=1
+		fi
+	done
+done
+for id in "${ids[@]}"; do
+	[ -n "${early[$id]:-}" ] || start+=("$id")
+done
+
+# print_done [all]: report, in order, every item from the next one to
+# report up to the first that has not finished; with "all", every item
+# left, one with no result (its runner itself died) as a failure.
+next=0
+print_done() {
+	local id p f
+	while [ $next -lt ${#ids[@]} ]; do
+		id=${ids[$next]}
+		if [ -e "$res/$id" ]; then
+			{
+				read -r p f
+				passed=$((passed + p))
+				failed=$((failed + f))
+				cat
+			} <"$res/$id"
+		elif [ "${1:-}" = all ]; then
+			echo "FAIL ${id%%:*} ${id#*:} left no result"
+			failed=$((failed + 1))
+		else
+			break
+		fi
+		next=$((next + 1))
+	done
+}
+
+# (wait -n returns once for each item that ends)
+running=0
+for id in "${start[@]}"; do
+	if [ $running -ge "$jobs_max" ]; then
+		wait -n
+		running=$((running - 1))
+		print_done
+	fi
+	run_item "$id" &
+	running=$((running + 1))
+done
+while [ $running -gt 0 ]; do
+	wait -n
+	running=$((running - 1))
+	print_done
+done
+wait
+print_done all
+for id in "${ids[@]}"; do
+	echo "$id $(cat "$res/$id.secs" 2>/dev/null)"
+done >"$log/times"
 
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
