@@ -1198,7 +1198,8 @@ static const char doc[] =
 	"Mount the ext2 file system in SOURCE (an image file, a block device, "
 	"LABEL=label, UUID=uuid or an NBD URI) on MOUNTPOINT through FUSE, writing changes "
 	"back in dependency order (soft updates).\v"
-	"Options for -o: consistency=softupdates|none, rename_order=all|process|file, "
+	"Options for -o: consistency=softupdates|none|journal|journal-data, commit=SECONDS, "
+	"rename_order=all|process|file, "
 	"errors=continue|remount-ro|panic, "
 	"cache=SIZE (K, M, G), "
 	"flush_interval=SECONDS, lock_wait=SECONDS, max_threads=N, statsfile=PATH, ro, rw, "
@@ -1441,6 +1442,7 @@ static int open_fs(const struct args *a, const struct source *src)
 		.errors = a->mo.errors,
 		.rename_order = a->mo.rename_order,
 		.flush_interval_ms = a->mo.flush_interval_ms,
+		.commit_ms = a->mo.commit_ms,
 		.readonly = a->mo.readonly,
 		.log = log_eio,
 	};

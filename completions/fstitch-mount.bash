@@ -10,7 +10,7 @@ _fstitch_mount_o()
 	fi
 	case $cur in
 	consistency=*)
-		COMPREPLY=($(compgen -P "${prev_opts}consistency=" -W 'softupdates none' -- "${cur#*=}"))
+		COMPREPLY=($(compgen -P "${prev_opts}consistency=" -W 'softupdates none journal journal-data' -- "${cur#*=}"))
 		;;
 	rename_order=*)
 		COMPREPLY=($(compgen -P "${prev_opts}rename_order=" -W 'all process file' -- "${cur#*=}"))
@@ -23,6 +23,9 @@ _fstitch_mount_o()
 		;;
 	flush_interval=*)
 		COMPREPLY=($(compgen -P "${prev_opts}flush_interval=" -W '1 5 30 60' -- "${cur#*=}"))
+		;;
+	commit=*)
+		COMPREPLY=($(compgen -P "${prev_opts}commit=" -W '1 5 30 60' -- "${cur#*=}"))
 		;;
 	lock_wait=*)
 		COMPREPLY=($(compgen -P "${prev_opts}lock_wait=" -W '10 60' -- "${cur#*=}"))
@@ -42,7 +45,7 @@ _fstitch_mount_o()
 		;;
 	*)
 		COMPREPLY=($(compgen -P "$prev_opts" -W 'consistency= rename_order= errors= cache= flush_interval=
-			lock_wait= max_threads= statsfile= nbd_retry= unsafe_no_flush blkdev noblkdev
+			commit= lock_wait= max_threads= statsfile= nbd_retry= unsafe_no_flush blkdev noblkdev
 			ro rw allow_other allow_root auto_unmount fsname= subtype= max_read=
 			nosuid suid nodev dev noexec exec noatime atime relatime norelatime
 			strictatime nostrictatime lazytime nolazytime nodiratime diratime

@@ -141,6 +141,8 @@ tab() {
 	assert_output 'line: fstitch-mount -o consistency=softupdates '
 	run -0 tab 'fstitch-mount -o ro,consistency=n'
 	assert_output 'line: fstitch-mount -o ro,consistency=none '
+	run -0 tab 'fstitch-mount -o consistency=journal-'
+	assert_output 'line: fstitch-mount -o consistency=journal-data '
 	run -0 tab 'fstitch-mount --options=errors=rem'
 	assert_output 'line: fstitch-mount --options=errors=remount-ro '
 	run -0 tab 'fstitch-mount -o ro,cons'

@@ -515,8 +515,8 @@ crash_state_usable() {
 	sum=$(file_sum "$IMG")
 	run -64 --separate-stderr "$MOUNT" -f -o cache=abc "$IMG" "$MNT" 3>&-
 	assert_equal "$stderr" "fstitch-mount: bad value for option 'cache': 'abc'"
-	run -64 --separate-stderr "$MOUNT" -f -o consistency=journal "$IMG" "$MNT" 3>&-
-	assert_equal "$stderr" "fstitch-mount: bad value for option 'consistency': 'journal'"
+	run -64 --separate-stderr "$MOUNT" -f -o consistency=ordered "$IMG" "$MNT" 3>&-
+	assert_equal "$stderr" "fstitch-mount: bad value for option 'consistency': 'ordered'"
 	# a cache beyond physical memory (this machine has less than 1 TiB)
 	mem_kib=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
 	if [ "$mem_kib" -lt $((1 << 30)) ]; then

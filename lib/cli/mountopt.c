@@ -60,7 +60,10 @@ void mountopt_free(struct mountopt *mo)
 
 const char *mountopt_consistency_name(enum consistency c)
 {
-	return c == CONSISTENCY_NONE ? "none" : "softupdates";
+	return c == CONSISTENCY_NONE	       ? "none"
+	       : c == CONSISTENCY_JOURNAL      ? "journal"
+	       : c == CONSISTENCY_JOURNAL_DATA ? "journal-data"
+					       : "softupdates";
 }
 
 int mountopt_parse_size(const char *s, uint64_t *out)
@@ -155,6 +158,10 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 			mo->consistency = CONSISTENCY_SOFTUPDATES;
 		else if (strcmp(val, "none") == 0)
 			mo->consistency = CONSISTENCY_NONE;
+		else if (strcmp(val, "journal") == 0)
+			mo->consistency = CONSISTENCY_JOURNAL;
+		else if (strcmp(val, "journal-data") == 0)
+			mo->consistency = CONSISTENCY_JOURNAL_DATA;
 		else
 			goto bad_value;
 		return 0;
@@ -198,6 +205,14 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 			return -EINVAL;
 		}
 		mo->cache_bytes = size;
+		return 0;
+	}
+	if (strcmp(opt, "commit") == 0) {
+		if (!val)
+			goto need_value;
+		if (mountopt_parse_seconds(val, &ms) < 0)
+			goto bad_value;
+		mo->commit_ms = ms;
 		return 0;
 	}
 	if (strcmp(opt, "flush_interval") == 0) {

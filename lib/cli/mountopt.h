@@ -28,6 +28,7 @@ struct mountopt {
 	enum e2_rename_order rename_order; /* rename_order=; default all */
 	uint64_t cache_bytes;         /* 0: the library's default */
 	unsigned flush_interval_ms;   /* 0: the library's default */
+	unsigned commit_ms;           /* commit=SECONDS (journal modes); 0: 5 s */
 	bool readonly;
 	bool debug;                   /* "debug" given as -o debug */
 	bool has_fsname;              /* the user chose fsname= */

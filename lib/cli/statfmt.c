@@ -46,6 +46,8 @@ static const char *consistency_name(uint32_t c)
 {
 	return c == CONSISTENCY_SOFTUPDATES ? "softupdates"
 	       : c == CONSISTENCY_NONE	    ? "none"
+	       : c == CONSISTENCY_JOURNAL    ? "journal"
+	       : c == CONSISTENCY_JOURNAL_DATA ? "journal-data"
 					    : "unknown";
 }
 

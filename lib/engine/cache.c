@@ -40,6 +40,15 @@ void cache_unlock(struct cache *c, bool taken)
 	pthread_mutex_unlock(&c->lock);
 }
 
+void cache_set_txn(struct cache *c, struct cache_txn *t)
+{
+	bool taken;
+
+	cache_lock(c, &taken);
+	c->txn = t;
+	cache_unlock(c, taken);
+}
+
 bool cache_reentered(const struct cache *c)
 {
 	return tls_held == c && tls_depth > 0;
@@ -480,8 +489,7 @@ int cache_create(struct bdev *dev, const struct cache_opts *opts, struct cache *
 		c->opts.flush_interval_ms = 5000;
 	if (c->opts.round_max_blocks == 0)
 		c->opts.round_max_blocks = 4096;
-	if (c->opts.consistency != CONSISTENCY_SOFTUPDATES &&
-	    c->opts.consistency != CONSISTENCY_NONE) {
+	if (c->opts.consistency > CONSISTENCY_JOURNAL_DATA) {
 		free(c);
 		return -EINVAL;
 	}
@@ -532,6 +540,7 @@ void cache_destroy(struct cache *c)
 	free(c->r_roll);
 	free(c->r_settle);
 	free(c->work);
+	free(c->unholds);
 	pthread_cond_destroy(&c->io_cond);
 	pthread_cond_destroy(&c->round_cond);
 	pthread_cond_destroy(&c->flush_cond);

@@ -34,6 +34,10 @@ struct patch;
 enum consistency {
 	CONSISTENCY_SOFTUPDATES = 0, /* dependencies are honoured */
 	CONSISTENCY_NONE = 1,        /* dependencies are ignored: no ordering */
+	/* The JBD2 journal modes (the file system runs the transactions
+	 * through cache_set_txn(); to the engine they are softupdates). */
+	CONSISTENCY_JOURNAL = 2,      /* metadata journaling, data ordered */
+	CONSISTENCY_JOURNAL_DATA = 3, /* every block journaled */
 };
 
 struct cache_opts {
@@ -141,6 +145,28 @@ int patch_add_depend(struct cache *c, struct patch *after, struct patch *before)
 int patch_create_empty_held(struct cache *c, struct patch *const *deps, size_t ndeps,
 			    struct patch **out);
 void patch_unhold(struct cache *c, struct patch *p);
+
+/* Let the held patch `hold` go once p is durable (at once if it is).  The
+ * caller keeps references to both until p is committed. */
+int patch_unhold_after(struct cache *c, struct patch *hold, struct patch *p);
+
+/* An empty patch over every change pending now on the blocks blknos[0..n)
+ * (a block not cached has none).  out is required. */
+int patch_create_empty_blocks(struct cache *c, const uint64_t *blknos, size_t n,
+			      struct patch **out);
+
+/* A running transaction (the journal modes).  join() is asked, for every
+ * byte or bit change of block blkno made after cache_set_txn(), whether
+ * the change joins the running transaction: it returns the transaction's
+ * held empty patch, which the change then depends on, or NULL.  pinned
+ * says whether the change already waits for a held patch.  outside() is
+ * told which patch carries a change that did not join.  Both run under
+ * the cache lock and may call only patch_retain().  NULL: none. */
+struct cache_txn {
+	struct patch *(*join)(struct cache_txn *t, uint64_t blkno, bool pinned);
+	void (*outside)(struct cache_txn *t, struct patch *p);
+};
+void cache_set_txn(struct cache *c, struct cache_txn *t);
 
 /* Take another reference: only while holding one, or in a scope callback. */
 void patch_retain(struct patch *p);

@@ -48,6 +48,8 @@ enum patch_flags {
 				* cleared: only used to be careful) */
 	PF_AFTV = 1 << 9,      /* afters are in aft.v (else aft.one) */
 	PF_INSET = 1 << 10,    /* scratch: in the dependency set being built */
+	PF_UNHOLDS = 1 << 11,  /* lets a held patch go when committed
+				* (patch_unhold_after) */
 	PF_WRITTEN = 1 << 6,   /* written in a round whose barrier failed: it
 				* may be on disk, so it must never gain a
 				* dependency (no soft merge into it) */
@@ -189,6 +191,12 @@ struct cache {
 	} *dretry;                    /* blocks to try discarding again */
 	uint64_t changes;             /* changes made (generation numbers) */
 	size_t ndretry, cdretry;
+
+	struct cache_txn *txn;        /* running transaction, or NULL */
+	struct unhold {
+		struct patch *hold, *after;
+	} *unholds;                   /* patch_unhold_after() pairs */
+	size_t nunholds, cunholds;
 
 	pthread_t flusher;
 	bool flusher_running, flusher_stop, flusher_kick;

@@ -248,6 +248,34 @@ static int work_push(struct cache *c, struct patch *p)
 	return 0;
 }
 
+/* Let h go; queued: within a commit, whose loop commits it. */
+static void unhold_locked(struct cache *c, struct patch *h, bool queued)
+{
+	if (!(h->flags & PF_HELD))
+		return;
+	h->flags &= ~PF_HELD;
+	if ((h->flags & PF_COMMITTED) || !is_root(h))
+		return;
+	if (!queued || work_push(c, h))
+		patch_commit(c, h);
+}
+
+/* p committed: let go what waited for it to be (patch_unhold_after). */
+static void fire_unholds(struct cache *c, struct patch *p)
+{
+	for (size_t i = 0; i < c->nunholds;) {
+		if (c->unholds[i].after == p) {
+			struct patch *h = c->unholds[i].hold;
+
+			c->unholds[i] = c->unholds[--c->nunholds];
+			unhold_locked(c, h, true);
+		} else {
+			i++;
+		}
+	}
+	p->flags &= ~PF_UNHOLDS;
+}
+
 /* Mark p committed and release what waits for it.  A block patch stays on
  * its block's list (which is singly linked) until the round prunes it. */
 void commit_one(struct cache *c, struct patch *p)
@@ -290,6 +318,8 @@ void commit_one(struct cache *c, struct patch *p)
 		}
 	}
 	free_afters(c, p);
+	if (p->flags & PF_UNHOLDS)
+		fire_unholds(c, p);
 	if (!b && __atomic_load_n(&p->refs, __ATOMIC_ACQUIRE) == 0)
 		patch_free(c, p);
 }
@@ -568,7 +598,7 @@ static int make_change(struct cache *c, struct cblock *b, enum patch_type type, 
 	struct depset ds, ov;
 	size_t nsdeps = 0, i;
 	enum merge how = NO_MERGE;
-	bool taken, pinned = false;
+	bool taken, pinned = false, joined = false;
 	int err = 0;
 
 	depset_init(&ds);
@@ -632,6 +662,17 @@ static int make_change(struct cache *c, struct cblock *b, enum patch_type type, 
 	for (i = 0; i < ds.n; i++)
 		if (ds.v[i]->flags & (PF_HELD | PF_PINNED))
 			pinned = true;
+	if (c->txn) {
+		struct patch *h = c->txn->join(c->txn, b->blkno, pinned);
+
+		if (h && !(h->flags & PF_COMMITTED)) {
+			joined = true;
+			err = depset_add(&ds, h);
+			if (err)
+				goto out;
+			pinned = true;
+		}
+	}
 collected:
 	if (ds.n == 0) {
 		if (b->hard && !(b->hard->flags & PF_INFLIGHT)) {
@@ -699,6 +740,8 @@ collected:
 		goto out;
 	apply_change(b, type, off, len, data, mask);
 done:
+	if (c->txn && !joined && c->txn->outside)
+		c->txn->outside(c->txn, res);
 	if (scope && scope->created)
 		scope->created(scope, res);
 	if (out) {
@@ -818,6 +861,85 @@ void patch_unhold(struct cache *c, struct patch *p)
 			patch_commit(c, p);
 	}
 	cache_unlock(c, taken);
+}
+
+int patch_unhold_after(struct cache *c, struct patch *hold, struct patch *p)
+{
+	bool taken;
+	int err = 0;
+
+	if (!c || !hold || !p)
+		return -EINVAL;
+	cache_lock(c, &taken);
+	if (p->flags & PF_COMMITTED) {
+		unhold_locked(c, hold, false);
+		goto out;
+	}
+	if (c->nunholds == c->cunholds) {
+		size_t cap = c->cunholds ? c->cunholds * 2 : 16;
+		struct unhold *v = realloc(c->unholds, cap * sizeof(*v));
+
+		if (!v) {
+			err = -ENOMEM;
+			goto out;
+		}
+		c->unholds = v;
+		c->cunholds = cap;
+	}
+	c->unholds[c->nunholds].hold = hold;
+	c->unholds[c->nunholds++].after = p;
+	p->flags |= PF_UNHOLDS;
+out:
+	cache_unlock(c, taken);
+	return err;
+}
+
+int patch_create_empty_blocks(struct cache *c, const uint64_t *blknos, size_t n,
+			      struct patch **out)
+{
+	struct depset ds;
+	struct patch *p = NULL;
+	bool taken;
+	size_t i;
+	int err = 0;
+
+	if (!c || !out)
+		return -EINVAL;
+	depset_init(&ds);
+	cache_lock(c, &taken);
+	for (i = 0; i < n && !err; i++) {
+		struct cblock *b = cache_find_locked(c, blknos[i]);
+
+		for (struct patch *q = b ? b->phead : NULL; q && !err; q = q->bnext)
+			if (!(q->flags & PF_COMMITTED))
+				err = depset_add(&ds, q);
+	}
+	if (err)
+		goto out;
+	p = patch_alloc(c, PT_EMPTY);
+	if (!p) {
+		err = -ENOMEM;
+		goto out;
+	}
+	err = reserve_all(c, &ds, p);
+	if (err) {
+		patch_free(c, p);
+		goto out;
+	}
+	c->st.patches_created++;
+	p->refs = 1;
+	for (i = 0; i < ds.n; i++) {
+		add_edge(ds.v[i], p);
+		if (ds.v[i]->flags & (PF_HELD | PF_PINNED))
+			p->flags |= PF_PINNED;
+	}
+	if (is_root(p))
+		patch_commit(c, p);
+	*out = p;
+out:
+	depset_done(&ds);
+	cache_unlock(c, taken);
+	return err;
 }
 
 int patch_add_depend(struct cache *c, struct patch *after, struct patch *before)

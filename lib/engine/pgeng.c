@@ -54,6 +54,8 @@ struct pgeng {
 	struct pg_group *closing, *closing_tail;
 	size_t nclosing;
 	atomic_uint_least64_t lost; /* edges the engine refused, ever */
+	int (*sync_fn)(void *arg);  /* pgeng_set_sync_hook() */
+	void *sync_arg;
 };
 
 int pgeng_create(struct cache *c, struct pgeng **out)
@@ -191,6 +193,14 @@ static struct uidcount *uid_slot(struct pgeng *e, uid_t uid, bool make)
 	e->uc[e->nuc].uid = uid;
 	e->uc[e->nuc].n = 0;
 	return &e->uc[e->nuc++];
+}
+
+void pgeng_set_sync_hook(struct pgeng *e, int (*fn)(void *arg), void *arg)
+{
+	pthread_mutex_lock(&e->lock);
+	e->sync_fn = fn;
+	e->sync_arg = arg;
+	pthread_mutex_unlock(&e->lock);
 }
 
 void pgeng_set_uid_limit(struct pgeng *e, size_t limit)
@@ -517,6 +527,14 @@ int pgeng_sync(struct pgeng *e, int64_t id, uid_t uid)
 	}
 out:
 	pthread_mutex_unlock(&e->lock);
+	if (r == 0 && nw && e->sync_fn) {
+		/* a journal: everything made so far is durable with one commit */
+		r = e->sync_fn(e->sync_arg);
+		for (i = 0; i < nw; i++)
+			patch_release(e->c, wait[i]);
+		free(wait);
+		return r;
+	}
 	for (i = 0; i < nw; i++) {
 		if (r == 0 && !patch_committed(wait[i])) {
 			r2 = cache_sync_patch(e->c, wait[i]);

@@ -78,6 +78,10 @@ void pgeng_destroy(struct pgeng *e);
 
 /* A new open group owned by uid; *id > 0, never reused by this engine. */
 int pgeng_group_create(struct pgeng *e, uid_t owner, int64_t *id);
+/* A file system that journals makes everything done so far durable with
+ * one commit: pgeng_sync() then calls fn (without the engine lock) instead
+ * of waiting for the group's patches themselves.  NULL: none. */
+void pgeng_set_sync_hook(struct pgeng *e, int (*fn)(void *arg), void *arg);
 /* Change the per-user bound (tests); 0 restores PG_UID_GROUPS. */
 void pgeng_set_uid_limit(struct pgeng *e, size_t limit);
 /* after's changes reach disk only after all of before's (and, through its

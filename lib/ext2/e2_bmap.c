@@ -746,8 +746,10 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 		if (r)
 			break;
 		if (pblk) {
+			fs->jdata = !dir;
 			r = e2_patch(fs, pblk, boff, len, (const uint8_t *)buf + (pos - off), extra,
 				     &p);
+			fs->jdata = false;
 			if (r)
 				break;
 			e2_isync_add(fs, ip, p);
@@ -766,7 +768,9 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 			break;
 		memset(tmp, 0, fs->bs);
 		memcpy(tmp + boff, (const uint8_t *)buf + (pos - off), len);
+		fs->jdata = !dir;
 		r = e2_block_init(fs, pblk, tmp, extra, &p);
+		fs->jdata = false;
 		if (r) {
 			e2_bfree(fs, pblk, NULL);
 			patch_release(fs->c, bit);
@@ -1188,7 +1192,9 @@ int e2_truncate_locked(struct e2fs *fs, struct e2_inode *ip, uint64_t size)
 
 			/* Later growth must read zeros here, also after a
 			 * crash: every later size increase depends on this. */
+			fs->jdata = !e2_idir(ip);
 			r = e2_patch(fs, pblk, boff, fs->bs - boff, fs->wzero, NULL, &zp);
+			fs->jdata = false;
 			if (r)
 				return r;
 			patch_release(fs->c, ip->tailz);

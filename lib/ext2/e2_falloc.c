@@ -221,7 +221,9 @@ static int zero_part(struct e2fs *fs, struct e2_inode *ip, uint64_t a, uint64_t 
 	r = e2_bmap(fs, ip, a / fs->bs, &pblk);
 	if (r || !pblk)
 		return r;
+	fs->jdata = true;
 	r = e2_patch(fs, pblk, (uint32_t)(a % fs->bs), (uint32_t)(b - a), fs->wzero, NULL, &p);
+	fs->jdata = false;
 	if (r)
 		return r;
 	e2_isync_add(fs, ip, p);

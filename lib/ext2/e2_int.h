@@ -171,6 +171,11 @@ struct e2fs {
 	uint32_t sb_blk, sb_off; /* where the primary superblock lives */
 	bool filetype, sparse;
 	struct e2_recovery recovery; /* what the open did with the journal */
+	uint64_t *jmap;	  /* journal block -> device block (has_journal) */
+	uint32_t jmapn;
+	struct e2_jw *jw; /* the journal writer (consistency=journal*) */
+	bool jdata;	  /* a file data change is being made (the writer
+			   * may leave it out of the transaction) */
 	struct e2_group *g;
 	uint64_t free_blocks, free_inodes;
 
@@ -208,6 +213,25 @@ uint32_t e2_now(void);
  * (fs->g loaded, nothing cached that a replay could change); 1 if the log
  * was replayed (the open must read the superblock again). */
 int e2_journal_setup(struct e2fs *fs, struct e2_recovery *rec);
+
+/* e2_jwrite.c: the journal writer (consistency=journal, journal-data).
+ * Called with fs->lock held unless said otherwise. */
+/* Start it after the mount's own writes (0 in the other modes). */
+int e2_jw_start(struct e2fs *fs);
+/* Commit the running transaction; *out (if not NULL) gets a reference to
+ * the newest commit block patch (NULL if nothing was ever committed). */
+int e2_jcommit(struct e2fs *fs, struct patch **out);
+/* Without fs->lock: commit and wait until the commit is durable. */
+int e2_jsync(struct e2fs *fs);
+/* Commit and write everything home. */
+int e2_jflush_locked(struct e2fs *fs);
+/* Stop the timer; clean: flush, empty the log, clear needs_recovery. */
+int e2_jstop(struct e2fs *fs, bool clean);
+/* Free the writer (without fs->lock). */
+void e2_jfree(struct e2fs *fs);
+/* Write s_feature_incompat from fs->sb (the writer's own change). */
+int e2_sb_write_incompat(struct e2fs *fs, struct patch **out);
+int e2_sb_write_incompat_after(struct e2fs *fs, struct patch *dep);
 
 /* e2_deps.c */
 int e2_deps_add(struct e2_deps *d, struct patch *p);	/* takes p's ref */

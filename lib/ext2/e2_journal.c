@@ -204,6 +204,12 @@ int e2_journal_setup(struct e2fs *fs, struct e2_recovery *rec)
 			e2_set_open_error("the journal holds transactions but the file system "
 					  "is not marked needs_recovery (run e2fsck)");
 			r = -EUCLEAN;
+		} else if (!fs->mounted_ro) {
+			/* kept for the writer (consistency=journal*) */
+			free(fs->jmap);
+			fs->jmap = map;
+			fs->jmapn = n;
+			map = NULL;
 		}
 		goto out;
 	}

@@ -402,6 +402,25 @@ int e2_sb_write_counts(struct e2fs *fs)
 	return sb_write(fs, SB_RANGE(s_free_blocks_count, s_free_inodes_count), NULL);
 }
 
+int e2_sb_write_incompat(struct e2fs *fs, struct patch **out)
+{
+	return sb_write(fs, SB_RANGE(s_feature_incompat, s_feature_incompat), out);
+}
+
+int e2_sb_write_incompat_after(struct e2fs *fs, struct patch *dep)
+{
+	struct e2_deps d = {0};
+	int r = e2_deps_add(&d, dep);
+
+	if (!r)
+		r = e2_patch(fs, fs->sb_blk,
+			     fs->sb_off +
+				 (uint32_t)offsetof(struct ext2_super_block, s_feature_incompat),
+			     4, &fs->sb.s_feature_incompat, &d, NULL);
+	free(d.p);
+	return r;
+}
+
 int e2_gd_write(struct e2fs *fs, uint32_t g)
 {
 	uint32_t per = fs->bs / sizeof(struct ext2_group_desc);
@@ -499,6 +518,10 @@ static int mount_rw(struct e2fs *fs)
 
 static void fs_free(struct e2fs *fs)
 {
+	if (fs->c)
+		e2_jfree(fs);
+	free(fs->jmap);
+	fs->jmap = NULL;
 	if (fs->c) {
 		e2_order_destroy(fs);
 		for (unsigned i = 0; i < fs->nparked; i++)
@@ -673,6 +696,11 @@ int e2_open_bdev(struct bdev *dev, const struct e2_opts *opts, struct e2fs **out
 			goto fail;
 		}
 	}
+	if (!fs->ro) {
+		r = e2_jw_start(fs);
+		if (r)
+			goto fail;
+	}
 	if (!opts->no_flusher) {
 		r = cache_start_flusher(fs->c);
 		if (r) {
@@ -761,7 +789,7 @@ int e2_close(struct e2fs *fs)
 		r2 = fs->ro ? 0 : e2_dfree_all(fs);
 		if (!r)
 			r = r2;
-		r2 = cache_sync(fs->c);
+		r2 = fs->jw ? e2_jflush_locked(fs) : cache_sync(fs->c);
 		if (!r)
 			r = r2;
 		if (!r) {
@@ -774,10 +802,15 @@ int e2_close(struct e2fs *fs)
 				r = sb_write(fs, SB_RANGE(s_wtime, s_wtime), NULL);
 			if (!r)
 				r = sb_write(fs, SB_RANGE(s_state, s_state), NULL);
-			r2 = cache_sync(fs->c);
+			r2 = fs->jw ? e2_jflush_locked(fs) : cache_sync(fs->c);
 			if (!r)
 				r = r2;
 		}
+	}
+	if (fs->jw) {
+		r2 = e2_jstop(fs, !r && !fs->ro);
+		if (!r)
+			r = r2;
 	}
 	pthread_mutex_unlock(&fs->lock);
 	cache_stop_flusher(fs->c);
@@ -854,6 +887,9 @@ int e2_sync(struct e2fs *fs)
 	pthread_mutex_unlock(&fs->lock);
 	if (r)
 		return r;
+	/* Journal modes: durable in the log is durable. */
+	if (fs->jw)
+		return e2_jsync(fs);
 	/* Not under fs->lock: other operations go on while rounds are written. */
 	return cache_sync(fs->c);
 }
@@ -868,6 +904,8 @@ int e2_fsync(struct e2fs *fs, uint32_t ino, bool datasync)
 	int r;
 
 	(void)datasync;
+	if (fs->jw && !fs->ro)
+		return e2_jsync(fs); /* one commit, whatever the depth */
 	if (fs->ro)
 		return e2_sync(fs);
 	if (fs->opts.consistency == CONSISTENCY_NONE)

@@ -452,6 +452,8 @@ int pgsrv_create(struct e2fs *fs, const char *mountpoint, const char *sockpath,
 	r = pgeng_create(srv->c, &srv->eng);
 	if (r < 0)
 		goto fail;
+	if (e2_journaling(fs))
+		pgeng_set_sync_hook(srv->eng, e2_commit_sync_cb, fs);
 	r = scope_tab_create(NULL, true, on_exit_cb, srv, &srv->scopes);
 	if (r < 0)
 		goto fail_eng;

@@ -54,10 +54,24 @@ static void test_consistency(void **state)
 	assert_int_equal(mo.consistency, CONSISTENCY_SOFTUPDATES);
 	mountopt_free(&mo);
 
-	assert_int_equal(parse(&mo, "consistency=journal", &err), -EINVAL);
+	assert_int_equal(parse(&mo, "consistency=journal,commit=2.5", &err), 0);
+	assert_int_equal(mo.consistency, CONSISTENCY_JOURNAL);
+	assert_int_equal(mo.commit_ms, 2500);
+	assert_string_equal(mountopt_consistency_name(mo.consistency), "journal");
+	mountopt_free(&mo);
+	assert_int_equal(parse(&mo, "consistency=journal-data", &err), 0);
+	assert_int_equal(mo.consistency, CONSISTENCY_JOURNAL_DATA);
+	assert_string_equal(mountopt_consistency_name(mo.consistency), "journal-data");
+	mountopt_free(&mo);
+
+	assert_int_equal(parse(&mo, "consistency=ordered", &err), -EINVAL);
 	assert_int_equal(err.kind, MOUNTOPT_BAD_VALUE);
 	assert_string_equal(err.name, "consistency");
-	assert_string_equal(err.value, "journal");
+	assert_string_equal(err.value, "ordered");
+	mountopt_free(&mo);
+
+	assert_int_equal(parse(&mo, "commit=soon", &err), -EINVAL);
+	assert_int_equal(err.kind, MOUNTOPT_BAD_VALUE);
 	mountopt_free(&mo);
 
 	assert_int_equal(parse(&mo, "consistency", &err), -EINVAL);

@@ -1,0 +1,766 @@
+/* ext2: the JBD2 journal writer, -o consistency=journal and journal-data
+ * (design.md §3, "Journal writer").
+ *
+ * Transactions are patches and dependencies, not a write path of their own:
+ *
+ *  - the running transaction is a held empty patch H that every change of
+ *    the file system joins (the engine asks join() for each change): every
+ *    metadata change, and under journal-data every change.  Under journal a
+ *    data change joins only when it already waits for a held patch (it
+ *    depends on a change of a transaction: a reused block waiting for its
+ *    free) or its block has a copy in the live log (a replay would
+ *    overwrite it); the others are "ordered": the commit waits for them;
+ *  - a commit writes, on the next journal blocks, descriptor blocks and a
+ *    copy of each block of the transaction as the cache holds it (no
+ *    change of the next transaction exists yet: commits run under the file
+ *    system's lock), then a commit block that depends on all of them, on
+ *    the ordered data, on the previous commit and on the journal
+ *    superblock's latest update.  H is let go once the commit block is
+ *    durable, so the transaction's changes reach their homes only after it
+ *    (the checkpoint);
+ *  - T, an empty patch over every change pending on the transaction's
+ *    blocks at commit, is durable once the checkpoint is; the journal
+ *    superblock's s_start moves past a transaction (at a later commit)
+ *    only then, and log space is reused only after that move is durable;
+ *  - needs_recovery is set in the superblock before the first log block is
+ *    written, and cleared at a clean unmount after the last checkpoint and
+ *    s_start = 0.
+ * No revoke records are needed: a block with a copy in the live log is
+ * never written in place outside a transaction. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "e2_int.h"
+#include "journal/jbd2.h"
+#include "util/bytes.h"
+#include "util/grow.h"
+
+#define JSB_SEQUENCE 0x18
+#define JSB_START    0x1c
+#define JSB_COMPAT   0x24
+#define JSB_INCOMPAT 0x28
+#define JSB_UUID     0x30
+
+struct jtxn {
+	uint32_t tid;
+	uint32_t start, len; /* journal blocks [start, start+len), wrapping */
+	struct patch *hold, *commit, *tail;
+};
+
+struct jent {
+	uint64_t blk; /* 0: empty slot (block 0 is never journaled) */
+	uint32_t run; /* running transaction that has it (+1), or 0 */
+	uint32_t log; /* last transaction with a copy of it */
+	bool logged;
+};
+
+struct e2_jw {
+	struct cache_txn ops; /* first: the engine hands it back */
+	struct e2fs *fs;
+	bool data_all; /* journal-data */
+	uint64_t *map;
+	uint32_t nmap, first, maxlen, tagsz;
+	bool b64;
+	uint8_t jsb[1024];
+	uint32_t disk_start, disk_seq; /* as the latest jsb patch sets them */
+	struct patch *jsbp;
+	struct patch *recover; /* needs_recovery set */
+	bool recover_set;
+	bool own;     /* the writer's own changes join nothing */
+	bool wrapped; /* the head went round the log once */
+	uint32_t head;
+	uint32_t tid;
+	struct patch *hold;
+	uint64_t *run; /* blocks of the running transaction */
+	size_t nrun, caprun;
+	struct patch **ord; /* ordered data changes */
+	size_t nord, capord;
+	bool broken;	     /* out of memory in a hook */
+	bool debug_nocopies; /* FSTITCH_JOURNAL_DEBUG=nocopies */
+	struct jent *tab;
+	size_t tabsize, tabcount;
+	struct jtxn *live; /* committed, not out of the log, oldest first */
+	size_t nlive, caplive;
+	struct patch *last_commit;
+	uint32_t quarter; /* blocks at which a commit is asked for */
+	/* the commit timer */
+	pthread_t thread;
+	bool thread_on, stop, kick;
+	pthread_mutex_t tmu;
+	pthread_cond_t tcond;
+	unsigned commit_ms;
+	/* counters */
+	uint64_t commits, logged_blocks, ordered_total;
+};
+
+static uint64_t hash64(uint64_t k)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	return k;
+}
+
+static struct jent *tab_find(struct e2_jw *jw, uint64_t blk, bool add)
+{
+	size_t mask, i;
+
+	if (add && (jw->tabcount + 1) * 2 > jw->tabsize) {
+		size_t ns = jw->tabsize ? jw->tabsize * 2 : 1024;
+		struct jent *nt = calloc(ns, sizeof(*nt));
+
+		if (!nt)
+			return NULL;
+		for (size_t k = 0; k < jw->tabsize; k++) {
+			struct jent *e = &jw->tab[k];
+
+			if (!e->blk)
+				continue;
+			for (i = hash64(e->blk) & (ns - 1); nt[i].blk; i = (i + 1) & (ns - 1))
+				;
+			nt[i] = *e;
+		}
+		free(jw->tab);
+		jw->tab = nt;
+		jw->tabsize = ns;
+	}
+	if (!jw->tabsize)
+		return NULL;
+	mask = jw->tabsize - 1;
+	for (i = hash64(blk) & mask; jw->tab[i].blk; i = (i + 1) & mask)
+		if (jw->tab[i].blk == blk)
+			return &jw->tab[i];
+	if (!add)
+		return NULL;
+	jw->tab[i].blk = blk;
+	jw->tabcount++;
+	return &jw->tab[i];
+}
+
+static uint32_t oldest_live(const struct e2_jw *jw)
+{
+	return jw->nlive ? jw->live[0].tid : jw->tid;
+}
+
+static void ask_commit(struct e2_jw *jw)
+{
+	pthread_mutex_lock(&jw->tmu);
+	jw->kick = true;
+	pthread_cond_signal(&jw->tcond);
+	pthread_mutex_unlock(&jw->tmu);
+}
+
+/* Under the cache lock (and the file system's, held by the caller that
+ * makes the change). */
+static struct patch *jw_join(struct cache_txn *t, uint64_t blkno, bool pinned)
+{
+	struct e2_jw *jw = (struct e2_jw *)t;
+	struct jent *e;
+
+	if (jw->own || !jw->hold)
+		return NULL;
+	if (!jw->data_all && jw->fs->jdata && !pinned) {
+		e = tab_find(jw, blkno, false);
+		if (!e || (e->run != jw->tid + 1 &&
+			   !(e->logged && (int32_t)(e->log - oldest_live(jw)) >= 0)))
+			return NULL;
+	}
+	e = tab_find(jw, blkno, true);
+	if (!e) {
+		jw->broken = true;
+		return jw->hold;
+	}
+	if (e->run != jw->tid + 1) {
+		if (GROW(&jw->run, &jw->caprun, jw->nrun + 1, 64)) {
+			jw->broken = true;
+			return jw->hold;
+		}
+		e->run = jw->tid + 1;
+		jw->run[jw->nrun++] = blkno;
+		if (jw->nrun == jw->quarter)
+			ask_commit(jw);
+	}
+	return jw->hold;
+}
+
+static void jw_outside(struct cache_txn *t, struct patch *p)
+{
+	struct e2_jw *jw = (struct e2_jw *)t;
+
+	if (jw->own || !jw->hold || patch_committed(p))
+		return;
+	if (jw->nord && jw->ord[jw->nord - 1] == p)
+		return;
+	if (GROW(&jw->ord, &jw->capord, jw->nord + 1, 64)) {
+		jw->broken = true;
+		return;
+	}
+	patch_retain(p);
+	jw->ord[jw->nord++] = p;
+	jw->ordered_total++;
+}
+
+static void txn_free(struct e2_jw *jw, struct jtxn *x)
+{
+	patch_release(jw->fs->c, x->hold);
+	patch_release(jw->fs->c, x->commit);
+	patch_release(jw->fs->c, x->tail);
+}
+
+/* Drop the oldest transactions whose checkpoint is durable. */
+static bool retire(struct e2_jw *jw)
+{
+	size_t n = 0;
+
+	while (n < jw->nlive && patch_committed(jw->live[n].tail))
+		txn_free(jw, &jw->live[n++]);
+	if (!n)
+		return false;
+	memmove(jw->live, jw->live + n, (jw->nlive - n) * sizeof(*jw->live));
+	jw->nlive -= n;
+	return true;
+}
+
+static uint32_t log_free(const struct e2_jw *jw)
+{
+	uint32_t size = jw->maxlen - jw->first;
+
+	if (!jw->nlive)
+		return size;
+	return (jw->live[0].start + size - jw->head) % size
+		   ? (jw->live[0].start + size - jw->head) % size
+		   : 0;
+}
+
+static uint32_t advance(const struct e2_jw *jw, uint32_t pos, uint32_t n)
+{
+	uint32_t size = jw->maxlen - jw->first;
+
+	return jw->first + (pos - jw->first + n) % size;
+}
+
+/* Write s_sequence and s_start of the journal superblock (own change). */
+static int jsb_write(struct e2_jw *jw, uint32_t seq, uint32_t start, struct patch *dep)
+{
+	struct e2fs *fs = jw->fs;
+	struct cblock *b;
+	struct patch *p = NULL;
+	int r;
+
+	st_be32(jw->jsb + JSB_SEQUENCE, seq);
+	st_be32(jw->jsb + JSB_START, start);
+	r = cache_get(fs->c, jw->map[0], &b);
+	if (r)
+		return e2_err(fs, r, "cannot read the journal superblock");
+	r = patch_create_byte(fs->c, b, JSB_SEQUENCE, 8, jw->jsb + JSB_SEQUENCE, dep ? &dep : NULL,
+			      dep ? 1 : 0, NULL, &p);
+	cache_put(fs->c, b);
+	if (r)
+		return r;
+	patch_release(fs->c, jw->jsbp);
+	jw->jsbp = p;
+	jw->disk_seq = seq;
+	jw->disk_start = start;
+	return 0;
+}
+
+/* A whole journal block (own change) after deps. */
+static int jblock_write(struct e2_jw *jw, uint32_t pos, const uint8_t *data, struct patch **deps,
+			size_t nd, struct patch **out)
+{
+	struct e2fs *fs = jw->fs;
+	struct cblock *b;
+	int r;
+
+	r = cache_get_new(fs->c, jw->map[pos], &b);
+	if (r)
+		return e2_err(fs, r, "cannot get journal block %u", pos);
+	r = patch_create_byte(fs->c, b, 0, fs->bs, data, deps, nd, NULL, out);
+	cache_put(fs->c, b);
+	return r;
+}
+
+static void hdr(uint8_t *b, uint32_t type, uint32_t tid)
+{
+	st_be32(b, JBD2_MAGIC);
+	st_be32(b + 4, type);
+	st_be32(b + 8, tid);
+}
+
+static int commit_locked(struct e2_jw *jw)
+{
+	struct e2fs *fs = jw->fs;
+	uint32_t bs = fs->bs, per, ndesc, need, pos, start;
+	struct e2_deps cdeps = {0};
+	struct patch *base[2], *p = NULL, *tail = NULL, *nh = NULL;
+	uint8_t *desc = NULL, *copy = NULL;
+	size_t nbase = 0, i, k;
+	int r = 0;
+
+	if (jw->broken)
+		return e2_err(fs, -ENOMEM, "journal: out of memory tracking a transaction");
+	if (!jw->nrun && !jw->nord)
+		return 0;
+	/* What ext2 leaves for a sync goes in too: replaced indirect blocks
+	 * freed and the superblock's free counts, so that the transaction
+	 * leaves nothing for e2fsck to find. */
+	r = e2_dfree_all(fs);
+	if (!r)
+		r = e2_sb_write_counts(fs);
+	if (r)
+		return r;
+	jw->own = true;
+	/* tags of one descriptor: its header, the tags, one UUID */
+	per = (bs - 12 - 16) / jw->tagsz;
+	ndesc = (uint32_t)((jw->nrun + per - 1) / per);
+	need = (uint32_t)jw->nrun + ndesc + 1;
+	if (need + 1 > jw->maxlen - jw->first) {
+		r = e2_err(fs, -ENOSPC, "journal: a transaction of %zu blocks does not fit the log",
+			   jw->nrun);
+		goto out;
+	}
+	retire(jw);
+	while (log_free(jw) < need + 1) {
+		/* Wait for the oldest transaction's checkpoint (rounds do not
+		 * need the file system's lock). */
+		r = cache_sync_patch(fs->c, jw->live[0].tail);
+		if (r) {
+			r = e2_err(fs, r, "journal: cannot checkpoint transaction %u",
+				   jw->live[0].tid);
+			goto out;
+		}
+		retire(jw);
+	}
+	if (!jw->recover_set) {
+		fs->sb.s_feature_incompat =
+		    htole32(le32toh(fs->sb.s_feature_incompat) | EXT3_FEATURE_INCOMPAT_RECOVER);
+		r = e2_sb_write_incompat(fs, &jw->recover);
+		if (r)
+			goto out;
+		jw->recover_set = true;
+	}
+	/* s_start may name a transaction only once needs_recovery is on disk:
+	 * a log to replay on a file system not marked is an error to e2fsck. */
+	start = jw->nlive ? jw->live[0].start : jw->head;
+	if (start != jw->disk_start || oldest_live(jw) != jw->disk_seq) {
+		r = jsb_write(jw, oldest_live(jw), start, jw->recover);
+		if (r)
+			goto out;
+	}
+	if (jw->recover && !patch_committed(jw->recover))
+		base[nbase++] = jw->recover;
+	if (jw->head - jw->first + need >= jw->maxlen - jw->first)
+		jw->wrapped = true;
+	/* Reused log space: only once the move of s_start past it is durable. */
+	if (jw->wrapped && jw->jsbp && !patch_committed(jw->jsbp))
+		base[nbase++] = jw->jsbp;
+	desc = calloc(1, bs);
+	copy = malloc(bs);
+	r = -ENOMEM;
+	if (!desc || !copy)
+		goto out;
+	pos = jw->head;
+	for (i = 0; i < jw->nrun; i += per) {
+		uint32_t dpos = pos, off = 12;
+		size_t end = i + per < jw->nrun ? i + per : jw->nrun;
+
+		memset(desc, 0, bs);
+		hdr(desc, JBD2_DESCRIPTOR_BLOCK, jw->tid);
+		pos = advance(jw, pos, 1);
+		for (k = i; k < end; k++) {
+			uint64_t blk = jw->run[k];
+			uint32_t flags = 0;
+			struct cblock *b;
+
+			r = cache_get(fs->c, blk, &b);
+			if (r) {
+				r = e2_err(fs, r, "journal: cannot read block %llu",
+					   (unsigned long long)blk);
+				goto out;
+			}
+			memcpy(copy, cblock_data(b), bs);
+			cache_put(fs->c, b);
+			if (ld_be32(copy) == JBD2_MAGIC) {
+				memset(copy, 0, 4);
+				flags |= JBD2_FLAG_ESCAPE;
+			}
+			if (k > i)
+				flags |= JBD2_FLAG_SAME_UUID;
+			if (k == end - 1)
+				flags |= JBD2_FLAG_LAST_TAG;
+			st_be32(desc + off, (uint32_t)blk);
+			st_be32(desc + off + 4, flags); /* t_checksum (16) 0, t_flags (16) */
+			if (jw->b64)
+				st_be32(desc + off + 8, (uint32_t)(blk >> 32));
+			off += jw->tagsz;
+			if (k == i) {
+				memcpy(desc + off, jw->jsb + JSB_UUID, 16);
+				off += 16;
+			}
+			r = jblock_write(jw, pos, copy, base, nbase, &p);
+			if (!r)
+				r = e2_deps_add(&cdeps, p);
+			if (r)
+				goto out;
+			p = NULL;
+			pos = advance(jw, pos, 1);
+		}
+		r = jblock_write(jw, dpos, desc, base, nbase, &p);
+		if (!r)
+			r = e2_deps_add(&cdeps, p);
+		if (r)
+			goto out;
+		p = NULL;
+	}
+	/* The commit block. */
+	memset(desc, 0, bs);
+	hdr(desc, JBD2_COMMIT_BLOCK, jw->tid);
+	st_be32(desc + 0x30, 0);
+	st_be32(desc + 0x34, e2_now());
+	for (i = 0; i < jw->nord; i++) {
+		if (!patch_committed(jw->ord[i])) {
+			r = e2_deps_add(&cdeps, jw->ord[i]);
+			if (r)
+				goto out;
+			jw->ord[i] = NULL; /* the reference moves to cdeps */
+		}
+	}
+	for (i = 0; i < nbase; i++)
+		if ((r = e2_deps_addref(&cdeps, base[i])))
+			goto out;
+	if ((r = e2_deps_addref(&cdeps, jw->last_commit)) || (r = e2_deps_addref(&cdeps, jw->jsbp)))
+		goto out;
+	if (!jw->debug_nocopies) {
+		r = jblock_write(jw, pos, desc, cdeps.p, cdeps.n, &p);
+	} else {
+		/* negative control: the commit does not wait for its copies */
+		r = jblock_write(jw, pos, desc, &jw->last_commit, jw->last_commit ? 1 : 0, &p);
+	}
+	if (r)
+		goto out;
+	pos = advance(jw, pos, 1);
+	r = patch_create_empty_blocks(fs->c, jw->run, jw->nrun, &tail);
+	if (!r)
+		r = patch_create_empty_held(fs->c, NULL, 0, &nh);
+	if (!r && GROW(&jw->live, &jw->caplive, jw->nlive + 1, 8))
+		r = -ENOMEM;
+	if (!r)
+		r = patch_unhold_after(fs->c, jw->hold, p);
+	if (r) {
+		patch_release(fs->c, tail);
+		patch_release(fs->c, nh);
+		patch_release(fs->c, p);
+		p = NULL;
+		r = e2_err(fs, r, "journal: cannot commit transaction %u", jw->tid);
+		jw->broken = true;
+		goto out;
+	}
+	jw->live[jw->nlive++] = (struct jtxn){jw->tid, jw->head, need, jw->hold, p, tail};
+	patch_retain(p);
+	patch_release(fs->c, jw->last_commit);
+	jw->last_commit = p;
+	for (i = 0; i < jw->nrun; i++) {
+		struct jent *e = tab_find(jw, jw->run[i], false);
+
+		if (e) {
+			e->run = 0;
+			e->log = jw->tid;
+			e->logged = true;
+		}
+	}
+	jw->commits++;
+	jw->logged_blocks += jw->nrun;
+	jw->head = pos;
+	jw->nrun = 0;
+	/* Open the next transaction: no change can come in between (the
+	 * caller holds the file system's lock). */
+	jw->hold = nh;
+	jw->tid++;
+	r = 0;
+out:
+	for (i = 0; i < jw->nord; i++)
+		patch_release(fs->c, jw->ord[i]);
+	jw->nord = 0;
+	e2_deps_free(fs, &cdeps);
+	patch_release(fs->c, p == jw->last_commit ? NULL : p);
+	free(desc);
+	free(copy);
+	jw->own = false;
+	return r;
+}
+
+/* ---- the commit timer -------------------------------------------------- */
+
+static void *timer_main(void *arg)
+{
+	struct e2_jw *jw = arg;
+	struct timespec ts;
+
+	pthread_mutex_lock(&jw->tmu);
+	while (!jw->stop) {
+		if (!jw->kick) {
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_sec += jw->commit_ms / 1000;
+			ts.tv_nsec += (long)(jw->commit_ms % 1000) * 1000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&jw->tcond, &jw->tmu, &ts);
+			if (jw->stop)
+				break;
+		}
+		jw->kick = false;
+		pthread_mutex_unlock(&jw->tmu);
+		pthread_mutex_lock(&jw->fs->lock);
+		if (!jw->fs->ro)
+			(void)commit_locked(jw);
+		pthread_mutex_unlock(&jw->fs->lock);
+		pthread_mutex_lock(&jw->tmu);
+	}
+	pthread_mutex_unlock(&jw->tmu);
+	return NULL;
+}
+
+/* ---- the interface (e2_int.h) ------------------------------------------- */
+
+int e2_jw_start(struct e2fs *fs)
+{
+	enum consistency mode = fs->opts.consistency;
+	struct e2_jw *jw;
+	uint8_t *b;
+	uint32_t incompat, compat, type;
+	const char *dbg;
+	pthread_condattr_t ca;
+	int r;
+
+	if (mode != CONSISTENCY_JOURNAL && mode != CONSISTENCY_JOURNAL_DATA)
+		return 0;
+	if (!fs->jmap) {
+		e2_set_open_error("consistency=%s needs a file system with a journal "
+				  "(an ext3 image)",
+				  mode == CONSISTENCY_JOURNAL ? "journal" : "journal-data");
+		return -EINVAL;
+	}
+	jw = calloc(1, sizeof(*jw));
+	b = malloc(fs->bs);
+	if (!jw || !b) {
+		free(jw);
+		free(b);
+		return -ENOMEM;
+	}
+	r = bdev_read(fs->dev, fs->jmap[0], 1, b);
+	if (r) {
+		free(jw);
+		free(b);
+		e2_set_open_error("cannot read the journal superblock: %s", strerror(-r));
+		return r;
+	}
+	memcpy(jw->jsb, b, sizeof(jw->jsb));
+	free(b);
+	type = ld_be32(jw->jsb + 4);
+	compat = type == JBD2_SUPERBLOCK_V2 ? ld_be32(jw->jsb + JSB_COMPAT) : 0;
+	incompat = type == JBD2_SUPERBLOCK_V2 ? ld_be32(jw->jsb + JSB_INCOMPAT) : 0;
+	if ((compat & JBD2_FEATURE_COMPAT_CHECKSUM) ||
+	    (incompat & ~(JBD2_FEATURE_INCOMPAT_REVOKE | JBD2_FEATURE_INCOMPAT_64BIT))) {
+		free(jw);
+		e2_set_open_error("consistency=journal: the journal has checksums or features "
+				  "the writer does not support (compat %#x, incompat %#x)",
+				  compat, incompat);
+		return -EOPNOTSUPP;
+	}
+	jw->fs = fs;
+	jw->ops.join = jw_join;
+	jw->ops.outside = jw_outside;
+	jw->data_all = mode == CONSISTENCY_JOURNAL_DATA;
+	jw->map = fs->jmap;
+	jw->nmap = fs->jmapn;
+	jw->first = ld_be32(jw->jsb + 0x14);
+	jw->maxlen = ld_be32(jw->jsb + 0x10);
+	if (jw->maxlen > jw->nmap)
+		jw->maxlen = jw->nmap;
+	jw->b64 = incompat & JBD2_FEATURE_INCOMPAT_64BIT;
+	jw->tagsz = jw->b64 ? 12 : 8;
+	jw->tid = ld_be32(jw->jsb + JSB_SEQUENCE);
+	jw->disk_seq = jw->tid;
+	jw->disk_start = ld_be32(jw->jsb + JSB_START);
+	jw->head = jw->first;
+	jw->quarter = (jw->maxlen - jw->first) / 4;
+	jw->commit_ms = fs->opts.commit_ms ? fs->opts.commit_ms : 5000;
+	dbg = getenv("FSTITCH_JOURNAL_DEBUG");
+	jw->debug_nocopies = dbg && strcmp(dbg, "nocopies") == 0;
+	if (jw->first < 1 || jw->first >= jw->maxlen || jw->disk_start != 0) {
+		free(jw);
+		e2_set_open_error("consistency=journal: bad journal superblock");
+		return -EUCLEAN;
+	}
+	r = patch_create_empty_held(fs->c, NULL, 0, &jw->hold);
+	if (r) {
+		free(jw);
+		return r;
+	}
+	pthread_mutex_init(&jw->tmu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&jw->tcond, &ca);
+	pthread_condattr_destroy(&ca);
+	fs->jw = jw;
+	cache_set_txn(fs->c, &jw->ops);
+	if (!fs->opts.no_flusher) {
+		r = pthread_create(&jw->thread, NULL, timer_main, jw);
+		if (r) {
+			e2_set_open_error("cannot start the commit thread");
+			return -r;
+		}
+		jw->thread_on = true;
+	}
+	return 0;
+}
+
+int e2_jcommit(struct e2fs *fs, struct patch **out)
+{
+	struct e2_jw *jw = fs->jw;
+	int r;
+
+	r = commit_locked(jw);
+	if (!r && out) {
+		*out = jw->last_commit;
+		patch_retain(*out);
+	}
+	return r;
+}
+
+int e2_jsync(struct e2fs *fs)
+{
+	struct patch *c = NULL;
+	int r;
+
+	pthread_mutex_lock(&fs->lock);
+	r = e2_jcommit(fs, &c);
+	pthread_mutex_unlock(&fs->lock);
+	if (!r && c)
+		r = cache_sync_patch(fs->c, c);
+	patch_release(fs->c, c);
+	return r;
+}
+
+bool e2_journaling(const struct e2fs *fs)
+{
+	return fs && fs->jw;
+}
+
+int e2_commit_sync_cb(void *arg)
+{
+	return e2_jsync(arg);
+}
+
+/* Commit and write everything home (the file system's lock held). */
+int e2_jflush_locked(struct e2fs *fs)
+{
+	int r = e2_jcommit(fs, NULL);
+
+	if (!r)
+		r = cache_sync(fs->c);
+	if (!r)
+		retire(fs->jw);
+	return r;
+}
+
+int e2_jstop(struct e2fs *fs, bool clean)
+{
+	struct e2_jw *jw = fs->jw;
+	int r = 0;
+
+	if (!jw)
+		return 0;
+	if (jw->thread_on) {
+		pthread_mutex_lock(&jw->tmu);
+		jw->stop = true;
+		pthread_cond_signal(&jw->tcond);
+		pthread_mutex_unlock(&jw->tmu);
+		pthread_mutex_unlock(&fs->lock);
+		pthread_join(jw->thread, NULL);
+		pthread_mutex_lock(&fs->lock);
+		jw->thread_on = false;
+	}
+	if (clean) {
+		r = e2_jflush_locked(fs);
+		if (!r && jw->nlive)
+			r = -EIO;
+		jw->own = true;
+		if (!r && (jw->disk_start != 0 || jw->disk_seq != jw->tid))
+			r = jsb_write(jw, jw->tid, 0, NULL);
+		if (!r && jw->recover_set) {
+			fs->sb.s_feature_incompat =
+			    htole32(le32toh(fs->sb.s_feature_incompat) &
+				    ~(uint32_t)EXT3_FEATURE_INCOMPAT_RECOVER);
+			r = e2_sb_write_incompat_after(fs, jw->jsbp);
+		}
+		if (!r)
+			r = cache_sync(fs->c);
+		jw->own = false;
+	}
+	return r;
+}
+
+void e2_jfree(struct e2fs *fs)
+{
+	struct e2_jw *jw = fs->jw;
+
+	if (!jw)
+		return;
+	if (jw->thread_on) {
+		pthread_mutex_lock(&jw->tmu);
+		jw->stop = true;
+		pthread_cond_signal(&jw->tcond);
+		pthread_mutex_unlock(&jw->tmu);
+		pthread_join(jw->thread, NULL);
+	}
+	cache_set_txn(fs->c, NULL);
+	for (size_t i = 0; i < jw->nlive; i++)
+		txn_free(jw, &jw->live[i]);
+	for (size_t i = 0; i < jw->nord; i++)
+		patch_release(fs->c, jw->ord[i]);
+	if (jw->hold) {
+		patch_unhold(fs->c, jw->hold);
+		patch_release(fs->c, jw->hold);
+	}
+	patch_release(fs->c, jw->jsbp);
+	patch_release(fs->c, jw->recover);
+	patch_release(fs->c, jw->last_commit);
+	pthread_mutex_destroy(&jw->tmu);
+	pthread_cond_destroy(&jw->tcond);
+	free(jw->run);
+	free(jw->ord);
+	free(jw->tab);
+	free(jw->live);
+	free(jw);
+	fs->jw = NULL;
+}
+
+void e2_jstats(struct e2fs *fs, struct e2_jstats *st)
+{
+	struct e2_jw *jw = fs->jw;
+
+	memset(st, 0, sizeof(*st));
+	if (!jw)
+		return;
+	pthread_mutex_lock(&fs->lock);
+	retire(jw);
+	st->running_tid = jw->tid;
+	st->running_blocks = jw->nrun;
+	st->running_ordered = jw->nord;
+	for (size_t i = 0; i < jw->nlive; i++) {
+		if (patch_committed(jw->live[i].commit))
+			st->checkpointing++;
+		else
+			st->committing++;
+	}
+	st->log_total = jw->maxlen - jw->first;
+	st->log_used = st->log_total - log_free(jw);
+	st->commits = jw->commits;
+	st->logged_blocks = jw->logged_blocks;
+	pthread_mutex_unlock(&fs->lock);
+}

@@ -1,0 +1,252 @@
+#!/usr/bin/env bats
+# The journal writer (consistency=journal and journal-data) under power
+# failure: every crash state of a fixed recording, replayed by e2fsck and by
+# fstitch (byte for byte the same), leaves e2fsck -fn nothing at all to say
+# (design.md §3, "Journal writer").  The same workloads under
+# consistency=none, and with the commit block not waiting for its copies,
+# must fail.
+
+load common
+
+setup() {
+	common_setup
+	[ -x "$FSTITCH_TOOLS/e2tool" ] || {
+		echo "e2tool is not built: $FSTITCH_TOOLS/e2tool missing" >&2
+		return 1
+	}
+	IMG=$SCRATCH/e3.img
+	MNT=$SCRATCH/mnt
+	mkdir -p "$MNT"
+}
+
+teardown() {
+	crash_leftover_unmount
+	common_teardown
+	fstitch_mount_reap
+}
+
+# journal_state_ok: the check of one crash state ($FSTITCH_IMAGE):
+# journal_replay_check (common.bash: replayed alike by fstitch and by
+# e2fsck, then e2fsck -fn finds nothing at all).  With JSTATE_DATA set,
+# also run that command in a directory holding the files of the replayed
+# image (debugfs rdump).
+journal_state_ok() {
+	local d
+	d=$(mktemp -d "$SCRATCH/state.XXXXXX")
+	JOURNAL_REPLAYED=$d/replayed.img journal_replay_check || return 1
+	if [ -n "${JSTATE_DATA:-}" ]; then
+		mkdir "$d/files"
+		debugfs -R "rdump / $d/files" "$d/replayed.img" >/dev/null 2>&1
+		(cd "$d/files" && bash -c "$JSTATE_DATA") || return 1
+	fi
+	rm -rf "$d"
+}
+
+# jimage IMG: an 8M ext3 image (1 KiB blocks, a 1 MiB journal) holding the
+# workload's starting tree, written by fstitch under softupdates.
+jimage() {
+	make_stock_image "$1" 8M -t ext3 -b 1024
+	mkdir -p "$SCRATCH/tree/a/b" "$SCRATCH/tree/c"
+	seq 20 >"$SCRATCH/tree/a/f1"
+	seq 8000 >"$SCRATCH/tree/a/b/big"
+	ln -s ../a/f1 "$SCRATCH/tree/c/link"
+	ln "$SCRATCH/tree/a/f1" "$SCRATCH/tree/c/hard"
+	tar -C "$SCRATCH/tree" -cf "$SCRATCH/tree.tar" a c
+	fstitch_mount_start "$1" "$MNT"
+	mkdir "$MNT/x0"
+	tar -xf "$SCRATCH/tree.tar" -C "$MNT/x0"
+	echo 0 >"$MNT/v"
+	fstitch_mount_stop "$MNT"
+}
+
+# jrecord WORKLOAD [fstitch-mount options...]: record WORKLOAD (a function
+# given the mount point) on $IMG into $SCRATCH/rec/log, with no background
+# flush and no timed commit, so that the log is the same every run.
+jrecord() {
+	local work=$1
+	shift
+	rm -rf "$SCRATCH/rec"
+	mkdir -p "$SCRATCH/rec"
+	export FSTITCH_RECORD=$SCRATCH/rec/log
+	fstitch_mount_start "$IMG" "$MNT" -o flush_interval=86400,commit=86400 "$@"
+	unset FSTITCH_RECORD
+	"$work" "$MNT"
+	fstitch_mount_stop "$MNT"
+	[ -s "$SCRATCH/rec/log" ]
+}
+
+# The workload of the daemon crash tests (common.bash crash_workload).
+work_tree() {
+	crash_workload "$1"
+}
+
+# fsync-heavy: small files created, each fsynced, appended to and fsynced
+# again, and some removed between the fsyncs.
+work_fsync() {
+	local m=$1 i free
+	free=$(stat -f -c %d "$m")
+	mkdir "$m/s"
+	for i in 1 2 3 4 5 6; do
+		seq $((i * 300)) >"$m/s/f$i"
+		sync "$m/s/f$i"
+		seq 50 >>"$m/s/f$i"
+		[ $((i % 2)) -eq 0 ] && rm "$m/s/f$((i - 1))"
+		sync "$m/s/f$i"
+	done
+	rm -rf "$m/x0"
+	sync "$m/v"
+	# 4 inodes more (s and three files), 7 less (x0's tree)
+	wait_free_inodes "$m" $((free + 3))
+}
+
+# A chain of patchgroups: group i (after group i-1) replaces p by rename
+# with i and creates q<i>; only the last is synced.
+work_chain() {
+	local m=$1 i g prev=
+	pgrun=$(fstitch_cmd pgrun)
+	pgsync=$(fstitch_cmd pgsync)
+	cd "$m"
+	for i in 1 2 3 4 5 6; do
+		g=$("$pgrun" --print-id ${prev:+--after "$prev"} -- \
+			sh -c "seq $((i * 400)) >p.tmp && mv p.tmp p && echo $i >q$i")
+		prev=$g
+	done
+	"$pgsync" "$g"
+	cd /
+}
+
+# After a crash in the chain: p is whole (seq N*400 for some N), and each
+# q<j> there means p is group j's or a later one's.
+chain_ok() {
+	local n j
+	[ -e p ] || return 0
+	n=$(($(wc -l <p) / 400))
+	cmp -s p <(seq $((n * 400))) || {
+		echo "p is not whole"
+		return 1
+	}
+	for j in 1 2 3 4 5 6; do
+		if [ -e "q$j" ] && [ "$n" -lt "$j" ]; then
+			echo "q$j is there but p is group $n's"
+			return 1
+		fi
+	done
+}
+
+# Overwrites in place of one 24 KiB file, each a single write and an
+# fsync: the file is all A, all B, all C or all D.
+work_overwrite() {
+	local m=$1 l
+	head -c 24576 /dev/zero | tr '\0' A >"$m/g"
+	sync "$m/g"
+	for l in B C D; do
+		head -c 24576 /dev/zero | tr '\0' "$l" |
+			dd of="$m/g" bs=24576 conv=notrunc status=none
+		sync "$m/g"
+	done
+}
+
+overwrite_ok() {
+	[ -e g ] || return 0
+	[ "$(tr -d "$(head -c 1 g)" <g | wc -c)" -eq 0 ] || {
+		echo "g mixes old and new data"
+		return 1
+	}
+}
+
+run_check() {
+	export -f journal_state_ok
+	export SCRATCH
+	"$@"
+}
+
+@test "journal: every crash state of the tree workload replays to a clean file system" {
+	jimage "$IMG"
+	jrecord work_tree -o consistency=journal
+	run_check assert_crash_pass journal "$SCRATCH/rec" --fsck none --no-mount -- \
+		bash -c journal_state_ok
+	crash_final_image "$SCRATCH/rec" "$SCRATCH/final.img"
+	run e2fsck -fn "$SCRATCH/final.img"
+	assert_success
+}
+
+@test "journal-data: every crash state of the tree workload replays to a clean file system" {
+	jimage "$IMG"
+	jrecord work_tree -o consistency=journal-data
+	run_check assert_crash_pass journal-data "$SCRATCH/rec" --fsck none --no-mount -- \
+		bash -c journal_state_ok
+}
+
+@test "journal: every crash state of an fsync-heavy workload replays to a clean file system" {
+	jimage "$IMG"
+	jrecord work_fsync -o consistency=journal
+	run_check assert_crash_pass journal-fsync "$SCRATCH/rec" --fsck none --no-mount -- \
+		bash -c journal_state_ok
+}
+
+@test "the same checks catch consistency=none" {
+	jimage "$IMG"
+	jrecord work_tree -o consistency=none
+	run_check assert_crash_fail none "$SCRATCH/rec" --fsck none --no-mount -- \
+		bash -c journal_state_ok
+}
+
+@test "the same checks catch a commit block that does not wait for its copies" {
+	jimage "$IMG"
+	export FSTITCH_JOURNAL_DEBUG=nocopies
+	jrecord work_tree -o consistency=journal
+	unset FSTITCH_JOURNAL_DEBUG
+	run_check assert_crash_fail nocopies "$SCRATCH/rec" --fsck none --no-mount -- \
+		bash -c journal_state_ok
+}
+
+@test "journal: a patchgroup chain keeps its order in every crash state" {
+	jimage "$IMG"
+	jrecord work_chain -o consistency=journal
+	export -f chain_ok
+	export JSTATE_DATA=chain_ok
+	run_check assert_crash_pass journal-chain "$SCRATCH/rec" --fsck none --no-mount -- \
+		bash -c journal_state_ok
+}
+
+@test "journal-data: an overwrite in place is all old or all new in every crash state" {
+	jimage "$IMG"
+	jrecord work_overwrite -o consistency=journal-data
+	export -f overwrite_ok
+	export JSTATE_DATA=overwrite_ok
+	run_check assert_crash_pass journal-data-overwrite "$SCRATCH/rec" --fsck none \
+		--no-mount -- bash -c journal_state_ok
+}
+
+@test "journal (data ordered, not journaled) is caught mixing an overwrite" {
+	jimage "$IMG"
+	jrecord work_overwrite -o consistency=journal
+	export -f overwrite_ok
+	export JSTATE_DATA=overwrite_ok
+	run_check assert_crash_fail journal-overwrite "$SCRATCH/rec" --fsck none --no-mount -- \
+		bash -c journal_state_ok
+}
+
+@test "crash states of the journal mount under the kernel's ext3, which replays them" {
+	need_kernel_ext3
+	local crash n s km=$SCRATCH/kmnt
+	jimage "$IMG"
+	jrecord work_tree -o consistency=journal
+	crash=$(fstitch_cmd fstitch-crash)
+	n=$("$crash" states "$SCRATCH/rec" | awk '$1 == "states" { print $2 }')
+	mkdir -p "$km"
+	for s in 0 $((n / 4)) $((n / 2)) $((3 * n / 4)) $((n - 1)); do
+		"$crash" image "$SCRATCH/rec" "$s" "$SCRATCH/s.img"
+		mount -t ext3 -o loop "$SCRATCH/s.img" "$km"
+		track_mount "$km" kernel
+		find "$km" -xdev -type f -exec cat {} + >/dev/null
+		case $(cat "$km/v") in
+		0 | 1) ;;
+		*) fail "state $s: v holds '$(cat "$km/v")'" ;;
+		esac
+		[ ! -e "$km/x1" ] || diff -r "$SCRATCH/tree" "$km/x1"
+		umount "$km"
+		run e2fsck -fn "$SCRATCH/s.img"
+		assert_success
+	done
+}
