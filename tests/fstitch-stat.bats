@@ -134,6 +134,7 @@ json_get() {
 		}
 	done
 	jq -e '.schema == "fstitch-stat/1" and .view == "summary"' "$SCRATCH/s.json"
+	jq -e '.journal == null' "$SCRATCH/s.json"
 
 	run -0 "$STAT" --blocks --json
 	echo "$output" | jq -e '.block_list[0] | has("block") and has("patches") and has("ready")
@@ -246,6 +247,25 @@ json_get() {
 	assert_output --partial "head of group $b"
 	"$PGCLOSE" "$a"
 	"$PGCLOSE" "$b"
+}
+
+@test "under consistency=journal the summary shows the transactions and the log" {
+	cd /
+	fstitch_mount_stop "$MNT"
+	make_stock_image "$SCRATCH/e3.img" 16M -t ext3 -b 1024
+	fstitch_mount_start "$SCRATCH/e3.img" "$MNT" -o consistency=journal,commit=3600,flush_interval=3600
+	cd "$MNT"
+	mkdir d
+	echo a >d/f
+	run -0 "$STAT"
+	assert_line --regexp '^mode: +consistency journal,'
+	# mke2fs starts the journal at sequence 1; its 1 KiB log has 1023
+	# blocks after its superblock
+	assert_line --regexp '^journal: +transaction 1 running \([1-9][0-9]* blocks, [0-9]+ ordered data changes\); 0 committing, 0 checkpointing; log 0 of 1023 blocks used; 0 commits, 0 blocks logged$'
+	sync d/f
+	json_get '.journal | .running_tid == 2 and .running_blocks == 0 and .commits == 1
+		and .logged_blocks > 0 and .log_used > .logged_blocks and .log_total == 1023
+		and .committing == 0'
 }
 
 @test "with ordering off (consistency=none) the same groups leave nothing waiting" {

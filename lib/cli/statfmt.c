@@ -156,6 +156,15 @@ static void text_summary(FILE *f, const struct insp_snap *s)
 	fprintf(f, "%-14s %" PRIu64 " write, %" PRIu64 " barrier; %" PRIu64 " writer waits\n",
 		"errors:", st->write_errors, st->barrier_errors, m->dirty_waits);
 	text_device(f, &m->dev);
+	if (m->have_txn)
+		fprintf(f,
+			"%-14s transaction %" PRIu64 " running (%" PRIu64 " blocks, %" PRIu64
+			" ordered data changes); %" PRIu64 " committing, %" PRIu64
+			" checkpointing; log %" PRIu64 " of %" PRIu64 " blocks used; %" PRIu64
+			" commits, %" PRIu64 " blocks logged\n",
+			"journal:", m->txn.running_tid, m->txn.running_blocks,
+			m->txn.running_ordered, m->txn.committing, m->txn.checkpointing,
+			m->txn.log_used, m->txn.log_total, m->txn.commits, m->txn.logged_blocks);
 	if (m->have_groups)
 		fprintf(f,
 			"%-14s %" PRIu64 " known: %" PRIu64 " open, %" PRIu64 " engaged, %" PRIu64
@@ -444,6 +453,18 @@ static void json_summary(FILE *f, const struct insp_snap *s)
 		",\"counted\":%" PRIu64 "}",
 		m->have_groups ? "true" : "false", m->groups_known, m->groups_open,
 		m->groups_engaged, m->groups_sealed, m->groups_closed, m->groups_counted);
+	if (m->have_txn)
+		fprintf(f,
+			",\"journal\":{\"running_tid\":%" PRIu64 ",\"running_blocks\":%" PRIu64
+			",\"running_ordered\":%" PRIu64 ",\"committing\":%" PRIu64
+			",\"checkpointing\":%" PRIu64 ",\"log_used\":%" PRIu64
+			",\"log_total\":%" PRIu64 ",\"commits\":%" PRIu64
+			",\"logged_blocks\":%" PRIu64 "}",
+			m->txn.running_tid, m->txn.running_blocks, m->txn.running_ordered,
+			m->txn.committing, m->txn.checkpointing, m->txn.log_used, m->txn.log_total,
+			m->txn.commits, m->txn.logged_blocks);
+	else
+		fprintf(f, ",\"journal\":null");
 }
 
 static void json_patch(FILE *f, const struct insp_patch *p)

@@ -162,9 +162,20 @@ int patch_create_empty_blocks(struct cache *c, const uint64_t *blknos, size_t n,
  * says whether the change already waits for a held patch.  outside() is
  * told which patch carries a change that did not join.  Both run under
  * the cache lock and may call only patch_retain().  NULL: none. */
+struct cache_txn_stats {
+	uint64_t running_tid;	  /* the running transaction's number */
+	uint64_t running_blocks;  /* blocks it has */
+	uint64_t running_ordered; /* data changes its commit will wait for */
+	uint64_t committing;	  /* committed, commit block not yet durable */
+	uint64_t checkpointing;	  /* commit durable, not all written home */
+	uint64_t log_used, log_total; /* journal blocks */
+	uint64_t commits, logged_blocks;
+};
 struct cache_txn {
 	struct patch *(*join)(struct cache_txn *t, uint64_t blkno, bool pinned);
 	void (*outside)(struct cache_txn *t, struct patch *p);
+	/* For inspection, under the cache lock (NULL: none). */
+	void (*stats)(struct cache_txn *t, struct cache_txn_stats *out);
 };
 void cache_set_txn(struct cache *c, struct cache_txn *t);
 

@@ -212,6 +212,10 @@ static void take_summary(struct take *t)
 	m->consistency = c->opts.consistency;
 	m->flush_interval_ms = c->opts.flush_interval_ms;
 	m->round_busy = c->round_busy;
+	if (c->txn && c->txn->stats) {
+		m->have_txn = 1;
+		c->txn->stats(c->txn, &m->txn);
+	}
 	bdev_get_stats(c->dev, &m->dev);
 	if (t->now_ns > c->born_ns)
 		m->age_ms = (t->now_ns - c->born_ns) / 1000000;

@@ -64,6 +64,9 @@ struct insp_summary {
 	uint64_t age_ms; /* since the cache was made (the mount started):
 			  * the counters above are totals over it */
 	struct bdev_stats dev; /* the device under the cache */
+	uint32_t have_txn;     /* a journal runs transactions: txn is valid */
+	uint32_t reserved2;
+	struct cache_txn_stats txn;
 };
 
 enum insp_block_flags {

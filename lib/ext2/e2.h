@@ -133,17 +133,6 @@ const struct e2_recovery *e2_recovery(const struct e2fs *fs);
 /* Only the journal step of an open: replay the log if the file system
  * needs recovery, write nothing else, close.  For tests and tools. */
 int e2_recover(const char *path, struct e2_recovery *out);
-/* The journal writer's state (consistency=journal*; zeros otherwise). */
-struct e2_jstats {
-	uint32_t running_tid;
-	uint64_t running_blocks;      /* blocks joined to the running transaction */
-	uint64_t running_ordered;     /* data changes its commit will wait for */
-	uint64_t committing;          /* committed transactions not yet durable */
-	uint64_t checkpointing;       /* durable, not yet all written home */
-	uint64_t log_used, log_total; /* journal blocks */
-	uint64_t commits, logged_blocks;
-};
-void e2_jstats(struct e2fs *fs, struct e2_jstats *st);
 /* Whether the file system runs the journal writer. */
 bool e2_journaling(const struct e2fs *fs);
 /* Commit the running transaction and wait until the commit is durable

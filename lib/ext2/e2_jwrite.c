@@ -89,6 +89,7 @@ struct e2_jw {
 	pthread_t thread;
 	bool thread_on, stop, kick;
 	pthread_mutex_t tmu;
+	pthread_mutex_t smu; /* live and head, for jw_stats() */
 	pthread_cond_t tcond;
 	unsigned commit_ms;
 	/* counters */
@@ -212,15 +213,19 @@ static void txn_free(struct e2_jw *jw, struct jtxn *x)
 /* Drop the oldest transactions whose checkpoint is durable. */
 static bool retire(struct e2_jw *jw)
 {
-	size_t n = 0;
+	bool any = false;
 
-	while (n < jw->nlive && patch_committed(jw->live[n].tail))
-		txn_free(jw, &jw->live[n++]);
-	if (!n)
-		return false;
-	memmove(jw->live, jw->live + n, (jw->nlive - n) * sizeof(*jw->live));
-	jw->nlive -= n;
-	return true;
+	while (jw->nlive && patch_committed(jw->live[0].tail)) {
+		struct jtxn x = jw->live[0];
+
+		pthread_mutex_lock(&jw->smu);
+		memmove(jw->live, jw->live + 1, (jw->nlive - 1) * sizeof(*jw->live));
+		jw->nlive--;
+		pthread_mutex_unlock(&jw->smu);
+		txn_free(jw, &x); /* (takes the cache lock: not under smu) */
+		any = true;
+	}
+	return any;
 }
 
 static uint32_t log_free(const struct e2_jw *jw)
@@ -444,8 +449,12 @@ static int commit_locked(struct e2_jw *jw)
 	r = patch_create_empty_blocks(fs->c, jw->run, jw->nrun, &tail);
 	if (!r)
 		r = patch_create_empty_held(fs->c, NULL, 0, &nh);
-	if (!r && GROW(&jw->live, &jw->caplive, jw->nlive + 1, 8))
-		r = -ENOMEM;
+	if (!r) {
+		pthread_mutex_lock(&jw->smu);
+		if (GROW(&jw->live, &jw->caplive, jw->nlive + 1, 8))
+			r = -ENOMEM;
+		pthread_mutex_unlock(&jw->smu);
+	}
 	if (!r)
 		r = patch_unhold_after(fs->c, jw->hold, p);
 	if (r) {
@@ -457,7 +466,10 @@ static int commit_locked(struct e2_jw *jw)
 		jw->broken = true;
 		goto out;
 	}
+	pthread_mutex_lock(&jw->smu);
 	jw->live[jw->nlive++] = (struct jtxn){jw->tid, jw->head, need, jw->hold, p, tail};
+	jw->head = advance(jw, jw->head, need);
+	pthread_mutex_unlock(&jw->smu);
 	patch_retain(p);
 	patch_release(fs->c, jw->last_commit);
 	jw->last_commit = p;
@@ -472,7 +484,6 @@ static int commit_locked(struct e2_jw *jw)
 	}
 	jw->commits++;
 	jw->logged_blocks += jw->nrun;
-	jw->head = pos;
 	jw->nrun = 0;
 	/* Open the next transaction: no change can come in between (the
 	 * caller holds the file system's lock). */
@@ -489,6 +500,28 @@ out:
 	free(copy);
 	jw->own = false;
 	return r;
+}
+
+/* Under the cache lock (the engine's snapshot for fstitch-stat). */
+static void jw_stats(struct cache_txn *t, struct cache_txn_stats *out)
+{
+	struct e2_jw *jw = (struct e2_jw *)t;
+
+	pthread_mutex_lock(&jw->smu);
+	out->running_tid = jw->tid;
+	out->running_blocks = jw->nrun;
+	out->running_ordered = jw->nord;
+	for (size_t i = 0; i < jw->nlive; i++) {
+		if (patch_committed(jw->live[i].commit))
+			out->checkpointing++;
+		else
+			out->committing++;
+	}
+	out->log_total = jw->maxlen - jw->first;
+	out->log_used = out->log_total - log_free(jw);
+	out->commits = jw->commits;
+	out->logged_blocks = jw->logged_blocks;
+	pthread_mutex_unlock(&jw->smu);
 }
 
 /* ---- the commit timer -------------------------------------------------- */
@@ -574,6 +607,7 @@ int e2_jw_start(struct e2fs *fs)
 	jw->fs = fs;
 	jw->ops.join = jw_join;
 	jw->ops.outside = jw_outside;
+	jw->ops.stats = jw_stats;
 	jw->data_all = mode == CONSISTENCY_JOURNAL_DATA;
 	jw->map = fs->jmap;
 	jw->nmap = fs->jmapn;
@@ -602,6 +636,7 @@ int e2_jw_start(struct e2fs *fs)
 		return r;
 	}
 	pthread_mutex_init(&jw->tmu, NULL);
+	pthread_mutex_init(&jw->smu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&jw->tcond, &ca);
@@ -731,6 +766,7 @@ void e2_jfree(struct e2fs *fs)
 	patch_release(fs->c, jw->recover);
 	patch_release(fs->c, jw->last_commit);
 	pthread_mutex_destroy(&jw->tmu);
+	pthread_mutex_destroy(&jw->smu);
 	pthread_cond_destroy(&jw->tcond);
 	free(jw->run);
 	free(jw->ord);
@@ -740,27 +776,3 @@ void e2_jfree(struct e2fs *fs)
 	fs->jw = NULL;
 }
 
-void e2_jstats(struct e2fs *fs, struct e2_jstats *st)
-{
-	struct e2_jw *jw = fs->jw;
-
-	memset(st, 0, sizeof(*st));
-	if (!jw)
-		return;
-	pthread_mutex_lock(&fs->lock);
-	retire(jw);
-	st->running_tid = jw->tid;
-	st->running_blocks = jw->nrun;
-	st->running_ordered = jw->nord;
-	for (size_t i = 0; i < jw->nlive; i++) {
-		if (patch_committed(jw->live[i].commit))
-			st->checkpointing++;
-		else
-			st->committing++;
-	}
-	st->log_total = jw->maxlen - jw->first;
-	st->log_used = st->log_total - log_free(jw);
-	st->commits = jw->commits;
-	st->logged_blocks = jw->logged_blocks;
-	pthread_mutex_unlock(&fs->lock);
-}

@@ -10,7 +10,7 @@
 /* ---- wire form ---------------------------------------------------------- */
 
 #define INSP_MAGIC	  0x46535354u /* "FSST" */
-#define INSP_WIRE_VERSION 1
+#define INSP_WIRE_VERSION 2
 
 struct wire_hdr {
 	uint32_t magic, version;

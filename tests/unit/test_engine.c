@@ -1066,6 +1066,92 @@ static void test_span_ordering(void **state)
 	env_close(&e);
 }
 
+/* A transaction as the journal writer runs it: the hook makes changes of
+ * block 5 wait for a held patch (and lets block 6's through, telling which
+ * patch carries them); the held patch is let go when a "commit" patch on
+ * block 9 is durable; an empty patch over block 5's changes commits once
+ * they are written. */
+struct txn_env {
+	struct cache_txn ops;
+	struct patch *hold;
+	struct patch *outside;
+	unsigned joins, outsides;
+};
+
+static struct patch *txn_join(struct cache_txn *t, uint64_t blkno, bool pinned)
+{
+	struct txn_env *x = (struct txn_env *)t;
+
+	(void)pinned;
+	if (blkno != 5)
+		return NULL;
+	x->joins++;
+	return x->hold;
+}
+
+static void txn_outside(struct cache_txn *t, struct patch *p)
+{
+	struct txn_env *x = (struct txn_env *)t;
+
+	x->outsides++;
+	x->outside = p;
+}
+
+static void test_txn_hook_unhold_after(void **state)
+{
+	struct txn_env x = {.ops = {.join = txn_join, .outside = txn_outside}};
+	struct patch *a, *d, *cm, *tail;
+	struct cblock *b5, *b6, *b9;
+	struct env e;
+	uint64_t five = 5;
+
+	(void)state;
+	env_open(&e, NULL);
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &x.hold), 0);
+	cache_set_txn(e.c, &x.ops);
+	b5 = get(&e, 5);
+	b6 = get(&e, 6);
+	b9 = get(&e, 9);
+	a = put_byte(&e, b5, 0, 7, 8, NULL, 0);
+	d = put_byte(&e, b6, 0, 8, 8, NULL, 0);
+	assert_int_equal(x.joins, 1);
+	assert_int_equal(x.outsides, 1);
+	assert_ptr_equal(x.outside, d);
+	assert_int_equal(patch_create_empty_blocks(e.c, &five, 1, &tail), 0);
+	cache_set_txn(e.c, NULL);
+	/* block 5 waits for the hold; block 6 does not */
+	assert_int_equal(cache_flush_round(e.c, NULL), 0);
+	assert_true(patch_committed(d));
+	assert_false(patch_committed(a));
+	assert_false(patch_committed(tail));
+	assert_int_not_equal(mem_block(&e, 5)[0], 7);
+	/* the commit: once durable, the hold goes and block 5 follows */
+	cm = put_byte(&e, b9, 0, 9, 8, &d, 1);
+	assert_int_equal(patch_unhold_after(e.c, x.hold, cm), 0);
+	assert_int_equal(cache_sync_patch(e.c, cm), 0);
+	assert_true(patch_committed(cm));
+	assert_true(patch_committed(x.hold));
+	assert_false(patch_committed(a));
+	assert_int_equal(cache_sync_patch(e.c, tail), 0);
+	assert_true(patch_committed(a));
+	assert_true(patch_committed(tail));
+	assert_int_equal(mem_block(&e, 5)[0], 7);
+	/* after a committed patch, the hold goes at once */
+	patch_release(e.c, x.hold);
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &x.hold), 0);
+	assert_int_equal(patch_unhold_after(e.c, x.hold, cm), 0);
+	assert_true(patch_committed(x.hold));
+	patch_release(e.c, x.hold);
+	patch_release(e.c, a);
+	patch_release(e.c, d);
+	patch_release(e.c, cm);
+	patch_release(e.c, tail);
+	cache_put(e.c, b5);
+	cache_put(e.c, b6);
+	cache_put(e.c, b9);
+	env_close(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1091,6 +1177,7 @@ int main(void)
 		cmocka_unit_test(test_sync_patch_targeted),
 		cmocka_unit_test(test_changes_during_round),
 		cmocka_unit_test(test_span_ordering),
+		cmocka_unit_test(test_txn_hook_unhold_after),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
