@@ -1441,6 +1441,7 @@ static int open_fs(const struct args *a, const struct source *src)
 		.consistency = a->mo.consistency,
 		.errors = a->mo.errors,
 		.rename_order = a->mo.rename_order,
+		.atime = mountopt_atime(&a->mo),
 		.flush_interval_ms = a->mo.flush_interval_ms,
 		.commit_ms = a->mo.commit_ms,
 		.readonly = a->mo.readonly,

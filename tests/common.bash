@@ -334,7 +334,8 @@ fstitch_mount_start() {
 	shift 2
 	bin=$(fstitch_cmd fstitch-mount) || return 1
 	mkdir -p "$dir"
-	FSTITCH_MOUNT_LOG=${BATS_TEST_TMPDIR:-/tmp}/fstitch-mount.$$.$RANDOM.log
+	FSTITCH_MOUNT_LOG=$(mktemp --suffix=.log "${BATS_TEST_TMPDIR:-/tmp}/fstitch-mount.XXXXXX") ||
+		return 1
 	"$bin" -f "$@" "$img" "$dir" 3>&- </dev/null >>"$FSTITCH_MOUNT_LOG" 2>&1 &
 	FSTITCH_MOUNT_PID=$!
 	printf '%s %s\n' "$FSTITCH_MOUNT_PID" "$dir" >>"${BATS_TEST_TMPDIR:-/tmp}/fstitch-daemons"

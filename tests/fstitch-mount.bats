@@ -204,6 +204,47 @@ tree_tar() {
 	fstitch_mount_stop "$MNT"
 }
 
+@test "reads move access times as noatime, relatime and strictatime say" {
+	new_image 32M
+	fstitch_mount_start "$IMG" "$MNT"
+	echo data >"$MNT/old"
+	echo data >"$MNT/recent"
+	touch -d '2001-02-03 04:05:06 UTC' "$MNT/old"
+	fstitch_mount_stop "$MNT"
+	# old: read a long time ago; recent: read after its last change
+	fstitch_mount_start "$IMG" "$MNT"
+	cat "$MNT/recent" >/dev/null
+	fstitch_mount_stop "$MNT"
+	atimes() { (cd "$MNT" && stat -c '%X' old recent | tr '\n' ' '); }
+	fstitch_mount_start "$IMG" "$MNT" -o noatime
+	before=$(atimes)
+	cat "$MNT/old" "$MNT/recent" >/dev/null
+	fstitch_mount_stop "$MNT"
+	fstitch_mount_start "$IMG" "$MNT" -o noatime
+	assert_equal "$(atimes)" "$before"
+	fstitch_mount_stop "$MNT"
+	# relatime (the default): only the access time older than a day moves
+	fstitch_mount_start "$IMG" "$MNT"
+	cat "$MNT/old" "$MNT/recent" >/dev/null
+	fstitch_mount_stop "$MNT"
+	fstitch_mount_start "$IMG" "$MNT" -o noatime
+	read -r old recent <<<"$(atimes)"
+	read -r old0 recent0 <<<"$before"
+	[ "$old" -gt $((old0 + 86400)) ]
+	assert_equal "$recent" "$recent0"
+	fstitch_mount_stop "$MNT"
+	# strictatime: every read moves it (a second later, so that it shows)
+	sleep 1.1
+	fstitch_mount_start "$IMG" "$MNT" -o strictatime
+	cat "$MNT/recent" >/dev/null
+	fstitch_mount_stop "$MNT"
+	fstitch_mount_start "$IMG" "$MNT" -o noatime
+	read -r old recent <<<"$(atimes)"
+	[ "$recent" -gt "$recent0" ]
+	fstitch_mount_stop "$MNT"
+	assert_fsck_clean "$IMG"
+}
+
 @test "the kernel checks permissions, and set-group-ID directories pass on their group" {
 	new_image 32M
 	fstitch_mount_start "$IMG" "$MNT" -o allow_other

@@ -19,6 +19,12 @@ static const char *const fuse_flags[] = {
 	"relatime", "norelatime", "strictatime", "nostrictatime",
 	"lazytime", "nolazytime",
 };
+/* Of those, the ones libfuse does not know: the daemon acts on them (or,
+ * for directories and lazytime, has nothing to do) and drops them. */
+static const char *const atime_only[] = {
+	"diratime", "nodiratime", "relatime", "norelatime", "strictatime",
+	"nostrictatime", "lazytime", "nolazytime",
+};
 static const char *const fuse_valued[] = { "fsname", "subtype", "max_read" };
 
 /* mount(8) and fstab options that mean nothing to the file system: mount(8)
@@ -48,6 +54,13 @@ void mountopt_init(struct mountopt *mo)
 	if (pages > 0 && page > 0)
 		mo->mem_bytes = (uint64_t)pages * (uint64_t)page;
 	mo->nbd_retry_ms = MOUNTOPT_NBD_RETRY_MS;
+}
+
+enum e2_atime mountopt_atime(const struct mountopt *mo)
+{
+	if (mo->noatime)
+		return E2_ATIME_NOATIME;
+	return mo->strictatime ? E2_ATIME_STRICT : E2_ATIME_RELATIME;
 }
 
 void mountopt_free(struct mountopt *mo)
@@ -313,6 +326,18 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 			mo->allow_other = true;
 		if (strcmp(opt, "allow_root") == 0)
 			mo->allow_root = true;
+		/* The kernel leaves a FUSE file's access time to the daemon,
+		 * so these are the file system's.  libfuse knows only atime
+		 * and noatime (shown in /proc/mounts); the rest would make it
+		 * refuse the mount, and mean nothing to the kernel here. */
+		if (strcmp(opt, "noatime") == 0 || strcmp(opt, "atime") == 0)
+			mo->noatime = opt[0] == 'n';
+		if (strcmp(opt, "strictatime") == 0 || strcmp(opt, "norelatime") == 0)
+			mo->strictatime = true;
+		if (strcmp(opt, "relatime") == 0 || strcmp(opt, "nostrictatime") == 0)
+			mo->strictatime = false;
+		if (IN_LIST(opt, atime_only))
+			return 0;
 		return append_fuse(mo, opt);
 	}
 	if (IN_LIST(opt, fuse_valued)) {

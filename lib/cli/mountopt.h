@@ -26,6 +26,9 @@ struct mountopt {
 	enum consistency consistency; /* default CONSISTENCY_SOFTUPDATES */
 	enum e2_errors errors;        /* errors=; default: the superblock's */
 	enum e2_rename_order rename_order; /* rename_order=; default all */
+	bool noatime;                 /* noatime (atime clears it) */
+	bool strictatime;             /* strictatime or norelatime (relatime
+				       * and nostrictatime clear it) */
 	uint64_t cache_bytes;         /* 0: the library's default */
 	unsigned flush_interval_ms;   /* 0: the library's default */
 	unsigned commit_ms;           /* commit=SECONDS (journal modes); 0: 5 s */
@@ -122,5 +125,10 @@ struct mountopt_ratelimit {
  * (may be NULL) set to the events left unlogged since the previous logged
  * line (so that the line can say so); false if it is to be counted only. */
 bool mountopt_ratelimit(struct mountopt_ratelimit *rl, uint64_t now_ms, uint64_t *missed);
+
+/* When reads move access times, from the atime options as the kernel
+ * reads them: noatime wins over the rest; strictatime over relatime,
+ * which is the default. */
+enum e2_atime mountopt_atime(const struct mountopt *mo);
 
 #endif

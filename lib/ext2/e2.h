@@ -83,9 +83,21 @@ struct e2_caller {
 	uint64_t start;
 };
 
+/* When a read moves a file's access time (mount(8)'s atime options). */
+enum e2_atime {
+	/* Linux's default: only when the access time is older than the last
+	 * change, or a day old */
+	E2_ATIME_RELATIME = 0,
+	/* never: reads write nothing */
+	E2_ATIME_NOATIME,
+	/* on every read (strictatime, norelatime) */
+	E2_ATIME_STRICT,
+};
+
 struct e2_opts {
 	enum consistency consistency;
 	enum e2_rename_order rename_order;
+	enum e2_atime atime;
 	enum e2_errors errors;
 	size_t cache_blocks;        /* 0: default */
 	unsigned flush_interval_ms; /* 0: default (5 s) */

@@ -82,21 +82,27 @@ static bool ts_before(const struct timespec *at, const struct timespec *bt)
 	return at->tv_sec < bt->tv_sec || (at->tv_sec == bt->tv_sec && at->tv_nsec < bt->tv_nsec);
 }
 
-/* Linux's default "relatime": the access time moves only when it is older
- * than the last change or a day old, so reads rarely write. */
-static void relatime(struct e2fs *fs, struct e2_inode *ip)
+/* Move the access time after a read, as the mount's atime option says.
+ * Under Linux's default "relatime" it moves only when it is older than the
+ * last change or a day old, so reads rarely write; under noatime never. */
+static void touch_atime(struct e2fs *fs, struct e2_inode *ip)
 {
 	struct timespec at, mt, ct, now;
 	struct ext2_inode_large nw;
 
-	if (fs->ro)
+	if (fs->ro || fs->opts.atime == E2_ATIME_NOATIME)
 		return;
 	e2_iget_time(fs, &ip->d, E2_T_ATIME, &at);
 	e2_iget_time(fs, &ip->d, E2_T_MTIME, &mt);
 	e2_iget_time(fs, &ip->d, E2_T_CTIME, &ct);
 	e2_now_ts(fs, &now);
-	if (!ts_before(&at, &mt) && !ts_before(&at, &ct) && now.tv_sec - at.tv_sec < 86400)
+	if (fs->opts.atime == E2_ATIME_STRICT) {
+		if (at.tv_sec == now.tv_sec && at.tv_nsec == now.tv_nsec)
+			return;
+	} else if (!ts_before(&at, &mt) && !ts_before(&at, &ct) &&
+		   now.tv_sec - at.tv_sec < 86400) {
 		return;
+	}
 	nw = ip->d;
 	e2_iset_time(fs, &nw, E2_T_ATIME, &now);
 	e2_iwrite(fs, ip, &nw, NULL, NULL); /* best effort: the read succeeded */
@@ -148,7 +154,7 @@ ssize_t e2_read(struct e2fs *fs, uint32_t ino, void *buf, size_t size, off_t off
 		pos += len;
 	}
 	r = (ssize_t)(end - (uint64_t)off);
-	relatime(fs, ip);
+	touch_atime(fs, ip);
 out:
 	e2_unlock(fs);
 	return r;

@@ -382,6 +382,42 @@ static void test_fuse_passthrough(void **state)
 	mountopt_free(&mo);
 }
 
+/* The atime options reach the kernel and decide what a read writes, with
+ * the kernel's precedence: noatime over the rest, strictatime over
+ * relatime (the default). */
+static void test_atime(void **state)
+{
+	static const struct {
+		const char *opts;
+		enum e2_atime want;
+	} cases[] = {
+		{ "rw", E2_ATIME_RELATIME },
+		{ "noatime", E2_ATIME_NOATIME },
+		{ "noatime,relatime", E2_ATIME_NOATIME },
+		{ "noatime,atime", E2_ATIME_RELATIME },
+		{ "strictatime", E2_ATIME_STRICT },
+		{ "norelatime", E2_ATIME_STRICT },
+		{ "strictatime,relatime", E2_ATIME_RELATIME },
+		{ "relatime,nostrictatime", E2_ATIME_RELATIME },
+		{ "strictatime,noatime", E2_ATIME_NOATIME },
+	};
+	struct mountopt mo;
+	struct mountopt_error err;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(parse(&mo, cases[i].opts, &err), 0);
+		if (mountopt_atime(&mo) != cases[i].want)
+			fail_msg("-o %s: atime mode %d, want %d", cases[i].opts,
+				 (int)mountopt_atime(&mo), (int)cases[i].want);
+		mountopt_free(&mo);
+	}
+	/* libfuse refuses the mount for any of these but atime and noatime */
+	assert_int_equal(parse(&mo, "noatime,relatime,strictatime,nodiratime,lazytime,atime", &err),
+			 0);
+	assert_string_equal(mo.fuse_opts, "noatime,atime");
+	mountopt_free(&mo);
+}
+
 static void test_fsname_escaping(void **state)
 {
 	struct mountopt mo;
@@ -554,6 +590,7 @@ int main(void)
 		cmocka_unit_test(test_nbd),
 		cmocka_unit_test(test_statsfile),
 		cmocka_unit_test(test_ratelimit),
+		cmocka_unit_test(test_atime),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
