@@ -20,9 +20,9 @@ mkdir -p "$res"
 
 # Started first, longest first (minutes each where most take seconds):
 # with one of them last, it would run on alone at the end.
-slow_first=(rename-order.bats fstitch-mount.bats test_e2_crash asan-test_jbd2
-	examples.bats test_engine_discard e2-interop.bats completions.bats
-	test_jbd2 asan-test_e2_corrupt)
+slow_first=(test_e2_crash journal-crash.bats fstitch-mount.bats rename-order.bats
+	test_engine_discard mount-safety.bats examples.bats asan-test_jbd2 nbd.bats
+	pgrun.bats e2-interop.bats completions.bats test_jbd2 asan-test_e2_corrupt)
 
 # tap_counts FILE: print the file's numbers of "ok" and "not ok" lines.
 tap_counts() {
