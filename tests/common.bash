@@ -574,9 +574,10 @@ wait_free_inodes() {
 # is in $SCRATCH/tree (and $SCRATCH/tree.tar), to compare with.
 #
 #   crash_workload_image IMG MNT [mke2fs options...]
-#       A 4M image in IMG holding the part before the recording, written
-#       through a mount at MNT: the tree in x0, and v holding 0.  The
-#       options go to make_stock_image (-t ext3: an image with a journal).
+#       A 4M image (CRASH_IMAGE_SIZE if set) in IMG holding the part before
+#       the recording, written through a mount at MNT: the tree in x0, and v
+#       holding 0.  The options go to make_stock_image (-t ext3: an image
+#       with a journal).
 #   crash_workload MNT
 #       The recorded part, on the mount at MNT: the tree again in w1, a
 #       flush point, then v replaced by rename (holding 1), w1 renamed to
@@ -587,7 +588,7 @@ wait_free_inodes() {
 #       recording into $SCRATCH/rec/log and no background flush, run
 #       crash_workload, unmount.
 crash_workload_image() {
-	make_stock_image "$1" 4M "${@:3}"
+	make_stock_image "$1" "${CRASH_IMAGE_SIZE:-4M}" "${@:3}"
 	mkdir -p "$SCRATCH/tree/a/b" "$SCRATCH/tree/c"
 	seq 20 >"$SCRATCH/tree/a/f1"
 	# more than 12 blocks of 1 KiB: an indirect block

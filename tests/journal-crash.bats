@@ -45,18 +45,7 @@ journal_state_ok() {
 # jimage IMG: an 8M ext3 image (1 KiB blocks, a 1 MiB journal) holding the
 # workload's starting tree, written by fstitch under softupdates.
 jimage() {
-	make_stock_image "$1" 8M -t ext3 -b 1024
-	mkdir -p "$SCRATCH/tree/a/b" "$SCRATCH/tree/c"
-	seq 20 >"$SCRATCH/tree/a/f1"
-	seq 8000 >"$SCRATCH/tree/a/b/big"
-	ln -s ../a/f1 "$SCRATCH/tree/c/link"
-	ln "$SCRATCH/tree/a/f1" "$SCRATCH/tree/c/hard"
-	tar -C "$SCRATCH/tree" -cf "$SCRATCH/tree.tar" a c
-	fstitch_mount_start "$1" "$MNT"
-	mkdir "$MNT/x0"
-	tar -xf "$SCRATCH/tree.tar" -C "$MNT/x0"
-	echo 0 >"$MNT/v"
-	fstitch_mount_stop "$MNT"
+	CRASH_IMAGE_SIZE=8M crash_workload_image "$1" "$MNT" -t ext3 -b 1024
 }
 
 # jrecord WORKLOAD [fstitch-mount options...]: record WORKLOAD (a function

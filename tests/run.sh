@@ -32,6 +32,23 @@ tap_counts() {
 # Each run_* writes the item's log and then, all at once, its result file
 # $res/ID: the line "PASSED FAILED", then the report to print for it.
 
+# write_result ID PASSED FAILED LABEL LOG LINES FILTER...: write the item's
+# result file: "ok   LABEL", or "FAIL LABEL (log: LOG)" and the first LINES
+# lines of the log that FILTER (a grep command, given the log) keeps.
+write_result() {
+	local id=$1 p=$2 f=$3 label=$4 out=$5 n=$6
+	shift 6
+	{
+		echo "$p $f"
+		if [ "$f" -ne 0 ]; then
+			echo "FAIL $label (log: $out)"
+			"$@" "$out" | head -"$n"
+		else
+			echo "ok   $label"
+		fi
+	} >"$res/$id.new" && mv "$res/$id.new" "$res/$id"
+}
+
 # run_unit ID BINARY
 run_unit() {
 	local id=$1 t=$2 name rc p f out
@@ -46,15 +63,7 @@ run_unit() {
 		f=1
 		echo "not ok - $name exited with status $rc" >>"$out"
 	fi
-	{
-		echo "$p $f"
-		if [ "$f" -ne 0 ]; then
-			echo "FAIL unit $name (log: $out)"
-			grep -E '^(not ok|#)' "$out" | head -40
-		else
-			echo "ok   unit $name"
-		fi
-	} >"$res/$id.new" && mv "$res/$id.new" "$res/$id"
+	write_result "$id" "$p" "$f" "unit $name" "$out" 40 grep -E '^(not ok|#)'
 }
 
 # The fuzz targets' corpora (tests/fuzz/corpus/TARGET: seeds and every
@@ -73,15 +82,7 @@ run_fuzz() {
 		f=1
 		echo "not ok - fuzz-$name replay exited with status $rc" >>"$out"
 	fi
-	{
-		echo "$p $f"
-		if [ "$f" -ne 0 ]; then
-			echo "FAIL unit fuzz-$name (log: $out)"
-			grep -vE '^(ok |# tests/)' "$out" | head -40
-		else
-			echo "ok   unit fuzz-$name"
-		fi
-	} >"$res/$id.new" && mv "$res/$id.new" "$res/$id"
+	write_result "$id" "$p" "$f" "unit fuzz-$name" "$out" 40 grep -vE '^(ok |# tests/)'
 }
 
 # run_bats ID FILE
@@ -95,15 +96,7 @@ run_bats() {
 		f=$((f + 1))
 		echo "not ok - $name did not run" >>"$out"
 	fi
-	{
-		echo "$p $f"
-		if [ "$f" -ne 0 ]; then
-			echo "FAIL bats $name (log: $out)"
-			grep -vE '^ok ' "$out" | head -60
-		else
-			echo "ok   bats $name"
-		fi
-	} >"$res/$id.new" && mv "$res/$id.new" "$res/$id"
+	write_result "$id" "$p" "$f" "bats $name" "$out" 60 grep -vE '^ok '
 }
 
 # run_item ID: run it, and keep its wall time in seconds in $res/ID.secs

@@ -786,11 +786,40 @@ int patch_create_bit(struct cache *c, struct cblock *b, uint32_t off, uint32_t x
 	return make_change(c, b, PT_BIT, off, 4, NULL, xor_mask, off, 4, deps, ndeps, scope, out);
 }
 
+/* Under the lock: a new empty patch (held or not) after every patch of ds,
+ * committed at once if it waits for nothing and is not held. */
+static int empty_after(struct cache *c, const struct depset *ds, bool held,
+		       struct patch **out)
+{
+	struct patch *p = patch_alloc(c, PT_EMPTY);
+	int err;
+
+	if (!p)
+		return -ENOMEM;
+	err = reserve_all(c, ds, p);
+	if (err) {
+		patch_free(c, p);
+		return err;
+	}
+	c->st.patches_created++;
+	p->refs = 1;
+	if (held)
+		p->flags |= PF_HELD;
+	for (size_t i = 0; i < ds->n; i++) {
+		add_edge(ds->v[i], p);
+		if (ds->v[i]->flags & (PF_HELD | PF_PINNED))
+			p->flags |= PF_PINNED;
+	}
+	if (!held && is_root(p))
+		patch_commit(c, p);
+	*out = p;
+	return 0;
+}
+
 static int make_empty(struct cache *c, struct patch *const *deps, size_t ndeps,
 		      bool held, struct patch **out)
 {
 	struct depset ds;
-	struct patch *p = NULL;
 	bool taken;
 	size_t i;
 	int err = 0;
@@ -808,28 +837,7 @@ static int make_empty(struct cache *c, struct patch *const *deps, size_t ndeps,
 				goto out;
 		}
 	}
-	p = patch_alloc(c, PT_EMPTY);
-	if (!p) {
-		err = -ENOMEM;
-		goto out;
-	}
-	err = reserve_all(c, &ds, p);
-	if (err) {
-		patch_free(c, p);
-		goto out;
-	}
-	c->st.patches_created++;
-	p->refs = 1;
-	if (held)
-		p->flags |= PF_HELD;
-	for (i = 0; i < ds.n; i++) {
-		add_edge(ds.v[i], p);
-		if (ds.v[i]->flags & (PF_HELD | PF_PINNED))
-			p->flags |= PF_PINNED;
-	}
-	if (!held && is_root(p))
-		patch_commit(c, p);
-	*out = p;
+	err = empty_after(c, &ds, held, out);
 out:
 	depset_done(&ds); /* under the lock: it writes the patches' flags */
 	cache_unlock(c, taken);
@@ -898,7 +906,6 @@ int patch_create_empty_blocks(struct cache *c, const uint64_t *blknos, size_t n,
 			      struct patch **out)
 {
 	struct depset ds;
-	struct patch *p = NULL;
 	bool taken;
 	size_t i;
 	int err = 0;
@@ -914,29 +921,8 @@ int patch_create_empty_blocks(struct cache *c, const uint64_t *blknos, size_t n,
 			if (!(q->flags & PF_COMMITTED))
 				err = depset_add(&ds, q);
 	}
-	if (err)
-		goto out;
-	p = patch_alloc(c, PT_EMPTY);
-	if (!p) {
-		err = -ENOMEM;
-		goto out;
-	}
-	err = reserve_all(c, &ds, p);
-	if (err) {
-		patch_free(c, p);
-		goto out;
-	}
-	c->st.patches_created++;
-	p->refs = 1;
-	for (i = 0; i < ds.n; i++) {
-		add_edge(ds.v[i], p);
-		if (ds.v[i]->flags & (PF_HELD | PF_PINNED))
-			p->flags |= PF_PINNED;
-	}
-	if (is_root(p))
-		patch_commit(c, p);
-	*out = p;
-out:
+	if (!err)
+		err = empty_after(c, &ds, false, out);
 	depset_done(&ds);
 	cache_unlock(c, taken);
 	return err;
