@@ -47,36 +47,82 @@ includes() {
 	assert_equal "$bad" ""
 }
 
-@test "lower layers do not include higher ones" {
-	# Each layer and the layers it may use; cli and cmd may use any.
-	declare -A may=(
-		[util]="util"
-		[fstitch]="fstitch"
-		[proto]="proto"
-		[api]="api proto fstitch"
-		[bdev]="bdev util"
-		[engine]="engine bdev util"
-		[journal]="journal bdev util"
-		[ext2]="ext2 journal engine bdev util"
-		[mkfs]="mkfs ext2 bdev util"
-		[crash]="crash ext2 engine bdev util"
-		[inspect]="inspect engine proto util"
-		[pg]="pg inspect ext2 engine proto bdev util"
-	)
-	run bash -c "$(declare -f includes); includes"
-	assert_success
-	bad=
+# layer_table: the layer table of doc/design.md §2, one row per line:
+# "LAYER USED..." ("any" for a layer that may use every other, nothing
+# after LAYER for one that uses none).
+layer_table() {
+	local folder what uses
+	while IFS='|' read -r _ folder what uses _; do
+		folder=${folder//[\` ]/}
+		[[ $folder == lib/* ]] || continue
+		uses=${uses//,/ }
+		uses=${uses//–/}
+		echo ${folder#lib/} $uses
+	done <doc/design.md
+}
+
+# layer_uses: every include of one layer by another, from lib/, as
+# "FROM TO FILE HEADER" (FILE includes HEADER, a path under lib/).
+layer_uses() {
+	local f inc from to
 	while read -r f inc; do
 		[[ $f == lib/* ]] || continue
 		from=${f#lib/}
 		from=${from%%/*}
 		to=${inc%%/*}
-		[ -n "${may[$from]+x}" ] || continue
-		case " ${may[$from]} " in
-		*" $to "*) ;;
-		*) bad+="$f includes $inc"$'\n' ;;
+		[ "$from" = "$to" ] || echo "$from $to $f $inc"
+	done < <(includes)
+}
+
+@test "the layer table has one row for each folder of lib/, in order" {
+	run layer_table
+	assert_success
+	table=$output
+	# Every folder has a row and every row a folder.
+	assert_equal "$(cut -d' ' -f1 <<<"$table" | sort)" \
+		"$(for d in lib/*/; do d=${d%/}; echo "${d#lib/}"; done | sort)"
+	# A layer uses only layers listed above it, so the table has no cycle.
+	bad=
+	seen=" "
+	while read -r layer uses; do
+		for u in $uses; do
+			[ "$u" = any ] || [[ $seen == *" $u "* ]] || bad+="$layer uses $u, listed below it"$'\n'
+		done
+		seen+="$layer "
+	done <<<"$table"
+	assert_equal "$bad" ""
+}
+
+@test "each folder includes only the layers its row in doc/design.md lists" {
+	declare -A may
+	while read -r layer uses; do
+		may[$layer]=" $uses "
+	done < <(layer_table)
+	run layer_uses
+	assert_success
+	bad=
+	while read -r from to f inc; do
+		[ -n "$from" ] || continue
+		case ${may[$from]- any } in
+		*" any "* | *" $to "*) ;;
+		*) bad+="$f includes $inc, which the row of $from does not list"$'\n' ;;
 		esac
 	done <<<"$output"
+	assert_equal "$bad" ""
+}
+
+@test "each use in the layer table of doc/design.md is an include" {
+	run layer_uses
+	assert_success
+	uses=$output
+	bad=
+	while read -r layer listed; do
+		for u in $listed; do
+			[ "$u" = any ] && continue
+			grep -q "^$layer $u " <<<"$uses" ||
+				bad+="the row of $layer lists $u, which no file of lib/$layer/ includes"$'\n'
+		done
+	done < <(layer_table)
 	assert_equal "$bad" ""
 }
 
