@@ -14,11 +14,15 @@
 # --small 1 run and tiny inputs: checks that the harness works
 # LIST is comma-separated.  Workloads: untar postmark replace mail meta
 # sqlite.  Contenders: fstitch-su fstitch-none fuse2fs passthrough_ll
-# kernel-ext2.  Delays (default 0,2,8): the disk's cache-flush latency in
-# ms; 0 is the bare disk, N > 0 (and sf0: no delay) put every image under
+# kernel-ext2 on ext2 images; fstitch-journal fstitch-jdata (fstitch with
+# -o consistency=journal and journal-data) kernel-ext3 kernel-ext3-dj (the
+# kernel's ext3, data=ordered and data=journal) fuse2fs-ext3 on ext3 images.
+# Delays (default 0,2,8): the disk's cache-flush latency in ms; 0 is the
+# bare disk, N > 0 (and sf0: no delay) put every image under
 # tests/tools/slowflush, which delays each flush by N ms.  Only the
 # fsync-sensitive workloads (postmark replace mail sqlite) run on the
-# delayed disks.
+# delayed disks.  A smoke test of the harness: --small --runs 1 --delays 0,2
+# with the contenders and workloads of interest (a minute or two).
 #
 # Every measurement gets a fresh image and mount, and its time runs until
 # the work is durable: the workload, then the unmount, the daemon's exit and
@@ -28,7 +32,9 @@
 #
 # Needs root (mounts), /dev/fuse, and the packages of `.ci/deps.sh bench`.
 # Environment: BUILD (build dir holding bin/, default build), BENCH_OUT,
-# BENCH_TIMEOUT (seconds per measurement), META_TIMEOUT and META_SLOW
+# BENCH_REPLACE_N, BENCH_MAIL_N, BENCH_SQLITE_N, BENCH_PM_TX and
+# BENCH_UNTAR_FILES (counts instead of the mode's), BENCH_CACHE (where the
+# decompressed tar is kept), BENCH_TIMEOUT (seconds per measurement), META_TIMEOUT and META_SLOW
 # (seconds; the one-directory phases, see wl_meta), BENCH_MKFS (mke2fs or
 # fstitch-mkfs), BENCH_FSTITCH_OPTS (more fstitch-mount arguments).
 # Exit status: 0 report written, 1 the harness itself failed, 64 usage.
@@ -40,7 +46,7 @@ mode=quick
 runs=
 workloads=untar,postmark,replace,mail,meta,sqlite
 delays=0,2,8
-contenders=fstitch-su,fstitch-none,fuse2fs,passthrough_ll,kernel-ext2
+contenders=fstitch-su,fstitch-none,fstitch-journal,fstitch-jdata,fuse2fs,fuse2fs-ext3,passthrough_ll,kernel-ext2,kernel-ext3,kernel-ext3-dj
 OUT=${BENCH_OUT:-$ROOT/build/bench}
 report_only=0
 
@@ -48,9 +54,9 @@ report_only=0
 # stderr after a bad argument (64).
 usage() {
 	if [ "${1:-64}" -eq 0 ]; then
-		sed -n '7,22p' "$0" | sed 's/^# \{0,1\}//'
+		sed -n '7,26p' "$0" | sed 's/^# \{0,1\}//'
 	else
-		sed -n '7,22p' "$0" | sed 's/^# \{0,1\}//' >&2
+		sed -n '7,26p' "$0" | sed 's/^# \{0,1\}//' >&2
 	fi
 	exit "${1:-64}"
 }
@@ -128,6 +134,22 @@ small)
 	PM_FILES=50 PM_MAX=200000 PM_TX=200
 	REPLACE_N=30 MAIL_N=30 SQLITE_N=30 META_SIZES="500 2000" E2DIR_N=20000
 	: "${BENCH_TIMEOUT:=120}" ;;
+esac
+# Counts overridden from the environment, for a focused or smoke run
+# without a new mode; params.json records what ran.
+REPLACE_N=${BENCH_REPLACE_N:-$REPLACE_N}
+MAIL_N=${BENCH_MAIL_N:-$MAIL_N}
+SQLITE_N=${BENCH_SQLITE_N:-$SQLITE_N}
+UNTAR_FILES=${BENCH_UNTAR_FILES:-$UNTAR_FILES}
+PM_TX=${BENCH_PM_TX:-$PM_TX}
+for v in "$REPLACE_N" "$MAIL_N" "$SQLITE_N" "$PM_TX"; do
+	case $v in '' | 0* | *[!0-9]*) ;; *) continue ;; esac
+	echo "fs_bench: bad count '$v' in BENCH_REPLACE_N/MAIL_N/SQLITE_N/PM_TX" >&2
+	exit 64
+done
+case $UNTAR_FILES in
+all) ;;
+*[!0-9]* | '' | 0*) echo "fs_bench: bad BENCH_UNTAR_FILES '$UNTAR_FILES'" >&2; exit 64 ;;
 esac
 PM_MIN=500
 IMG_SIZE=4G
@@ -217,7 +239,8 @@ fi
 # is_fstitch NAME: the contenders that have patchgroups and engine counters
 is_fstitch() { case $1 in fstitch-*) return 0 ;; esac; return 1; }
 has_pg() {
-	[ "$1" = fstitch-su ] && [ -x "$BIN/pgrun" ]
+	case $1 in fstitch-su | fstitch-journal | fstitch-jdata) ;; *) return 1 ;; esac
+	[ -x "$BIN/pgrun" ]
 }
 
 # fstitch_stats FILE: the engine's counters after a workload, before the
@@ -266,8 +289,13 @@ timed() {
 			note="$note; EMFILE: the daemon ran out of file descriptors (limit $NOFILE)"
 		fi
 	fi
+	# Engine counters of the bare disk in raw/stats and raw/final, of an
+	# emulated disk in raw/stats/disk-Nms and raw/final/disk-Nms.
+	local sub=
+	[ "$DISK_KIND" = bare ] || sub=disk-${DISK_MS}ms/
 	if [ $status = ok ]; then
-		fstitch_stats "$RAW/stats/$wl-$var-$CT_NAME-$run.json"
+		mkdir -p "$RAW/stats/$sub" "$RAW/final/$sub"
+		fstitch_stats "$RAW/stats/$sub$wl-$var-$CT_NAME-$run.json"
 		t1b=$(now)
 		if ! ct umount; then
 			status=fail
@@ -275,7 +303,7 @@ timed() {
 		fi
 		t2=$(now)
 		flush_s=$(elapsed "$t1b" "$t2")
-		[ $status = ok ] && fstitch_final "$RAW/final/$wl-$var-$CT_NAME-$run.json"
+		[ $status = ok ] && fstitch_final "$RAW/final/$sub$wl-$var-$CT_NAME-$run.json"
 	else
 		ct kill
 	fi

@@ -147,6 +147,16 @@ mkfs_image() {
 	sync "$1"
 }
 
+# mkfs_ext3 PATH SIZE: a stock ext3 image (mke2fs -t ext3: a JBD2 journal,
+# no extents), flushed like mkfs_image.  The journaled contenders (fstitch
+# in its journal modes, the kernel's ext3, fuse2fs-ext3) all get this one.
+mkfs_ext3() {
+	rm -f "$1"
+	truncate -s "$2" "$1" || return 1
+	mke2fs -q -F -t ext3 "$1" >>"$CT_LOG" 2>&1 || return 1
+	sync "$1"
+}
+
 # wait_mounted DIR PID: until DIR is a mount point, or PID died (1), or 20 s.
 wait_mounted() {
 	local _
@@ -274,6 +284,20 @@ ct_fstitch_none_mount() { fstitch_mount none; }
 ct_fstitch_none_umount() { fuse_stop && sync "$IMG"; }
 ct_fstitch_none_kill() { fuse_kill; }
 
+# The journal modes need an image with a journal: ext3, as mke2fs makes it.
+# The mode is always named, never left to the image's default.
+ct_fstitch_journal_avail() { fstitch_avail; }
+ct_fstitch_journal_mkfs() { mkfs_ext3 "$IMG" "$1"; }
+ct_fstitch_journal_mount() { fstitch_mount journal; }
+ct_fstitch_journal_umount() { fuse_stop && sync "$IMG"; }
+ct_fstitch_journal_kill() { fuse_kill; }
+
+ct_fstitch_jdata_avail() { fstitch_avail; }
+ct_fstitch_jdata_mkfs() { mkfs_ext3 "$IMG" "$1"; }
+ct_fstitch_jdata_mount() { fstitch_mount journal-data; }
+ct_fstitch_jdata_umount() { fuse_stop && sync "$IMG"; }
+ct_fstitch_jdata_kill() { fuse_kill; }
+
 # --- fuse2fs (e2fsprogs, libfuse2) -------------------------------------------
 
 ct_fuse2fs_avail() {
@@ -284,6 +308,16 @@ ct_fuse2fs_mkfs() { mkfs_image "$IMG" "$1"; }
 ct_fuse2fs_mount() { fuse_start fuse2fs "$IMG" "$MNT" -f; }
 ct_fuse2fs_umount() { fuse_stop && sync "$IMG"; }
 ct_fuse2fs_kill() { fuse_kill; }
+
+# fuse2fs on the ext3 image of the journaled contenders.  fuse2fs 1.47
+# mounts it but never writes the journal (it says so in its log): its
+# fsync is a plain flush of the blocks, with no crash guarantee from a
+# journal.  The same image, so the same allocation and block size.
+ct_fuse2fs_ext3_avail() { ct_fuse2fs_avail; }
+ct_fuse2fs_ext3_mkfs() { mkfs_ext3 "$IMG" "$1"; }
+ct_fuse2fs_ext3_mount() { fuse_start fuse2fs "$IMG" "$MNT" -f; }
+ct_fuse2fs_ext3_umount() { fuse_stop && sync "$IMG"; }
+ct_fuse2fs_ext3_kill() { fuse_kill; }
 
 # --- libfuse's passthrough_ll over a kernel ext2 loop mount -------------------
 # The floor for any FUSE file system: FUSE's own cost on top of the kernel's
@@ -390,6 +424,32 @@ ct_kernel_ext2_mount() {
 }
 ct_kernel_ext2_umount() { umount "$MNT" 2>>"$CT_LOG" && sync "$IMG"; }
 ct_kernel_ext2_kill() { kernel_kill "$MNT"; }
+
+# --- the kernel's ext3 (ext4's driver), loop-mounted ---------------------------
+# data=ordered (ext3's default: file data before the metadata that exposes
+# it) and data=journal (file data through the journal too), the kernel's
+# twins of fstitch's journal and journal-data.
+
+ct_kernel_ext3_avail() {
+	grep -qw ext3 /proc/filesystems || modprobe ext3 2>/dev/null ||
+		grep -qw ext4 /proc/filesystems ||
+		{ echo "the kernel has no ext3 or ext4 driver"; return 1; }
+	return 0
+}
+ct_kernel_ext3_mkfs() { mkfs_ext3 "$IMG" "$1"; }
+ct_kernel_ext3_mount() {
+	mount -o loop,data=ordered -t ext3 "$IMG" "$MNT" 2>>"$CT_LOG"
+}
+ct_kernel_ext3_umount() { umount "$MNT" 2>>"$CT_LOG" && sync "$IMG"; }
+ct_kernel_ext3_kill() { kernel_kill "$MNT"; }
+
+ct_kernel_ext3_dj_avail() { ct_kernel_ext3_avail; }
+ct_kernel_ext3_dj_mkfs() { mkfs_ext3 "$IMG" "$1"; }
+ct_kernel_ext3_dj_mount() {
+	mount -o loop,data=journal -t ext3 "$IMG" "$MNT" 2>>"$CT_LOG"
+}
+ct_kernel_ext3_dj_umount() { umount "$MNT" 2>>"$CT_LOG" && sync "$IMG"; }
+ct_kernel_ext3_dj_kill() { kernel_kill "$MNT"; }
 
 # ct_destroy: remove the contender's image once a measurement is done.
 ct_destroy() {

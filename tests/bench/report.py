@@ -19,15 +19,21 @@ import subprocess
 import sys
 import tarfile
 
-FSTITCH = ["fstitch-su", "fstitch-none"]
-OTHERS = ["fuse2fs", "passthrough_ll", "kernel-ext2"]
+FSTITCH = ["fstitch-su", "fstitch-none", "fstitch-journal", "fstitch-jdata"]
+OTHERS = ["fuse2fs", "passthrough_ll", "kernel-ext2", "fuse2fs-ext3",
+          "kernel-ext3", "kernel-ext3-dj"]
 ORDER = FSTITCH + OTHERS
 LABEL = {
     "fstitch-su": "fstitch (softupdates)",
     "fstitch-none": "fstitch (none)",
+    "fstitch-journal": "fstitch (journal, ext3 image)",
+    "fstitch-jdata": "fstitch (journal-data, ext3 image)",
     "fuse2fs": "fuse2fs",
     "passthrough_ll": "passthrough_ll",
     "kernel-ext2": "kernel ext2",
+    "fuse2fs-ext3": "fuse2fs (ext3 image)",
+    "kernel-ext3": "kernel ext3 (data=ordered)",
+    "kernel-ext3-dj": "kernel ext3 (data=journal)",
 }
 
 # What each workload measures, stated once for the tables and the plots.
@@ -88,7 +94,170 @@ DISK_PAIRS = [
     ("sqlite", "fsync", "fstitch-su", "fsync", "kernel-ext2", None),
     ("postmark", "default", "fstitch-su", "default", "fstitch-none", None),
     ("postmark", "default", "fstitch-su", "default", "fuse2fs", None),
+    # the journal modes (issue 12)
+    ("replace", "pg-api", "fstitch-journal", "fsync-api", "fstitch-journal",
+     10.0),
+    ("replace", "pg-order", "fstitch-journal", "fsync", "fstitch-journal",
+     10.0),
+    ("replace", "pg-chain", "fstitch-journal", "fsync-proc",
+     "fstitch-journal", 5.0),
+    ("replace", "pg-api", "fstitch-journal", "fsync-api", "kernel-ext3", 1.0),
+    ("replace", "fsync", "fstitch-journal", "fsync", "fuse2fs-ext3", 1.0),
+    ("replace", "fsync", "fstitch-journal", "fsync", "kernel-ext3", None),
+    ("replace", "fsync", "fstitch-journal", "fsync", "fstitch-su", None),
+    ("replace", "fsync", "fstitch-jdata", "fsync", "kernel-ext3-dj", None),
+    ("mail", "pg-order", "fstitch-journal", "fsync", "fstitch-journal", 5.0),
+    ("mail", "pg-order", "fstitch-journal", "fsync", "kernel-ext3", 1.0),
+    ("mail", "fsync", "fstitch-journal", "fsync", "fuse2fs-ext3", None),
+    ("sqlite", "fsync", "fstitch-journal", "fsync", "kernel-ext3", None),
+    ("postmark", "default", "fstitch-journal", "default", "fstitch-su",
+     None),
 ]
+
+# The targets of issues 12 (journaling) and 13 (ordering cheaper than
+# fsync), each a rate ratio A/B taken within each run and summarised by its
+# median over runs: (issue, what, disks, workload, A variant, A contender,
+# B variant, B contender, op, bound).  disks: "bare" (the bare disk only),
+# "ge2" (each emulated disk of 2 ms or more), "8" (the 8 ms disk), "all"
+# (every disk).  op ">=": ratio >= bound; ">": ratio > bound; "<=": time
+# ratio (B's rate over A's, i.e. A's time / B's time) <= bound.
+JT, SU = "fstitch-journal", "fstitch-su"
+ISSUE_TARGETS = [
+    ("12", "untar extract in journal mode within 1.2× of softupdates "
+     "(journal time / softupdates time)", "bare",
+     "untar", "extract", JT, "extract", SU, "<=", 1.2),
+    ("12", "untar rm in journal mode within 1.2× of softupdates "
+     "(journal time / softupdates time)", "bare",
+     "untar", "rm", JT, "rm", SU, "<=", 1.2),
+]
+for _v, _b in [("pg-api", "fsync-api"), ("pg-order", "fsync"),
+               ("pg-chain", "fsync-proc")]:
+    ISSUE_TARGETS.append(
+        ("12", f"replace {_v} in journal mode ≥10× its fsync version "
+         f"({_b}), same mount", "ge2",
+         "replace", _v, JT, _b, JT, ">=", 10.0))
+ISSUE_TARGETS.append(
+    ("12", "mail pg-order in journal mode ≥10× mail fsync, same mount",
+     "ge2", "mail", "pg-order", JT, "fsync", JT, ">=", 10.0))
+for _v, _b in [("pg-api", "fsync-api"), ("pg-order", "fsync"),
+               ("pg-chain", "fsync-proc")]:
+    ISSUE_TARGETS.append(
+        ("12", f"replace {_v} in journal mode ahead of kernel ext3 "
+         f"({_b})", "ge2", "replace", _v, JT, _b, "kernel-ext3", ">", 1.0))
+ISSUE_TARGETS += [
+    ("12", "mail pg-order in journal mode ahead of kernel ext3 with fsync",
+     "ge2", "mail", "pg-order", JT, "fsync", "kernel-ext3", ">", 1.0),
+    ("12", "replace fsync in journal mode ≥ fuse2fs's fsync rate (ext3 "
+     "image)", "all", "replace", "fsync", JT, "fsync", "fuse2fs-ext3", ">=",
+     1.0),
+    ("12", "mail fsync in journal mode ≥ fuse2fs's fsync rate (ext3 image)",
+     "all", "mail", "fsync", JT, "fsync", "fuse2fs-ext3", ">=", 1.0),
+]
+for _c, _m in [(SU, "softupdates"), (JT, "journal")]:
+    ISSUE_TARGETS += [
+        ("13", f"{_m}: replace pg-api ≥10× fsync-api", "8",
+         "replace", "pg-api", _c, "fsync-api", _c, ">=", 10.0),
+        ("13", f"{_m}: replace pgrun --fsync=order ≥10× fsync", "8",
+         "replace", "pg-order", _c, "fsync", _c, ">=", 10.0),
+        ("13", f"{_m}: replace pgrun chain ≥5× fsync-proc", "8",
+         "replace", "pg-chain", _c, "fsync-proc", _c, ">=", 5.0),
+        ("13", f"{_m}: mail pg-order ≥5× mail fsync", "8",
+         "mail", "pg-order", _c, "fsync", _c, ">=", 5.0),
+    ]
+    for _v in ["pg-api", "pg-order"]:
+        ISSUE_TARGETS.append(
+            ("13", f"{_m}: replace {_v} ≥0.7× the no-fsync loop (nosync)",
+             "all", "replace", _v, _c, "nosync", _c, ">=", 0.7))
+    ISSUE_TARGETS += [
+        ("13", f"{_m}: replace pg-api ahead of kernel ext2 with fsync "
+         "(fsync-api)", "all",
+         "replace", "pg-api", _c, "fsync-api", "kernel-ext2", ">", 1.0),
+        ("13", f"{_m}: replace pg-order ahead of kernel ext2 with fsync",
+         "all", "replace", "pg-order", _c, "fsync", "kernel-ext2", ">", 1.0),
+    ]
+
+
+def disk_key(r):
+    return (0 if r.get("disk", "bare") == "bare" else 1, r.get("flush_ms", 0))
+
+
+def disk_name(d):
+    return "bare disk" if d[0] == 0 else f"{d[1]} ms disk"
+
+
+def issue_targets(recs):
+    """ISSUE_TARGETS checked on every record (all disks): one row per
+    target and disk where both sides were measured, or one 'not measured'
+    row per target that never had both."""
+    disks = sorted({disk_key(r) for r in recs})
+
+    def times(d, wl, var, c):
+        return {r["run"]: r["total_s"] for r in recs
+                if disk_key(r) == d and r["workload"] == wl
+                and r["variant"] == var and r["contender"] == c
+                and r["status"] == "ok" and r["total_s"] > 0}
+
+    rows = []
+    for iss, name, sel, wl, va, ca, vb, cb, op, bound in ISSUE_TARGETS:
+        want = [d for d in disks if
+                (sel == "bare" and d[0] == 0) or
+                (sel == "ge2" and d[0] == 1 and d[1] >= 2) or
+                (sel == "8" and d[0] == 1 and d[1] == 8) or sel == "all"]
+        got = 0
+        for d in want:
+            a, b = times(d, wl, va, ca), times(d, wl, vb, cb)
+            runs = [i for i in sorted(a) if i in b]
+            if not runs:
+                continue
+            got += 1
+            if op == "<=":
+                xs = [a[i] / b[i] for i in runs]
+            else:
+                xs = [b[i] / a[i] for i in runs]
+            v = med(xs)
+            ok = v <= bound if op == "<=" else \
+                v >= bound if op == ">=" else v > bound
+            rows.append({"issue": iss, "target": name, "disk": disk_name(d),
+                         "a": f"{va} on {ca}", "b": f"{vb} on {cb}",
+                         "op": op, "bound": bound, "measured": v,
+                         "min": min(xs), "max": max(xs), "runs": len(xs),
+                         "a_median_s": med([a[i] for i in runs]),
+                         "b_median_s": med([b[i] for i in runs]),
+                         "met": ok})
+        if not got:
+            rows.append({"issue": iss, "target": name, "disk": {
+                "bare": "bare disk", "ge2": "≥2 ms disks", "8": "8 ms disk",
+                "all": "every disk"}[sel], "a": f"{va} on {ca}",
+                "b": f"{vb} on {cb}", "op": op, "bound": bound,
+                "measured": None, "met": None})
+    return rows
+
+
+def issue_targets_markdown(rows):
+    L = []
+    w = L.append
+    w("## Targets of issues 12 and 13\n")
+    w("Each a ratio taken within each run (same machine state, contenders "
+      "interleaved), its median over runs, then min–max. Rate ratio = "
+      "operations per second of A / of B (time of B / time of A); for the "
+      "`≤` rows, time of A / time of B. A is measured against B on the same"
+      " disk (emulated flush latency, see below).\n")
+    w("| issue | target | disk | A | B | want | measured | min–max | runs "
+      "| median s (A / B) | met |")
+    w("|---|---|---|---|---|---|---|---|---|---|---|")
+    for t in rows:
+        want = f"{t['op']} {t['bound']:g}×"
+        if t["measured"] is None:
+            w(f"| #{t['issue']} | {t['target']} | {t['disk']} | {t['a']} | "
+              f"{t['b']} | {want} | not measured | | | | – |")
+            continue
+        met = "yes" if t["met"] else "**no**"
+        w(f"| #{t['issue']} | {t['target']} | {t['disk']} | {t['a']} | "
+          f"{t['b']} | {want} | {t['measured']:.2f}× | {t['min']:.2f}–"
+          f"{t['max']:.2f} | {t['runs']} | {fmt_s(t['a_median_s'])} / "
+          f"{fmt_s(t['b_median_s'])} | {met} |")
+    w("")
+    return "\n".join(L) + "\n"
 
 
 def disk_label(r):
@@ -402,15 +571,21 @@ def report(out):
     if not recs:
         print("report.py: no results in " + raw, file=sys.stderr)
         return 1
-    # Everything but the section on slow-flush disks is about the bare disk.
+    # Everything but the section on slow-flush disks and the issue targets
+    # is about the bare disk.
     dr = disk_report(recs)
+    itargets = issue_targets(recs)
+    finals_by_disk = engine_by_disk(raw)
     recs = [r for r in recs if r.get("disk", "bare") == "bare"]
     if not recs:
         with open(os.path.join(out, "report.json"), "w") as f:
-            json.dump({"machine": mach, "params": params, "disks": dr}, f,
-                      indent=1)
+            json.dump({"machine": mach, "params": params, "disks": dr,
+                       "issue_targets": itargets,
+                       "engine_by_disk": finals_by_disk}, f, indent=1)
         with open(os.path.join(out, "report.md"), "w") as f:
             f.write("# fstitch file-system benchmark\n\n"
+                    + issue_targets_markdown(itargets)
+                    + engine_by_disk_markdown(finals_by_disk)
                     + disk_markdown(dr, params))
         return 0
 
@@ -696,13 +871,16 @@ def report(out):
               "library_meta_fsck": libmeta_fsck,
               "engine_stats": stats, "engine_final": final,
               "noise": noise, "plots": plots, "headline": headline,
-              "disks": dr,
+              "disks": dr, "issue_targets": itargets,
+              "engine_by_disk": finals_by_disk,
               "engine_report": os.path.exists(os.path.join(out,
                                                            "engine.md"))}
     with open(os.path.join(out, "report.json"), "w") as f:
         json.dump(result, f, indent=1)
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write(markdown(result, keys, present))
+        f.write("\n" + issue_targets_markdown(itargets))
+        f.write(engine_by_disk_markdown(finals_by_disk))
         if dr:
             f.write("\n" + disk_markdown(dr, params))
     with open(os.path.join(out, "summary.md"), "w") as f:
@@ -763,6 +941,104 @@ def summary_md(res):
 # The rows of the optimisation table (the paper's figure 9 shape).
 OPT_ROWS = [("untar", "extract"), ("untar", "rm"), ("postmark", "default"),
             ("mail", "fsync"), ("mail", "pg-order")]
+
+# Engine counters per disk for the fsync-sensitive measurements: what a
+# missed ratio costs in barriers, rounds, commits and rollback rewrites.
+DISK_ENGINE_ROWS = [("replace", "fsync"), ("replace", "fsync-api"),
+                    ("replace", "fsync-proc"), ("replace", "pg-api"),
+                    ("replace", "pg-order"), ("replace", "pg-chain"),
+                    ("replace", "nosync"), ("mail", "fsync"),
+                    ("mail", "pg-order"), ("sqlite", "fsync"),
+                    ("sqlite", "pg-order")]
+
+
+def engine_by_disk(raw):
+    """Medians over runs of the counters fstitch wrote after its final
+    flush (raw/final for the bare disk, raw/final/disk-Nms for the emulated
+    ones), per disk, workload, variant and fstitch contender."""
+    base = os.path.join(raw, "final")
+    if not os.path.isdir(base):
+        return []
+    dirs = [("bare disk", base)] + sorted(
+        ((f"{int(x[5:-2])} ms disk", os.path.join(base, x))
+         for x in os.listdir(base) if x.startswith("disk-")
+         and x.endswith("ms") and x[5:-2].isdigit()
+         and os.path.isdir(os.path.join(base, x))),
+        key=lambda t: int(t[0].split()[0]))
+    try:
+        ops = {}
+        for r in load_jsonl(os.path.join(raw, "results.jsonl")):
+            ops[(r["workload"], r["variant"])] = r.get("ops") or 0
+    except (OSError, ValueError):
+        ops = {}
+    rows = []
+    for dname, d in dirs:
+        files = {}
+        for fn in os.listdir(d):
+            if fn.endswith(".json"):
+                try:
+                    files[fn[:-5]] = flatten(json.load(open(
+                        os.path.join(d, fn))))
+                except (OSError, ValueError):
+                    pass
+        for wl, var in DISK_ENGINE_ROWS:
+            for ct in FSTITCH:
+                pre = f"{wl}-{var}-{ct}-"
+                got = [v for k, v in files.items() if k.startswith(pre)
+                       and k[len(pre):].isdigit()]
+                if not got:
+                    continue
+                n = ops.get((wl, var)) or 0
+
+                def m(key, xs=got):
+                    vals = [f[key] for f in xs
+                            if isinstance(f.get(key), (int, float))]
+                    return med(vals)
+                row = {"disk": dname, "workload": wl, "variant": var,
+                       "contender": ct, "runs": len(got), "ops": n,
+                       "barriers": m("io.barriers"), "rounds": m("io.rounds"),
+                       "block_writes": m("io.block_writes"),
+                       "rollback_writes": m("io.rollback_writes"),
+                       "commits": m("journal.commits")}
+                if n and row["barriers"] is not None:
+                    row["barriers_per_op"] = row["barriers"] / n
+                if row["block_writes"]:
+                    row["rollback_pct"] = 100.0 * (row["rollback_writes"]
+                                                   or 0) / row["block_writes"]
+                rows.append(row)
+    return rows
+
+
+def engine_by_disk_markdown(rows):
+    if not rows:
+        return ""
+    L = []
+    w = L.append
+    w("## fstitch's barriers, rounds and rollbacks per disk\n")
+    w("Counters the daemon wrote after its final flush (-o statsfile), "
+      "median over runs, for the whole mount: the setup's files are made on"
+      " an earlier mount, so these are the workload and its unmount. "
+      "Barriers per op = barriers / operations (updates, messages, rows); "
+      "commits: journal transactions committed (journal modes). In the "
+      "journal modes the daemon takes these counters after its last commit"
+      " and before the unmount checkpoints the log in place, so the "
+      "checkpoint's barriers are missing here; slowflush's flush counts "
+      "(section on slow disks) include them.\n")
+    w("| disk | workload | variant | contender | barriers | per op | rounds "
+      "| commits | block writes | rollback rewrites |")
+    w("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        w(f"| {r['disk']} | {r['workload']} | {r['variant']} | "
+          f"{LABEL.get(r['contender'], r['contender'])} | "
+          f"{fmt_n(r['barriers'])} | "
+          + (f"{r['barriers_per_op']:.2f}" if "barriers_per_op" in r
+             else "–")
+          + f" | {fmt_n(r['rounds'])} | {fmt_n(r['commits'])} | "
+          f"{fmt_n(r['block_writes'])} | {fmt_n(r['rollback_writes'])}"
+          + (f" ({r['rollback_pct']:.1f}%)" if "rollback_pct" in r else "")
+          + " |")
+    w("")
+    return "\n".join(L) + "\n"
 
 
 def optimisation_table(final, stats):
@@ -882,7 +1158,12 @@ def markdown(res, keys, present):
         "libfuse's example passthrough_ll (built from libfuse3-dev's "
         "examples at bench time) over the kernel's ext2 on a loop-mounted "
         "image of the same size: the floor for any FUSE file system",
-        "the kernel's ext2 (ext4's driver in ext2 mode) on a loop mount"]))
+        "the kernel's ext2 (ext4's driver in ext2 mode) on a loop mount",
+        "on an ext3 image (`mke2fs -t ext3`, a JBD2 journal) instead: "
+        "fstitch-mount with `-o consistency=journal` and `journal-data`, "
+        "the kernel's ext3 (ext4's driver) with `data=ordered` and "
+        "`data=journal` on a loop mount, and fuse2fs, which mounts the image"
+        " but never writes its journal"]))
     w(f"- untar: `{p.get('untar_tar', '?')}`, {p.get('untar_entries', '?')} "
       f"entries, {p.get('untar_bytes', 0) / 1e6:.0f} MB of file data, read "
       "from the page cache; the extracted tree is counted and its bytes "
