@@ -44,6 +44,13 @@ int e2_check_name(const char *name, size_t *len)
 	return 0;
 }
 
+int e2_check_change(const struct e2fs *fs, const char *name, size_t *len)
+{
+	if (fs->ro)
+		return -EROFS;
+	return e2_check_name(name, len);
+}
+
 bool e2_dot_or_dotdot(const char *name)
 {
 	return !strcmp(name, ".") || !strcmp(name, "..");
@@ -326,9 +333,7 @@ static int remove_common(struct e2fs *fs, const struct e2_caller *who, uint32_t 
 	size_t len;
 	int r;
 
-	if (fs->ro)
-		return -EROFS;
-	r = e2_check_name(name, &len);
+	r = e2_check_change(fs, name, &len);
 	if (r)
 		return r;
 	if (rmdir && !strcmp(name, "."))

@@ -36,9 +36,7 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 	size_t len;
 	int r;
 
-	if (fs->ro)
-		return -EROFS;
-	r = e2_check_name(name, &len);
+	r = e2_check_change(fs, name, &len);
 	if (r)
 		return r;
 	e2_lock_caller(fs, who);
@@ -313,9 +311,7 @@ int e2_link(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, uint32_t
 	size_t len;
 	int r;
 
-	if (fs->ro)
-		return -EROFS;
-	r = e2_check_name(newname, &len);
+	r = e2_check_change(fs, newname, &len);
 	if (r)
 		return r;
 	e2_lock_caller(fs, who);

@@ -364,7 +364,12 @@ int e2_acl_chmod_locked(struct e2fs *fs, struct e2_inode *ip);
 void e2_lock(struct e2fs *fs);
 void e2_lock_caller(struct e2fs *fs, const struct e2_caller *who);
 void e2_unlock(struct e2fs *fs);
+/* A name for a directory entry: -ENOENT if empty, -ENAMETOOLONG, -EINVAL
+ * with a slash; else 0 and its length in *len. */
 int e2_check_name(const char *name, size_t *len);
+/* The first checks of a call that adds or removes the entry name:
+ * -EROFS on a read-only file system, then e2_check_name()'s answer. */
+int e2_check_change(const struct e2fs *fs, const char *name, size_t *len);
 bool e2_dot_or_dotdot(const char *name);
 int e2_get_live(struct e2fs *fs, uint32_t ino, struct e2_inode **out);
 int e2_get_dir(struct e2fs *fs, uint32_t ino, struct e2_inode **out);
