@@ -118,6 +118,19 @@ static int blocks_needed(struct e2fs *fs, struct e2_inode *ip, uint64_t first, u
 	return 0;
 }
 
+/* The first checks of fallocate and punch: a range of at least one byte
+ * from a non-negative offset, on a writable file system.  *end is off +
+ * len (two numbers below 2^63: the sum fits). */
+static int check_range(const struct e2fs *fs, off_t off, off_t len, uint64_t *end)
+{
+	if (off < 0 || len <= 0)
+		return -EINVAL;
+	if (fs->ro)
+		return -EROFS;
+	*end = (uint64_t)off + (uint64_t)len;
+	return 0;
+}
+
 int e2_falloc(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, bool keep_size, off_t off,
 	      off_t len)
 {
@@ -126,12 +139,10 @@ int e2_falloc(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, bool k
 	uint8_t *zero = NULL;
 	int r;
 
-	if (off < 0 || len <= 0)
-		return -EINVAL;
-	if (fs->ro)
-		return -EROFS;
-	end = (uint64_t)off + (uint64_t)len;
-	if (end < (uint64_t)off || end > e2_max_lblk(fs) * fs->bs)
+	r = check_range(fs, off, len, &end);
+	if (r)
+		return r;
+	if (end > e2_max_lblk(fs) * fs->bs)
 		return -EFBIG;
 	e2_lock_caller(fs, who);
 	r = e2_get_file(fs, ino, &ip);
@@ -237,13 +248,9 @@ int e2_punch(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, off_t o
 	struct e2_inode *ip;
 	int r;
 
-	if (off < 0 || len <= 0)
-		return -EINVAL;
-	if (fs->ro)
-		return -EROFS;
-	end = (uint64_t)off + (uint64_t)len;
-	if (end < (uint64_t)off)
-		end = UINT64_MAX;
+	r = check_range(fs, off, len, &end);
+	if (r)
+		return r;
 	e2_lock_caller(fs, who);
 	r = e2_get_file(fs, ino, &ip);
 	if (r)
