@@ -7,54 +7,30 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline uint16_t ld_le16(const uint8_t *p)
-{
-	uint16_t v;
+/* ld_ORDERBITS(p) loads, and st_ORDERBITS(p, v) stores, a BITS-bit integer
+ * in byte order ORDER (le or be) at p, which need not be aligned.  Each
+ * pair differs from the others only in its type and the <endian.h>
+ * conversion, so one pattern makes all eight: ld_le16, st_le16, ld_le32,
+ * st_le32, ld_be16, st_be16, ld_be32, st_be32. */
+#define BYTES_ACCESSORS(order, bits)                                      \
+	static inline uint##bits##_t ld_##order##bits(const uint8_t *p)   \
+	{                                                                 \
+		uint##bits##_t v;                                         \
+                                                                          \
+		memcpy(&v, p, sizeof(v));                                 \
+		return order##bits##toh(v);                               \
+	}                                                                 \
+	static inline void st_##order##bits(uint8_t *p, uint##bits##_t v) \
+	{                                                                 \
+		v = hto##order##bits(v);                                  \
+		memcpy(p, &v, sizeof(v));                                 \
+	}
 
-	memcpy(&v, p, 2);
-	return le16toh(v);
-}
+BYTES_ACCESSORS(le, 16)
+BYTES_ACCESSORS(le, 32)
+BYTES_ACCESSORS(be, 16)
+BYTES_ACCESSORS(be, 32)
 
-static inline uint32_t ld_le32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return le32toh(v);
-}
-
-static inline void st_le16(uint8_t *p, uint16_t v)
-{
-	v = htole16(v);
-	memcpy(p, &v, 2);
-}
-
-static inline void st_le32(uint8_t *p, uint32_t v)
-{
-	v = htole32(v);
-	memcpy(p, &v, 4);
-}
-
-static inline uint16_t ld_be16(const uint8_t *p)
-{
-	uint16_t v;
-
-	memcpy(&v, p, 2);
-	return be16toh(v);
-}
-
-static inline uint32_t ld_be32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return be32toh(v);
-}
-
-static inline void st_be32(uint8_t *p, uint32_t v)
-{
-	v = htobe32(v);
-	memcpy(p, &v, 4);
-}
+#undef BYTES_ACCESSORS
 
 #endif
