@@ -9,8 +9,8 @@
 #       [--report-only]
 #
 # --quick (default) 3 runs, a 20k-file subset of the linux-source tree and
-#         reduced counts: under 15 minutes on a 2-core machine
-# --full  3 runs, the whole tree and the paper's sizes: 25 to 35 minutes
+#         reduced counts: 2 to 3 hours with every contender and delay
+# --full  3 runs, the whole tree and the paper's sizes: longer still
 # --small 1 run and tiny inputs: checks that the harness works
 # LIST is comma-separated.  Workloads: untar postmark replace mail meta
 # sqlite.  Contenders: fstitch-su fstitch-none fuse2fs passthrough_ll
