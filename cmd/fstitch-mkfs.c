@@ -87,32 +87,35 @@ static uint64_t parse_count(struct argp_state *state, const char *what, const ch
  * (MiB, a plain decimal number as mke2fs takes it). */
 static void parse_journal_opts(struct args *a, const char *arg)
 {
-	const char *p = arg, *end, *v;
-	unsigned long long n;
-	char *stop;
+	const char *p = arg, *end;
+	uint64_t n;
 	size_t len;
+	char *v;
+	int r;
 
 	for (;;) {
 		end = strchr(p, ',');
 		len = end ? (size_t)(end - p) : strlen(p);
 		if (len > 5 && !strncmp(p, "size=", 5)) {
-			v = p + 5;
-			errno = 0;
-			n = strtoull(v, &stop, 10);
-			if (*v < '0' || *v > '9' || stop != p + len) {
-				cli_error("invalid journal size '%.*s': not a number of MiB",
-					  (int)(len - 5), v);
+			v = strndup(p + 5, len - 5);
+			if (!v) {
+				cli_error("out of memory");
+				exit(EXIT_MKFS_ERROR);
+			}
+			r = num_parse(v, 0, UINT32_MAX, &n);
+			if (r == -EINVAL) {
+				cli_error("invalid journal size '%s': not a number of MiB", v);
 				exit(EXIT_MKFS_USAGE);
 			}
-			if (errno || n > UINT32_MAX) {
-				cli_error("invalid journal size '%.*s': too large", (int)(len - 5),
-					  v);
+			if (r < 0) {
+				cli_error("invalid journal size '%s': too large", v);
 				exit(EXIT_MKFS_USAGE);
 			}
 			if (n == 0) {
-				cli_error("invalid journal size '0': must be at least 1 MiB");
+				cli_error("invalid journal size '%s': must be at least 1 MiB", v);
 				exit(EXIT_MKFS_USAGE);
 			}
+			free(v);
 			a->opts.journal_mib = (unsigned)n;
 		} else {
 			cli_error("invalid journal option '%.*s': only size=MIB is supported",
