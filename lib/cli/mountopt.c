@@ -45,6 +45,46 @@ static bool in_list(const char *s, const char *const *list, size_t n)
 
 #define IN_LIST(s, list) in_list((s), (list), sizeof(list) / sizeof((list)[0]))
 
+/* The words an option with a fixed set of values takes, each with the
+ * value it stands for; a NULL name ends the table. */
+struct word {
+	const char *name;
+	int value;
+};
+
+static const struct word consistency_words[] = {
+	{ "softupdates", CONSISTENCY_SOFTUPDATES },
+	{ "none", CONSISTENCY_NONE },
+	{ "journal", CONSISTENCY_JOURNAL },
+	{ "journal-data", CONSISTENCY_JOURNAL_DATA },
+	{ NULL, 0 },
+};
+
+static const struct word rename_order_words[] = {
+	{ "all", E2_RENAME_ORDER_ALL },
+	{ "file", E2_RENAME_ORDER_FILE },
+	{ "process", E2_RENAME_ORDER_PROCESS },
+	{ NULL, 0 },
+};
+
+static const struct word errors_words[] = {
+	{ "continue", E2_ERRORS_CONTINUE },
+	{ "remount-ro", E2_ERRORS_RO },
+	{ "panic", E2_ERRORS_PANIC },
+	{ NULL, 0 },
+};
+
+/* The value of the word s in words: 0 and *value, or -EINVAL. */
+static int word_value(const struct word *words, const char *s, int *value)
+{
+	for (; words->name; words++)
+		if (strcmp(s, words->name) == 0) {
+			*value = words->value;
+			return 0;
+		}
+	return -EINVAL;
+}
+
 void mountopt_init(struct mountopt *mo)
 {
 	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -73,10 +113,10 @@ void mountopt_free(struct mountopt *mo)
 
 const char *mountopt_consistency_name(enum consistency c)
 {
-	return c == CONSISTENCY_NONE	       ? "none"
-	       : c == CONSISTENCY_JOURNAL      ? "journal"
-	       : c == CONSISTENCY_JOURNAL_DATA ? "journal-data"
-					       : "softupdates";
+	for (const struct word *w = consistency_words; w->name; w++)
+		if (w->value == (int)c)
+			return w->name;
+	return "softupdates";
 }
 
 int mountopt_parse_size(const char *s, uint64_t *out)
@@ -159,6 +199,7 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 	const char *val = NULL;
 	uint64_t size;
 	unsigned ms;
+	int k;
 
 	if (eq) {
 		*eq = '\0';
@@ -167,42 +208,25 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 	if (strcmp(opt, "consistency") == 0) {
 		if (!val)
 			goto need_value;
-		if (strcmp(val, "softupdates") == 0)
-			mo->consistency = CONSISTENCY_SOFTUPDATES;
-		else if (strcmp(val, "none") == 0)
-			mo->consistency = CONSISTENCY_NONE;
-		else if (strcmp(val, "journal") == 0)
-			mo->consistency = CONSISTENCY_JOURNAL;
-		else if (strcmp(val, "journal-data") == 0)
-			mo->consistency = CONSISTENCY_JOURNAL_DATA;
-		else
+		if (word_value(consistency_words, val, &k) < 0)
 			goto bad_value;
+		mo->consistency = (enum consistency)k;
 		return 0;
 	}
 	if (strcmp(opt, "rename_order") == 0) {
 		if (!val)
 			goto need_value;
-		if (strcmp(val, "all") == 0)
-			mo->rename_order = E2_RENAME_ORDER_ALL;
-		else if (strcmp(val, "file") == 0)
-			mo->rename_order = E2_RENAME_ORDER_FILE;
-		else if (strcmp(val, "process") == 0)
-			mo->rename_order = E2_RENAME_ORDER_PROCESS;
-		else
+		if (word_value(rename_order_words, val, &k) < 0)
 			goto bad_value;
+		mo->rename_order = (enum e2_rename_order)k;
 		return 0;
 	}
 	if (strcmp(opt, "errors") == 0) {
 		if (!val)
 			goto need_value;
-		if (strcmp(val, "continue") == 0)
-			mo->errors = E2_ERRORS_CONTINUE;
-		else if (strcmp(val, "remount-ro") == 0)
-			mo->errors = E2_ERRORS_RO;
-		else if (strcmp(val, "panic") == 0)
-			mo->errors = E2_ERRORS_PANIC;
-		else
+		if (word_value(errors_words, val, &k) < 0)
 			goto bad_value;
+		mo->errors = (enum e2_errors)k;
 		return 0;
 	}
 	if (strcmp(opt, "cache") == 0) {
