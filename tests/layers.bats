@@ -127,8 +127,8 @@ layer_uses() {
 }
 
 @test "the library never prints or exits outside lib/cli" {
-	run grep -nE '\b(printf|fprintf|puts|perror|exit|abort|error)\(' \
-		$(ls lib/*/*.c | grep -v '^lib/cli/')
+	run grep -nE '\b(printf|fprintf|vprintf|vfprintf|dprintf|puts|fputs|fputc|putchar|perror|warnx?|errx?|syslog|_?exit|abort|error)\(' \
+		$(ls lib/*/*.[ch] | grep -v '^lib/cli/')
 	# grep exits 1 when nothing matched: that is the pass.
 	assert_failure 1
 }
