@@ -4,7 +4,7 @@
 # fstitch (byte for byte the same), leaves e2fsck -fn nothing at all to say
 # (design.md §3, "Journal writer").  The same workloads under
 # consistency=none, and with the commit block not waiting for its copies,
-# must fail.
+# must fail, and so must a wrong journal checksum.
 
 load common
 
@@ -46,6 +46,30 @@ journal_state_ok() {
 # workload's starting tree, written by fstitch under softupdates.
 jimage() {
 	CRASH_IMAGE_SIZE=8M crash_workload_image "$1" "$MNT" -t ext3 -b 1024
+}
+
+# jcsum IMG VERSION: give IMG's journal checksums of VERSION (1: the
+# compat checksum, a crc32 per transaction; 2 or 3: crc32c per block), as
+# e2fsprogs sets them: debugfs's journal_open -c, which picks version 2
+# or 3 only on a file system with metadata_csum, so that is turned on for
+# it and off again (with uninit_bg, which comes with it; tune2fs wants a
+# file system checked since its last mount).
+jcsum() {
+	local img=$1 v=$2 want=journal_checksum
+	if [ "$v" = 1 ]; then
+		printf 'jo -c\njc\n' | debugfs -w -f - "$img" >/dev/null 2>&1
+	else
+		e2fsck -fp "$img" >/dev/null 2>&1
+		tune2fs -O metadata_csum "$img" >/dev/null 2>&1
+		printf 'jo -c -v %s\njc\n' "$v" | debugfs -w -f - "$img" >/dev/null 2>&1
+		tune2fs -O ^metadata_csum,^uninit_bg "$img" >/dev/null 2>&1
+		want=journal_checksum_v$v
+	fi
+	dumpe2fs -h "$img" 2>/dev/null | grep '^Journal features:' | grep -qw "$want" || {
+		echo "jcsum: $img did not get $want" >&2
+		return 1
+	}
+	e2fsck -fn "$img" >/dev/null 2>&1
 }
 
 # jrecord WORKLOAD [fstitch-mount options...]: record WORKLOAD (a function
@@ -226,6 +250,53 @@ run_check() {
 		bash -c journal_state_ok
 }
 
+@test "journal checksums v3: every crash state of the fsync workload replays alike and clean" {
+	jimage "$IMG"
+	jcsum "$IMG" 3
+	jrecord work_fsync -o consistency=journal
+	run_check assert_crash_pass journal-csum3 "$SCRATCH/rec" --fsck none --no-mount -- \
+		bash -c journal_state_ok
+}
+
+@test "journal checksums v2 under journal-data: every crash state replays alike and clean" {
+	jimage "$IMG"
+	jcsum "$IMG" 2
+	jrecord work_tree -o consistency=journal-data
+	run_check assert_crash_pass journal-data-csum2 "$SCRATCH/rec" --fsck none --no-mount -- \
+		bash -c journal_state_ok
+}
+
+@test "journal checksum v1 (compat): every crash state replays alike and clean" {
+	jimage "$IMG"
+	jcsum "$IMG" 1
+	jrecord work_tree -o consistency=journal
+	run_check assert_crash_pass journal-csum1 "$SCRATCH/rec" --fsck none --no-mount -- \
+		bash -c journal_state_ok
+}
+
+# Negative controls: one wrong checksum per transaction (the first tag of
+# each descriptor in v3, the transaction's crc32 in v1).  fstitch refuses
+# such a log; e2fsck stops or skips there and flags the file system.
+@test "the same checks catch a wrong tag checksum (v3)" {
+	jimage "$IMG"
+	jcsum "$IMG" 3
+	export FSTITCH_JOURNAL_DEBUG=badcsum
+	jrecord work_fsync -o consistency=journal
+	unset FSTITCH_JOURNAL_DEBUG
+	run_check assert_crash_fail badcsum3 "$SCRATCH/rec" --fsck none --no-mount -- \
+		bash -c journal_state_ok
+}
+
+@test "the same checks catch a wrong transaction checksum (v1)" {
+	jimage "$IMG"
+	jcsum "$IMG" 1
+	export FSTITCH_JOURNAL_DEBUG=badcsum
+	jrecord work_tree -o consistency=journal
+	unset FSTITCH_JOURNAL_DEBUG
+	run_check assert_crash_fail badcsum1 "$SCRATCH/rec" --fsck none --no-mount -- \
+		bash -c journal_state_ok
+}
+
 @test "journal: directories moved to other parents are whole in every crash state" {
 	jimage "$IMG"
 	jrecord work_dirmove -o consistency=journal
@@ -267,11 +338,11 @@ run_check() {
 		bash -c journal_state_ok
 }
 
-@test "crash states of the journal mount under the kernel's ext3, which replays them" {
-	need_kernel_ext3
+# kernel_states: five states of $SCRATCH/rec, from first to last, each
+# mounted under the kernel's ext3 (which replays the journal), read whole
+# and checked, then e2fsck -fn after the kernel's unmount.
+kernel_states() {
 	local crash n s km=$SCRATCH/kmnt
-	jimage "$IMG"
-	jrecord work_tree -o consistency=journal
 	crash=$(fstitch_cmd fstitch-crash)
 	n=$("$crash" states "$SCRATCH/rec" | awk '$1 == "states" { print $2 }')
 	mkdir -p "$km"
@@ -288,5 +359,39 @@ run_check() {
 		umount "$km"
 		run e2fsck -fn "$SCRATCH/s.img"
 		assert_success
+	done
+}
+
+@test "crash states of the journal mount under the kernel's ext3, which replays them" {
+	need_kernel_ext3
+	jimage "$IMG"
+	jrecord work_tree -o consistency=journal
+	kernel_states
+}
+
+# The kernel's own v1: a mount with journal_checksum leaves the feature on.
+@test "crash states of checksummed journals (the kernel's v1, v3) replay under the kernel" {
+	need_kernel_ext3
+	local v km=$SCRATCH/kmnt
+	mkdir -p "$km"
+	for v in kernel 3; do
+		rm -rf "$SCRATCH/tree"
+		jimage "$IMG"
+		if [ $v = kernel ]; then
+			mount -t ext4 -o loop,journal_checksum "$IMG" "$km" ||
+				skip "the kernel does not mount ext3 with journal_checksum"
+			track_mount "$km" kernel
+			# (the feature reaches the journal with its first commit)
+			touch "$km/k"
+			sync -f "$km/k"
+			rm "$km/k"
+			umount "$km"
+			dumpe2fs -h "$IMG" 2>/dev/null | grep '^Journal features:' |
+				grep -qw journal_checksum
+		else
+			jcsum "$IMG" $v
+		fi
+		jrecord work_tree -o consistency=journal
+		kernel_states
 	done
 }

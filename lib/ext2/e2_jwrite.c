@@ -26,7 +26,9 @@
  *    written, and cleared at a clean unmount after the last checkpoint and
  *    s_start = 0.
  * No revoke records are needed: a block with a copy in the live log is
- * never written in place outside a transaction. */
+ * never written in place outside a transaction.  Checksums are written
+ * as the journal superblock asks (version 1, 2 or 3, as Linux writes
+ * them). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +44,12 @@
 #define JSB_COMPAT   0x24
 #define JSB_INCOMPAT 0x28
 #define JSB_UUID     0x30
+#define JSB_CHECKSUM 0xfc
+/* Commit block: checksum type and size, then the checksum. */
+#define COMMIT_CSUM_TYPE 12
+#define COMMIT_CSUM_SIZE 13
+#define COMMIT_CSUM	 16
+#define CSUM_CRC32	 1
 
 struct jtxn {
 	uint32_t tid;
@@ -63,6 +71,14 @@ struct e2_jw {
 	uint64_t *map;
 	uint32_t nmap, first, maxlen, tagsz;
 	bool b64;
+	/* Checksums, as the journal superblock asks: version 1 (compat
+	 * checksum) puts a crc32 of the transaction's log blocks in its
+	 * commit block; versions 2 and 3 put a crc32c seeded from the
+	 * journal's uuid in each tag (of the copy, with the transaction's
+	 * number), at the tail of each descriptor, in each commit block and
+	 * in the journal superblock. */
+	bool csum1, csum, csum3;
+	uint32_t seed;
 	uint8_t jsb[1024];
 	uint32_t disk_start, disk_seq; /* as the latest jsb patch sets them */
 	struct patch *jsbp;
@@ -79,6 +95,7 @@ struct e2_jw {
 	size_t nord, capord;
 	bool broken;	     /* out of memory in a hook */
 	bool debug_nocopies; /* FSTITCH_JOURNAL_DEBUG=nocopies */
+	bool debug_badcsum;  /* FSTITCH_JOURNAL_DEBUG=badcsum */
 	struct jent *tab;
 	size_t tabsize, tabcount;
 	struct jtxn *live; /* committed, not out of the log, oldest first */
@@ -254,13 +271,21 @@ static int jsb_write(struct e2_jw *jw, uint32_t seq, uint32_t start, struct patc
 	struct patch *p = NULL;
 	int r;
 
+	uint32_t len = 8;
+
 	st_be32(jw->jsb + JSB_SEQUENCE, seq);
 	st_be32(jw->jsb + JSB_START, start);
+	if (jw->csum) {
+		/* one change from s_sequence to s_checksum: the block never
+		 * goes out with the new fields and the old sum */
+		st_be32(jw->jsb + JSB_CHECKSUM, jbd2_sb_csum(jw->jsb));
+		len = JSB_CHECKSUM + 4 - JSB_SEQUENCE;
+	}
 	r = cache_get(fs->c, jw->map[0], &b);
 	if (r)
 		return e2_err(fs, r, "cannot read the journal superblock");
-	r = patch_create_byte(fs->c, b, JSB_SEQUENCE, 8, jw->jsb + JSB_SEQUENCE, dep ? &dep : NULL,
-			      dep ? 1 : 0, NULL, &p);
+	r = patch_create_byte(fs->c, b, JSB_SEQUENCE, len, jw->jsb + JSB_SEQUENCE,
+			      dep ? &dep : NULL, dep ? 1 : 0, NULL, &p);
 	cache_put(fs->c, b);
 	if (r)
 		return r;
@@ -294,6 +319,53 @@ static void hdr(uint8_t *b, uint32_t type, uint32_t tid)
 	st_be32(b + 8, tid);
 }
 
+/* Copy block blk as the cache holds it into copy, escaped when it starts
+ * with the journal's magic; true if it was. */
+static int read_copy(struct e2_jw *jw, uint64_t blk, uint8_t *copy, bool *escaped)
+{
+	struct e2fs *fs = jw->fs;
+	struct cblock *b;
+	int r;
+
+	r = cache_get(fs->c, blk, &b);
+	if (r)
+		return e2_err(fs, r, "journal: cannot read block %llu", (unsigned long long)blk);
+	memcpy(copy, cblock_data(b), fs->bs);
+	cache_put(fs->c, b);
+	*escaped = ld_be32(copy) == JBD2_MAGIC;
+	if (*escaped)
+		memset(copy, 0, 4);
+	return 0;
+}
+
+/* The tag of block blk whose copy (as logged) is copy, at tag. */
+static void put_tag(struct e2_jw *jw, uint8_t *tag, uint64_t blk, uint32_t flags,
+		    const uint8_t *copy)
+{
+	uint8_t seq[4];
+	uint32_t c;
+
+	st_be32(tag, (uint32_t)blk);
+	if (jw->csum3)
+		st_be32(tag + 4, flags);
+	else
+		st_be16(tag + 6, (uint16_t)flags);
+	if (jw->b64)
+		st_be32(tag + 8, (uint32_t)(blk >> 32));
+	if (!jw->csum)
+		return;
+	/* over the transaction's number and the copy as the log holds it */
+	st_be32(seq, jw->tid);
+	c = jbd2_crc32c(jw->seed, seq, 4);
+	c = jbd2_crc32c(c, copy, jw->fs->bs);
+	if (jw->debug_badcsum && !(flags & JBD2_FLAG_SAME_UUID))
+		c ^= 1; /* negative control: the first tag of each descriptor */
+	if (jw->csum3)
+		st_be32(tag + 12, c);
+	else
+		st_be16(tag + 4, (uint16_t)c);
+}
+
 static int commit_locked(struct e2_jw *jw)
 {
 	struct e2fs *fs = jw->fs;
@@ -302,6 +374,8 @@ static int commit_locked(struct e2_jw *jw)
 	struct patch *base[2], *p = NULL, *tail = NULL, *nh = NULL;
 	uint8_t *desc = NULL, *copy = NULL;
 	size_t nbase = 0, i, k;
+	uint32_t crc1 = ~0u, tailsz = jw->csum ? 4 : 0;
+	bool esc;
 	int r = 0;
 
 	if (jw->broken)
@@ -317,8 +391,8 @@ static int commit_locked(struct e2_jw *jw)
 	if (r)
 		return r;
 	jw->own = true;
-	/* tags of one descriptor: its header, the tags, one UUID */
-	per = (bs - 12 - 16) / jw->tagsz;
+	/* tags of one descriptor: its header, the tags, one UUID, the tail */
+	per = (bs - 12 - 16 - tailsz) / jw->tagsz;
 	ndesc = (uint32_t)((jw->nrun + per - 1) / per);
 	need = (uint32_t)jw->nrun + ndesc + 1;
 	if (need + 1 > jw->maxlen - jw->first) {
@@ -371,39 +445,47 @@ static int commit_locked(struct e2_jw *jw)
 		uint32_t dpos = pos, off = 12;
 		size_t end = i + per < jw->nrun ? i + per : jw->nrun;
 
+		/* The descriptor first (version 1 sums it before its copies),
+		 * then the copies, read again from the cache: nothing changes
+		 * them in between (the file system's lock is held). */
 		memset(desc, 0, bs);
 		hdr(desc, JBD2_DESCRIPTOR_BLOCK, jw->tid);
-		pos = advance(jw, pos, 1);
 		for (k = i; k < end; k++) {
-			uint64_t blk = jw->run[k];
 			uint32_t flags = 0;
-			struct cblock *b;
 
-			r = cache_get(fs->c, blk, &b);
-			if (r) {
-				r = e2_err(fs, r, "journal: cannot read block %llu",
-					   (unsigned long long)blk);
+			r = read_copy(jw, jw->run[k], copy, &esc);
+			if (r)
 				goto out;
-			}
-			memcpy(copy, cblock_data(b), bs);
-			cache_put(fs->c, b);
-			if (ld_be32(copy) == JBD2_MAGIC) {
-				memset(copy, 0, 4);
+			if (esc)
 				flags |= JBD2_FLAG_ESCAPE;
-			}
 			if (k > i)
 				flags |= JBD2_FLAG_SAME_UUID;
 			if (k == end - 1)
 				flags |= JBD2_FLAG_LAST_TAG;
-			st_be32(desc + off, (uint32_t)blk);
-			st_be32(desc + off + 4, flags); /* t_checksum (16) 0, t_flags (16) */
-			if (jw->b64)
-				st_be32(desc + off + 8, (uint32_t)(blk >> 32));
+			put_tag(jw, desc + off, jw->run[k], flags, copy);
 			off += jw->tagsz;
 			if (k == i) {
 				memcpy(desc + off, jw->jsb + JSB_UUID, 16);
 				off += 16;
 			}
+		}
+		if (jw->csum)
+			st_be32(desc + bs - 4, jbd2_crc32c(jw->seed, desc, bs));
+		if (jw->csum1)
+			crc1 = jbd2_crc32_be(crc1, desc, bs);
+		r = jblock_write(jw, dpos, desc, base, nbase, &p);
+		if (!r)
+			r = e2_deps_add(&cdeps, p);
+		if (r)
+			goto out;
+		p = NULL;
+		pos = advance(jw, pos, 1);
+		for (k = i; k < end; k++) {
+			r = read_copy(jw, jw->run[k], copy, &esc);
+			if (r)
+				goto out;
+			if (jw->csum1)
+				crc1 = jbd2_crc32_be(crc1, copy, bs);
 			r = jblock_write(jw, pos, copy, base, nbase, &p);
 			if (!r)
 				r = e2_deps_add(&cdeps, p);
@@ -412,18 +494,19 @@ static int commit_locked(struct e2_jw *jw)
 			p = NULL;
 			pos = advance(jw, pos, 1);
 		}
-		r = jblock_write(jw, dpos, desc, base, nbase, &p);
-		if (!r)
-			r = e2_deps_add(&cdeps, p);
-		if (r)
-			goto out;
-		p = NULL;
 	}
 	/* The commit block. */
 	memset(desc, 0, bs);
 	hdr(desc, JBD2_COMMIT_BLOCK, jw->tid);
 	st_be32(desc + 0x30, 0);
 	st_be32(desc + 0x34, e2_now());
+	if (jw->csum1) {
+		desc[COMMIT_CSUM_TYPE] = CSUM_CRC32;
+		desc[COMMIT_CSUM_SIZE] = 4;
+		st_be32(desc + COMMIT_CSUM, jw->debug_badcsum ? crc1 ^ 1 : crc1);
+	} else if (jw->csum) {
+		st_be32(desc + COMMIT_CSUM, jbd2_crc32c(jw->seed, desc, bs));
+	}
 	for (i = 0; i < jw->nord; i++) {
 		if (!patch_committed(jw->ord[i])) {
 			r = e2_deps_add(&cdeps, jw->ord[i]);
@@ -596,12 +679,13 @@ int e2_jw_start(struct e2fs *fs)
 	type = ld_be32(jw->jsb + 4);
 	compat = type == JBD2_SUPERBLOCK_V2 ? ld_be32(jw->jsb + JSB_COMPAT) : 0;
 	incompat = type == JBD2_SUPERBLOCK_V2 ? ld_be32(jw->jsb + JSB_INCOMPAT) : 0;
-	if ((compat & JBD2_FEATURE_COMPAT_CHECKSUM) ||
-	    (incompat & ~(JBD2_FEATURE_INCOMPAT_REVOKE | JBD2_FEATURE_INCOMPAT_64BIT))) {
+	/* (jbd2_open() checked the superblock, its checksum included) */
+	if (incompat & ~(JBD2_FEATURE_INCOMPAT_REVOKE | JBD2_FEATURE_INCOMPAT_64BIT |
+			 JBD2_FEATURE_INCOMPAT_CSUM_V2 | JBD2_FEATURE_INCOMPAT_CSUM_V3)) {
 		free(jw);
-		e2_set_open_error("consistency=journal: the journal has checksums or features "
-				  "the writer does not support (compat %#x, incompat %#x)",
-				  compat, incompat);
+		e2_set_open_error("consistency=journal: the journal has features the writer "
+				  "does not support (incompat %#x)",
+				  incompat);
 		return -EOPNOTSUPP;
 	}
 	jw->fs = fs;
@@ -616,7 +700,17 @@ int e2_jw_start(struct e2fs *fs)
 	if (jw->maxlen > jw->nmap)
 		jw->maxlen = jw->nmap;
 	jw->b64 = incompat & JBD2_FEATURE_INCOMPAT_64BIT;
-	jw->tagsz = jw->b64 ? 12 : 8;
+	jw->csum = incompat & (JBD2_FEATURE_INCOMPAT_CSUM_V2 | JBD2_FEATURE_INCOMPAT_CSUM_V3);
+	jw->csum3 = incompat & JBD2_FEATURE_INCOMPAT_CSUM_V3;
+	jw->csum1 = !jw->csum && (compat & JBD2_FEATURE_COMPAT_CHECKSUM);
+	if (jw->csum)
+		jw->seed = jbd2_crc32c(~0u, jw->jsb + JSB_UUID, 16);
+	/* tags as Linux sizes them: version 3 has its own 16-byte tag; a
+	 * version 2 tag has a 16-bit checksum and two bytes unused */
+	if (jw->csum3)
+		jw->tagsz = 16;
+	else
+		jw->tagsz = 8 + (jw->csum ? 2 : 0) + (jw->b64 ? 4 : 0);
 	jw->tid = ld_be32(jw->jsb + JSB_SEQUENCE);
 	jw->disk_seq = jw->tid;
 	jw->disk_start = ld_be32(jw->jsb + JSB_START);
@@ -625,6 +719,7 @@ int e2_jw_start(struct e2fs *fs)
 	jw->commit_ms = fs->opts.commit_ms ? fs->opts.commit_ms : 5000;
 	dbg = getenv("FSTITCH_JOURNAL_DEBUG");
 	jw->debug_nocopies = dbg && strcmp(dbg, "nocopies") == 0;
+	jw->debug_badcsum = dbg && strcmp(dbg, "badcsum") == 0;
 	if (jw->first < 1 || jw->first >= jw->maxlen || jw->disk_start != 0) {
 		free(jw);
 		e2_set_open_error("consistency=journal: bad journal superblock");

@@ -139,8 +139,10 @@ static void crcbe_init(void)
 
 static pthread_once_t crcbe_once = PTHREAD_ONCE_INIT;
 
-static uint32_t crc32_be(uint32_t crc, const uint8_t *p, size_t len)
+uint32_t jbd2_crc32_be(uint32_t crc, const void *buf, size_t len)
 {
+	const uint8_t *p = buf;
+
 	pthread_once(&crcbe_once, crcbe_init);
 	while (len--)
 		crc = (crc << 8) ^ crcbe_tab[((crc >> 24) ^ *p++) & 0xff];
@@ -209,9 +211,7 @@ static bool tail_ok(const struct jbd2 *j, const uint8_t *b)
 	return ld_be32(b + j->bs - TAIL_SIZE) == csum_without(j, b, j->bs - TAIL_SIZE, j->bs);
 }
 
-/* The superblock's checksum covers its 1024 bytes, seeded with ~0 (not
- * with the uuid: the uuid is inside). */
-static uint32_t sb_csum(const uint8_t *s)
+uint32_t jbd2_sb_csum(const uint8_t *s)
 {
 	static const uint8_t zero[4];
 	uint32_t c = jbd2_crc32c(~0u, s, SB_CHECKSUM);
@@ -433,7 +433,7 @@ int jbd2_open(struct bdev *dev, const uint64_t *map, uint32_t nmap, uint64_t fs_
 				     s[SB_CSUM_TYPE]);
 				goto out;
 			}
-			if (sb_csum(s) != ld_be32(s + SB_CHECKSUM)) {
+			if (jbd2_sb_csum(s) != ld_be32(s + SB_CHECKSUM)) {
 				fail(j, r, "journal superblock checksum mismatch");
 				goto out;
 			}
@@ -631,12 +631,12 @@ static int do_pass(struct jbd2 *j, enum pass pass, struct jbd2_recovery *rec)
 			if (pass == PASS_SCAN && j->csum1 && !suspect) {
 				/* version 1 sums the descriptor and its copies */
 				n = count_tags(j, b);
-				crc1 = crc32_be(crc1, b, j->bs);
+				crc1 = jbd2_crc32_be(crc1, b, j->bs);
 				for (uint32_t i = 0; i < n; i++) {
 					r = read_jblock(j, pos, j->dbuf);
 					if (r)
 						return r;
-					crc1 = crc32_be(crc1, j->dbuf, j->bs);
+					crc1 = jbd2_crc32_be(crc1, j->dbuf, j->bs);
 					pos = wrap(j, pos + 1);
 				}
 				walked += n;
@@ -766,7 +766,7 @@ int jbd2_recover(struct jbd2 *j, struct jbd2_recovery *rec, char *err, size_t er
 	st_be32(s + SB_START, 0);
 	st_be32(s + SB_ERRNO, 0);
 	if (j->csum)
-		st_be32(s + SB_CHECKSUM, sb_csum(s));
+		st_be32(s + SB_CHECKSUM, jbd2_sb_csum(s));
 	sw.blkno = j->map[0];
 	sw.data = s;
 	r = bdev_write(j->dev, &sw, 1);

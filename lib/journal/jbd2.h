@@ -86,5 +86,13 @@ int jbd2_recover(struct jbd2 *j, struct jbd2_recovery *rec, char *err, size_t er
 /* CRC32C (Castagnoli) as the journal uses it: no inversion at either end;
  * the journal's seed is jbd2_crc32c(~0, uuid, 16). */
 uint32_t jbd2_crc32c(uint32_t crc, const void *buf, size_t len);
+/* The big-endian CRC32 (polynomial 0x04c11db7, no inversion) of version 1
+ * checksums: a transaction's sum starts at ~0 and runs over its
+ * descriptor blocks and copies in log order. */
+uint32_t jbd2_crc32_be(uint32_t crc, const void *buf, size_t len);
+/* The checksum of a journal superblock (its first 1024 bytes) with
+ * checksums v2/v3: crc32c seeded with ~0 (not with the uuid, which is
+ * inside), s_checksum counted as zero. */
+uint32_t jbd2_sb_csum(const uint8_t *sb);
 
 #endif
