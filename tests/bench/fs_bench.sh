@@ -341,7 +341,7 @@ rec["fsck"] = verdict
 lines[-1] = json.dumps(rec)
 open(path, "w").write("\n".join(lines) + "\n")
 EOF
-	[ "$v" = clean ] || bench_log "$CT_NAME: e2fsck -fn reports $v (log: raw/logs/$CT_NAME.fsck.log)"
+	[ "$v" = clean ] || bench_log "$CT_NAME: e2fsck -fn reports $v (log kept as raw/logs/$CT_NAME.fsck-SECONDS-STATUS.log)"
 }
 
 # --- the linux-source tar ------------------------------------------------------

@@ -458,7 +458,8 @@ ct_destroy() {
 }
 
 # ct_fsck: e2fsck -fn of the image, printed as clean|errors (with the exit
-# status), so a contender that corrupts its file system is visible.
+# status), so a contender that corrupts its file system is visible; the log
+# of a check that found errors is kept under its own name.
 ct_fsck() {
 	local rc
 	e2fsck -fn "$IMG" >"$RAW/logs/$CT_NAME.fsck.log" 2>&1
@@ -466,6 +467,9 @@ ct_fsck() {
 	if [ $rc -eq 0 ]; then
 		printf 'clean'
 	else
+		# kept: the next check of this contender rewrites the log
+		cp "$RAW/logs/$CT_NAME.fsck.log" \
+			"$RAW/logs/$CT_NAME.fsck-$EPOCHSECONDS-$rc.log" 2>/dev/null
 		printf 'exit-%d' "$rc"
 	fi
 }
