@@ -197,6 +197,30 @@ fstab_mount_all() {
 	run ! mountpoint -q "$MNT"
 }
 
+# A loop device outlives its image's name: the kernel mount that holds it
+# may live on in another mount namespace after the umount here (any
+# `unshare -m` copies it), and sysfs then names the backing file
+# "IMG (deleted)".  A new image made under that name is another file.
+@test "a loop device on a removed image claims that image, not a new one under its name" {
+	K=$SCRATCH/k
+	mkdir -p "$K"
+	L=$(loop_attach "$IMG")
+	mount -t ext2 "$L" "$K"
+	track_mount "$K" kernel
+	ln "$IMG" "$SCRATCH/link.img"
+	rm "$IMG"
+	run -0 cat "/sys/block/${L#/dev/}/loop/backing_file"
+	assert_output "$IMG (deleted)"
+	make_image "$IMG" 32M
+	fstitch_mount_start "$IMG" "$MNT"
+	echo new >"$MNT/f"
+	fstitch_mount_stop "$MNT"
+	# the removed image under its other name is still the kernel's
+	run -8 --separate-stderr timeout 20 "$MOUNT" -f "$SCRATCH/link.img" "$MNT" 3>&-
+	assert_equal "$stderr" "fstitch-mount: '$SCRATCH/link.img' is mounted (through $L): the same file system must not be mounted twice"
+	run ! mountpoint -q "$MNT"
+}
+
 @test "a block device stays in use for e2fsck until the final flush after an unmount is over" {
 	L=$(loop_attach "$IMG")
 	hold_start

@@ -36,20 +36,39 @@ static int read_line(const char *path, char *buf, size_t len)
 int bdev_loop_backing(dev_t dev, char *buf, size_t len)
 {
 	char path[96], b[PATH_MAX + 16];
+	bool removed = false;
 	size_t n;
 
 	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/loop/backing_file", major(dev),
 		 minor(dev));
 	if (read_line(path, b, sizeof(b)) < 0 || !b[0])
 		return -ENXIO;
-	/* the kernel marks a backing file that was removed */
+	/* the kernel marks a backing file that was removed: the name, without
+	 * the mark, may be another file's by now */
 	n = strlen(b);
-	if (n > 10 && strcmp(b + n - 10, " (deleted)") == 0)
+	if (n > 10 && strcmp(b + n - 10, " (deleted)") == 0) {
 		b[n - 10] = '\0';
+		removed = true;
+	}
 	if (strlen(b) >= len)
 		return -ENAMETOOLONG;
 	strcpy(buf, b);
-	return 0;
+	return removed;
+}
+
+/* Is the loop device at path backed by the file st names?  Asked of the
+ * device itself, for a backing file that was removed and so has no name to
+ * stat; a device we may not open cannot tell, and says no. */
+static bool loop_backed_by(const char *path, const struct stat *st)
+{
+	struct loop_info64 info;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), r;
+
+	if (fd < 0)
+		return false;
+	r = ioctl(fd, LOOP_GET_STATUS64, &info);
+	close(fd);
+	return r == 0 && info.lo_device == (uint64_t)st->st_dev && info.lo_inode == st->st_ino;
 }
 
 static void set_why(struct claim_conflict *why, enum claim_who who, const char *dev,
@@ -94,7 +113,8 @@ static int claim_loops_of(const struct stat *img, struct claim_conflict *why)
 	struct dirent *d;
 	struct stat bs;
 	DIR *dp = opendir("/sys/block");
-	int r = 0, fd = -1;
+	int r = 0, fd = -1, removed;
+	bool same;
 
 	if (!dp)
 		return 0; /* no sysfs: no loop devices to find */
@@ -105,10 +125,20 @@ static int claim_loops_of(const struct stat *img, struct claim_conflict *why)
 		if (read_line(path, line, sizeof(line)) < 0 ||
 		    sscanf(line, "%u:%u", &maj, &min) != 2)
 			continue;
-		if (bdev_loop_backing(makedev(maj, min), back, sizeof(back)) < 0 ||
-		    stat(back, &bs) < 0 || bs.st_dev != img->st_dev || bs.st_ino != img->st_ino)
-			continue;
 		snprintf(dev, sizeof(dev), "/dev/%s", d->d_name);
+		removed = bdev_loop_backing(makedev(maj, min), back, sizeof(back));
+		if (removed < 0)
+			continue;
+		/* A removed backing file is not the one now at its name (an
+		 * image made again under the same name) but may be our image
+		 * under another (a hard link). */
+		if (removed)
+			same = loop_backed_by(dev, img);
+		else
+			same = stat(back, &bs) == 0 && bs.st_dev == img->st_dev &&
+			       bs.st_ino == img->st_ino;
+		if (!same)
+			continue;
 		r = claim_blockdev(dev, makedev(maj, min), dev, &fd, why);
 		/* a device we may not open: only the mount table can tell */
 		if (r == -EACCES || r == -EPERM || r == -ENOENT)

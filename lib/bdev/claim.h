@@ -10,8 +10,9 @@
  *   - a loop device: its backing file's image lock too, so that the loop
  *     device and the image file are one file system;
  *   - an image file: every loop device whose backing file it is (by
- *     device and inode, from /sys/block/loopN/loop/backing_file), mounted
- *     or opened exclusively.
+ *     device and inode: of the name in /sys/block/loopN/loop/backing_file,
+ *     or from the device when that file was removed, since its old name
+ *     may be a new file's), mounted or opened exclusively.
  *
  * The claim holds what it took (the backing file's lock; the device's
  * O_EXCL descriptor with CLAIM_KEEP_EXCL) until it is released.
@@ -60,7 +61,9 @@ void bdev_claim_drop_excl(struct bdev_claim *c);
 void bdev_claim_release(struct bdev_claim *c);
 
 /* The backing file of the loop device with number dev (st_rdev) into buf:
- * 0, -ENXIO if dev is no loop device or has no backing file, -ENAMETOOLONG. */
+ * 0; 1 when that file was removed (buf has the name it had, which may now
+ * be another file's); -ENXIO if dev is no loop device or has no backing
+ * file, -ENAMETOOLONG. */
 int bdev_loop_backing(dev_t dev, char *buf, size_t len);
 
 /* Attach a new loop device to the image file path, cleared by the kernel
