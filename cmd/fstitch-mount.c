@@ -1197,8 +1197,10 @@ CLI_VERSION("fstitch-mount");
 static const char doc[] =
 	"Mount the ext2 file system in SOURCE (an image file, a block device, "
 	"LABEL=label, UUID=uuid or an NBD URI) on MOUNTPOINT through FUSE, writing changes "
-	"back in dependency order (soft updates).\v"
-	"Options for -o: consistency=softupdates|none|journal|journal-data, commit=SECONDS, "
+	"back in dependency order (soft updates; on an image with a journal, through the "
+	"journal).\v"
+	"Options for -o: consistency=softupdates|none|journal|journal-data (default: journal "
+	"with a journal, softupdates without), commit=SECONDS, "
 	"rename_order=all|process|file, "
 	"errors=continue|remount-ro|panic, "
 	"cache=SIZE (K, M, G), "
@@ -1439,6 +1441,7 @@ static int open_fs(const struct args *a, const struct source *src)
 	char what[256];
 	struct e2_opts eo = {
 		.consistency = a->mo.consistency,
+		.consistency_auto = !a->mo.has_consistency,
 		.errors = a->mo.errors,
 		.rename_order = a->mo.rename_order,
 		.atime = mountopt_atime(&a->mo),

@@ -268,6 +268,21 @@ json_get() {
 		and .committing == 0'
 }
 
+@test "an image with a journal is mounted under journal unless a mode is given" {
+	cd /
+	fstitch_mount_stop "$MNT"
+	make_stock_image "$SCRATCH/e3.img" 16M -t ext3 -b 1024
+	fstitch_mount_start "$SCRATCH/e3.img" "$MNT"
+	run -0 "$STAT" -C "$MNT"
+	assert_line --regexp '^mode: +consistency journal,'
+	assert_line --regexp '^journal: +transaction [0-9]+ running'
+	fstitch_mount_stop "$MNT"
+	fstitch_mount_start "$SCRATCH/e3.img" "$MNT" -o consistency=softupdates
+	run -0 "$STAT" -C "$MNT"
+	assert_line --regexp '^mode: +consistency softupdates,'
+	refute_line --regexp '^journal:'
+}
+
 @test "with ordering off (consistency=none) the same groups leave nothing waiting" {
 	# The control for the test above: without dependencies no block's
 	# chain can go through a group, so that test cannot pass by accident.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # The crash-state checks for images with a journal (common.bash,
-# "journals"), on what exists today: soft updates on an ext3 image, which
-# leaves the journal empty.  The replays compared are then trivial, so
+# "journals"), on soft updates on an ext3 image (chosen explicitly: the
+# default there is consistency=journal), which leaves the journal empty.  The replays compared are then trivial, so
 # the checks are also shown to fail: on consistency=none's states, on a
 # damaged journal, on a leak where none is allowed, and on images that
 # differ by one byte.  A kernel's dirty journal gives them real replays.
@@ -64,7 +64,7 @@ assert_crash_sample() {
 # does: each replayed both ways and read back through the kernel.
 @test "soft updates on ext3: crash states replay alike under fstitch and e2fsck, and the kernel reads them" {
 	need_kernel_ext3
-	record_ext3
+	record_ext3 -o consistency=softupdates
 	export -f kernel_reads_state
 	export SCRATCH
 	assert_crash_sample softupdates 4 "$SCRATCH/rec" --fsck none --no-mount -- \

@@ -43,7 +43,8 @@ journal_state_ok() {
 }
 
 # jimage IMG: an 8M ext3 image (1 KiB blocks, a 1 MiB journal) holding the
-# workload's starting tree, written by fstitch under softupdates.
+# workload's starting tree, written by fstitch (under its default there,
+# consistency=journal, and unmounted cleanly).
 jimage() {
 	CRASH_IMAGE_SIZE=8M crash_workload_image "$1" "$MNT" -t ext3 -b 1024
 }

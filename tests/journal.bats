@@ -1,5 +1,6 @@
 #!/usr/bin/env bats
-# ext3 images: a journal left clean under softupdates, a dirty journal
+# ext3 images: mounted under consistency=journal unless told otherwise, a
+# journal left clean at unmount (and never written under softupdates), a dirty journal
 # written by the kernel replayed exactly as e2fsck replays it, and corrupt
 # journals refused with the image left as it was (design.md §3, "Journal
 # recovery").
@@ -110,43 +111,66 @@ need_kernel_ext3() {
 	grep -qw ext3 /proc/filesystems || skip "the kernel has no ext3 support"
 }
 
+# journal_seq IMAGE: the journal's next transaction number, as dumpe2fs
+# prints it.
+journal_seq() {
+	dumpe2fs -h "$1" 2>/dev/null | awk '/^Journal sequence:/ {print $3}'
+}
+
 @test "images from mke2fs -t ext3 mount read-write and keep the journal clean" {
-	local opts tree=$SCRATCH/tree
+	local opts mode tree=$SCRATCH/tree seq0
 	make_tree "$tree"
 	for opts in "" "-I 128" "-J size=2" "-b 4096" "-b 1024 -J size=4"; do
-		# shellcheck disable=SC2086
-		make_stock_image "$SCRATCH/e3.img" 32M -t ext3 $opts
-		journal_clean "$SCRATCH/e3.img"
-		fstitch_mount_start "$SCRATCH/e3.img" "$MNT"
-		cp -a "$tree/." "$MNT/"
-		rm "$MNT/a/f3"
-		mv "$MNT/c" "$MNT/d"
-		fstitch_mount_stop "$MNT"
-		run e2fsck -fn "$SCRATCH/e3.img"
-		assert_success
-		journal_clean "$SCRATCH/e3.img"
-		run debugfs -R logdump "$SCRATCH/e3.img"
-		assert_output --partial "Journal starts at block 0"
-		refute_output --partial "commit block"
-		[ "$(debugfs -R 'cat /d/big' "$SCRATCH/e3.img" 2>/dev/null | sha256sum)" = \
-			"$(sha256sum <"$tree/c/big")" ] || {
-			echo "/d/big differs with mke2fs options '$opts'" >&2
-			return 1
-		}
-		# and Linux reads it back as ext3
-		if [ "$(id -u)" -eq 0 ] && grep -qw ext3 /proc/filesystems; then
-			mkdir -p "$SCRATCH/kmnt"
-			mount -t ext3 -o loop,ro "$SCRATCH/e3.img" "$SCRATCH/kmnt"
-			track_mount "$SCRATCH/kmnt" kernel
-			diff -r "$tree/a/b" "$SCRATCH/kmnt/a/b"
-			cmp "$tree/c/big" "$SCRATCH/kmnt/d/big"
-			[ ! -e "$SCRATCH/kmnt/a/f3" ]
-			umount "$SCRATCH/kmnt"
-		fi
-		if grep -q "journal replayed" "$FSTITCH_MOUNT_LOG"; then
-			echo "a clean journal was replayed" >&2
-			return 1
-		fi
+		# the default (journal) and softupdates, which never writes the journal
+		for mode in default softupdates; do
+			# shellcheck disable=SC2086
+			make_stock_image "$SCRATCH/e3.img" 32M -t ext3 $opts
+			journal_clean "$SCRATCH/e3.img"
+			seq0=$(journal_seq "$SCRATCH/e3.img")
+			if [ "$mode" = default ]; then
+				fstitch_mount_start "$SCRATCH/e3.img" "$MNT"
+			else
+				fstitch_mount_start "$SCRATCH/e3.img" "$MNT" -o consistency=softupdates
+			fi
+			run -0 "$(fstitch_cmd fstitch-stat)" -C "$MNT" --json
+			assert_equal "$(jq -r .mode.consistency <<<"$output")" \
+				"$([ "$mode" = default ] && echo journal || echo softupdates)"
+			cp -a "$tree/." "$MNT/"
+			rm "$MNT/a/f3"
+			mv "$MNT/c" "$MNT/d"
+			fstitch_mount_stop "$MNT"
+			run e2fsck -fn "$SCRATCH/e3.img"
+			assert_success
+			journal_clean "$SCRATCH/e3.img"
+			# transactions went through the journal only under the default
+			if [ "$mode" = default ]; then
+				[ "$(journal_seq "$SCRATCH/e3.img")" != "$seq0" ]
+			else
+				assert_equal "$(journal_seq "$SCRATCH/e3.img")" "$seq0"
+			fi
+			run debugfs -R logdump "$SCRATCH/e3.img"
+			assert_output --partial "Journal starts at block 0"
+			refute_output --partial "commit block"
+			[ "$(debugfs -R 'cat /d/big' "$SCRATCH/e3.img" 2>/dev/null | sha256sum)" = \
+				"$(sha256sum <"$tree/c/big")" ] || {
+				echo "/d/big differs with mke2fs options '$opts'" >&2
+				return 1
+			}
+			# and Linux reads it back as ext3
+			if [ "$(id -u)" -eq 0 ] && grep -qw ext3 /proc/filesystems; then
+				mkdir -p "$SCRATCH/kmnt"
+				mount -t ext3 -o loop,ro "$SCRATCH/e3.img" "$SCRATCH/kmnt"
+				track_mount "$SCRATCH/kmnt" kernel
+				diff -r "$tree/a/b" "$SCRATCH/kmnt/a/b"
+				cmp "$tree/c/big" "$SCRATCH/kmnt/d/big"
+				[ ! -e "$SCRATCH/kmnt/a/f3" ]
+				umount "$SCRATCH/kmnt"
+			fi
+			if grep -q "journal replayed" "$FSTITCH_MOUNT_LOG"; then
+				echo "a clean journal was replayed" >&2
+				return 1
+			fi
+		done
 	done
 }
 

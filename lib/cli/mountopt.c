@@ -211,6 +211,7 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 		if (word_value(consistency_words, val, &k) < 0)
 			goto bad_value;
 		mo->consistency = (enum consistency)k;
+		mo->has_consistency = true;
 		return 0;
 	}
 	if (strcmp(opt, "rename_order") == 0) {

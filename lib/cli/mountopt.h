@@ -23,7 +23,11 @@
 #define MOUNTOPT_NBD_RETRY_MS (60U * 1000U)         /* nbd_retry= default */
 
 struct mountopt {
-	enum consistency consistency; /* default CONSISTENCY_SOFTUPDATES */
+	enum consistency consistency; /* as given; see has_consistency */
+	bool has_consistency;         /* consistency= was given; if not, the
+				       * mode is journal on an image with a
+				       * journal, softupdates otherwise
+				       * (e2_opts.consistency_auto) */
 	enum e2_errors errors;        /* errors=; default: the superblock's */
 	enum e2_rename_order rename_order; /* rename_order=; default all */
 	bool noatime;                 /* noatime (atime clears it) */

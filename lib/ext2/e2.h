@@ -96,6 +96,11 @@ enum e2_atime {
 
 struct e2_opts {
 	enum consistency consistency;
+	/* The mode was not chosen: CONSISTENCY_JOURNAL on a file system with
+	 * a journal (has_journal), else CONSISTENCY_SOFTUPDATES; consistency
+	 * is then ignored.  What was
+	 * picked is in the cache's snapshots (fstitch-stat). */
+	bool consistency_auto;
 	enum e2_rename_order rename_order;
 	enum e2_atime atime;
 	enum e2_errors errors;

@@ -612,6 +612,13 @@ static int load_fs(struct e2fs *fs)
 	fs->sb_off = fs->bs == 1024 ? 0 : 1024;
 	co.max_blocks = opts->cache_blocks;
 	co.flush_interval_ms = opts->flush_interval_ms;
+	/* The default mode: journal where there is a journal (the writer
+	 * handles every journal the replay accepts). */
+	if (opts->consistency_auto)
+		fs->opts.consistency = le32toh(fs->sb.s_feature_compat) &
+						   EXT3_FEATURE_COMPAT_HAS_JOURNAL
+					       ? CONSISTENCY_JOURNAL
+					       : CONSISTENCY_SOFTUPDATES;
 	co.consistency = opts->consistency;
 	co.round_max_blocks = opts->round_max_blocks;
 	r = cache_create(dev, &co, &fs->c);

@@ -861,6 +861,38 @@ static void test_journal_needs_recovery(void **state)
 	free(img);
 }
 
+/* No mode chosen: journal where there is a journal (with checksums
+ * too), softupdates without one. */
+static void test_journal_default_mode(void **state)
+{
+	struct e2_opts o = {.no_flusher = true, .consistency_auto = true};
+	struct bdev *mem;
+	struct e2fs *fs;
+	uint8_t *img;
+	size_t len, jsb;
+
+	(void)state;
+	img = journal_image(&len, &jsb);
+	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem), 0);
+	assert_int_equal(e2_open_bdev(mem, &o, &fs), 0);
+	assert_true(e2_journaling(fs));
+	assert_int_equal(e2_close(fs), 0);
+	/* the same journal with v1 checksums (compat 0x1) */
+	put_be32(img + jsb + 0x24, 0x1);
+	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem), 0);
+	assert_int_equal(e2_open_bdev(mem, &o, &fs), 0);
+	assert_true(e2_journaling(fs));
+	assert_int_equal(e2_close(fs), 0);
+	free(img);
+
+	assert_int_equal(e2t_mkfs_mem(4096, BS, NULL, (void **)&img, &len), 0);
+	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem), 0);
+	assert_int_equal(e2_open_bdev(mem, &o, &fs), 0);
+	assert_false(e2_journaling(fs));
+	assert_int_equal(e2_close(fs), 0);
+	free(img);
+}
+
 /* Corrupt journals: refused by a read-write open with a clear message;
  * a read-only open of a clean file system does not read the journal. */
 static void test_journal_corrupt(void **state)
@@ -1245,6 +1277,7 @@ int main(void)
 	    cmocka_unit_test(test_unsupported_features),
 	    cmocka_unit_test(test_unsupported_feature_bits),
 	    cmocka_unit_test(test_journal_needs_recovery),
+	    cmocka_unit_test(test_journal_default_mode),
 	    cmocka_unit_test(test_journal_corrupt),
 	    cmocka_unit_test(test_journal_random),
 	    cmocka_unit_test(test_corrupt_xattr),

@@ -47,8 +47,14 @@ static void test_consistency(void **state)
 	struct mountopt mo;
 	struct mountopt_error err;
 
+	/* not given: the open picks the mode from the image */
+	assert_int_equal(parse(&mo, "commit=1", &err), 0);
+	assert_false(mo.has_consistency);
+	mountopt_free(&mo);
+
 	assert_int_equal(parse(&mo, "consistency=none", &err), 0);
 	assert_int_equal(mo.consistency, CONSISTENCY_NONE);
+	assert_true(mo.has_consistency);
 	/* later options override earlier ones, across -o arguments too */
 	assert_int_equal(mountopt_parse(&mo, "consistency=softupdates", &err), 0);
 	assert_int_equal(mo.consistency, CONSISTENCY_SOFTUPDATES);
