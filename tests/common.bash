@@ -125,10 +125,15 @@ file_sum() {
 # Sets FSCK_CLASS (the word), FSCK_OUT (a file with e2fsck's full output:
 # -fn, then -p on the copy, then -fn on the copy) and FSCK_WHY (the lines
 # that made it dangerous).  Returns 0 whatever the class; call it directly,
-# not in $(...), to keep the variables.
+# not in $(...), to keep the variables.  With OUT (fsck_run IMAGE OUT),
+# FSCK_OUT is that file, overwritten, rather than a new temporary one.
 fsck_run() {
 	local img=$1 rc prc arc line is should tok findings=0 copy
-	FSCK_OUT=$(mktemp "${BATS_TEST_TMPDIR:-/tmp}/fsck.XXXXXX")
+	if [ -n "${2:-}" ]; then
+		FSCK_OUT=$2
+	else
+		FSCK_OUT=$(mktemp "${BATS_TEST_TMPDIR:-/tmp}/fsck.XXXXXX")
+	fi
 	FSCK_WHY=
 	# (bats runs with errexit: keep the status without tripping it)
 	e2fsck -fn "$img" >"$FSCK_OUT" 2>&1 && rc=0 || rc=$?
@@ -640,12 +645,13 @@ crash_workload_record() {
 #       the superblock's s_wtime (bytes 1072-1075), which e2fsck stamps
 #       whenever it writes the superblock; otherwise prints where they
 #       differ (the first 10 bytes, as cmp -l) and fails.  A and B are left
-#       as they were.
+#       as they were.  (e2tool A same-but-wtime B)
 #   journal_replay_check [--benign]
 #       A CHECK for `crash_check --fsck none --no-mount` (or a plain call
 #       with FSTITCH_IMAGE set): two copies of the state, one replayed by
-#       fstitch (`e2tool COPY recover`, the journal step fstitch-mount
-#       takes at a read-write mount) and one by `e2fsck -E journal_only -y`;
+#       fstitch (e2_recover, as `e2tool COPY recover`: the journal step
+#       fstitch-mount takes at a read-write mount) and one by
+#       `e2fsck -E journal_only -y`;
 #       both replays must succeed and give equal images (as above), and
 #       then `e2fsck -fn` on the result must report nothing at all.  With
 #       --benign, what fsck_run calls benign is accepted too (soft updates
@@ -667,60 +673,47 @@ crash_workload_record() {
 #       be read.  Needs root and ext3 in the kernel.
 
 images_equal_but_wtime() {
-	local a=$1 b=$2 d
-	# cmp -l: "offset (from 1) byte byte" per difference
-	d=$(cmp -l "$a" "$b" 2>&1 | awk '$1 >= 1073 && $1 <= 1076 { next } { print; if (++n == 10) exit }')
-	[ -z "$d" ] && return 0
-	echo "'$a' and '$b' differ (offset from 1, octal bytes):"
-	printf '%s\n' "$d"
-	return 1
+	"$FSTITCH_TOOLS/e2tool" "$1" same-but-wtime "$2"
 }
 
 journal_replay_check() {
 	local benign=false img=${FSTITCH_IMAGE:?journal_replay_check needs FSTITCH_IMAGE}
 	local dir rc=0 out
 	[ "${1:-}" = --benign ] && benign=true
+	# Crash checks run this once per state, so the usual case is one
+	# process: e2tool replay-check (both replays on copies, the comparison
+	# as images_equal_but_wtime, then e2fsck -fn), which exits 0 when e2fsck
+	# -fn finds nothing, 2 when it finds something (judged below), and 1,
+	# saying why, when a replay failed or the two differ.
+	TMPDIR=${BATS_TEST_TMPDIR:-${TMPDIR:-/tmp}} \
+		"$FSTITCH_TOOLS/e2tool" "$img" replay-check ${JOURNAL_REPLAYED:+"$JOURNAL_REPLAYED"} ||
+		rc=$?
+	case $rc in
+	0) return 0 ;;
+	2) ;;
+	*) return 1 ;;
+	esac
 	dir=$(mktemp -d "${BATS_TEST_TMPDIR:-${TMPDIR:-/tmp}}/replay.XXXXXX") || return 1
-	cp "$img" "$dir/fstitch.img" && cp "$img" "$dir/e2fsck.img" || {
-		rm -rf "$dir"
-		return 1
-	}
-	(
-		if ! out=$("$FSTITCH_TOOLS/e2tool" "$dir/fstitch.img" recover 2>&1); then
-			echo "fstitch's replay (e2tool recover) failed: $out"
-			exit 1
+	out=${JOURNAL_REPLAYED:-$dir/e2fsck.img}
+	[ -n "${JOURNAL_REPLAYED:-}" ] ||
+		TMPDIR=$dir "$FSTITCH_TOOLS/e2tool" "$img" replay-check "$out" || true
+	fsck_run "$out" "$dir/fsck.out"
+	rc=0
+	case $FSCK_CLASS in
+	clean) ;;
+	benign)
+		if ! $benign; then
+			echo "e2fsck -fn after the replay does not find it clean:"
+			cat "$dir/fsck.out"
+			rc=1
 		fi
-		e2fsck -E journal_only -y "$dir/e2fsck.img" >"$dir/e2fsck.out" 2>&1 || rc=$?
-		if [ "$rc" -ge 4 ]; then
-			echo "e2fsck -E journal_only failed (exit status $rc):"
-			cat "$dir/e2fsck.out"
-			exit 1
-		fi
-		images_equal_but_wtime "$dir/fstitch.img" "$dir/e2fsck.img" || {
-			echo "fstitch and e2fsck -E journal_only replay differently"
-			exit 1
-		}
-		fsck_run "$dir/e2fsck.img"
-		mv "$FSCK_OUT" "$dir/fsck.out"
-		case $FSCK_CLASS in
-		clean) ;;
-		benign)
-			if ! $benign; then
-				echo "e2fsck -fn after the replay does not find it clean:"
-				cat "$dir/fsck.out"
-				exit 1
-			fi
-			;;
-		*)
-			echo "e2fsck -fn after the replay: dangerous because of:"
-			printf '%s\n' "$FSCK_WHY"
-			exit 1
-			;;
-		esac
-		if [ -n "${JOURNAL_REPLAYED:-}" ]; then
-			cp "$dir/e2fsck.img" "$JOURNAL_REPLAYED"
-		fi
-	) && rc=0 || rc=$?
+		;;
+	*)
+		echo "e2fsck -fn after the replay: dangerous because of:"
+		printf '%s\n' "$FSCK_WHY"
+		rc=1
+		;;
+	esac
 	rm -rf "$dir"
 	return $rc
 }

@@ -29,16 +29,19 @@ teardown() {
 # journal_replay_check (common.bash: replayed alike by fstitch and by
 # e2fsck, then e2fsck -fn finds nothing at all).  With JSTATE_DATA set,
 # also run that command in a directory holding the files of the replayed
-# image (debugfs rdump).
+# image (debugfs rdump).  It runs once per state: without JSTATE_DATA it
+# makes no directory of its own and keeps no copy of the replayed image.
 journal_state_ok() {
 	local d
+	[ -n "${JSTATE_DATA:-}" ] || {
+		journal_replay_check
+		return
+	}
 	d=$(mktemp -d "$SCRATCH/state.XXXXXX")
 	JOURNAL_REPLAYED=$d/replayed.img journal_replay_check || return 1
-	if [ -n "${JSTATE_DATA:-}" ]; then
-		mkdir "$d/files"
-		debugfs -R "rdump / $d/files" "$d/replayed.img" >/dev/null 2>&1
-		(cd "$d/files" && bash -c "$JSTATE_DATA") || return 1
-	fi
+	mkdir "$d/files"
+	debugfs -R "rdump / $d/files" "$d/replayed.img" >/dev/null 2>&1
+	(cd "$d/files" && bash -c "$JSTATE_DATA") || return 1
 	rm -rf "$d"
 }
 

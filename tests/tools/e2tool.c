@@ -7,18 +7,27 @@
  *   e2tool [OPTION...] IMAGE cat PATH           write a file to stdout
  *   e2tool IMAGE recover                        replay the journal if it needs
  *                                               it, change nothing else
+ *   e2tool IMAGE replay-check [OUT]             the fast path of common.bash's
+ *                                               journal_replay_check (below)
+ *   e2tool IMAGE same-but-wtime OTHER           0 when the two files are the
+ *                                               same but for s_wtime, else 1
+ *                                               and where they differ
  *
- * Exit status: 0 success, 1 failure, 64 usage.
+ * Exit status: 0 success, 1 failure, 64 usage; replay-check also 2.
  */
 #include <argp.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <spawn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sendfile.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ext2/e2.h"
@@ -61,7 +70,8 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		a->argv[a->argc++] = arg;
 		break;
 	case ARGP_KEY_END:
-		if (a->argc < 3 && !(a->argc == 2 && !strcmp(a->argv[1], "recover")))
+		if (a->argc < 3 && !(a->argc == 2 && (!strcmp(a->argv[1], "recover") ||
+						      !strcmp(a->argv[1], "replay-check"))))
 			argp_error(state, "missing arguments");
 		break;
 	default:
@@ -74,7 +84,7 @@ static const struct argp argp = {
     options,
     parse_opt,
     "IMAGE put SRC_DIR DEST\nIMAGE get SRC DEST_DIR\nIMAGE ls PATH\n"
-    "IMAGE cat PATH\nIMAGE recover",
+    "IMAGE cat PATH\nIMAGE recover\nIMAGE replay-check [OUT]\nIMAGE same-but-wtime OTHER",
     "Copy trees into and out of an ext2 image through libfstitch (a test tool)."
     "\vExit status: 0 success, 1 failure, 64 usage.",
     NULL,
@@ -497,6 +507,282 @@ static int do_cat(struct e2fs *fs, const char *path)
 	return ret;
 }
 
+/* ---- replay-check ------------------------------------------------------- */
+
+/* The check of one journal crash state, in one process: crash tests run it
+ * once per state, where the shell version's dozen commands cost more than
+ * the replays.  Both replays run on copies of IMAGE, which is not changed:
+ * fstitch's (e2_recover) and `e2fsck -E journal_only -y` (status 4 or more
+ * fails).  The two results must be equal but for the superblock's s_wtime
+ * (bytes 1072-1075, which e2fsck stamps), and then `e2fsck -fn` on the
+ * result must exit 0.  Exit 0 when it does; 2 when both replays succeeded
+ * alike but e2fsck -fn found something (the caller judges that: common.bash
+ * fsck_run); 1, saying why, when a replay failed or the two differ.  OUT,
+ * if given, keeps e2fsck's replayed image; otherwise the copies go to
+ * $TMPDIR and are removed. */
+
+#define WTIME_OFF 1072
+#define WTIME_LEN 4
+
+/* Copy file from to file to (made or truncated) in the kernel, with no
+ * buffer here: in a virtual machine every page a process touches for the
+ * first time costs more than the copy. */
+static int copy_file(const char *from, const char *to)
+{
+	int in = open(from, O_RDONLY | O_CLOEXEC), out, ret = 0;
+
+	if (in < 0)
+		return -errno;
+	out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (out < 0) {
+		ret = -errno;
+		close(in);
+		return ret;
+	}
+	for (bool across = false;;) {
+		/* copy_file_range stays within one file system type (EXDEV
+		 * between /tmp and /dev/shm): sendfile then */
+		ssize_t n = across ? sendfile(out, in, NULL, 1 << 30)
+				   : copy_file_range(in, NULL, out, NULL, 1 << 30, 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && !across && (errno == EXDEV || errno == EINVAL || errno == ENOSYS)) {
+			across = true;
+			continue;
+		}
+		if (n < 0) {
+			ret = -errno;
+			break;
+		}
+		if (n == 0)
+			break;
+	}
+	close(in);
+	if (close(out) < 0 && !ret)
+		ret = -errno;
+	return ret;
+}
+
+/* Read up to len bytes at off; the count read (short only at the end). */
+static ssize_t read_at(int fd, char *buf, size_t len, off_t off)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = pread(fd, buf + got, len - got, off + (off_t)got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+/* Compare files an and bn but for s_wtime, a chunk at a time; where they
+ * differ, print it as `cmp -l` does (offset from 1, then each byte in
+ * octal), at most 10 lines.  0 equal, 1 different, or -errno. */
+static int compare_but_wtime(const char *an, const char *bn)
+{
+	static char a[1 << 16], b[1 << 16];
+	int fa = open(an, O_RDONLY | O_CLOEXEC), fb = open(bn, O_RDONLY | O_CLOEXEC);
+	unsigned shown = 0;
+	off_t off = 0;
+	int ret = 0;
+
+	if (fa < 0 || fb < 0) {
+		ret = -errno;
+		goto out;
+	}
+	while (shown < 10) {
+		ssize_t na = read_at(fa, a, sizeof(a), off), nb = read_at(fb, b, sizeof(b), off);
+		size_t n;
+
+		if (na < 0 || nb < 0) {
+			ret = na < 0 ? (int)na : (int)nb;
+			break;
+		}
+		n = (size_t)(na < nb ? na : nb);
+		if (n == sizeof(a) && !memcmp(a, b, n) && (off >= WTIME_OFF + WTIME_LEN)) {
+			off += (off_t)n;
+			continue;
+		}
+		for (size_t i = 0; i < n && shown < 10; i++) {
+			off_t at = off + (off_t)i;
+
+			if (a[i] == b[i] || (at >= WTIME_OFF && at < WTIME_OFF + WTIME_LEN))
+				continue;
+			if (!shown)
+				printf("'%s' and '%s' differ (offset from 1, octal bytes):\n", an,
+				       bn);
+			printf("%7lld %3o %3o\n", (long long)at + 1, (unsigned char)a[i],
+			       (unsigned char)b[i]);
+			shown++;
+		}
+		if (na != nb) {
+			if (!shown)
+				printf("'%s' and '%s' differ in size\n", an, bn);
+			shown++;
+			break;
+		}
+		if ((size_t)na < sizeof(a))
+			break;
+		off += (off_t)n;
+	}
+	if (!ret)
+		ret = shown ? 1 : 0;
+out:
+	if (fa >= 0)
+		close(fa);
+	if (fb >= 0)
+		close(fb);
+	return ret;
+}
+
+/* Run argv (found in PATH) with stdin from /dev/null and stdout and stderr
+ * into *out (NUL-terminated); its exit status, or 128 + signal, or -errno. */
+static int run_capture(char *const argv[], char **out)
+{
+	extern char **environ;
+	posix_spawn_file_actions_t fa;
+	size_t len = 0, cap = 8192;
+	char *buf = malloc(cap);
+	int pfd[2], st, r;
+	pid_t pid;
+
+	*out = NULL;
+	if (!buf)
+		return -ENOMEM;
+	if (pipe2(pfd, O_CLOEXEC) < 0) {
+		free(buf);
+		return -errno;
+	}
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
+	posix_spawn_file_actions_adddup2(&fa, pfd[1], 2);
+	r = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(pfd[1]);
+	if (r) {
+		close(pfd[0]);
+		free(buf);
+		return -r;
+	}
+	for (;;) {
+		ssize_t n;
+
+		if (len + 1 == cap) {
+			char *nb = realloc(buf, cap * 2);
+
+			if (!nb)
+				break;
+			buf = nb;
+			cap *= 2;
+		}
+		n = read(pfd[0], buf + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(pfd[0]);
+	buf[len] = 0;
+	*out = buf;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static char *tmp_path(const char *tag)
+{
+	const char *d = getenv("TMPDIR");
+	char *p;
+	int fd;
+
+	if (asprintf(&p, "%s/e2tool-%s-XXXXXX", d && *d ? d : "/tmp", tag) < 0)
+		return NULL;
+	fd = mkstemp(p);
+	if (fd < 0) {
+		free(p);
+		return NULL;
+	}
+	close(fd);
+	return p;
+}
+
+static int replay_check(const char *image, const char *out)
+{
+	char *text = NULL;
+	char *fpath = tmp_path("fstitch"), *epath = out ? strdup(out) : tmp_path("e2fsck");
+	struct e2_recovery rec;
+	int ret = 1, r, st;
+
+	if (!fpath || !epath) {
+		fprintf(stderr, "%s: cannot make scratch files: %s\n", prog, strerror(errno));
+		goto out;
+	}
+	r = copy_file(image, fpath);
+	if (!r)
+		r = copy_file(image, epath);
+	if (r) {
+		fprintf(stderr, "%s: cannot copy '%s': %s\n", prog, image, strerror(-r));
+		goto out;
+	}
+	r = e2_recover(fpath, &rec);
+	if (r) {
+		printf("fstitch's replay (e2tool recover) failed: %s: cannot recover '%s': %s "
+		       "(%s)\n",
+		       prog, fpath, strerror(-r), e2_open_error());
+		goto out;
+	}
+	{
+		char *argv[] = {"e2fsck", "-E", "journal_only", "-y", epath, NULL};
+
+		st = run_capture(argv, &text);
+	}
+	if (st < 0 || st >= 4) {
+		printf("e2fsck -E journal_only failed (exit status %d):\n%s", st, text ? text : "");
+		goto out;
+	}
+	r = compare_but_wtime(fpath, epath);
+	if (r < 0) {
+		fprintf(stderr, "%s: cannot compare the replayed copies: %s\n", prog, strerror(-r));
+		goto out;
+	}
+	if (r) {
+		printf("fstitch and e2fsck -E journal_only replay differently\n");
+		goto out;
+	}
+	free(text);
+	text = NULL;
+	{
+		char *argv[] = {"e2fsck", "-fn", epath, NULL};
+
+		st = run_capture(argv, &text);
+	}
+	if (st < 0 || st >= 126) {
+		fprintf(stderr, "%s: cannot run e2fsck: %d\n", prog, st);
+		goto out;
+	}
+	ret = st == 0 ? 0 : 2;
+out:
+	if (fpath)
+		unlink(fpath);
+	if (epath && !out)
+		unlink(epath);
+	free(fpath);
+	free(epath);
+	free(text);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	struct args a = {0};
@@ -524,6 +810,24 @@ int main(int argc, char **argv)
 		else
 			printf("nothing to replay\n");
 		return 0;
+	}
+	if (!strcmp(cmd, "same-but-wtime")) {
+		if (a.argc != 3) {
+			fprintf(stderr, "%s: same-but-wtime needs one other file\n", prog);
+			return EX_USAGE_;
+		}
+		ret = compare_but_wtime(a.argv[0], a.argv[2]);
+		if (ret < 0)
+			fprintf(stderr, "%s: cannot compare '%s' and '%s': %s\n", prog, a.argv[0],
+				a.argv[2], strerror(-ret));
+		return ret ? 1 : 0;
+	}
+	if (!strcmp(cmd, "replay-check")) {
+		if (a.argc > 3) {
+			fprintf(stderr, "%s: replay-check takes at most one path\n", prog);
+			return EX_USAGE_;
+		}
+		return replay_check(a.argv[0], a.argc == 3 ? a.argv[2] : NULL);
 	}
 	if (!strcmp(cmd, "put") || !strcmp(cmd, "get")) {
 		if (a.argc != 4) {
