@@ -18,9 +18,16 @@ mkdir -p "$log"
 rm -rf "$res"
 mkdir -p "$res"
 
+# Unit programs run in parts, each part an item of its own with its name
+# as the program's argument (see the program's main): one program of
+# several minutes would keep one of the two jobs busy long after the other
+# has run out of items.
+declare -A unit_parts=([test_e2_crash]="ops mixed controls")
+
 # Started first, longest first (minutes each where most take seconds):
 # with one of them last, it would run on alone at the end.
-slow_first=(test_e2_crash journal-crash.bats fstitch-mount.bats rename-order.bats
+slow_first=(test_e2_crash.mixed journal-crash.bats test_e2_crash.ops
+	test_e2_crash.controls fstitch-mount.bats rename-order.bats
 	test_engine_discard mount-safety.bats examples.bats asan-test_jbd2 nbd.bats
 	pgrun.bats e2-interop.bats completions.bats test_jbd2 asan-test_e2_corrupt)
 
@@ -49,12 +56,12 @@ write_result() {
 	} >"$res/$id.new" && mv "$res/$id.new" "$res/$id"
 }
 
-# run_unit ID BINARY
+# run_unit ID BINARY [PART]
 run_unit() {
 	local id=$1 t=$2 name rc p f out
 	name=${id#unit:}
 	out=$log/$name.tap
-	CMOCKA_MESSAGE_OUTPUT=TAP "$t" >"$out" 2>&1 </dev/null
+	CMOCKA_MESSAGE_OUTPUT=TAP "$t" ${3:+"$3"} >"$out" 2>&1 </dev/null
 	rc=$?
 	read -r p f < <(tap_counts "$out")
 	# A crash or a non-zero exit with no failing test counted is a failure
@@ -104,7 +111,7 @@ run_bats() {
 run_item() {
 	local t0=$SECONDS
 	case $1 in
-	unit:*) run_unit "$1" "${path[$1]}" ;;
+	unit:*) run_unit "$1" "${path[$1]}" ${part[$1]:+"${part[$1]}"} ;;
 	fuzz:*) run_fuzz "$1" "${path[$1]}" ;;
 	bats:*) run_bats "$1" "${path[$1]}" ;;
 	esac
@@ -113,20 +120,27 @@ run_item() {
 
 # The items, in report order: ids and what each runs.
 ids=()
-declare -A path
+declare -A path part
 add() {
 	ids+=("$1")
 	path[$1]=$2
 }
 list_unit() {
-	local t name
+	local t name p
 	# $BUILD/asan/tests holds the tests that check also runs under the
 	# sanitizers (see CHECK_ASAN in the Makefile).
 	for t in "$BUILD"/tests/test_* "$BUILD"/asan/tests/test_*; do
 		[ -x "$t" ] || continue
 		name=${t##*/}
 		case $t in "$BUILD"/asan/*) name=asan-$name ;; esac
-		add "unit:$name" "$t"
+		if [ -n "${unit_parts[$name]:-}" ]; then
+			for p in ${unit_parts[$name]}; do
+				add "unit:$name.$p" "$t"
+				part[unit:$name.$p]=$p
+			done
+		else
+			add "unit:$name" "$t"
+		fi
 	done
 	for t in "$BUILD"/asan/tests/fuzz/replay_*; do
 		[ -x "$t" ] || continue

@@ -27,7 +27,8 @@
  * under soft updates), E2_CRASH_MIXED (number of random mixed workloads),
  * E2_CRASH_TRACE (print the mixed workloads' steps), E2_CRASH_LOG (print
  * the blocks written in each round), E2_CRASH_ONLY (run only the
- * soft-updates checks of the workload of that name). */
+ * soft-updates checks of the workload of that name).  One argument, a part
+ * (ops, mixed or controls; see main), runs a part of the tests. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1958,19 +1959,57 @@ static int group_teardown(void **state)
 	return 0;
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_fsck_classifier),
-	    cmocka_unit_test(test_crash_each_op),
-	    cmocka_unit_test(test_crash_each_op_small_rounds),
-	    cmocka_unit_test(test_crash_mixed),
-	    cmocka_unit_test(test_crash_mixed_tiny_cache),
-	    cmocka_unit_test(test_crash_mixed_four_groups),
-	    cmocka_unit_test(test_crash_none_is_caught),
-	    cmocka_unit_test(test_crash_none_variants),
-	    cmocka_unit_test(test_crash_fsync_check_fires),
-	};
+/* Every test, in order.  PART (the one argument) runs only a part of them,
+ * for tests/run.sh to run the parts side by side: the parts are slices of
+ * this list, so together they run every test once. */
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_fsck_classifier),
+    cmocka_unit_test(test_crash_each_op),
+    cmocka_unit_test(test_crash_each_op_small_rounds),
+    cmocka_unit_test(test_crash_mixed),
+    cmocka_unit_test(test_crash_mixed_tiny_cache),
+    cmocka_unit_test(test_crash_mixed_four_groups),
+    cmocka_unit_test(test_crash_none_is_caught),
+    cmocka_unit_test(test_crash_none_variants),
+    cmocka_unit_test(test_crash_fsync_check_fires),
+};
 
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+static const struct {
+	const char *name;
+	size_t from, to; /* tests[from] up to, not with, tests[to] */
+} parts[] = {
+    {"ops", 0, 3},	/* the classifier, each operation in two round sizes */
+    {"mixed", 3, 5},	/* mixed workloads, and with a tiny cache */
+    {"controls", 5, 9}, /* four groups, and every CONSISTENCY_NONE control */
+};
+
+int main(int argc, char **argv)
+{
+	size_t from = 0, to = sizeof(tests) / sizeof(tests[0]), i;
+
+	/* the slices must cover the list, each test once */
+	for (i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
+		if (parts[i].from != (i ? parts[i - 1].to : 0) ||
+		    (i + 1 == sizeof(parts) / sizeof(parts[0]) && parts[i].to != to)) {
+			fprintf(stderr, "%s: part '%s' leaves a gap\n", argv[0], parts[i].name);
+			return 70;
+		}
+	if (argc > 2) {
+		fprintf(stderr, "usage: %s [PART]\n", argv[0]);
+		return 64;
+	}
+	if (argc == 2) {
+		for (i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
+			if (!strcmp(parts[i].name, argv[1]))
+				break;
+		if (i == sizeof(parts) / sizeof(parts[0])) {
+			fprintf(stderr, "%s: no part '%s' (ops, mixed, controls)\n", argv[0],
+				argv[1]);
+			return 64;
+		}
+		from = parts[i].from;
+		to = parts[i].to;
+	}
+	return _cmocka_run_group_tests(argc == 2 ? argv[1] : "test_e2_crash", tests + from,
+				       to - from, group_setup, group_teardown);
 }
