@@ -298,6 +298,18 @@ fuse_unmount() {
 	fusermount3 -u "$1" 2>/dev/null || fusermount3 -uz "$1" 2>/dev/null || true
 }
 
+# NS_DROP_COPIES: shell code (for sh or bash) to run first thing in a new
+# mount namespace (unshare -m).  The namespace starts with a copy of every
+# mount on the machine, and a copy keeps its file system alive after its
+# owner unmounts it: a kernel mount goes on holding its loop device (and
+# what it has not written yet), a FUSE mount its daemon.  Tests running at
+# the same time would see that.  This detaches the copies of loop-device
+# and FUSE mounts, so that their owners' unmounts end them as before; the
+# window left is the moment between unshare and this.
+# shellcheck disable=SC2016 # expanded in the namespace
+NS_DROP_COPIES='awk '\''$1 ~ /^\/dev\/loop/ || $3 ~ /^fuse/ { print $2 }'\'' /proc/self/mounts |
+	tac | while read -r m; do umount -l "$m" 2>/dev/null || true; done'
+
 # unmount_all: undo every tracked mount, newest first.  Never fails.
 unmount_all() {
 	local kind dir

@@ -17,6 +17,11 @@ setup() {
 }
 
 teardown() {
+	# a namespace ns_holding started lets go
+	if [ -n "${NS_PID:-}" ]; then
+		: >"$SCRATCH/go"
+		wait "$NS_PID" || true
+	fi
 	common_teardown
 	fstitch_mount_reap
 }
@@ -128,6 +133,44 @@ class_is() {
 	[ "$(cat "$SCRATCH/mnt/f1")" = hello ]
 	unmount_all
 	run ! mountpoint -q "$SCRATCH/mnt"
+	assert_fsck_clean "$BASE"
+}
+
+# ns_holding PRE: start a mount namespace that runs the shell code PRE, says
+# it is ready and stays until $SCRATCH/go appears; sets NS_PID.
+ns_holding() {
+	rm -f "$SCRATCH/ready" "$SCRATCH/go"
+	unshare -m sh -c "$1"'
+		: >"$0/ready"
+		while [ ! -e "$0/go" ]; do sleep 0.05; done' "$SCRATCH" 3>&- &
+	NS_PID=$!
+	for ((n = 0; n < 400; n++)); do
+		[ -e "$SCRATCH/ready" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+@test "NS_DROP_COPIES: a kernel mount another namespace copied still ends at its umount" {
+	[ "$(id -u)" -eq 0 ] || skip "needs root (kernel loop mount)"
+	# without it, the copy keeps the file system and its loop device
+	kernel_mount "$BASE" "$SCRATCH/mnt"
+	ns_holding :
+	umount "$SCRATCH/mnt"
+	run -0 losetup -n -j "$BASE"
+	refute_output ""
+	: >"$SCRATCH/go"
+	wait "$NS_PID"
+	run -0 losetup -n -j "$BASE"
+	assert_output ""
+	# with it, the umount here ends it
+	kernel_mount "$BASE" "$SCRATCH/mnt"
+	ns_holding "$NS_DROP_COPIES"
+	umount "$SCRATCH/mnt"
+	run -0 losetup -n -j "$BASE"
+	assert_output ""
+	: >"$SCRATCH/go"
+	wait "$NS_PID"
 	assert_fsck_clean "$BASE"
 }
 

@@ -119,6 +119,7 @@ in_ns() {
 	[ -n "$file" ] || file=$(example "$1") || return 1
 	cat >"$WORK/.run" <<-EOF
 		set -u
+		$NS_DROP_COPIES
 		mount -t tmpfs -o size=16M ex-mnt /mnt
 		mount -t tmpfs -o size=512M ex-srv /srv
 		mkdir -p /run/mount && mount -t tmpfs -o size=1M ex-run /run/mount

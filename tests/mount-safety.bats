@@ -112,7 +112,8 @@ ctl_socket() {
 fstab_mount_all() {
 	mkdir -p "$SCRATCH/ov/u" "$SCRATCH/ov/w"
 	ln -sf "$MOUNT" "$SCRATCH/ov/u/mount.fuse.fstitch"
-	unshare -m sh -c 'mount -t overlay overlay -o "lowerdir=/usr/sbin,upperdir=$1/u,workdir=$1/w" /usr/sbin &&
+	unshare -m sh -c "$NS_DROP_COPIES"'
+		mount -t overlay overlay -o "lowerdir=/usr/sbin,upperdir=$1/u,workdir=$1/w" /usr/sbin &&
 		exec mount -a -T "$2"' sh "$SCRATCH/ov" "$1" 3>&-
 }
 
