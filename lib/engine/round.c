@@ -402,6 +402,8 @@ static void *flusher_main(void *arg)
 
 	io_lock(c);
 	while (!c->flusher_stop) {
+		bool pressed;
+
 		if (!c->flusher_kick) {
 			struct timespec ts;
 
@@ -414,13 +416,18 @@ static void *flusher_main(void *arg)
 			}
 			pthread_cond_timedwait(&c->flush_cond, &c->lock, &ts);
 		}
+		pressed = c->flusher_kick;
 		c->flusher_kick = false;
 		/* Write everything writable, including what becomes
-		 * writable as rounds commit.  On an error, wait for the
-		 * next interval before trying again. */
-		while (!c->flusher_stop && c->ready_head)
+		 * writable as rounds commit; woken by memory pressure, only
+		 * while it lasts (flush_pressed()).  On an error, wait for
+		 * the next interval before trying again. */
+		while (!c->flusher_stop && c->ready_head) {
+			if (pressed && !flush_pressed(c))
+				break;
 			if (round_locked(c, NULL, UINT64_MAX))
 				break;
+		}
 	}
 	io_unlock(c);
 	return NULL;
