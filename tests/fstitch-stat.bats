@@ -97,7 +97,7 @@ json_get() {
 	# durability point); then wait for any round still in flight.
 	sync .
 	local n
-	for ((n = 0; n < 100; n++)); do
+	for ((n = 0; n < 600; n++)); do
 		[ "$(json_get '.blocks.dirty + .patches.pending + .blocks.inflight')" = 0 ] && break
 		sleep 0.1
 	done
@@ -334,7 +334,7 @@ json_get() {
 		echo "file $i" >"d/f$i"
 	done
 	sync .
-	for ((i = 0; i < 100; i++)); do
+	for ((i = 0; i < 600; i++)); do
 		[ "$(json_get '.blocks.dirty + .blocks.inflight')" = 0 ] && break
 		sleep 0.1
 	done

@@ -34,7 +34,7 @@ nbd_start() {
 	nbdkit -f --unix "$SOCK" --pidfile "$SCRATCH/nbd.pid" "$@" \
 		3>&- </dev/null >>"$SCRATCH/nbdkit.log" 2>&1 &
 	NBD_PID=$!
-	for ((n = 0; n < 200; n++)); do
+	for ((n = 0; n < 1200; n++)); do
 		[ -s "$SCRATCH/nbd.pid" ] && return 0
 		kill -0 "$NBD_PID" 2>/dev/null || break
 		sleep 0.05
@@ -385,7 +385,7 @@ mkfs_example() {
 	assert_line "Made an ext2 file system on 'nbd+unix:///?socket=disk.sock'"
 	# nbdkit is not our child: stop it and wait for it to go
 	kill "$NBD_PID"
-	for ((n = 0; n < 200; n++)); do
+	for ((n = 0; n < 1200; n++)); do
 		kill -0 "$NBD_PID" 2>/dev/null || break
 		sleep 0.05
 	done
@@ -401,7 +401,7 @@ mkfs_example() {
 	qemu-nbd --socket="$SOCK" --format=qcow2 --persistent --cache=writeback \
 		"$SCRATCH/d.qcow2" 3>&- </dev/null >>"$SCRATCH/qemu-nbd.log" 2>&1 &
 	NBD_PID=$!
-	for ((n = 0; n < 200; n++)); do
+	for ((n = 0; n < 1200; n++)); do
 		[ -S "$SOCK" ] && break
 		sleep 0.05
 	done

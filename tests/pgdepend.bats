@@ -93,7 +93,7 @@ refused() {
 	b=$("$PGCREATE")
 	"$PGRUN" --group "$a" -- sh -c 'touch ready; while [ ! -e go ]; do sleep 0.05; done' &
 	pid=$!
-	for ((n = 0; n < 200; n++)); do [ -e ready ] && break; sleep 0.05; done
+	for ((n = 0; n < 1200; n++)); do [ -e ready ] && break; sleep 0.05; done
 	refused "$a" "$b" "group $a is engaged"
 	touch go
 	wait "$pid"

@@ -34,10 +34,10 @@ control_socket() {
 	python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.fstitch.control").decode())' "$MNT"
 }
 
-# wait_field ID NAME VALUE: poll (up to 10 s) until the field has the value.
+# wait_field ID NAME VALUE: poll (up to 60 s) until the field has the value.
 wait_field() {
 	local n
-	for ((n = 0; n < 200; n++)); do
+	for ((n = 0; n < 1200; n++)); do
 		[ "$(field "$1" "$2")" = "$3" ] && return 0
 		sleep 0.05
 	done
@@ -177,7 +177,7 @@ ts = [threading.Thread(target=w, args=(i,)) for i in range(4)]
 	g=$("$PGCREATE")
 	"$PGRUN" --group "$g" -- sh -c 'touch ready; while [ ! -e go ]; do sleep 0.05; done' &
 	pid=$!
-	for ((n = 0; n < 200; n++)); do [ -e ready ] && break; sleep 0.05; done
+	for ((n = 0; n < 1200; n++)); do [ -e ready ] && break; sleep 0.05; done
 	assert [ -e ready ]
 	wait_field "$g" engaged 1
 	c0=$(field "$g" changes)
