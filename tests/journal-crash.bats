@@ -171,6 +171,35 @@ overwrite_ok() {
 	}
 }
 
+# One write of 1.5 MiB, more than the log, over a file of as many A's
+# (bigimage writes it, unrecorded): under journal-data it is cut into
+# transactions, so a crash leaves the file's first pieces B and the rest
+# A (fstitch(7)), never an A after a B.
+BIG=$((1536 * 1024))
+bigimage() {
+	jimage "$1"
+	fstitch_mount_start "$1" "$MNT"
+	head -c $BIG /dev/zero | tr '\0' A >"$MNT/h"
+	fstitch_mount_stop "$MNT"
+}
+
+work_bigwrite() {
+	head -c $BIG /dev/zero | tr '\0' B |
+		dd of="$1/h" bs=$BIG iflag=fullblock conv=notrunc status=none
+	sync "$1/h"
+}
+
+bigwrite_ok() {
+	[ -e h ] || return 0
+	case $(tr -s AB <h) in
+	'' | A | B | BA) ;;
+	*)
+		echo "h is not new pieces then old ones"
+		return 1
+		;;
+	esac
+}
+
 # exchange A B: swap two names with renameat2(RENAME_EXCHANGE), which
 # mv(1) cannot do.
 exchange() {
@@ -331,6 +360,24 @@ run_check() {
 	export JSTATE_DATA=overwrite_ok
 	run_check assert_crash_pass journal-data-overwrite "$SCRATCH/rec" --fsck none \
 		--no-mount -- bash -c journal_state_ok
+}
+
+@test "journal-data: a write larger than the log is new pieces then old in every crash state" {
+	bigimage "$IMG"
+	jrecord work_bigwrite -o consistency=journal-data
+	export -f bigwrite_ok
+	export JSTATE_DATA=bigwrite_ok
+	run_check assert_crash_pass journal-data-bigwrite "$SCRATCH/rec" --fsck none \
+		--no-mount -- bash -c journal_state_ok
+}
+
+@test "journal (data ordered, not journaled) is caught mixing the big write" {
+	bigimage "$IMG"
+	jrecord work_bigwrite -o consistency=journal
+	export -f bigwrite_ok
+	export JSTATE_DATA=bigwrite_ok
+	run_check assert_crash_fail journal-bigwrite "$SCRATCH/rec" --fsck none --no-mount -- \
+		bash -c journal_state_ok
 }
 
 @test "journal (data ordered, not journaled) is caught mixing an overwrite" {

@@ -390,3 +390,29 @@ refused() {
 	flip_byte "$SCRATCH/c.img" $((d * bs + 100))
 	refused "$SCRATCH/c.img" "checksum mismatch"
 }
+
+@test "a single write several times the journal's size is cut into transactions" {
+	local mode src=$SCRATCH/src n stat
+	stat=$(fstitch_cmd fstitch-stat)
+	# 5 MiB in one write(2); the log has 1023 blocks of 1 KiB, and even
+	# one FUSE request (1 MiB) is more than a transaction can hold
+	head -c $((5 * 1024 * 1024)) /dev/urandom >"$src"
+	for mode in journal-data journal; do
+		make_image "$SCRATCH/j.img" 32M -b 1024 -J size=1
+		fstitch_mount_start "$SCRATCH/j.img" "$MNT" -o consistency=$mode,commit=3600
+		dd if="$src" of="$MNT/big" bs=5M iflag=fullblock status=none
+		# and again over the same blocks, then past the end
+		dd if="$src" of="$MNT/big" bs=5M iflag=fullblock conv=notrunc status=none
+		dd if="$src" of="$MNT/big" bs=5M iflag=fullblock oflag=append conv=notrunc \
+			status=none
+		sync "$MNT/big"
+		n=$("$stat" -C "$MNT" --json | jq -r .journal.commits)
+		echo "# $mode: $n commits" >&3
+		[ "$mode" = journal ] || [ "$n" -gt 15 ]
+		fstitch_mount_stop "$MNT"
+		run e2fsck -fn "$SCRATCH/j.img"
+		assert_success
+		debugfs -R "dump /big $SCRATCH/out" "$SCRATCH/j.img" 2>/dev/null
+		cmp "$SCRATCH/out" <(cat "$src" "$src")
+	done
+}

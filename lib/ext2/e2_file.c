@@ -164,6 +164,7 @@ ssize_t e2_write(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, con
 		 size_t size, off_t off)
 {
 	struct e2_inode *ip;
+	size_t done = 0;
 	ssize_t r;
 
 	if (fs->ro)
@@ -176,7 +177,36 @@ ssize_t e2_write(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, con
 	r = e2_get_file(fs, ino, &ip);
 	if (r)
 		goto out;
-	r = e2_write_locked(fs, ip, buf, size, (uint64_t)off, false, NULL, NULL);
+	if (!e2_journaling(fs)) {
+		r = e2_write_locked(fs, ip, buf, size, (uint64_t)off, false, NULL, NULL);
+		goto out;
+	}
+	/* Under a journal, in pieces that each fit a transaction (a crash
+	 * keeps or loses each piece whole: fstitch(7)). */
+	while (done < size) {
+		uint64_t at = (uint64_t)off + done, piece;
+		uint64_t nb = (at + (size - done) - 1) / fs->bs - at / fs->bs + 1;
+		size_t len;
+		int w;
+
+		r = e2_jroom(fs, nb, &piece);
+		if (r)
+			break;
+		len = size - done;
+		if (piece < nb)
+			len = (size_t)(piece * fs->bs - at % fs->bs);
+		w = e2_write_locked(fs, ip, (const uint8_t *)buf + done, len, at, false, NULL,
+				    NULL);
+		if (w < 0) {
+			r = w;
+			break;
+		}
+		done += (size_t)w;
+		if ((size_t)w < len)
+			break;
+	}
+	if (done)
+		r = (ssize_t)done;
 out:
 	e2_unlock(fs);
 	return r;

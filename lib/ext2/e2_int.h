@@ -221,6 +221,12 @@ int e2_jw_start(struct e2fs *fs);
 /* Commit the running transaction; *out (if not NULL) gets a reference to
  * the newest commit block patch (NULL if nothing was ever committed). */
 int e2_jcommit(struct e2fs *fs, struct patch **out);
+/* Before a write of nblocks blocks of file data: *piece gets how many of
+ * them the next piece of the write may cover (at least 1), after a commit
+ * of the running transaction if that piece would take it past a quarter
+ * of the log.  A transaction must fit in the log: a larger write is cut
+ * into pieces, each in a transaction of its own. */
+int e2_jroom(struct e2fs *fs, uint64_t nblocks, uint64_t *piece);
 /* Without fs->lock: commit and wait until the commit is durable. */
 int e2_jsync(struct e2fs *fs);
 /* Commit and write everything home. */

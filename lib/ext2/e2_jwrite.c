@@ -28,7 +28,8 @@
  * No revoke records are needed: a block with a copy in the live log is
  * never written in place outside a transaction.  Checksums are written
  * as the journal superblock asks (version 1, 2 or 3, as Linux writes
- * them). */
+ * them), and a transaction must fit in the log: a write is cut into
+ * pieces that do (e2_jroom). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -760,6 +761,34 @@ int e2_jcommit(struct e2fs *fs, struct patch **out)
 		patch_retain(*out);
 	}
 	return r;
+}
+
+int e2_jroom(struct e2fs *fs, uint64_t nblocks, uint64_t *piece)
+{
+	struct e2_jw *jw = fs->jw;
+	uint64_t n = nblocks, est, most = (jw->maxlen - jw->first) / 8;
+	struct patch_scope *scope;
+	int r;
+
+	if (n > most)
+		n = most;
+	if (n < 1)
+		n = 1;
+	/* what n blocks of data may bring along: indirect blocks and their
+	 * copies, bitmap blocks and group descriptors, the inode, the
+	 * superblock */
+	est = n + 2 * (n / fs->apb + 3) + 2 * (n / (8ull * fs->bs) + 2) + 4;
+	if (jw->nrun && jw->nrun + est > jw->quarter) {
+		/* the commit's own changes belong to no patchgroup */
+		scope = fs->scope;
+		fs->scope = NULL;
+		r = commit_locked(jw);
+		fs->scope = scope;
+		if (r)
+			return r;
+	}
+	*piece = n;
+	return 0;
 }
 
 int e2_jsync(struct e2fs *fs)
