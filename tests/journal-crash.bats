@@ -4,7 +4,8 @@
 # fstitch (byte for byte the same), leaves e2fsck -fn nothing at all to say
 # (design.md §3, "Journal writer").  The same workloads under
 # consistency=none, and with the commit block not waiting for its copies,
-# must fail, and so must a wrong journal checksum.
+# must fail, and so must a checkpoint written before its commit block and
+# a wrong journal checksum.
 
 load common
 
@@ -280,6 +281,15 @@ run_check() {
 	jrecord work_tree -o consistency=journal
 	unset FSTITCH_JOURNAL_DEBUG
 	run_check assert_crash_fail nocopies "$SCRATCH/rec" --fsck none --no-mount -- \
+		bash -c journal_state_ok
+}
+
+@test "the same checks catch a checkpoint that goes before its commit" {
+	jimage "$IMG"
+	export FSTITCH_JOURNAL_DEBUG=earlycheckpoint
+	jrecord work_tree -o consistency=journal
+	unset FSTITCH_JOURNAL_DEBUG
+	run_check assert_crash_fail earlycheckpoint "$SCRATCH/rec" --fsck none --no-mount -- \
 		bash -c journal_state_ok
 }
 

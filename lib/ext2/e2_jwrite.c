@@ -97,6 +97,7 @@ struct e2_jw {
 	bool broken;	     /* out of memory in a hook */
 	bool debug_nocopies; /* FSTITCH_JOURNAL_DEBUG=nocopies */
 	bool debug_badcsum;  /* FSTITCH_JOURNAL_DEBUG=badcsum */
+	bool debug_early;    /* FSTITCH_JOURNAL_DEBUG=earlycheckpoint */
 	struct jent *tab;
 	size_t tabsize, tabcount;
 	struct jtxn *live; /* committed, not out of the log, oldest first */
@@ -539,8 +540,12 @@ static int commit_locked(struct e2_jw *jw)
 			r = -ENOMEM;
 		pthread_mutex_unlock(&jw->smu);
 	}
-	if (!r)
+	if (!r && jw->debug_early) {
+		/* negative control: the checkpoint may go before the commit */
+		patch_unhold(fs->c, jw->hold);
+	} else if (!r) {
 		r = patch_unhold_after(fs->c, jw->hold, p);
+	}
 	if (r) {
 		patch_release(fs->c, tail);
 		patch_release(fs->c, nh);
@@ -721,6 +726,7 @@ int e2_jw_start(struct e2fs *fs)
 	dbg = getenv("FSTITCH_JOURNAL_DEBUG");
 	jw->debug_nocopies = dbg && strcmp(dbg, "nocopies") == 0;
 	jw->debug_badcsum = dbg && strcmp(dbg, "badcsum") == 0;
+	jw->debug_early = dbg && strcmp(dbg, "earlycheckpoint") == 0;
 	if (jw->first < 1 || jw->first >= jw->maxlen || jw->disk_start != 0) {
 		free(jw);
 		e2_set_open_error("consistency=journal: bad journal superblock");
