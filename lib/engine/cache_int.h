@@ -22,12 +22,6 @@
  *    wait on a held empty patch, which would pin the whole block.
  *  - A merge target nothing depends on may take a new sequence number (and
  *    move to the tail of its block's list) when nothing newer overlaps it.
- *  - A soft patch without PF_GAP waits, directly or through others, for
- *    every older soft patch whose range overlaps its own (bit patches:
- *    every older byte patch over its word and every older flip of one of
- *    its bits).  A merge over a gap, or a discard's clear absorbing
- *    others, sets PF_GAP, since the bytes in between were never part of
- *    a change that was ordered.
  *  - A patch in flight (in the round being written), or written in a round
  *    that failed, never gains a dependency: its bytes may be on disk.
  */
@@ -59,9 +53,6 @@ enum patch_flags {
 	PF_WRITTEN = 1 << 6,   /* written in a round whose barrier failed: it
 				* may be on disk, so it must never gain a
 				* dependency (no soft merge into it) */
-	PF_GAP = 1 << 12,      /* its range grew over bytes no change of it
-				* touched: it may not wait for every older
-				* patch over its range (see make_change()) */
 };
 
 struct patch {
@@ -124,9 +115,6 @@ struct cblock {
 					  * (singly linked) */
 	struct patch *hard;              /* the hard patch changes merge into */
 	struct patch *nrb;               /* the NRB patch, if any */
-	struct patch *scan_from;         /* a patch of the list that waits for
-					  * every older one under its range,
-					  * or NULL (make_change()) */
 	uint64_t ovmask;                 /* 64ths of the block that soft patches
 					  * may cover (a superset) */
 	uint32_t refs;

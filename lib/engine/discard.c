@@ -183,10 +183,7 @@ static int absorb_all(struct cache *c, struct dctx *d)
 	free(cl->undo);
 	cl->undo = u;
 	set_range(cl, lo, hi - lo);
-	/* the gaps between the absorbed ranges were ordered by none of them */
-	cl->flags |= PF_GAP;
 	cb->ovmask |= pmask(c, cl);
-	cb->scan_from = NULL;
 	for (i = 0; i < d->nabsorb; i++) {
 		x = d->absorb[i];
 		for (pp = &cb->phead; *pp != x; pp = &(*pp)->bnext)
@@ -264,7 +261,7 @@ static int discard_one(struct cache *c, struct cblock *b, struct patch *clear)
 	}
 	list = b->phead;
 	b->phead = b->ptail = NULL;
-	b->hard = b->nrb = b->scan_from = NULL;
+	b->hard = b->nrb = NULL;
 	b->npatches = 0;
 	b->nroots = 0;
 	b->ovmask = 0;

@@ -338,7 +338,6 @@ void block_prune_committed(struct cache *c, struct cblock *b)
 	struct patch **pp = &b->phead, *p;
 
 	b->ptail = NULL;
-	b->scan_from = NULL; /* it may be gone */
 	while ((p = *pp)) {
 		if (!(p->flags & PF_COMMITTED)) {
 			b->ptail = p;
@@ -467,8 +466,6 @@ static void renumber(struct cache *c, struct patch *t)
 	t->seq = ++c->seq;
 	if (b->ptail == t)
 		return;
-	if (b->scan_from == t)
-		b->scan_from = NULL; /* (the scan goes forward from it) */
 	for (pp = &b->phead; *pp != t; pp = &(*pp)->bnext)
 		;
 	*pp = t->bnext;
@@ -589,25 +586,6 @@ fail:
 	return err;
 }
 
-/* Whether q, a soft patch over the whole span [soff, soff+slen) of a
- * change of this type and mask, waits (directly or not) for every older
- * patch that change must follow (cache_int.h: the PF_GAP invariant).  A
- * byte patch waits for everything older over its range; a bit patch only
- * for older byte patches over its word and older flips of its own bits,
- * so it stands for all the change needs only when the change is a flip of
- * some of those bits. */
-static bool implies_older(const struct patch *q, enum patch_type type, uint32_t soff,
-			  uint32_t slen, uint32_t mask)
-{
-	if (q->flags & (PF_GAP | PF_HARD))
-		return false;
-	if (q->off > soff || (uint32_t)q->off + patch_len(q) < soff + slen)
-		return false;
-	if (q->type == PT_BYTE)
-		return true;
-	return q->type == PT_BIT && type == PT_BIT && (q->mask & mask) == mask;
-}
-
 /* [soff, soff+slen) contains the change: what overlaps it is ordered
  * before the change (for a plain change, the change's own range). */
 static int make_change(struct cache *c, struct cblock *b, enum patch_type type, uint32_t off,
@@ -650,20 +628,10 @@ static int make_change(struct cache *c, struct cblock *b, enum patch_type type, 
 			goto out;
 	}
 	/* Same-block ordering: the change must not reach disk without the
-	 * older changes it overlaps, or their rollback would undo it.  A
-	 * patch that implies every older one under the change's span (see
-	 * implies_older()) stands for all of them, so the scan starts at the
-	 * last such patch it found on this block when that one still covers
-	 * the span: a range that every link of a chain of groups rewrites (a
-	 * directory's mtime) costs a step or two per change, not one per
-	 * link.  (It is skipped when no soft patch can overlap.) */
-	q = NULL;
-	if (chunk_mask(c->bs, soff, slen) & b->ovmask) {
-		q = b->phead;
-		if (b->scan_from && implies_older(b->scan_from, type, soff, slen, mask))
-			q = b->scan_from;
-	}
-	for (; q; q = q->bnext) {
+	 * older changes it overlaps, or their rollback would undo it. */
+	/* (the scan is skipped when no soft patch can overlap) */
+	for (q = (chunk_mask(c->bs, soff, slen) & b->ovmask) ? b->phead : NULL; q;
+	     q = q->bnext) {
 		if ((q->flags & PF_HARD) || !overlaps(q, soff, slen))
 			continue;
 		if (overlaps(q, off, len))
@@ -673,10 +641,6 @@ static int make_change(struct cache *c, struct cblock *b, enum patch_type type, 
 		 * that bit before it. */
 		if (type == PT_BIT && q->type == PT_BIT && !(q->mask & mask))
 			continue;
-		if (implies_older(q, type, soff, slen, mask)) {
-			ov.n = 0;
-			b->scan_from = q;
-		}
 		/* An older overlapping patch q itself waits for is implied:
 		 * without this, n rewrites of one range that cannot merge
 		 * (chained patchgroups) would make n^2 edges. */
@@ -751,17 +715,9 @@ collected:
 		if (cand->type == PT_BIT) {
 			cand->mask ^= mask;
 		} else {
-			/* Bytes cand gains that the change does not overlap
-			 * in a byte range were ordered by nothing here: older
-			 * patches over them need not be before cand. */
-			bool gap = type != PT_BYTE || !overlaps(cand, off, len);
-			uint32_t was_off = cand->off, was_len = patch_len(cand);
-
 			err = widen(c, b, cand, off, len);
 			if (err)
 				goto out;
-			if (gap && (cand->off != was_off || patch_len(cand) != was_len))
-				cand->flags |= PF_GAP;
 		}
 		if (how == MERGE_RENUMBER)
 			renumber(c, cand);

@@ -447,61 +447,6 @@ static void test_settle_through_empties(void **state)
 	env_close(&e);
 }
 
-/* A merge may widen a patch over a gap: q, merged with a change 20 bytes
- * away, covers bytes of an older patch p it does not wait for.  A later
- * change of p's bytes must still wait for p, though q covers it: the scan
- * for overlaps may stop at a patch only when that patch waits for
- * everything older under it.  Were the change merged into q, q's write
- * (with p rolled back, since p waits for a hold) would carry p's old bytes
- * where the change should be, and the change would count as durable. */
-static void test_merge_gap_keeps_order(void **state)
-{
-	struct env e;
-	struct cblock *b, *o, *o2;
-	struct patch *held, *p, *z, *y, *q, *c1, *c2;
-
-	env_open(&e, NULL);
-	b = get(&e, 1);
-	o = get(&e, 2);
-	o2 = get(&e, 3);
-	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &held), 0);
-	p = put_byte(&e, b, 10, 0x11, 2, &held, 1);
-	z = put_byte(&e, o, 0, 0x55, 4, NULL, 0);
-	y = put_byte(&e, o2, 0, 0x66, 4, NULL, 0);
-	q = put_byte(&e, b, 0, 0x22, 2, &z, 1);
-	assert_ptr_not_equal(q, p);
-	assert_int_equal(cache_sync_patch(e.c, z), 0);
-	assert_true(patch_committed(z));
-	assert_false(patch_committed(q));
-	/* q waits for nothing now: a change 18 bytes past it merges in */
-	c1 = put_byte(&e, b, 20, 0x33, 2, &y, 1);
-	assert_ptr_equal(c1, q);
-	c2 = put_byte(&e, b, 10, 0x44, 2, NULL, 0);
-	assert_ptr_not_equal(c2, q);
-	assert_int_equal(cache_sync(e.c), -EAGAIN);
-	assert_true(patch_committed(q));
-	assert_false(patch_committed(c2));
-	assert_int_equal(mem_block(&e, 1)[0], 0x22);
-	assert_int_equal(mem_block(&e, 1)[20], 0x33);
-	assert_int_equal(mem_block(&e, 1)[10], 0);
-	patch_unhold(e.c, held);
-	assert_int_equal(cache_sync(e.c), 0);
-	assert_true(patch_committed(c2));
-	assert_int_equal(mem_block(&e, 1)[10], 0x44);
-	assert_device_equals_cache(&e);
-	patch_release(e.c, held);
-	patch_release(e.c, p);
-	patch_release(e.c, z);
-	patch_release(e.c, y);
-	patch_release(e.c, q);
-	patch_release(e.c, c1);
-	patch_release(e.c, c2);
-	cache_put(e.c, b);
-	cache_put(e.c, o);
-	cache_put(e.c, o2);
-	env_close(&e);
-}
-
 static void test_empty_patches(void **state)
 {
 	struct env e;
@@ -1275,7 +1220,6 @@ int main(void)
 		cmocka_unit_test(test_same_block_overlap_order),
 		cmocka_unit_test(test_empty_patches),
 		cmocka_unit_test(test_settle_through_empties),
-		cmocka_unit_test(test_merge_gap_keeps_order),
 		cmocka_unit_test(test_held_blocks_sync),
 		cmocka_unit_test(test_write_fault),
 		cmocka_unit_test(test_connection_reset),
