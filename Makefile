@@ -66,6 +66,11 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_HELP_SRC := $(filter-out $(UNIT_SRC),$(wildcard tests/unit/*.c))
 UNIT_HELP_OBJ := $(UNIT_HELP_SRC:%.c=$(BUILD)/%.o)
 UNITS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+# tests/support/*.c: what the C tests and the bats suites' tools share (the
+# e2fsck judge), in one archive linked into both.
+SUPPORT_SRC := $(wildcard tests/support/*.c)
+SUPPORT_OBJ := $(SUPPORT_SRC:%.c=$(BUILD)/%.o)
+LIBTEST := $(BUILD)/libfstitch-tests.a
 BENCH_SRC := $(wildcard tests/bench/*.c)
 BENCHES := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
 # Everything in lib/, for the commands and tests (never installed).
@@ -95,6 +100,10 @@ $(LIBINT): $(LIB_OBJ)
 
 # The static API library is one relocatable object whose hidden symbols are
 # made local, so that a program's own ctl_connect cannot clash with ours.
+$(LIBTEST): $(SUPPORT_OBJ)
+	$(quiet) AR $@
+	$(Q)rm -f $@ && ar rcs $@ $^
+
 $(LIBA): $(API_OBJ)
 	$(quiet) AR $@
 	$(Q)ld -r -o $(BUILD)/libfstitch-api.o $^ && \
@@ -111,10 +120,10 @@ $(BUILD)/bin/%: $(BUILD)/cmd/%.o $(LIBINT)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBINT) $(LIBS)
 
-$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(UNIT_HELP_OBJ) $(LIBINT)
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(UNIT_HELP_OBJ) $(LIBTEST) $(LIBINT)
 	$(quiet) LD $@
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(UNIT_HELP_OBJ) $(LIBINT) $(LIBS) -lcmocka
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(UNIT_HELP_OBJ) $(LIBTEST) $(LIBINT) $(LIBS) -lcmocka
 
 $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(LIBINT)
 	$(quiet) LD $@
@@ -236,7 +245,7 @@ uninstall:
 		[ ! -d "$$d" ] || rmdir --ignore-fail-on-non-empty "$$d"; done
 
 format:
-	clang-format -i lib/*/*.[ch] cmd/*.c tests/unit/*.[ch]
+	clang-format -i lib/*/*.[ch] cmd/*.c tests/unit/*.[ch] tests/support/*.[ch]
 
 lint:
 	for m in man/*.[1-8]; do mandoc -Tlint -Wwarning $$m; done
@@ -250,10 +259,10 @@ clean:
 TOOL_SRC := $(wildcard tests/tools/*.c)
 TOOLS := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tests/tools/%)
 all: $(TOOLS)
-$(BUILD)/tests/tools/%: $(BUILD)/tests/tools/%.o $(LIBINT)
+$(BUILD)/tests/tools/%: $(BUILD)/tests/tools/%.o $(LIBTEST) $(LIBINT)
 	$(quiet) LD $@
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBINT) $(LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBTEST) $(LIBINT) $(LIBS)
 
 # Fuzzing (tests/fuzz).  Each target tests/fuzz/fuzz_NAME.c defines
 # LLVMFuzzerTestOneInput.  `make fuzz` builds it with clang and libFuzzer

@@ -12,7 +12,8 @@ setup() {
 # is the path under lib/ (a bare name is the including file's own folder).
 includes() {
 	local f inc dir
-	for f in lib/*/*.[ch] cmd/*.c tests/unit/*.[ch] tests/tools/*.c tests/bench/*.c; do
+	for f in lib/*/*.[ch] cmd/*.c tests/unit/*.[ch] tests/support/*.[ch] tests/tools/*.c \
+		tests/bench/*.c; do
 		dir=${f%/*}
 		while IFS= read -r inc; do
 			case $inc in

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "util/splitmix.h"
+#include "../support/fsckclass.h"
 #include "e2test_util.h"
 
 extern char **environ;
@@ -321,132 +322,6 @@ int e2t_mkfs_mem(unsigned size_kib, unsigned block_size, const char *extra, void
 
 /* ---- e2fsck ---------------------------------------------------------- */
 
-static void add_finding(struct e2t_fsck *r, char kind, const char *line)
-{
-	size_t used = strlen(r->findings);
-
-	if (kind == 'B')
-		r->nbenign++;
-	else if (kind == 'P')
-		r->npreen++;
-	else
-		r->ndangerous++;
-	if (used + 8 < sizeof(r->findings))
-		snprintf(r->findings + used, sizeof(r->findings) - used, "%c: %s\n", kind, line);
-}
-
-/* A line that is only e2fsck's question and our "no" ("Fix? no",
- * "Connect to /lost+found? no"), belonging to the finding above it. */
-static int is_answer(const char *l)
-{
-	size_t n = strlen(l);
-	const char *p;
-
-	if (n < 4 || strcmp(l + n - 4, "? no") != 0)
-		return 0;
-	for (p = l; p < l + n - 4; p++)
-		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == ' ' ||
-		      *p == '/' || *p == '+'))
-			return 0;
-	return 1;
-}
-
-/* Findings e2fsck -p repairs on its own but soft updates promise never to
- * leave (design.md §3), because fstitch (or a kernel) mounting the image
- * without a check would act on them: a block or inode in use that a bitmap
- * calls free would be handed out twice; a link count, i_blocks or
- * attribute-block reference count below the truth would free something
- * still in use.  Counts that are too high and "-" bitmap differences are
- * leaks and fine. */
-static bool forbidden(const char *l)
-{
-	unsigned ino, a, b;
-	unsigned long long qa, qb;
-
-	if (!strncmp(l, "Block bitmap differences:", 25) ||
-	    !strncmp(l, "Inode bitmap differences:", 25))
-		return strchr(l + 25, '+') != NULL;
-	if (sscanf(l, "Inode %u ref count is %u, should be %u.", &ino, &a, &b) == 3)
-		return a < b;
-	if (sscanf(l, "Inode %u, i_blocks is %llu, should be %llu.", &ino, &qa, &qb) == 3)
-		return qa < qb;
-	if (sscanf(l, "Extended attribute block %u has reference count %u, should be %u.", &ino,
-		   &a, &b) == 3)
-		return a < b;
-	return false;
-}
-
-/* e2fsck's chatter, its questions and our "no": not findings. */
-static bool chatter(const char *line)
-{
-	return !strncmp(line, "e2fsck ", 7) || !strncmp(line, "Pass ", 5) ||
-	       strstr(line, "**********") || strstr(line, "non-contiguous)") ||
-	       strstr(line, "UNEXPECTED INCONSISTENCY") || strstr(line, "(i.e., without -a or -p");
-}
-
-/* Call fn on each non-empty line of text (trailing blanks cut, at most
- * 511 bytes). */
-static void each_line(const char *text, void (*fn)(const char *line, void *arg), void *arg)
-{
-	const char *p = text ? text : "";
-	char line[512];
-
-	while (*p) {
-		const char *nl = strchr(p, '\n');
-		size_t n = nl ? (size_t)(nl - p) : strlen(p);
-
-		if (n >= sizeof(line))
-			n = sizeof(line) - 1;
-		memcpy(line, p, n);
-		line[n] = 0;
-		while (n && (line[n - 1] == ' ' || line[n - 1] == '\r' || line[n - 1] == '\t'))
-			line[--n] = 0;
-		p = nl ? nl + 1 : p + strlen(p);
-		if (n && !is_answer(line) && !chatter(line))
-			fn(line, arg);
-	}
-}
-
-static void fn_line(const char *line, void *arg)
-{
-	struct e2t_fsck *r = arg;
-
-	add_finding(r, forbidden(line) ? 'D' : 'B', line);
-}
-
-/* e2fsck -p prefixes every line with the image's path: drop it. */
-static void fp_line(const char *line, void *arg)
-{
-	struct e2t_fsck *r = arg;
-	const char *p = strstr(line, ": ");
-
-	if (p && p - line < 256 && line[0] == '/')
-		line = p + 2;
-	if (!strncmp(line, "clean, ", 7) || strstr(line, " files (") || chatter(line))
-		return;
-	if (strstr(line, "FIXED.") || strstr(line, "CLEARED.") || strstr(line, "SALVAGED."))
-		return; /* repaired on its own */
-	add_finding(r, 'P', line);
-}
-
-void e2t_fsck_classify(const char *output, int status, struct e2t_fsck *r)
-{
-	memset(r, 0, sizeof(*r));
-	r->status = status;
-	if (status != 0)
-		each_line(output, fn_line, r);
-	if (status >= 8 || status < 0)
-		add_finding(r, 'D', "e2fsck operational error");
-	else if (status != 0 && r->nbenign == 0 && r->ndangerous == 0)
-		add_finding(r, 'D', "e2fsck reported errors without findings");
-	if (r->ndangerous)
-		r->verdict = E2T_DANGEROUS;
-	else if (r->nbenign)
-		r->verdict = E2T_BENIGN;
-	else
-		r->verdict = E2T_CLEAN;
-}
-
 /* Run e2fsck with one option on path; its status, output to *out. */
 static int fsck_run(const char *opt, const char *path, char **out)
 {
@@ -469,13 +344,75 @@ static void append(char **dst, const char *head, const char *text)
 	*dst = n;
 }
 
+/* Append a step of the transcript: its header, then its output. */
+static void add_step(char **text, enum fsck_step step, int status, const char *out)
+{
+	char head[64];
+	size_t n;
+
+	fsck_header(head, sizeof(head), step, status);
+	append(text, head, out);
+	n = *text ? strlen(*text) : 0;
+	if (n && (*text)[n - 1] != '\n')
+		append(text, "\n", NULL);
+}
+
+/* Fill r from the judge of tests/support (fsckclass.h), the one the bats
+ * tests use too, on the transcript text, which r takes. */
+static int judge(char *text, struct e2t_fsck *r)
+{
+	struct fsck_verdict v;
+	char err[256];
+	size_t used = 0;
+	int ret;
+
+	r->output = text;
+	ret = fsck_judge(text ? text : "", text ? strlen(text) : 0, &v, err, sizeof(err));
+	if (ret) {
+		/* our own transcript: a bug here, say what */
+		fprintf(stderr, "e2test_util: the e2fsck transcript is refused: %s\n", err);
+		return ret;
+	}
+	r->status = v.status[FSCK_CHECK];
+	r->preen_status = v.status[FSCK_PREEN] < 0 ? 0 : v.status[FSCK_PREEN];
+	switch (v.class) {
+	case FSCK_CLEAN:
+		r->verdict = E2T_CLEAN;
+		break;
+	case FSCK_BENIGN:
+		r->verdict = E2T_BENIGN;
+		break;
+	default:
+		r->verdict = E2T_DANGEROUS;
+	}
+	r->nbenign = v.nbenign;
+	r->ndangerous = v.ndangerous;
+	r->npreen = v.npreen;
+	/* as many whole lines as fit */
+	for (const char *l = v.findings; *l;) {
+		const char *nl = strchr(l, '\n');
+		size_t n = nl ? (size_t)(nl - l) + 1 : strlen(l);
+
+		if (used + n >= sizeof(r->findings))
+			break;
+		memcpy(r->findings + used, l, n);
+		used += n;
+		l += n;
+	}
+	r->findings[used] = 0;
+	fsck_verdict_free(&v);
+	return 0;
+}
+
 static int fsck_file(const char *path, struct e2t_fsck *r, void **fixed, size_t *flen)
 {
-	char *out = NULL, *pout = NULL, *after = NULL, *copy = NULL;
+	char *out = NULL, *text = NULL, *copy = NULL;
+	enum fsck_step step;
 	void *img = NULL;
 	size_t len;
-	int st, pst, ast, ret = 0;
+	int st, pst = 0, ret = 0;
 
+	memset(r, 0, sizeof(*r));
 	if (fixed)
 		*fixed = NULL;
 
@@ -486,42 +423,41 @@ static int fsck_file(const char *path, struct e2t_fsck *r, void **fixed, size_t 
 		free(out);
 		return -ENOENT;
 	}
-	e2t_fsck_classify(out, st, r);
-	r->output = out;
-	if (st == 0 || st >= 8)
-		return 0;
-	/* Not clean: what a boot would do, on a copy. */
-	copy = e2t_tmpfile("preen");
-	if (!copy)
-		return -ENOMEM;
-	ret = e2t_read_file(path, &img, &len);
-	if (!ret)
-		ret = e2t_write_file(copy, img, len);
-	free(img);
-	if (ret)
-		goto out;
-	pst = fsck_run("-fp", copy, &pout);
-	ast = pst >= 0 && pst < 2 ? fsck_run("-fn", copy, &after) : -1;
-	r->preen_status = pst;
-	append(&r->output, "--- e2fsck -fp:\n", pout);
-	if (ast >= 0)
-		append(&r->output, "--- e2fsck -fn after it:\n", after);
-	if (pst < 0 || pst >= 2) {
-		/* e2fsck -p stopped: name what stopped it */
-		size_t before = r->npreen;
-
-		each_line(pout, fp_line, r);
-		if (r->npreen == before)
-			add_finding(r, 'P', "e2fsck -p failed without a finding");
-	} else if (ast != 0) {
-		add_finding(r, 'P', "e2fsck -fn finds errors after e2fsck -p");
+	add_step(&text, FSCK_CHECK, st, out);
+	free(out);
+	step = fsck_next_step(FSCK_CHECK, st);
+	if (step != FSCK_NSTEPS) {
+		/* Not clean: what a boot would do, on a copy. */
+		copy = e2t_tmpfile("preen");
+		if (!copy) {
+			free(text);
+			return -ENOMEM;
+		}
+		ret = e2t_read_file(path, &img, &len);
+		if (!ret)
+			ret = e2t_write_file(copy, img, len);
+		free(img);
+		for (; !ret && step != FSCK_NSTEPS; step = fsck_next_step(step, st)) {
+			st = fsck_run(step == FSCK_PREEN ? "-fp" : "-fn", copy, &out);
+			if (st < 0) {
+				ret = st;
+				break;
+			}
+			add_step(&text, step, st, out);
+			free(out);
+			if (step == FSCK_PREEN)
+				pst = st;
+		}
+		if (ret) {
+			free(text);
+			goto out;
+		}
 	}
-	if (r->npreen || r->ndangerous)
-		r->verdict = E2T_DANGEROUS;
-	if (fixed) {
+	ret = judge(text, r);
+	if (!ret && fixed && copy) {
 		/* what the user gets: e2fsck -p's repair, or e2fsck -fy's
 		 * where -p gave up */
-		if (pst < 0 || pst >= 2) {
+		if (pst >= 2) {
 			char *y = NULL;
 
 			(void)fsck_run("-fy", copy, &y);
@@ -530,10 +466,10 @@ static int fsck_file(const char *path, struct e2t_fsck *r, void **fixed, size_t 
 		ret = e2t_read_file(copy, fixed, flen);
 	}
 out:
-	unlink(copy);
-	free(copy);
-	free(pout);
-	free(after);
+	if (copy) {
+		unlink(copy);
+		free(copy);
+	}
 	return ret;
 }
 

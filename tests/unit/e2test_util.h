@@ -1,6 +1,7 @@
 /* Helpers for the ext2 module's tests: make images with mke2fs, move them
  * between files and memory, and judge an image as a boot would: clean,
- * benign (e2fsck -p repairs it on its own) or dangerous.
+ * benign (e2fsck -p repairs it on its own) or dangerous, by the rules of
+ * tests/support/fsckclass.h, which the bats tests share.
  *
  * Linked into every unit test binary, so this depends on libc only (the
  * tests themselves turn image bytes into memory devices).
@@ -88,19 +89,17 @@ struct e2t_fsck {
 	int preen_status;    /* e2fsck -fp's on a copy (0 if not run) */
 	enum e2t_verdict verdict;
 	unsigned nbenign, ndangerous, npreen;
-	char findings[2048]; /* "B: line" (e2fsck -fn), "D: line" (e2fsck -fn,
-			      * forbidden), "P: line" (what stopped e2fsck -p),
-			      * newline separated, truncated */
-	char *output;	     /* full output (malloc'd); e2t_fsck_free */
+	char findings[2048]; /* fsck_verdict's findings: "B: line" (e2fsck
+			      * -fn), "D: line" (e2fsck -fn, forbidden), "P:
+			      * line" (what stopped e2fsck -p), as many whole
+			      * lines as fit */
+	char *output;	     /* the transcript (malloc'd); e2t_fsck_free */
 };
 
-/* Sort e2fsck -fn output (and its exit status) into *r: findings soft
- * updates forbid ("D") and the others ("B"); e2fsck -p is not run (output
- * is not copied into r->output). */
-void e2t_fsck_classify(const char *output, int status, struct e2t_fsck *r);
 /* Judge an image file: e2fsck -fn on it; if not clean, e2fsck -fp on a copy
- * and e2fsck -fn on the repaired copy.  0, or -errno if e2fsck could not
- * run. */
+ * and e2fsck -fn on the repaired copy; the transcript of these runs
+ * (fsckclass.h) goes to r->output and to fsck_judge.  0, or -errno if
+ * e2fsck could not run. */
 int e2t_fsck_file(const char *path, struct e2t_fsck *r);
 /* Write img to a scratch file, check it, remove it. */
 int e2t_fsck_mem(const void *img, size_t len, struct e2t_fsck *r);

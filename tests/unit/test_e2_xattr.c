@@ -29,6 +29,7 @@
 #include "crash/crashsim.h"
 #include "engine/cache.h"
 #include "ext2/e2.h"
+#include "../support/fsckclass.h"
 #include "e2test_util.h"
 
 #define NFILES 40
@@ -596,21 +597,36 @@ static void crash_run(enum consistency cons, unsigned isize, struct cwork *w)
 		      w->first);
 }
 
+/* The class of a transcript in which e2fsck -fn finds only this, and
+ * e2fsck -p repairs it. */
+static enum fsck_class judge_alone(const char *finding)
+{
+	struct fsck_verdict v;
+	enum fsck_class c;
+	char *t;
+
+	assert_true(asprintf(&t,
+			     "--- e2fsck -fn: exit 4\n%s\n--- e2fsck -fp: exit 1\n"
+			     "--- e2fsck -fn after -fp: exit 0\n",
+			     finding) > 0);
+	assert_int_equal(fsck_judge(t, strlen(t), &v, NULL, 0), 0);
+	c = v.class;
+	fsck_verdict_free(&v);
+	free(t);
+	return c;
+}
+
 /* A count too high is what a crash between an unsharing inode's pointer
  * change and the lowered count leaves: benign.  Too low is not. */
 static void test_refcount_classified(void **state)
 {
-	struct e2t_fsck r;
-
 	(void)state;
-	e2t_fsck_classify("Extended attribute block 38 has reference count 2, should be 1.  "
-			  "Fix? no\n",
-			  4, &r);
-	assert_int_equal(r.verdict, E2T_BENIGN); /* (not forbidden; e2fsck -p is not run) */
-	e2t_fsck_classify("Extended attribute block 38 has reference count 1, should be 2.  "
-			  "Fix? no\n",
-			  4, &r);
-	assert_int_equal(r.verdict, E2T_DANGEROUS);
+	assert_int_equal(
+	    judge_alone("Extended attribute block 38 has reference count 2, should be 1.  Fix? no"),
+	    FSCK_BENIGN);
+	assert_int_equal(
+	    judge_alone("Extended attribute block 38 has reference count 1, should be 2.  Fix? no"),
+	    FSCK_DANGEROUS);
 }
 
 static void test_crash_softupdates(void **state)
