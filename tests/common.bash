@@ -13,7 +13,8 @@
 #   Images      make_image, make_stock_image, file_sum
 #   fsck        fsck_run IMAGE: as a boot's e2fsck -p would find it (sets
 #               FSCK_CLASS=clean|benign|dangerous,
-#               FSCK_OUT, FSCK_WHY), fsck_classify IMAGE (prints the class),
+#               FSCK_OUT, FSCK_WHY; the rules are tests/support/fsckclass.h's,
+#               shared with the C tests), fsck_classify IMAGE (prints the class),
 #               assert_fsck_clean, assert_fsck_not_dangerous
 #   Mounts      track_mount, wait_for_mount, wait_for_unmount, kernel_mount,
 #               kernel_umount, fuse_unmount, unmount_all (run by
@@ -109,111 +110,76 @@ file_sum() {
 
 # ---------------------------------------------------------------- fsck
 
-# fsck_run IMAGE: judge IMAGE as a boot would (design.md §3):
-#   clean      `e2fsck -fn IMAGE` finds nothing (exit 0)
-#   benign     `e2fsck -p` on a copy repairs it on its own (exit 0 or 1), after
-#              which `e2fsck -fn` finds nothing; and `e2fsck -fn IMAGE` found
-#              nothing that soft updates promise never to leave, even though
-#              e2fsck -p would fix it: a "+" bitmap difference (in use but
-#              marked free), a link count, i_blocks or attribute-block
-#              reference count lower than the truth
-#   dangerous  anything else: e2fsck -p stops ("UNEXPECTED INCONSISTENCY")
-#              or leaves errors, one of those findings, a non-zero exit with
-#              no finding at all, or e2fsck failing (exit >= 8)
-# The same rules as tests/unit/e2test_util.c (e2t_fsck_file); keep the two
-# in step.
-# Sets FSCK_CLASS (the word), FSCK_OUT (a file with e2fsck's full output:
-# -fn, then -p on the copy, then -fn on the copy) and FSCK_WHY (the lines
-# that made it dangerous).  Returns 0 whatever the class; call it directly,
+# fsck_run IMAGE: judge IMAGE as a boot would (design.md §3): e2fsck -fn
+# on it, and when that finds errors, e2fsck -fp on a copy and e2fsck -fn
+# on the copy after it; the fsckclass tool judges the transcript of these
+# runs by the rules the C tests use too (tests/support/fsckclass.h):
+#   clean      e2fsck -fn IMAGE finds nothing (exit 0)
+#   benign     e2fsck -p repairs it on its own, and e2fsck -fn found
+#              nothing soft updates promise never to leave (a "+" bitmap
+#              difference; a link count, i_blocks or attribute-block
+#              reference count lower than the truth)
+#   dangerous  anything else
+# Sets FSCK_CLASS (the word), FSCK_OUT (a file with the transcript: each
+# run's output after a line "--- e2fsck -fn: exit N") and FSCK_WHY (the
+# reasons it is dangerous, a line each).  Returns 0 whatever the class,
+# and 1 (class dangerous) when the judge itself fails; call it directly,
 # not in $(...), to keep the variables.  With OUT (fsck_run IMAGE OUT),
 # FSCK_OUT is that file, overwritten, rather than a new temporary one.
 fsck_run() {
-	local img=$1 rc prc arc line is should tok findings=0 copy
+	local img=$1 step=check rc=0 copy= out why
 	if [ -n "${2:-}" ]; then
 		FSCK_OUT=$2
 	else
 		FSCK_OUT=$(mktemp "${BATS_TEST_TMPDIR:-/tmp}/fsck.XXXXXX")
 	fi
-	FSCK_WHY=
-	# (bats runs with errexit: keep the status without tripping it)
-	e2fsck -fn "$img" >"$FSCK_OUT" 2>&1 && rc=0 || rc=$?
-	if [ $rc -eq 0 ]; then
-		FSCK_CLASS=clean
-		return 0
-	fi
-	if [ $rc -ge 8 ]; then
-		FSCK_CLASS=dangerous
-		FSCK_WHY="e2fsck exit status $rc"
-		return 0
-	fi
-	FSCK_CLASS=benign
-	while IFS= read -r line; do
-		# A prompt may end the message's own line ("...  Fix? no").
-		if [[ $line =~ ^(.*[^\ ])\ +[A-Z][^?]*\?\ (no|yes)$ ]]; then
-			line=${BASH_REMATCH[1]}
-		fi
-		case $line in
-		'' | 'e2fsck '[0-9]* | 'Pass '[0-9]*': '* | \
-			[A-Z]*'? no' | [A-Z]*'? yes' | \
-			*'**********'* | *' non-contiguous), '*)
-			continue
+	out=$FSCK_OUT.run
+	: >"$FSCK_OUT"
+	# the steps in fsckclass.h's order: check, then (exit 1 to 7) preen on
+	# a copy, then (exit 0 or 1) after
+	while [ -n "$step" ]; do
+		# (bats runs with errexit: keep the status without tripping it)
+		case $step in
+		check) e2fsck -fn "$img" >"$out" 2>&1 && rc=0 || rc=$? ;;
+		preen)
+			copy=$(mktemp "${BATS_TEST_TMPDIR:-/tmp}/preen.XXXXXX")
+			cp "$img" "$copy"
+			e2fsck -fp "$copy" >"$out" 2>&1 && rc=0 || rc=$?
 			;;
+		after) e2fsck -fn "$copy" >"$out" 2>&1 && rc=0 || rc=$? ;;
 		esac
-		findings=$((findings + 1))
-		case $line in
-		'Block bitmap differences:'* | 'Inode bitmap differences:'*)
-			# "-N" is a leak; "+N" is a block in use that the bitmap
-			# calls free, which a later allocation would hand out twice.
-			for tok in ${line#*differences:}; do
-				case $tok in
-				-*) ;;
-				*)
-					FSCK_CLASS=dangerous
-					FSCK_WHY+="$line"$'\n'
-					break
-					;;
-				esac
-			done
-			;;
-		'Inode '[0-9]*' ref count is '[0-9]*', should be '[0-9]*. | \
-			'Inode '[0-9]*', i_blocks is '[0-9]*', should be '[0-9]*. | \
-			'Extended attribute block '[0-9]*' has reference count '[0-9]*', should be '[0-9]*.)
-			# Too high is a leak; too low frees something still in use.
-			is=${line#* is }
-			is=${is#* count }
-			is=${is%%,*}
-			should=${line##*should be }
-			should=${should%.}
-			if [ "$is" -lt "$should" ]; then
-				FSCK_CLASS=dangerous
-				FSCK_WHY+="$line"$'\n'
-			fi
-			;;
+		{
+			case $step in
+			check) echo "--- e2fsck -fn: exit $rc" ;;
+			preen) echo "--- e2fsck -fp: exit $rc" ;;
+			after) echo "--- e2fsck -fn after -fp: exit $rc" ;;
+			esac
+			# (a last line without its newline would swallow the next
+			# header)
+			sed -e '$a\' "$out"
+		} >>"$FSCK_OUT"
+		case $step:$rc in
+		check:[1-7]) step=preen ;;
+		preen:[01]) step=after ;;
+		*) step= ;;
 		esac
-	done <"$FSCK_OUT"
-	if [ $findings -eq 0 ]; then
+	done
+	rm -f "$out" ${copy:+"$copy"}
+	why=$("$FSTITCH_TOOLS/fsckclass" <"$FSCK_OUT" 2>&1) && rc=0 || rc=$?
+	case $rc in
+	0) FSCK_CLASS=clean ;;
+	1) FSCK_CLASS=benign ;;
+	2) FSCK_CLASS=dangerous ;;
+	*)
 		FSCK_CLASS=dangerous
-		FSCK_WHY="e2fsck exit status $rc without any finding"
-		return 0
-	fi
-	# What a boot does: e2fsck -p, on a copy.
-	copy=$(mktemp "${BATS_TEST_TMPDIR:-/tmp}/preen.XXXXXX")
-	cp "$img" "$copy"
-	echo "--- e2fsck -p:" >>"$FSCK_OUT"
-	e2fsck -fp "$copy" >>"$FSCK_OUT" 2>&1 && prc=0 || prc=$?
-	if [ $prc -ge 2 ]; then
-		FSCK_CLASS=dangerous
-		FSCK_WHY+="e2fsck -p exit status $prc:"$'\n'
-		FSCK_WHY+=$(sed -n "/^--- e2fsck -p:/,\$p" "$FSCK_OUT" | grep -v -e '^---' -e 'UNEXPECTED INCONSISTENCY' -e 'without -a or -p' -e '^[^:]*: *$' | sed "s|^$copy: ||")$'\n'
-	else
-		echo "--- e2fsck -fn after it:" >>"$FSCK_OUT"
-		e2fsck -fn "$copy" >>"$FSCK_OUT" 2>&1 && arc=0 || arc=$?
-		if [ $arc -ne 0 ]; then
-			FSCK_CLASS=dangerous
-			FSCK_WHY+="e2fsck -fn finds errors (exit status $arc) after e2fsck -p"$'\n'
-		fi
-	fi
-	rm -f "$copy"
+		FSCK_WHY="fsckclass failed (exit status $rc): $why"
+		echo "fsck_run: $FSCK_WHY" >&2
+		return 1
+		;;
+	esac
+	# the first line is the class
+	FSCK_WHY=${why#*$'\n'}
+	[ "$FSCK_WHY" != "$why" ] || FSCK_WHY=
 	return 0
 }
 
@@ -238,7 +204,7 @@ assert_fsck_not_dangerous() {
 	fsck_run "$1"
 	if [ "$FSCK_CLASS" = dangerous ]; then
 		echo "e2fsck -fn $1: dangerous because of:" >&2
-		printf '%s' "$FSCK_WHY" >&2
+		printf '%s\n' "$FSCK_WHY" >&2
 		echo "full output:" >&2
 		cat "$FSCK_OUT" >&2
 		return 1

@@ -120,6 +120,27 @@ class_is() {
 	run ! assert_fsck_not_dangerous "$SCRATCH/missing.img"
 }
 
+@test "fsck_run fails, and calls the image dangerous, when its judge cannot run" {
+	FSTITCH_TOOLS=$SCRATCH/no-tools
+	run -1 --separate-stderr fsck_run "$(damaged leak3 'setb 5000')"
+	[[ $stderr == 'fsck_run: fsckclass failed (exit status 127): '*'/no-tools/fsckclass: No such file or directory' ]]
+	FSTITCH_TOOLS=$SCRATCH/no-tools fsck_run "$BASE" || true
+	assert_equal "$FSCK_CLASS" dangerous
+}
+
+@test "fsckclass judges a transcript from stdin and refuses anything else" {
+	local t=$FSTITCH_TOOLS/fsckclass
+	run -0 "$t" < <(printf -- '--- e2fsck -fn: exit 0\n')
+	assert_output clean
+	run -2 "$t" < <(printf -- '--- e2fsck -fn: exit 8\n')
+	assert_output $'dangerous\ne2fsck exit status 8'
+	run -65 --separate-stderr "$t" < <(printf -- 'Pass 1: Checking inodes\n')
+	assert_output ''
+	assert_equal "$stderr" 'fsckclass: not an e2fsck transcript: line 1: text before the first header ("--- e2fsck -fn: exit N")'
+	run -64 --separate-stderr "$t" extra </dev/null
+	assert_equal "$stderr" 'usage: fsckclass <TRANSCRIPT'
+}
+
 @test "assert_fsck_not_dangerous passes benign images and assert_fsck_clean does not" {
 	local img
 	img=$(damaged leak2 'setb 5000')
