@@ -1420,6 +1420,15 @@ static void say_opened(const char *source)
 		    "revoked",
 		    source, rec->transactions, (unsigned long long)rec->blocks,
 		    (unsigned long long)rec->revoked);
+	if (rec->orphans_freed || rec->orphans_truncated)
+		say("'%s': orphan list processed: %u inodes freed, %u truncated", source,
+		    rec->orphans_freed, rec->orphans_truncated);
+	if (rec->orphans_dropped)
+		say("'%s': orphan list dropped: the file system has errors; run e2fsck", source);
+	if (rec->orphan_bad)
+		say("warning: '%s': the orphan list names inode %u, which cannot be on it; "
+		    "list left for e2fsck",
+		    source, rec->orphan_bad);
 	if (e2_was_unclean(D.fs))
 		say("warning: '%s' was not cleanly unmounted; run e2fsck", source);
 }

@@ -631,7 +631,13 @@ crash_workload_record() {
 #       fstitch-mount takes at a read-write mount) and one by
 #       `e2fsck -E journal_only -y`;
 #       both replays must succeed and give equal images (as above), and
-#       then `e2fsck -fn` on the result must report nothing at all.  With
+#       then `e2fsck -fn` on the result must report nothing at all.  A
+#       state whose replay leaves an orphan list (ext3's s_last_orphan)
+#       is also opened read-write by fstitch (`e2tool COPY open`, which
+#       frees the orphans as fstitch-mount does), and e2fsck -fn must find
+#       that clean too; replay_check() in tests/tools/e2tool.c says why
+#       the orphans must go before e2fsck -fn and how the replays are
+#       then compared.  With
 #       --benign, what fsck_run calls benign is accepted too (soft updates
 #       leave leaks; a journal must not).  The state itself is not changed.
 #       On failure it prints which step failed and that step's output.
@@ -656,7 +662,7 @@ images_equal_but_wtime() {
 
 journal_replay_check() {
 	local benign=false img=${FSTITCH_IMAGE:?journal_replay_check needs FSTITCH_IMAGE}
-	local dir rc=0 out
+	local dir rc=0 out now
 	[ "${1:-}" = --benign ] && benign=true
 	# Crash checks run this once per state, so the usual case is one
 	# process: e2tool replay-check (both replays on copies, the comparison

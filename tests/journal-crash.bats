@@ -3,9 +3,10 @@
 # failure: every crash state of a fixed recording, replayed by e2fsck and by
 # fstitch (byte for byte the same), leaves e2fsck -fn nothing at all to say
 # (design.md §3, "Journal writer").  The same workloads under
-# consistency=none, and with the commit block not waiting for its copies,
-# must fail, and so must a checkpoint written before its commit block and
-# a wrong journal checksum.
+# consistency=none, with the commit block not waiting for its copies, and
+# (for a file removed while open) without the orphan list, must fail, and
+# so must a checkpoint written before its commit block and a wrong journal
+# checksum.
 
 load common
 
@@ -201,6 +202,28 @@ bigwrite_ok() {
 	esac
 }
 
+# A file removed while open: o (with an indirect block) is opened,
+# removed, written through the open handle, and a commit comes while it
+# has no name; then it is closed, and the free is committed.  In between,
+# only the orphan list says that the inode and its blocks are in use.
+work_orphan() {
+	local m=$1 free
+	free=$(stat -f -c %d "$m")
+	seq 3000 >"$m/o"
+	sync "$m/o"
+	(
+		exec 5<>"$m/o"
+		rm "$m/o"
+		seq 5000 >&5
+		sync "$m/v"
+		seq 2000 >&5
+		exec 5>&-
+	)
+	# the kernel forgets the inode: then it is freed
+	wait_free_inodes "$m" "$free"
+	sync "$m/v"
+}
+
 # exchange A B: swap two names with renameat2(RENAME_EXCHANGE), which
 # mv(1) cannot do.
 exchange() {
@@ -236,6 +259,22 @@ work_dirmove() {
 	mv "$m/x0/a/d2" "$m/dst/e1/sub/"
 	exchange "$m/src/d4" "$m/dst/e1"
 	[ -e "$m/dst/e1/d1" ] && [ -e "$m/src/d4/sub/d2" ]
+}
+
+# orphan_states REC: ORPHAN_STATES := how many crash states of REC have
+# an orphan list once fstitch has replayed them.
+orphan_states() {
+	local crash n s
+	crash=$(fstitch_cmd fstitch-crash)
+	n=$("$crash" states "$1" | awk '$1 == "states" { print $2 }')
+	ORPHAN_STATES=0
+	for ((s = 0; s < n; s++)); do
+		"$crash" image "$1" "$s" "$SCRATCH/o.img"
+		"$FSTITCH_TOOLS/e2tool" "$SCRATCH/o.img" recover >/dev/null
+		if dumpe2fs -h "$SCRATCH/o.img" 2>/dev/null | grep -q '^First orphan inode:'; then
+			ORPHAN_STATES=$((ORPHAN_STATES + 1))
+		fi
+	done
 }
 
 run_check() {
@@ -337,6 +376,37 @@ run_check() {
 	jrecord work_tree -o consistency=journal
 	unset FSTITCH_JOURNAL_DEBUG
 	run_check assert_crash_fail badcsum1 "$SCRATCH/rec" --fsck none --no-mount -- \
+		bash -c journal_state_ok
+}
+
+@test "journal: a file removed while open is on the orphan list in every crash state" {
+	jimage "$IMG"
+	jrecord work_orphan -o consistency=journal
+	run_check assert_crash_pass journal-orphan "$SCRATCH/rec" --fsck none --no-mount -- \
+		bash -c journal_state_ok
+	# the check met the list: some state replays to one
+	orphan_states "$SCRATCH/rec"
+	[ "$ORPHAN_STATES" -gt 0 ]
+	echo "# states whose replay has an orphan list: $ORPHAN_STATES" >&3
+	# and it is empty at the end
+	crash_final_image "$SCRATCH/rec" "$SCRATCH/final.img"
+	run -0 dumpe2fs -h "$SCRATCH/final.img"
+	refute_line --partial "First orphan inode"
+}
+
+@test "without the orphan list (FSTITCH_JOURNAL_DEBUG=noorphans) a file removed while open is caught" {
+	jimage "$IMG"
+	export FSTITCH_JOURNAL_DEBUG=noorphans
+	jrecord work_orphan -o consistency=journal
+	unset FSTITCH_JOURNAL_DEBUG
+	run_check assert_crash_fail noorphans "$SCRATCH/rec" --fsck none --no-mount -- \
+		bash -c journal_state_ok
+}
+
+@test "a file removed while open under consistency=none is caught" {
+	jimage "$IMG"
+	jrecord work_orphan -o consistency=none
+	run_check assert_crash_fail none-orphan "$SCRATCH/rec" --fsck none --no-mount -- \
 		bash -c journal_state_ok
 }
 

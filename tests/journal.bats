@@ -416,3 +416,58 @@ refused() {
 		cmp "$SCRATCH/out" <(cat "$src" "$src")
 	done
 }
+
+# kill_with_open_orphan IMAGE: mount IMAGE (its default mode, journal),
+# remove a file while this shell holds it open, write to it, commit with a
+# sync of another file, and kill -9 the daemon with the file still open.
+kill_with_open_orphan() {
+	fstitch_mount_start "$1" "$MNT"
+	seq 3000 >"$MNT/o"
+	echo keep >"$MNT/keep"
+	exec 5<>"$MNT/o"
+	rm "$MNT/o"
+	seq 5000 >&5
+	sync "$MNT/keep"
+	kill -KILL "$FSTITCH_MOUNT_PID"
+	exec 5>&-
+	fstitch_mount_stop "$MNT" && rc=0 || rc=$?
+	assert_equal "$rc" $((128 + 9))
+}
+
+@test "kill -9 with a removed file open: the next mount frees it from the orphan list" {
+	make_stock_image "$SCRATCH/e3.img" 16M -t ext3 -b 1024
+	local free0
+	free0=$(dumpe2fs -h "$SCRATCH/e3.img" 2>/dev/null | awk '/^Free inodes:/ {print $3}')
+	kill_with_open_orphan "$SCRATCH/e3.img"
+	needs_recovery "$SCRATCH/e3.img"
+	# the commit put the file on the orphan list
+	cp "$SCRATCH/e3.img" "$SCRATCH/replayed.img"
+	run -0 "$E2TOOL" "$SCRATCH/replayed.img" recover
+	run -0 dumpe2fs -h "$SCRATCH/replayed.img"
+	assert_line --regexp '^First orphan inode: +[0-9]+$'
+	fstitch_mount_start "$SCRATCH/e3.img" "$MNT"
+	grep -q "journal replayed: [1-9][0-9]* transactions" "$FSTITCH_MOUNT_LOG"
+	run -0 cat "$FSTITCH_MOUNT_LOG"
+	assert_line --partial "orphan list processed: 1 inodes freed, 0 truncated"
+	[ "$(cat "$MNT/keep")" = keep ]
+	fstitch_mount_stop "$MNT"
+	journal_clean "$SCRATCH/e3.img"
+	run -0 dumpe2fs -h "$SCRATCH/e3.img"
+	refute_line --partial "First orphan inode"
+	assert_line --regexp "^Free inodes: +$((free0 - 1))$"
+	run e2fsck -fn "$SCRATCH/e3.img"
+	assert_success
+}
+
+@test "kill -9 with a removed file open, without the orphan list: its inode leaks" {
+	make_stock_image "$SCRATCH/e3.img" 16M -t ext3 -b 1024
+	export FSTITCH_JOURNAL_DEBUG=noorphans
+	kill_with_open_orphan "$SCRATCH/e3.img"
+	unset FSTITCH_JOURNAL_DEBUG
+	fstitch_mount_start "$SCRATCH/e3.img" "$MNT"
+	run -0 cat "$FSTITCH_MOUNT_LOG"
+	refute_line --partial "orphan list"
+	fstitch_mount_stop "$MNT"
+	run -4 e2fsck -fn "$SCRATCH/e3.img"
+	assert_line --partial "Inode bitmap differences"
+}

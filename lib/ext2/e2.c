@@ -173,12 +173,20 @@ out:
  * after it, now or once nobody holds the inode.  Takes gone's reference. */
 static int forget_inode(struct e2fs *fs, struct e2_inode *ip, struct patch *gone)
 {
+	int r;
+
 	patch_release(fs->c, ip->clear);
 	ip->clear = gone;
 	ip->unlinked = true;
 	e2_dindex_free(ip->dix);
 	ip->dix = NULL;
-	return e2_iunref(fs, ip);
+	r = e2_iunref(fs, ip);
+	/* Still in use: under a journal it goes on the orphan list, in this
+	 * transaction, so that a crash before the last use ends cannot
+	 * leave it allocated with no name. */
+	if (!r && !ip->freed)
+		r = e2_orphan_add(fs, ip);
+	return r;
 }
 
 /* Link count reached 0: clear the inode (links 0 and dtime in one patch,

@@ -132,6 +132,14 @@ struct e2_recovery {
 	uint64_t revoked;      /* copies skipped because a revoke named them */
 	int32_t journal_errno; /* an error the journal recorded (the file
 				* system is then marked with errors) */
+	/* The orphan list (ext3's s_last_orphan), after the replay: inodes
+	 * freed and inodes cut back to their size (a truncate Linux did not
+	 * finish); dropped: not processed, the file system has errors;
+	 * orphan_bad: the list named this inode, out of range, free or seen
+	 * before, and was left for e2fsck (0: sound). */
+	uint32_t orphans_freed, orphans_truncated;
+	bool orphans_dropped;
+	uint32_t orphan_bad;
 };
 
 /* Open an image file or block device (exclusively locked; -EBUSY if another

@@ -429,6 +429,17 @@ int e2_ifree(struct e2fs *fs, struct e2_inode *ip)
 
 	if (ip->freed)
 		return 0;
+	if (ip->orphan) {
+		/* Off the orphan list in the transaction that frees it; the
+		 * frees wait for that (the list must never name a free inode). */
+		struct patch *off = NULL;
+
+		r = e2_orphan_del(fs, ip, &off);
+		if (r)
+			return r;
+		patch_release(fs->c, ip->clear);
+		ip->clear = off;
+	}
 	r = e2_dfree_flush(fs, ip);
 	if (r == -ENOMEM)
 		return r;

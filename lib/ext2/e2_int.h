@@ -73,6 +73,7 @@ struct e2_inode {
 	bool unlinked;	       /* its last link went in this session: free it
 				* once unreferenced (never an inode found with
 				* links 0 on disk, whose blocks may be reused) */
+	bool orphan;	       /* on the orphan list (e2_orphan.c) */
 	struct patch *init;    /* a new entry for this inode must wait for it */
 	struct patch *clear;   /* the inode-clear patch once links reached 0 */
 	struct patch *rmset;   /* a directory: depends on every removal of an
@@ -174,6 +175,10 @@ struct e2fs {
 	uint64_t *jmap;	  /* journal block -> device block (has_journal) */
 	uint32_t jmapn;
 	struct e2_jw *jw; /* the journal writer (consistency=journal*) */
+	/* the orphan list in its disk order, head first (e2_orphan.c) */
+	uint32_t *orph;
+	size_t norph, caporph;
+	bool orph_bad; /* the list found at open was not sound: left alone */
 	bool jdata;	  /* a file data change is being made (the writer
 			   * may leave it out of the transaction) */
 	struct e2_group *g;
@@ -238,6 +243,26 @@ void e2_jfree(struct e2fs *fs);
 /* Write s_feature_incompat from fs->sb (the writer's own change). */
 int e2_sb_write_incompat(struct e2fs *fs, struct patch **out);
 int e2_sb_write_incompat_after(struct e2fs *fs, struct patch *dep);
+
+/* Whether to keep the orphan list (the journal modes, unless
+ * FSTITCH_JOURNAL_DEBUG=noorphans). */
+bool e2_jw_orphans(const struct e2fs *fs);
+/* s_last_orphan := ino (superblock change; *out if not NULL). */
+int e2_sb_write_orphan(struct e2fs *fs, uint32_t ino, struct patch **out);
+
+/* e2_orphan.c: ext3's orphan list (s_last_orphan, then i_dtime).  Under
+ * fs->lock. */
+bool e2_orphans_on(const struct e2fs *fs);
+/* ip lost its last name but stays in use: put it on the list, in the
+ * running transaction (nothing outside the journal modes). */
+int e2_orphan_add(struct e2fs *fs, struct e2_inode *ip);
+/* Take ip off the list (its dtime becomes the time, or 0 with links):
+ * *out (if not NULL) gets the patch after which the disk no longer lists
+ * it; it waits for ip->clear too. */
+int e2_orphan_del(struct e2fs *fs, struct e2_inode *ip, struct patch **out);
+/* At a read-write open: free each inode on the list (cut back those with
+ * links to their size), as Linux does at mount; counts go to rec. */
+int e2_orphans_recover(struct e2fs *fs, struct e2_recovery *rec);
 
 /* e2_deps.c */
 int e2_deps_add(struct e2_deps *d, struct patch *p);	/* takes p's ref */

@@ -94,10 +94,11 @@ struct e2_jw {
 	size_t nrun, caprun;
 	struct patch **ord; /* ordered data changes */
 	size_t nord, capord;
-	bool broken;	     /* out of memory in a hook */
-	bool debug_nocopies; /* FSTITCH_JOURNAL_DEBUG=nocopies */
-	bool debug_badcsum;  /* FSTITCH_JOURNAL_DEBUG=badcsum */
-	bool debug_early;    /* FSTITCH_JOURNAL_DEBUG=earlycheckpoint */
+	bool broken;	      /* out of memory in a hook */
+	bool debug_nocopies;  /* FSTITCH_JOURNAL_DEBUG=nocopies */
+	bool debug_badcsum;   /* FSTITCH_JOURNAL_DEBUG=badcsum */
+	bool debug_early;     /* FSTITCH_JOURNAL_DEBUG=earlycheckpoint */
+	bool debug_noorphans; /* FSTITCH_JOURNAL_DEBUG=noorphans */
 	struct jent *tab;
 	size_t tabsize, tabcount;
 	struct jtxn *live; /* committed, not out of the log, oldest first */
@@ -727,6 +728,8 @@ int e2_jw_start(struct e2fs *fs)
 	jw->debug_nocopies = dbg && strcmp(dbg, "nocopies") == 0;
 	jw->debug_badcsum = dbg && strcmp(dbg, "badcsum") == 0;
 	jw->debug_early = dbg && strcmp(dbg, "earlycheckpoint") == 0;
+	/* negative control: no orphan list (e2_orphan.c) */
+	jw->debug_noorphans = dbg && strcmp(dbg, "noorphans") == 0;
 	if (jw->first < 1 || jw->first >= jw->maxlen || jw->disk_start != 0) {
 		free(jw);
 		e2_set_open_error("consistency=journal: bad journal superblock");
@@ -814,6 +817,11 @@ int e2_jsync(struct e2fs *fs)
 bool e2_journaling(const struct e2fs *fs)
 {
 	return fs && fs->jw;
+}
+
+bool e2_jw_orphans(const struct e2fs *fs)
+{
+	return fs->jw && !fs->jw->debug_noorphans;
 }
 
 int e2_commit_sync_cb(void *arg)

@@ -402,6 +402,12 @@ int e2_sb_write_counts(struct e2fs *fs)
 	return sb_write(fs, SB_RANGE(s_free_blocks_count, s_free_inodes_count), NULL);
 }
 
+int e2_sb_write_orphan(struct e2fs *fs, uint32_t ino, struct patch **out)
+{
+	fs->sb.s_last_orphan = htole32(ino);
+	return sb_write(fs, SB_RANGE(s_last_orphan, s_last_orphan), out);
+}
+
 int e2_sb_write_incompat(struct e2fs *fs, struct patch **out)
 {
 	return sb_write(fs, SB_RANGE(s_feature_incompat, s_feature_incompat), out);
@@ -536,6 +542,7 @@ static void fs_free(struct e2fs *fs)
 	bdev_destroy(fs->dev);
 	free(fs->g);
 	free(fs->scratch);
+	free(fs->orph);
 	pthread_mutex_destroy(&fs->lock);
 	free(fs);
 }
@@ -707,6 +714,16 @@ int e2_open_bdev(struct bdev *dev, const struct e2_opts *opts, struct e2fs **out
 		r = e2_jw_start(fs);
 		if (r)
 			goto fail;
+		/* After the replay, as Linux: the list may name inodes a crash
+		 * left in use with no name.  (The commit timer may run.) */
+		pthread_mutex_lock(&fs->lock);
+		r = e2_orphans_recover(fs, &fs->recovery);
+		pthread_mutex_unlock(&fs->lock);
+		if (r) {
+			e2_set_open_error("cannot process the orphan list: %s",
+					  r == -EIO ? fs->err : strerror(-r));
+			goto fail;
+		}
 	}
 	if (!opts->no_flusher) {
 		r = cache_start_flusher(fs->c);

@@ -12,6 +12,10 @@
  *   e2tool IMAGE same-but-wtime OTHER           0 when the two files are the
  *                                               same but for s_wtime, else 1
  *                                               and where they differ
+ *   e2tool [OPTION...] IMAGE open               open read-write as fstitch-mount
+ *                                               does (replay, orphan list),
+ *                                               close; mode as fstitch-mount's
+ *                                               default unless -c is given
  *
  * Exit status: 0 success, 1 failure, 64 usage; replay-check also 2.
  */
@@ -28,6 +32,7 @@
 #include <sys/sendfile.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ext2/e2.h"
@@ -39,12 +44,14 @@ static const char *prog = "e2tool";
 
 struct args {
 	struct e2_opts opts;
+	bool has_c;
 	char *argv[4];
 	int argc;
 };
 
 static const struct argp_option options[] = {
-    {"consistency", 'c', "MODE", 0, "softupdates (default) or none", 0},
+    {"consistency", 'c', "MODE", 0,
+     "softupdates (default; for open: journal with a journal), none or journal", 0},
     {"cache-blocks", 'b', "N", 0, "blocks in the cache", 0},
     {0}};
 
@@ -58,8 +65,11 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 			a->opts.consistency = CONSISTENCY_NONE;
 		else if (!strcmp(arg, "softupdates"))
 			a->opts.consistency = CONSISTENCY_SOFTUPDATES;
+		else if (!strcmp(arg, "journal"))
+			a->opts.consistency = CONSISTENCY_JOURNAL;
 		else
 			argp_error(state, "unknown consistency mode '%s'", arg);
+		a->has_c = true;
 		break;
 	case 'b':
 		a->opts.cache_blocks = strtoul(arg, NULL, 0);
@@ -70,8 +80,9 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		a->argv[a->argc++] = arg;
 		break;
 	case ARGP_KEY_END:
-		if (a->argc < 3 && !(a->argc == 2 && (!strcmp(a->argv[1], "recover") ||
-						      !strcmp(a->argv[1], "replay-check"))))
+		if (a->argc < 3 &&
+		    !(a->argc == 2 && (!strcmp(a->argv[1], "recover") ||
+				       !strcmp(a->argv[1], "replay-check") || !strcmp(a->argv[1], "open"))))
 			argp_error(state, "missing arguments");
 		break;
 	default:
@@ -84,7 +95,8 @@ static const struct argp argp = {
     options,
     parse_opt,
     "IMAGE put SRC_DIR DEST\nIMAGE get SRC DEST_DIR\nIMAGE ls PATH\n"
-    "IMAGE cat PATH\nIMAGE recover\nIMAGE replay-check [OUT]\nIMAGE same-but-wtime OTHER",
+    "IMAGE cat PATH\nIMAGE recover\nIMAGE replay-check [OUT]\nIMAGE same-but-wtime OTHER\n"
+    "IMAGE open",
     "Copy trees into and out of an ext2 image through libfstitch (a test tool)."
     "\vExit status: 0 success, 1 failure, 64 usage.",
     NULL,
@@ -717,6 +729,66 @@ static char *tmp_path(const char *tag)
 	return p;
 }
 
+/* 1 if the file system in path has an orphan list, 0 if not, -errno. */
+static int has_orphans(const char *path)
+{
+	unsigned char b[4];
+	int fd = open(path, O_RDONLY);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = pread(fd, b, sizeof(b), 1024 + 232); /* s_last_orphan */
+	close(fd);
+	if (n != (ssize_t)sizeof(b))
+		return n < 0 ? -errno : -EIO;
+	return (b[0] | b[1] | b[2] | b[3]) != 0;
+}
+
+/* A copy of the replayed image opened read-write and closed, as a mount
+ * does (which frees the orphans): e2fsck -fn must find nothing.  0, or 1
+ * having said why. */
+static int orphans_by_fstitch(const char *replayed)
+{
+	struct e2_opts o = {.consistency_auto = true};
+	char *path = tmp_path("orphans"), *text = NULL;
+	struct e2fs *fs;
+	int r, st, ret = 1;
+
+	if (!path || copy_file(replayed, path)) {
+		fprintf(stderr, "%s: cannot copy '%s'\n", prog, replayed);
+		goto out;
+	}
+	r = e2_open(path, &o, &fs);
+	if (r) {
+		printf("fstitch's open after the replay failed: %s (%s)\n", strerror(-r),
+		       e2_open_error());
+		goto out;
+	}
+	r = e2_close(fs);
+	if (r) {
+		printf("fstitch's close after the orphans failed: %s\n", strerror(-r));
+		goto out;
+	}
+	{
+		char *argv[] = {"e2fsck", "-fn", path, NULL};
+
+		st = run_capture(argv, &text);
+	}
+	if (st != 0) {
+		printf("e2fsck -fn after fstitch's orphan processing does not find it clean:\n%s",
+		       text ? text : "");
+		goto out;
+	}
+	ret = 0;
+out:
+	if (path)
+		unlink(path);
+	free(path);
+	free(text);
+	return ret;
+}
+
 static int replay_check(const char *image, const char *out)
 {
 	char *text = NULL;
@@ -742,6 +814,25 @@ static int replay_check(const char *image, const char *out)
 		       prog, fpath, strerror(-r), e2_open_error());
 		goto out;
 	}
+	/* An orphan list (s_last_orphan, then each inode's i_dtime) names
+	 * inodes in use with no name: files removed while open.  e2fsck -n
+	 * never processes it (release_orphan_inodes() in e2fsck/super.c runs
+	 * only when the check may write) and reports each such inode as
+	 * deleted but still in the bitmaps, while e2fsck -p, and -E
+	 * journal_only too (the release runs in check_super_block(), before
+	 * check_if_skip() ends a journal_only run), free them first.  So the
+	 * orphans must go before e2fsck -fn may be asked for nothing at all:
+	 * e2fsck's copy goes through its release with its replay; fstitch's
+	 * replay goes through the same release, alone, before the two are
+	 * compared (one E2FSCK_TIME: both stamp the same dtime); and a third
+	 * copy is opened read-write by fstitch, which frees the orphans as a
+	 * mount does, and must leave e2fsck -fn nothing to say. */
+	{
+		char now[32];
+
+		snprintf(now, sizeof(now), "%lld", (long long)time(NULL));
+		setenv("E2FSCK_TIME", now, 1);
+	}
 	{
 		char *argv[] = {"e2fsck", "-E", "journal_only", "-y", epath, NULL};
 
@@ -750,6 +841,29 @@ static int replay_check(const char *image, const char *out)
 	if (st < 0 || st >= 4) {
 		printf("e2fsck -E journal_only failed (exit status %d):\n%s", st, text ? text : "");
 		goto out;
+	}
+	r = has_orphans(fpath);
+	if (r < 0) {
+		fprintf(stderr, "%s: cannot read '%s': %s\n", prog, fpath, strerror(-r));
+		goto out;
+	}
+	if (r) {
+		r = orphans_by_fstitch(fpath);
+		if (r)
+			goto out;
+		free(text);
+		text = NULL;
+		{
+			char *argv[] = {"e2fsck", "-E", "journal_only", "-y", fpath, NULL};
+
+			st = run_capture(argv, &text);
+		}
+		if (st < 0 || st >= 4) {
+			printf("e2fsck -E journal_only on fstitch's replay failed (exit status "
+			       "%d):\n%s",
+			       st, text ? text : "");
+			goto out;
+		}
 	}
 	r = compare_but_wtime(fpath, epath);
 	if (r < 0) {
@@ -828,6 +942,30 @@ int main(int argc, char **argv)
 			return EX_USAGE_;
 		}
 		return replay_check(a.argv[0], a.argc == 3 ? a.argv[2] : NULL);
+	}
+	if (!strcmp(cmd, "open")) {
+		const struct e2_recovery *rec;
+
+		a.opts.consistency_auto = !a.has_c;
+		ret = e2_open(a.argv[0], &a.opts, &fs);
+		if (ret) {
+			fprintf(stderr, "%s: cannot open '%s': %s (%s)\n", prog, a.argv[0],
+				strerror(-ret), e2_open_error());
+			return 1;
+		}
+		rec = e2_recovery(fs);
+		printf("replayed %u transactions; orphans: %u freed, %u truncated%s\n",
+		       rec->transactions, rec->orphans_freed, rec->orphans_truncated,
+		       rec->orphans_dropped ? ", list dropped" : "");
+		if (rec->orphan_bad)
+			printf("orphan list left alone: it names inode %u\n", rec->orphan_bad);
+		ret = e2_close(fs);
+		if (ret) {
+			fprintf(stderr, "%s: cannot close '%s': %s\n", prog, a.argv[0],
+				strerror(-ret));
+			return 1;
+		}
+		return 0;
 	}
 	if (!strcmp(cmd, "put") || !strcmp(cmd, "get")) {
 		if (a.argc != 4) {
