@@ -113,14 +113,6 @@ bool idle_clean(const struct cblock *b)
 	       !(b->flags & (BF_INFLIGHT | BF_READING | BF_BADREAD));
 }
 
-static void kick_flusher(struct cache *c)
-{
-	if (c->flusher_running && !c->flusher_kick) {
-		c->flusher_kick = true;
-		pthread_cond_signal(&c->flush_cond);
-	}
-}
-
 /* A block is on the ready list when it has a patch that could be written
  * now and it is not already being written. */
 void ready_update(struct cache *c, struct cblock *b)
@@ -137,8 +129,6 @@ void ready_update(struct cache *c, struct cblock *b)
 			c->ready_head = b;
 		c->ready_tail = b;
 		c->nready++;
-		if (flush_pressed(c))
-			kick_flusher(c);
 	} else if (!want && (b->flags & BF_READY)) {
 		b->flags &= ~BF_READY;
 		if (b->rprev)
@@ -151,6 +141,14 @@ void ready_update(struct cache *c, struct cblock *b)
 			c->ready_tail = b->rprev;
 		b->rprev = b->rnext = NULL;
 		c->nready--;
+	}
+}
+
+static void kick_flusher(struct cache *c)
+{
+	if (c->flusher_running && !c->flusher_kick) {
+		c->flusher_kick = true;
+		pthread_cond_signal(&c->flush_cond);
 	}
 }
 
@@ -173,7 +171,7 @@ void block_became_dirty(struct cache *c, struct cblock *b)
 	bytes = (uint64_t)c->ndirty * c->bs;
 	if (bytes > c->st.peak_dirty_bytes)
 		c->st.peak_dirty_bytes = bytes;
-	if (flush_pressed(c))
+	if (c->ndirty > c->opts.dirty_limit / 2)
 		kick_flusher(c);
 }
 

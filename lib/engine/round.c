@@ -402,8 +402,6 @@ static void *flusher_main(void *arg)
 
 	io_lock(c);
 	while (!c->flusher_stop) {
-		bool pressed;
-
 		if (!c->flusher_kick) {
 			struct timespec ts;
 
@@ -416,18 +414,13 @@ static void *flusher_main(void *arg)
 			}
 			pthread_cond_timedwait(&c->flush_cond, &c->lock, &ts);
 		}
-		pressed = c->flusher_kick;
 		c->flusher_kick = false;
 		/* Write everything writable, including what becomes
-		 * writable as rounds commit; woken by memory pressure, only
-		 * while it lasts (flush_pressed()).  On an error, wait for
-		 * the next interval before trying again. */
-		while (!c->flusher_stop && c->ready_head) {
-			if (pressed && !flush_pressed(c))
-				break;
+		 * writable as rounds commit.  On an error, wait for the
+		 * next interval before trying again. */
+		while (!c->flusher_stop && c->ready_head)
 			if (round_locked(c, NULL, UINT64_MAX))
 				break;
-		}
 	}
 	io_unlock(c);
 	return NULL;

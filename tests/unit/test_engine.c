@@ -683,63 +683,6 @@ static void test_dirty_limit(void **state)
 }
 
 /* The flusher writes dirty data by itself after the interval. */
-/* Under memory pressure the flusher lets writable blocks gather instead of
- * writing each few as they appear: with more than half the dirty limit
- * dirty but fewer than a quarter of it writable, no round starts (the
- * interval is an hour away); once a quarter can go, they go in one round.
- * (Before, the flusher wrote the two writable blocks as soon as half the
- * limit was dirty, then the rest in later rounds.) */
-static void test_pressure_rounds_gather(void **state)
-{
-	enum { L = 32, HELD = 14, READY = 2, LATER = 6 };
-	struct cache_opts o = { .max_blocks = NBLK, .dirty_limit = L,
-				.flush_interval_ms = 3600000 };
-	struct env e;
-	struct cblock *b;
-	struct patch *h, *h2, *p[HELD + READY + LATER];
-	int i, n = 0;
-
-	env_open(&e, &o);
-	assert_int_equal(cache_start_flusher(e.c), 0);
-	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &h), 0);
-	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &h2), 0);
-	for (i = 0; i < HELD; i++, n++) {
-		b = get(&e, (uint64_t)n);
-		p[n] = put_byte(&e, b, 0, 1, 4, &h, 1);
-		cache_put(e.c, b);
-	}
-	for (i = 0; i < READY; i++, n++) {
-		b = get(&e, (uint64_t)n);
-		p[n] = put_byte(&e, b, 0, 2, 4, NULL, 0);
-		cache_put(e.c, b);
-	}
-	for (i = 0; i < LATER; i++, n++) {
-		b = get(&e, (uint64_t)n);
-		p[n] = put_byte(&e, b, 0, 3, 4, &h2, 1);
-		cache_put(e.c, b);
-	}
-	/* 22 dirty of 32, 2 writable: nothing to do yet */
-	assert_int_equal(stats(&e).blocks_dirty, HELD + READY + LATER);
-	usleep(200000);
-	assert_int_equal(stats(&e).rounds, 0);
-	/* 8 writable: one round takes them all */
-	patch_unhold(e.c, h2);
-	for (i = 0; i < 500 && stats(&e).blocks_dirty > HELD; i++)
-		usleep(10000);
-	assert_int_equal(stats(&e).blocks_dirty, HELD);
-	assert_int_equal(stats(&e).rounds, 1);
-	assert_int_equal(stats(&e).block_writes, READY + LATER);
-	cache_stop_flusher(e.c);
-	patch_unhold(e.c, h);
-	assert_int_equal(cache_sync(e.c), 0);
-	for (i = 0; i < n; i++)
-		patch_release(e.c, p[i]);
-	patch_release(e.c, h);
-	patch_release(e.c, h2);
-	assert_device_equals_cache(&e);
-	env_close(&e);
-}
-
 static void test_flusher_interval(void **state)
 {
 	struct cache_opts o = { .flush_interval_ms = 20 };
@@ -1227,7 +1170,6 @@ int main(void)
 		cmocka_unit_test(test_eviction),
 		cmocka_unit_test(test_dirty_limit),
 		cmocka_unit_test(test_flusher_interval),
-		cmocka_unit_test(test_pressure_rounds_gather),
 		cmocka_unit_test(test_scope_hooks),
 		cmocka_unit_test(test_round_limit),
 		cmocka_unit_test(test_bit_byte_overlap),
