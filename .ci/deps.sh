@@ -7,7 +7,7 @@ set -eu
 pkgs=(
 	build-essential pkg-config
 	libfuse3-dev fuse3
-	e2fsprogs libext2fs-dev comerr-dev libblkid-dev uuid-dev
+	e2fsprogs e2fsck-static libext2fs-dev comerr-dev libblkid-dev uuid-dev
 	libcmocka-dev
 	bats bats-support bats-assert parallel bash-completion
 	mandoc
