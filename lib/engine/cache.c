@@ -113,6 +113,14 @@ bool idle_clean(const struct cblock *b)
 	       !(b->flags & (BF_INFLIGHT | BF_READING | BF_BADREAD));
 }
 
+static void kick_flusher(struct cache *c)
+{
+	if (c->flusher_running && !c->flusher_kick) {
+		c->flusher_kick = true;
+		pthread_cond_signal(&c->flush_cond);
+	}
+}
+
 /* A block is on the ready list when it has a patch that could be written
  * now and it is not already being written. */
 void ready_update(struct cache *c, struct cblock *b)
@@ -129,6 +137,13 @@ void ready_update(struct cache *c, struct cblock *b)
 			c->ready_head = b;
 		c->ready_tail = b;
 		c->nready++;
+		/* Under memory pressure, enough writable blocks call for a
+		 * round.  Not from within a round: one that succeeded is
+		 * followed by the next as long as the pressure lasts, and
+		 * one that failed, putting its blocks back here, must not
+		 * start another at once (the flusher backs off). */
+		if (!c->round_busy && flush_pressed(c))
+			kick_flusher(c);
 	} else if (!want && (b->flags & BF_READY)) {
 		b->flags &= ~BF_READY;
 		if (b->rprev)
@@ -141,14 +156,6 @@ void ready_update(struct cache *c, struct cblock *b)
 			c->ready_tail = b->rprev;
 		b->rprev = b->rnext = NULL;
 		c->nready--;
-	}
-}
-
-static void kick_flusher(struct cache *c)
-{
-	if (c->flusher_running && !c->flusher_kick) {
-		c->flusher_kick = true;
-		pthread_cond_signal(&c->flush_cond);
 	}
 }
 
@@ -171,7 +178,7 @@ void block_became_dirty(struct cache *c, struct cblock *b)
 	bytes = (uint64_t)c->ndirty * c->bs;
 	if (bytes > c->st.peak_dirty_bytes)
 		c->st.peak_dirty_bytes = bytes;
-	if (c->ndirty > c->opts.dirty_limit / 2)
+	if (flush_pressed(c))
 		kick_flusher(c);
 }
 

@@ -318,6 +318,19 @@ bool idle_clean(const struct cblock *b);
 /* Evict idle clean blocks while the cache is over its size. */
 void evict(struct cache *c);
 
+/* Whether memory pressure calls for a round now: once more than half the
+ * dirty limit is dirty and a quarter of the limit can be written, or at
+ * three quarters whatever can.  Between the two the flusher lets the
+ * writable blocks gather, so that rounds grow in size rather than in
+ * number (a round of the few blocks that became writable during the last
+ * one costs a barrier for little). */
+static inline bool flush_pressed(const struct cache *c)
+{
+	size_t l = c->opts.dirty_limit;
+
+	return c->ndirty >= l - l / 4 || (c->ndirty > l / 2 && c->nready >= l / 4);
+}
+
 /* Block buffers are aligned to the smaller of this and the block size. */
 #define DATA_ALIGN 4096
 

@@ -396,31 +396,75 @@ int cache_sync_patch(struct cache *c, struct patch *p)
 
 /* ---- the flusher ------------------------------------------------------- */
 
+/* After a failed round the flusher waits this long before the next, twice
+ * as long after each failure in a row, up to a second (or the interval
+ * when that is shorter). */
+#define FLUSH_BACKOFF_MIN_MS 50u
+#define FLUSH_BACKOFF_MAX_MS 1000u
+
+static struct timespec after_ms(unsigned ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
 static void *flusher_main(void *arg)
 {
 	struct cache *c = arg;
+	unsigned backoff = 0, cap;
 
+	cap = c->opts.flush_interval_ms < FLUSH_BACKOFF_MAX_MS ? c->opts.flush_interval_ms
+							       : FLUSH_BACKOFF_MAX_MS;
+	if (cap == 0)
+		cap = 1;
 	io_lock(c);
 	while (!c->flusher_stop) {
-		if (!c->flusher_kick) {
-			struct timespec ts;
+		bool pressed;
+		int err = 0;
 
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			ts.tv_sec += c->opts.flush_interval_ms / 1000;
-			ts.tv_nsec += (long)(c->opts.flush_interval_ms % 1000) * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
+		if (backoff) {
+			/* The failed round left its blocks dirty and ready:
+			 * neither they nor a writer's kick start the next
+			 * round before the backoff is over, so a device
+			 * that fails every write sees a few rounds a
+			 * second, never a spin. */
+			struct timespec ts = after_ms(backoff);
+
+			while (!c->flusher_stop &&
+			       pthread_cond_timedwait(&c->flush_cond, &c->lock, &ts) != ETIMEDOUT)
+				;
+			c->flusher_kick = false;
+		} else if (!c->flusher_kick) {
+			struct timespec ts = after_ms(c->opts.flush_interval_ms);
+
 			pthread_cond_timedwait(&c->flush_cond, &c->lock, &ts);
 		}
+		pressed = c->flusher_kick;
 		c->flusher_kick = false;
 		/* Write everything writable, including what becomes
-		 * writable as rounds commit.  On an error, wait for the
-		 * next interval before trying again. */
-		while (!c->flusher_stop && c->ready_head)
-			if (round_locked(c, NULL, UINT64_MAX))
+		 * writable as rounds commit; woken by memory pressure, only
+		 * while it lasts (flush_pressed()). */
+		while (!c->flusher_stop && c->ready_head) {
+			if (pressed && !flush_pressed(c))
 				break;
+			err = round_locked(c, NULL, UINT64_MAX);
+			if (err)
+				break;
+		}
+		if (!err)
+			backoff = 0;
+		else if (!backoff)
+			backoff = FLUSH_BACKOFF_MIN_MS < cap ? FLUSH_BACKOFF_MIN_MS : cap;
+		else
+			backoff = backoff * 2 < cap ? backoff * 2 : cap;
 	}
 	io_unlock(c);
 	return NULL;

@@ -704,6 +704,148 @@ static void test_flusher_interval(void **state)
 	env_close(&e);
 }
 
+/* Under memory pressure the flusher lets writable blocks gather instead of
+ * writing each few as they appear: with more than half the dirty limit
+ * dirty but fewer than a quarter of it writable, no round starts (the
+ * interval is an hour away); once a quarter can go, they go in one round.
+ * (Before, the flusher wrote the two writable blocks as soon as half the
+ * limit was dirty, then the rest in later rounds.) */
+static void test_pressure_rounds_gather(void **state)
+{
+	enum { L = 32, HELD = 14, READY = 2, LATER = 6 };
+	struct cache_opts o = { .max_blocks = NBLK, .dirty_limit = L,
+				.flush_interval_ms = 3600000 };
+	struct env e;
+	struct cblock *b;
+	struct patch *h, *h2, *p[HELD + READY + LATER];
+	int i, n = 0;
+
+	env_open(&e, &o);
+	assert_int_equal(cache_start_flusher(e.c), 0);
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &h), 0);
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &h2), 0);
+	for (i = 0; i < HELD; i++, n++) {
+		b = get(&e, (uint64_t)n);
+		p[n] = put_byte(&e, b, 0, 1, 4, &h, 1);
+		cache_put(e.c, b);
+	}
+	for (i = 0; i < READY; i++, n++) {
+		b = get(&e, (uint64_t)n);
+		p[n] = put_byte(&e, b, 0, 2, 4, NULL, 0);
+		cache_put(e.c, b);
+	}
+	for (i = 0; i < LATER; i++, n++) {
+		b = get(&e, (uint64_t)n);
+		p[n] = put_byte(&e, b, 0, 3, 4, &h2, 1);
+		cache_put(e.c, b);
+	}
+	/* 22 dirty of 32, 2 writable: nothing to do yet */
+	assert_int_equal(stats(&e).blocks_dirty, HELD + READY + LATER);
+	usleep(200000);
+	assert_int_equal(stats(&e).rounds, 0);
+	/* 8 writable: one round takes them all */
+	patch_unhold(e.c, h2);
+	for (i = 0; i < 500 && stats(&e).blocks_dirty > HELD; i++)
+		usleep(10000);
+	assert_int_equal(stats(&e).blocks_dirty, HELD);
+	assert_int_equal(stats(&e).rounds, 1);
+	assert_int_equal(stats(&e).block_writes, READY + LATER);
+	cache_stop_flusher(e.c);
+	patch_unhold(e.c, h);
+	assert_int_equal(cache_sync(e.c), 0);
+	for (i = 0; i < n; i++)
+		patch_release(e.c, p[i]);
+	patch_release(e.c, h);
+	patch_release(e.c, h2);
+	assert_device_equals_cache(&e);
+	env_close(&e);
+}
+
+/* A round that fails puts its blocks back on the ready list, still dirty,
+ * and with memory pressure that could start the next round at once: the
+ * flusher would spin on a device that fails every write (a full host file
+ * system), and keep the lock from everyone else.  Instead it backs off
+ * (50 ms, doubling to 1 s), and writers dirtying more blocks meanwhile do
+ * not wake it either.  The rounds are counted against the most that
+ * backoff allows in the time the window took (a slow machine makes the
+ * window longer and the rounds later, never earlier): 5 in 400 ms, where
+ * a spinning flusher makes thousands and one woken by each new dirty
+ * block at least one per block.  The final flush then fails with the
+ * device's error, and succeeds once the device does. */
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The most rounds a flusher that backs off may start within ms of the
+ * first one's kick. */
+static uint64_t backoff_rounds(uint64_t ms)
+{
+	uint64_t n = 1, at = 0, wait = 50;
+
+	while (at + wait <= ms) {
+		at += wait;
+		n++;
+		wait = wait * 2 < 1000 ? wait * 2 : 1000;
+	}
+	return n;
+}
+
+static void test_failed_rounds_back_off(void **state)
+{
+	enum { L = 8, FIRST = 6, MORE = 24 };
+	struct cache_opts o = { .max_blocks = NBLK, .dirty_limit = L,
+				.flush_interval_ms = 3600000 };
+	struct env e;
+	struct cblock *b;
+	struct patch *p[FIRST + MORE];
+	struct cache_stats st;
+	uint64_t t0;
+	int i, n = 0;
+
+	env_open(&e, &o);
+	bdev_mem_inject(e.mem, BDEV_FAULT_WRITE, 0, UINT32_MAX, ENOSPC);
+	t0 = mono_ms();
+	assert_int_equal(cache_start_flusher(e.c), 0);
+	/* three quarters of the limit dirty and writable: a round starts */
+	for (; n < FIRST; n++) {
+		b = get(&e, (uint64_t)n);
+		p[n] = put_byte(&e, b, 0, (uint8_t)(n + 1), 4, NULL, 0);
+		cache_put(e.c, b);
+	}
+	for (i = 0; i < 1000 && stats(&e).write_errors == 0; i++)
+		usleep(10000);
+	assert_in_range(stats(&e).write_errors, 1, backoff_rounds(mono_ms() - t0));
+	/* the failure window: more dirty blocks, past the limit (a writer
+	 * does not wait for a flusher that fails) */
+	for (i = 0; i < MORE; i++, n++) {
+		b = get(&e, (uint64_t)n);
+		p[n] = put_byte(&e, b, 0, (uint8_t)(n + 1), 4, NULL, 0);
+		cache_put(e.c, b);
+		usleep(400000 / MORE);
+	}
+	st = stats(&e);
+	assert_int_equal(st.blocks_dirty, FIRST + MORE);
+	assert_int_equal(st.barriers, 0);
+	assert_in_range(st.rounds, 1, backoff_rounds(mono_ms() - t0));
+	assert_int_equal(st.write_errors, st.rounds);
+	/* the final flush reports the error and returns */
+	assert_int_equal(cache_sync(e.c), -ENOSPC);
+	cache_stop_flusher(e.c);
+	assert_int_equal(stats(&e).blocks_dirty, FIRST + MORE);
+	bdev_mem_inject(e.mem, BDEV_FAULT_WRITE, 0, 0, 0);
+	assert_int_equal(cache_sync(e.c), 0);
+	for (i = 0; i < n; i++) {
+		assert_true(patch_committed(p[i]));
+		assert_int_equal(mem_block(&e, (uint64_t)i)[3], (uint8_t)(i + 1));
+		patch_release(e.c, p[i]);
+	}
+	env_close(&e);
+}
+
 struct tscope {
 	struct patch_scope s;
 	struct cache *c;
@@ -1170,6 +1312,8 @@ int main(void)
 		cmocka_unit_test(test_eviction),
 		cmocka_unit_test(test_dirty_limit),
 		cmocka_unit_test(test_flusher_interval),
+		cmocka_unit_test(test_pressure_rounds_gather),
+		cmocka_unit_test(test_failed_rounds_back_off),
 		cmocka_unit_test(test_scope_hooks),
 		cmocka_unit_test(test_round_limit),
 		cmocka_unit_test(test_bit_byte_overlap),
