@@ -491,12 +491,20 @@ crash_check() {
 	export -f fsck_run fsck_not_dangerous images_equal_but_wtime journal_replay_check \
 		kernel_ext3_read
 	# the recording before "--", the check after it
-	local opts=()
+	local opts=() tmp=${TMPDIR:-/tmp}
 	while [ $# -gt 0 ] && [ "$1" != -- ]; do
 		opts+=("$1")
 		shift
 	done
-	"$crash" check --jobs 2 "${opts[@]}" "$rec" "$@" 3>&-
+	# Its copy of each state (and e2fsck's repair of it) on a tmpfs where
+	# there is one, as for the C tests (e2t_tmpdir): e2fsck fsyncs the
+	# image it opens, so on a disk every state would be written out and
+	# waited for.  Not with a mount, which crash_leftover_unmount looks
+	# for below $SCRATCH only.
+	case " ${opts[*]} " in
+	*" --no-mount "*) [ -d /dev/shm ] && [ -w /dev/shm ] && tmp=/dev/shm ;;
+	esac
+	TMPDIR=$tmp "$crash" check --jobs 2 "${opts[@]}" "$rec" "$@" 3>&-
 }
 
 assert_crash_pass() {
@@ -662,14 +670,16 @@ images_equal_but_wtime() {
 
 journal_replay_check() {
 	local benign=false img=${FSTITCH_IMAGE:?journal_replay_check needs FSTITCH_IMAGE}
-	local dir rc=0 out now
+	local dir rc=0 out now copies=${BATS_TEST_TMPDIR:-${TMPDIR:-/tmp}}
 	[ "${1:-}" = --benign ] && benign=true
 	# Crash checks run this once per state, so the usual case is one
 	# process: e2tool replay-check (both replays on copies, the comparison
 	# as images_equal_but_wtime, then e2fsck -fn), which exits 0 when e2fsck
 	# -fn finds nothing, 2 when it finds something (judged below), and 1,
-	# saying why, when a replay failed or the two differ.
-	TMPDIR=${BATS_TEST_TMPDIR:-${TMPDIR:-/tmp}} \
+	# saying why, when a replay failed or the two differ.  Its copies go to
+	# a tmpfs where there is one (see crash_check), and it removes them.
+	[ -d /dev/shm ] && [ -w /dev/shm ] && copies=/dev/shm
+	TMPDIR=$copies \
 		"$FSTITCH_TOOLS/e2tool" "$img" replay-check ${JOURNAL_REPLAYED:+"$JOURNAL_REPLAYED"} ||
 		rc=$?
 	case $rc in
