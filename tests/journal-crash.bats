@@ -530,3 +530,75 @@ kernel_states() {
 		kernel_states
 	done
 }
+
+# A full disk, and a file's blocks taken by the next file as soon as its
+# removal commits (REUSE blocks of 1 KiB): fullimage leaves about 300
+# blocks free, unrecorded; work_reuse writes r (A's) and syncs it, removes
+# it, and writes s (B's) without a sync between, so that s can only have
+# room once r's removal commits, and a crash must never leave r with B's.
+REUSE=200
+fullimage() {
+	jimage "$1"
+	fstitch_mount_start "$1" "$MNT"
+	dd if=/dev/zero of="$MNT/pad" bs=64k status=none 2>/dev/null || true
+	truncate -s -300K "$MNT/pad"
+	fstitch_mount_stop "$MNT"
+}
+
+work_reuse() {
+	local m=$1 free n
+	head -c $((REUSE * 1024)) /dev/zero | tr '\0' A >"$m/r"
+	sync "$m/r"
+	free=$(stat -f -c %f "$m")
+	rm "$m/r"
+	# the blocks are freed when the kernel forgets the inode
+	for ((n = 0; n < 400; n++)); do
+		[ "$(stat -f -c %f "$m")" -ge $((free + REUSE)) ] && break
+		sleep 0.05
+	done
+	head -c $((REUSE * 1024)) /dev/zero | tr '\0' B |
+		dd of="$m/s" bs=$((REUSE * 1024)) iflag=fullblock status=none
+	sync "$m/s"
+}
+
+reuse_ok() {
+	if [ -e r ] && { [ "$(stat -c %s r)" -ne $((REUSE * 1024)) ] ||
+		[ "$(tr -d A <r | wc -c)" -ne 0 ]; }; then
+		echo "r is not its own A's"
+		return 1
+	fi
+	if [ -e s ] && [ "$(tr -d B <s | wc -c)" -ne 0 ]; then
+		echo "s holds something else than B's"
+		return 1
+	fi
+}
+
+@test "journal: blocks freed by a commit are reused by the next file in every crash state" {
+	fullimage "$IMG"
+	jrecord work_reuse -o consistency=journal
+	export -f reuse_ok
+	export JSTATE_DATA=reuse_ok REUSE
+	run_check assert_crash_pass journal-reuse "$SCRATCH/rec" --fsck none --no-mount -- \
+		bash -c journal_state_ok
+}
+
+@test "the reuse is caught when it does not wait for the commit (reuseearly)" {
+	fullimage "$IMG"
+	export FSTITCH_JOURNAL_DEBUG=reuseearly
+	jrecord work_reuse -o consistency=journal
+	unset FSTITCH_JOURNAL_DEBUG
+	export -f reuse_ok
+	export JSTATE_DATA=reuse_ok REUSE
+	run_check assert_crash_fail reuseearly "$SCRATCH/rec" --fsck none --no-mount -- \
+		bash -c journal_state_ok
+	assert_output --partial "r is not its own A's"
+}
+
+@test "the reuse is caught under consistency=none" {
+	fullimage "$IMG"
+	jrecord work_reuse -o consistency=none
+	export -f reuse_ok
+	export JSTATE_DATA=reuse_ok REUSE
+	run_check assert_crash_fail none-reuse "$SCRATCH/rec" --fsck none --no-mount -- \
+		bash -c journal_state_ok
+}

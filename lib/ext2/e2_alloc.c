@@ -10,7 +10,21 @@
  * correct (the new contents wait for the old pointer's removal) but chains
  * every new file behind the previous one's deletion: a round per update at
  * the next flush, and the reused block, still dirty with its old owner's
- * patches, needs undo data for a whole block. */
+ * patches, needs undo data for a whole block.
+ *
+ * Under a journal the free is durable once its transaction's commit block
+ * is, not when the cleared pointer reaches its home (the checkpoint).  As
+ * in ext3, a block freed in the running transaction is not handed out
+ * while any other is free: if the free were lost in a crash, its old owner
+ * would still point at it, so new contents written in place would have to
+ * wait for the commit, and meanwhile they can only go through the log (a
+ * change that waits for the running transaction joins it).  A block freed
+ * in a transaction whose commit is under way is handed out, its new
+ * contents written home after that commit block; e2_jroom commits before
+ * a write that needs blocks freed in the running transaction, so that
+ * file data always goes home; only a block needed in the middle of an
+ * operation on a nearly full disk (a directory block, an indirect block)
+ * may still come from the running transaction's frees, through the log. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,9 +32,16 @@
 
 #define FREED_PRUNE 65536
 
+/* How far a block's or inode's free is from durable: no record or durable;
+ * pending (soft updates) or in a committing transaction (journal); freed
+ * in the running transaction.  An allocation takes the nearest level it
+ * can find. */
+enum { FREE_DONE, FREE_PENDING, FREE_RUNNING };
+
 static struct patch *bitclr_dep(struct e2fs *fs, uint64_t key);
-static bool freed_pending(struct e2fs *fs, uint64_t key);
+static int freed_level(struct e2fs *fs, uint64_t key);
 static bool freed_any(const struct e2fs *fs);
+static int max_level(const struct e2fs *fs);
 
 /* First zero bit in [start, end) of a bitmap, or end. */
 static uint32_t find_zero(const uint8_t *map, uint32_t start, uint32_t end)
@@ -74,7 +95,7 @@ static int test_bit(struct e2fs *fs, uint32_t blk, uint32_t bit, bool *set)
 }
 
 /* Search group g's block bitmap from bit `from`; 0 and *blk on success. */
-static int balloc_group(struct e2fs *fs, uint32_t g, uint32_t from, bool reuse, uint32_t *blk,
+static int balloc_group(struct e2fs *fs, uint32_t g, uint32_t from, int reuse, uint32_t *blk,
 			struct patch **bit)
 {
 	struct e2_group *gr = &fs->g[g];
@@ -94,7 +115,7 @@ static int balloc_group(struct e2fs *fs, uint32_t g, uint32_t from, bool reuse, 
 		     i = find_zero(cblock_data(b), i + 1, end)) {
 			if (!e2_block_ok(fs, gr->first + i))
 				continue;
-			if (reuse || !freed_pending(fs, gr->first + i))
+			if (reuse == max_level(fs) || freed_level(fs, gr->first + i) <= reuse)
 				goto found;
 			/* Many pending frees (after an rm -rf) must not make
 			 * every allocation walk them: the hint moves past
@@ -107,7 +128,7 @@ static int balloc_group(struct e2fs *fs, uint32_t g, uint32_t from, bool reuse, 
 		}
 	}
 	cache_put(fs->c, b);
-	if (!reuse)
+	if (reuse < max_level(fs))
 		return -ENOSPC;
 	/* The count said there was room: it was wrong.  Believe the bitmap. */
 	fs->free_blocks -= gr->free_blocks;
@@ -138,7 +159,8 @@ int e2_balloc(struct e2fs *fs, uint32_t goal, uint32_t *blk, struct patch **bit)
 	if (goal >= fs->first_data && goal < fs->nblocks)
 		g0 = (goal - fs->first_data) / fs->bpg;
 	/* First only blocks whose free (if any) is durable, then any. */
-	for (int reuse = !freed_any(fs); reuse < 2; reuse++) {
+	for (int reuse = freed_any(fs) ? FREE_DONE : max_level(fs); reuse <= max_level(fs);
+	     reuse++) {
 		for (uint32_t k = 0; k < fs->ngroups; k++) {
 			uint32_t g = (g0 + k) % fs->ngroups;
 
@@ -172,8 +194,12 @@ static void freed_drop(struct e2fs *fs, struct e2_freed **pp)
 	fs->fcount--;
 }
 
-static bool freed_done(struct e2_freed *f)
+static bool freed_done(struct e2fs *fs, struct e2_freed *f)
 {
+	struct patch *c;
+
+	if (f->journal) /* (no writer any more: it committed everything) */
+		return !e2_journaling(fs) || e2_jstate(fs, f->tid, &c) == E2_J_DONE;
 	return (!f->clear || patch_committed(f->clear)) &&
 	       (!f->bitclr || patch_committed(f->bitclr));
 }
@@ -184,7 +210,7 @@ static void freed_prune(struct e2fs *fs)
 		struct e2_freed **pp = &fs->ftab[i];
 
 		while (*pp) {
-			if (freed_done(*pp))
+			if (freed_done(fs, *pp))
 				freed_drop(fs, pp);
 			else
 				pp = &(*pp)->next;
@@ -199,7 +225,7 @@ static struct e2_freed *freed_find(struct e2fs *fs, uint64_t key)
 	for (; *pp; pp = &(*pp)->next) {
 		if ((*pp)->key != key)
 			continue;
-		if (freed_done(*pp)) {
+		if (freed_done(fs, *pp)) {
 			freed_drop(fs, pp);
 			return NULL;
 		}
@@ -213,12 +239,20 @@ static struct patch *live(struct patch *p)
 	return p && !patch_committed(p) ? p : NULL;
 }
 
-/* The patch a reused block's new contents must wait for, or NULL. */
+/* The patch a reused block's new contents must wait for, or NULL: the
+ * removal of its last pointer, or under a journal the commit block of the
+ * transaction that freed it (a change that waits for the running one
+ * joins it). */
 struct patch *e2_freed_dep(struct e2fs *fs, uint32_t blk)
 {
 	struct e2_freed *f = freed_find(fs, blk);
+	struct patch *c = NULL;
 
-	return f ? live(f->clear) : NULL;
+	if (!f)
+		return NULL;
+	if (f->journal && e2_jstate(fs, f->tid, &c) != E2_J_RUNNING)
+		return live(c);
+	return live(f->clear);
 }
 
 /* May some free (block or inode) not be durable yet?  (Without ordering
@@ -229,10 +263,21 @@ static bool freed_any(const struct e2fs *fs)
 	return fs->opts.consistency != CONSISTENCY_NONE && fs->fcount;
 }
 
-/* Is key's free not yet durable? */
-static bool freed_pending(struct e2fs *fs, uint64_t key)
+static int max_level(const struct e2fs *fs)
 {
-	return freed_any(fs) && freed_find(fs, key);
+	return e2_journaling(fs) ? FREE_RUNNING : FREE_PENDING;
+}
+
+static int freed_level(struct e2fs *fs, uint64_t key)
+{
+	struct e2_freed *f;
+	struct patch *c;
+
+	if (!freed_any(fs) || !(f = freed_find(fs, key)))
+		return FREE_DONE;
+	if (f->journal && e2_jstate(fs, f->tid, &c) == E2_J_RUNNING)
+		return FREE_RUNNING;
+	return FREE_PENDING;
 }
 
 /* The pending clear of a bit we are about to set again: setting it must be
@@ -268,8 +313,11 @@ static struct e2_freed *freed_slot(struct e2fs *fs, uint64_t key)
 }
 
 static void freed_fill(struct e2fs *fs, struct e2_freed *f, struct patch *clear,
-		       struct patch *bitclr)
+		       struct patch *bitclr, bool blk)
 {
+	f->journal = e2_journaling(fs);
+	if (f->journal)
+		f->tid = blk ? e2_jfreed(fs) : e2_jtid(fs);
 	clear = live(clear);
 	bitclr = live(bitclr);
 	if (clear)
@@ -318,7 +366,7 @@ int e2_bfree(struct e2fs *fs, uint32_t blk, struct patch *clear)
 	r = flip(fs, gr->block_bitmap, i, clear, &bp);
 	if (r)
 		return r;
-	freed_fill(fs, f, clear, bp);
+	freed_fill(fs, f, clear, bp, true);
 	patch_release(fs->c, bp);
 	/* Contents that never reached disk need not: a file created and
 	 * deleted before a flush writes no data (design.md §4).  The engine
@@ -335,7 +383,7 @@ int e2_bfree(struct e2fs *fs, uint32_t blk, struct patch *clear)
 	return e2_gd_write(fs, g);
 }
 
-static int ialloc_group(struct e2fs *fs, uint32_t g, bool dir, bool reuse, uint32_t *ino,
+static int ialloc_group(struct e2fs *fs, uint32_t g, bool dir, int reuse, uint32_t *ino,
 			struct patch **bit)
 {
 	struct e2_group *gr = &fs->g[g];
@@ -357,14 +405,15 @@ static int ialloc_group(struct e2fs *fs, uint32_t g, bool dir, bool reuse, uint3
 		     i = find_zero(cblock_data(b), i + 1, e)) {
 			if (g * fs->ipg + i + 1 < fs->first_ino)
 				continue;
-			if (reuse || !freed_pending(fs, E2_FREED_INODE | (g * fs->ipg + i + 1)))
+			if (reuse == max_level(fs) ||
+			    freed_level(fs, E2_FREED_INODE | (g * fs->ipg + i + 1)) <= reuse)
 				goto found;
 			if (i == gr->ihint)
 				gr->ihint = i + 1; /* as for blocks */
 		}
 	}
 	cache_put(fs->c, b);
-	if (!reuse)
+	if (reuse < max_level(fs))
 		return -ENOSPC;
 	fs->free_inodes -= gr->free_inodes;
 	gr->free_inodes = 0;
@@ -409,7 +458,8 @@ int e2_ialloc(struct e2fs *fs, uint32_t parent, bool dir, uint32_t *ino, struct 
 		}
 		g0 = best;
 	}
-	for (int reuse = !freed_any(fs); reuse < 2; reuse++) {
+	for (int reuse = freed_any(fs) ? FREE_DONE : max_level(fs); reuse <= max_level(fs);
+	     reuse++) {
 		for (uint32_t k = 0; k < fs->ngroups; k++) {
 			r = ialloc_group(fs, (g0 + k) % fs->ngroups, dir, reuse, ino, bit);
 			if (r != -ENOSPC)
@@ -439,7 +489,7 @@ int e2_ifree_bit(struct e2fs *fs, uint32_t ino, bool dir, struct patch *clear)
 	r = flip(fs, gr->inode_bitmap, i, clear, &bp);
 	if (r)
 		return r;
-	freed_fill(fs, f, NULL, bp);
+	freed_fill(fs, f, NULL, bp, false);
 	patch_release(fs->c, bp);
 	if (i < gr->ihint)
 		gr->ihint = i;

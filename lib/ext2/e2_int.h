@@ -113,6 +113,8 @@ struct e2_freed {
 	struct e2_freed *next;
 	uint64_t key; /* block number, or E2_FREED_INODE | inode number */
 	struct patch *clear, *bitclr;
+	uint32_t tid; /* journal modes: the transaction that freed it */
+	bool journal; /* freed under the journal writer (tid is set) */
 };
 #define E2_FREED_INODE (1ULL << 32)
 
@@ -234,6 +236,15 @@ int e2_jcommit(struct e2fs *fs, struct patch **out);
 int e2_jroom(struct e2fs *fs, uint64_t nblocks, uint64_t *piece);
 /* Without fs->lock: commit and wait until the commit is durable. */
 int e2_jsync(struct e2fs *fs);
+/* Where transaction tid stands, for a block or inode it freed: running
+ * (its free may yet be lost), committing (*commit gets its commit block's
+ * patch, borrowed: the free is durable once that is), or done. */
+enum e2_jstate { E2_J_DONE, E2_J_COMMITTING, E2_J_RUNNING };
+enum e2_jstate e2_jstate(struct e2fs *fs, uint32_t tid, struct patch **commit);
+/* The running transaction's number; the same, noting a block freed in
+ * it (e2_jroom commits before a write that may need such blocks). */
+uint32_t e2_jtid(const struct e2fs *fs);
+uint32_t e2_jfreed(struct e2fs *fs);
 /* Commit and write everything home. */
 int e2_jflush_locked(struct e2fs *fs);
 /* Stop the timer; clean: flush, empty the log, clear needs_recovery. */

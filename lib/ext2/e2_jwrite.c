@@ -7,9 +7,11 @@
  *    the file system joins (the engine asks join() for each change): every
  *    metadata change, and under journal-data every change.  Under journal a
  *    data change joins only when it already waits for a held patch (it
- *    depends on a change of a transaction: a reused block waiting for its
- *    free) or its block has a copy in the live log (a replay would
- *    overwrite it); the others are "ordered": the commit waits for them;
+ *    depends on a change of a transaction: a block freed in the running
+ *    transaction and reused, which the allocator does only on a nearly
+ *    full disk, e2_alloc.c) or its block has a copy in the live log (a
+ *    replay would overwrite it); the others are "ordered": the commit
+ *    waits for them;
  *  - a commit writes, on the next journal blocks, descriptor blocks and a
  *    copy of each block of the transaction as the cache holds it (no
  *    change of the next transaction exists yet: commits run under the file
@@ -94,11 +96,13 @@ struct e2_jw {
 	size_t nrun, caprun;
 	struct patch **ord; /* ordered data changes */
 	size_t nord, capord;
+	uint64_t nfreed; /* blocks freed in the running transaction */
 	bool broken;	      /* out of memory in a hook */
 	bool debug_nocopies;  /* FSTITCH_JOURNAL_DEBUG=nocopies */
 	bool debug_badcsum;   /* FSTITCH_JOURNAL_DEBUG=badcsum */
 	bool debug_early;     /* FSTITCH_JOURNAL_DEBUG=earlycheckpoint */
 	bool debug_noorphans; /* FSTITCH_JOURNAL_DEBUG=noorphans */
+	bool debug_reuse;     /* FSTITCH_JOURNAL_DEBUG=reuseearly */
 	struct jent *tab;
 	size_t tabsize, tabcount;
 	struct jtxn *live; /* committed, not out of the log, oldest first */
@@ -575,6 +579,7 @@ static int commit_locked(struct e2_jw *jw)
 	jw->commits++;
 	jw->logged_blocks += jw->nrun;
 	jw->nrun = 0;
+	jw->nfreed = 0;
 	/* Open the next transaction: no change can come in between (the
 	 * caller holds the file system's lock). */
 	jw->hold = nh;
@@ -730,6 +735,7 @@ int e2_jw_start(struct e2fs *fs)
 	jw->debug_early = dbg && strcmp(dbg, "earlycheckpoint") == 0;
 	/* negative control: no orphan list (e2_orphan.c) */
 	jw->debug_noorphans = dbg && strcmp(dbg, "noorphans") == 0;
+	jw->debug_reuse = dbg && strcmp(dbg, "reuseearly") == 0;
 	if (jw->first < 1 || jw->first >= jw->maxlen || jw->disk_start != 0) {
 		free(jw);
 		e2_set_open_error("consistency=journal: bad journal superblock");
@@ -772,6 +778,36 @@ int e2_jcommit(struct e2fs *fs, struct patch **out)
 	return r;
 }
 
+enum e2_jstate e2_jstate(struct e2fs *fs, uint32_t tid, struct patch **commit)
+{
+	struct e2_jw *jw = fs->jw;
+
+	if (tid == jw->tid)
+		return E2_J_RUNNING;
+	for (size_t i = jw->nlive; i-- > 0;) {
+		if (jw->live[i].tid != tid)
+			continue;
+		/* negative control: a block freed by a transaction whose
+		 * commit is not durable is reused as if it were */
+		if (patch_committed(jw->live[i].commit) || jw->debug_reuse)
+			return E2_J_DONE;
+		*commit = jw->live[i].commit;
+		return E2_J_COMMITTING;
+	}
+	return E2_J_DONE; /* out of the log: its checkpoint is durable */
+}
+
+uint32_t e2_jtid(const struct e2fs *fs)
+{
+	return fs->jw->tid;
+}
+
+uint32_t e2_jfreed(struct e2fs *fs)
+{
+	fs->jw->nfreed++;
+	return fs->jw->tid;
+}
+
 int e2_jroom(struct e2fs *fs, uint64_t nblocks, uint64_t *piece)
 {
 	struct e2_jw *jw = fs->jw;
@@ -787,7 +823,11 @@ int e2_jroom(struct e2fs *fs, uint64_t nblocks, uint64_t *piece)
 	 * copies, bitmap blocks and group descriptors, the inode, the
 	 * superblock */
 	est = n + 2 * (n / fs->apb + 3) + 2 * (n / (8ull * fs->bs) + 2) + 4;
-	if (jw->nrun && jw->nrun + est > jw->quarter) {
+	/* Blocks freed in the running transaction are not handed out before
+	 * it commits (e2_alloc.c): if the piece may need them, commit first,
+	 * as ext3 does rather than fail with ENOSPC. */
+	if (jw->nrun && (jw->nrun + est > jw->quarter ||
+			 (jw->nfreed && fs->free_blocks < jw->nfreed + est))) {
 		/* the commit's own changes belong to no patchgroup */
 		scope = fs->scope;
 		fs->scope = NULL;
