@@ -716,7 +716,10 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 	w.fs = fs;
 	w.ip = ip;
 	w.nw = ip->d;
-	w.cow = end > oldsize;
+	/* Under a journal the inode and the pointers stored in place are
+	 * in one transaction (a piece of a write is: e2_jroom), kept or
+	 * lost together: copies would only add a block to every commit. */
+	w.cow = end > oldsize && !e2_journaling(fs);
 	/* Blocks waiting in free batches are not free yet: give them back
 	 * before the space they hold is missed. */
 	if (fs->ndfree && fs->free_blocks < 2 * fs->ndfree + size / fs->bs + 64)
