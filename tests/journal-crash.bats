@@ -219,7 +219,7 @@ work_orphan() {
 		seq 2000 >&5
 		exec 5>&-
 	)
-	# the kernel forgets the inode: then it is freed
+	# the release (sent after the close returns) frees the inode
 	wait_free_inodes "$m" "$free"
 	sync "$m/v"
 }
@@ -248,8 +248,9 @@ work_dirmove() {
 	done
 	flush_point "$m/.flushed"
 	mv -T "$m/src/d3" "$m/dst/e1"
-	# e1's inode is freed when the kernel forgets it: wait, so that the
-	# free has its place in the recording
+	# e1's inode is freed with the move over it, no one having it open:
+	# wait all the same, so that the free surely has its place in the
+	# recording
 	wait_free_inodes "$m" $((free - 15))
 	mv "$m/src/d1" "$m/dst/"
 	mv "$m/src/d2" "$m/x0/a/"

@@ -56,12 +56,16 @@ bool e2_dot_or_dotdot(const char *name)
 	return !strcmp(name, ".") || !strcmp(name, "..");
 }
 
-/* A live inode: in range, in use. */
+/* A live inode: in range, in use.  One freed while the kernel still held
+ * it (removed, never open) is gone: -ENOENT, as for its name. */
 int e2_get_live(struct e2fs *fs, uint32_t ino, struct e2_inode **out)
 {
 	struct e2_inode *ip;
-	int r = e2_iget(fs, ino, &ip);
+	int r;
 
+	if (e2_iheld_free(fs, ino))
+		return -ENOENT;
+	r = e2_iget(fs, ino, &ip);
 	if (r)
 		return r;
 	if (ip->freed || !ip->d.i_mode)
@@ -170,7 +174,9 @@ out:
 
 /* ip has no name left: `gone` is the patch after which the disk holds
  * neither its name nor a live inode; its blocks and bitmap bit are freed
- * after it, now or once nobody holds the inode.  Takes gone's reference. */
+ * after it, now, or at the last release if it is open.  The kernel's
+ * lookup references do not keep it: they only keep its memory until
+ * FORGET.  Takes gone's reference. */
 static int forget_inode(struct e2fs *fs, struct e2_inode *ip, struct patch *gone)
 {
 	int r;
@@ -181,8 +187,8 @@ static int forget_inode(struct e2fs *fs, struct e2_inode *ip, struct patch *gone
 	e2_dindex_free(ip->dix);
 	ip->dix = NULL;
 	r = e2_iunref(fs, ip);
-	/* Still in use: under a journal it goes on the orphan list, in this
-	 * transaction, so that a crash before the last use ends cannot
+	/* Still open: under a journal it goes on the orphan list, in this
+	 * transaction, so that a crash before the last release cannot
 	 * leave it allocated with no name. */
 	if (!r && !ip->freed)
 		r = e2_orphan_add(fs, ip);
@@ -260,11 +266,15 @@ int e2_lookup(struct e2fs *fs, uint32_t parent, const char *name, struct stat *s
 int e2_forget(struct e2fs *fs, uint32_t ino, uint64_t nlookup)
 {
 	struct e2_inode *ip;
-	int r;
+	int r = 0;
 
+	if (ino < 1 || ino > fs->ninodes)
+		return -EIO;
 	e2_lock(fs);
-	r = e2_iget(fs, ino, &ip);
-	if (!r) {
+	/* Only a cached inode has references to drop.  A freed one is not
+	 * read back: e2_iget would take it for a reallocated inode. */
+	ip = e2_ifind(fs, ino);
+	if (ip) {
 		ip->nlookup = ip->nlookup > nlookup ? ip->nlookup - nlookup : 0;
 		r = e2_iunref(fs, ip);
 	}
@@ -278,7 +288,15 @@ int e2_getattr(struct e2fs *fs, uint32_t ino, struct stat *st)
 	int r;
 
 	e2_lock(fs);
-	r = e2_get_live(fs, ino, &ip);
+	/* Removed and freed while the kernel still holds it (an O_PATH
+	 * descriptor, a removed working directory): its last attributes,
+	 * with no links, as Linux answers for a deleted inode in memory. */
+	if (e2_iheld_free(fs, ino)) {
+		ip = e2_ifind(fs, ino);
+		r = 0;
+	} else {
+		r = e2_get_live(fs, ino, &ip);
+	}
 	if (!r)
 		e2_istat(fs, ip, st);
 	e2_unlock(fs);

@@ -10,8 +10,9 @@
  * References: every call that returns a struct stat for an inode (lookup,
  * create, mknod, mkdir, symlink, link) takes one reference on that inode,
  * which e2_forget() drops (FUSE's lookup count).  An inode with no links is
- * freed once it has no references and is not open; e2_close() frees such
- * orphans.
+ * freed at once unless it is open, and then at its last e2_release_inode();
+ * references keep only its memory, for e2_getattr(), until e2_forget().
+ * e2_close() frees the inodes still open.
  *
  * Callers: every call that changes the file system on a caller's behalf
  * takes a struct e2_caller after fs: who asked for the change.  NULL is
@@ -198,10 +199,11 @@ uint32_t e2_time_gran(const struct e2fs *fs);
  * -ENOTDIR if parent is not a directory, -ENAMETOOLONG, -EIO on a corrupt
  * directory or entry (e2_error() says which). */
 int e2_lookup(struct e2fs *fs, uint32_t parent, const char *name, struct stat *st);
-/* Drop nlookup references (more than held drops all); an unlinked inode
- * with no references left and not open is freed.  0 or -errno. */
+/* Drop nlookup references (more than held drops all).  0 or -errno. */
 int e2_forget(struct e2fs *fs, uint32_t ino, uint64_t nlookup);
-/* 0 and *st, or -EIO if ino is out of range or not in use. */
+/* 0 and *st, or -EIO if ino is out of range or not in use.  An inode
+ * removed and freed while still referenced answers with its last
+ * attributes and no links (other calls on it: -ENOENT). */
 int e2_getattr(struct e2fs *fs, uint32_t ino, struct stat *st);
 
 enum e2_setattr_flags {
@@ -241,7 +243,7 @@ int e2_readlink(struct e2fs *fs, uint32_t ino, char *buf, size_t size);
 int e2_link(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, uint32_t newparent,
 	    const char *newname, struct stat *st);
 /* Remove a non-directory name: -ENOENT, -EISDIR.  The inode is freed with
- * its last link once it has no references and is not open. */
+ * its last link, or at its last release if it is open. */
 int e2_unlink(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, const char *name);
 /* Remove an empty directory: -ENOENT, -ENOTDIR, -ENOTEMPTY, -EINVAL for ".". */
 int e2_rmdir(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, const char *name);

@@ -389,6 +389,7 @@ static int ialloc_group(struct e2fs *fs, uint32_t g, bool dir, int reuse, uint32
 	struct e2_group *gr = &fs->g[g];
 	struct cblock *b;
 	uint32_t i, start = gr->ihint;
+	bool held = false;
 	int r;
 
 	if (!gr->free_inodes)
@@ -405,6 +406,10 @@ static int ialloc_group(struct e2fs *fs, uint32_t g, bool dir, int reuse, uint32
 		     i = find_zero(cblock_data(b), i + 1, e)) {
 			if (g * fs->ipg + i + 1 < fs->first_ino)
 				continue;
+			if (e2_iheld_free(fs, g * fs->ipg + i + 1)) {
+				held = true;
+				continue;
+			}
 			if (reuse == max_level(fs) ||
 			    freed_level(fs, E2_FREED_INODE | (g * fs->ipg + i + 1)) <= reuse)
 				goto found;
@@ -413,7 +418,8 @@ static int ialloc_group(struct e2fs *fs, uint32_t g, bool dir, int reuse, uint32
 		}
 	}
 	cache_put(fs->c, b);
-	if (reuse < max_level(fs))
+	/* (a number the kernel still holds is free all the same) */
+	if (reuse < max_level(fs) || held)
 		return -ENOSPC;
 	fs->free_inodes -= gr->free_inodes;
 	gr->free_inodes = 0;

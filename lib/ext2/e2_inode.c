@@ -80,6 +80,25 @@ static void irelease(struct e2fs *fs, struct e2_inode *ip)
 	ip->dix = NULL;
 }
 
+struct e2_inode *e2_ifind(struct e2fs *fs, uint32_t ino)
+{
+	struct e2_inode *ip;
+
+	if (ino < 1 || ino > fs->ninodes)
+		return NULL;
+	for (ip = fs->itab[ihash(fs, ino)]; ip; ip = ip->hnext)
+		if (ip->ino == ino)
+			return ip;
+	return NULL;
+}
+
+bool e2_iheld_free(struct e2fs *fs, uint32_t ino)
+{
+	struct e2_inode *ip = e2_ifind(fs, ino);
+
+	return ip && ip->freed && ip->nlookup;
+}
+
 int e2_iget(struct e2fs *fs, uint32_t ino, struct e2_inode **out)
 {
 	struct e2_inode *ip;
@@ -464,7 +483,7 @@ int e2_ifree(struct e2fs *fs, struct e2_inode *ip)
 
 int e2_iunref(struct e2fs *fs, struct e2_inode *ip)
 {
-	if (!ip->unlinked || ip->freed || ip->nlookup || ip->nopen || e2_ilinks(&ip->d) || fs->ro)
+	if (!ip->unlinked || ip->freed || ip->nopen || e2_ilinks(&ip->d) || fs->ro)
 		return 0;
 	if (!ip->d.i_mode)
 		return 0;

@@ -292,6 +292,12 @@ void e2_iloc(const struct e2fs *fs, uint32_t ino, uint32_t *blk, uint32_t *off);
  * full (in-inode attributes). */
 int e2_iraw(struct e2fs *fs, uint32_t ino, void *dst, uint32_t len);
 int e2_iget(struct e2fs *fs, uint32_t ino, struct e2_inode **out);
+/* The cached inode ino, or NULL: nothing is read, a freed one stays so. */
+struct e2_inode *e2_ifind(struct e2fs *fs, uint32_t ino);
+/* ino was freed while the kernel still holds it (removed, not open): its
+ * number is not given out again until the kernel forgets it, so that the
+ * kernel never takes a new inode for the one it holds. */
+bool e2_iheld_free(struct e2fs *fs, uint32_t ino);
 int e2_iwrite(struct e2fs *fs, struct e2_inode *ip, const struct ext2_inode_large *nw,
 	      struct e2_deps *deps, struct patch **out);
 int e2_iinit(struct e2fs *fs, struct e2_inode *ip, const struct ext2_inode_large *nw,
@@ -305,6 +311,8 @@ uint16_t e2_ilinks(const struct ext2_inode_large *d);
 void e2_iset_links(struct ext2_inode_large *d, uint16_t n);
 void e2_isync_add(struct e2fs *fs, struct e2_inode *ip, struct patch *p);
 int e2_itouch(struct e2fs *fs, struct e2_inode *ip, bool mtime, bool ctime);
+/* Free ip if it has no links left and is not open (lookup references only
+ * keep its memory). */
 int e2_iunref(struct e2fs *fs, struct e2_inode *ip);
 int e2_ifree(struct e2fs *fs, struct e2_inode *ip);
 void e2_icache_trim(struct e2fs *fs);

@@ -25,6 +25,7 @@
 #include <cmocka.h>
 
 #include "bdev/bdev.h"
+#include "engine/cache.h"
 #include "ext2/e2.h"
 #include "e2test_util.h"
 
@@ -963,6 +964,150 @@ static void test_journal_orphans(void **state)
 	free(img);
 }
 
+/* Superblocks in the writes rec logged from event `from` on (in place or
+ * as a journal copy: the ext2 magic at byte 56 and this image's UUID):
+ * their number in *n, in *named how many of them have s_last_orphan
+ * (byte 232) equal to ino (any non-zero value when ino is 0), and the
+ * last one's s_last_orphan in *last. */
+static void sb_writes(struct bdev *rec, const uint8_t *img, size_t from, uint32_t ino, unsigned *n,
+		      unsigned *named, uint32_t *last)
+{
+	*n = *named = *last = 0;
+	for (size_t i = from; i < bdev_recorder_count(rec); i++) {
+		const struct rec_event *ev = bdev_recorder_event(rec, i);
+		const uint8_t *b = ev->data;
+
+		if (ev->kind != REC_WRITE || get16(b + 56) != 0xEF53 ||
+		    memcmp(b + 104, img + 1024 + 104, 16))
+			continue;
+		*last = get32(b + 232);
+		(*n)++;
+		*named += ino ? *last == ino : *last != 0;
+	}
+}
+
+/* Under a journal, the removal of a file nobody has open frees it in its
+ * own transaction, though the caller (the kernel) still holds a lookup
+ * reference: no superblock write ever names it on the orphan list, and
+ * the FORGET that follows writes nothing.  The same removal of an open
+ * file puts it on the list (the observation can fail), and its release
+ * takes it off. */
+static void test_journal_rm_unopened(void **state)
+{
+	struct e2_opts o = {.no_flusher = true, .consistency_auto = true};
+	static uint8_t data[20000];
+	struct cache_stats cs0, cs1;
+	struct bdev *mem, *rec;
+	struct e2fs *fs;
+	struct stat st;
+	struct statvfs sv;
+	uint8_t *img;
+	size_t len, jsb, mark;
+	uint32_t f, g, last;
+	uint64_t ffree;
+	unsigned n, named;
+
+	(void)state;
+	memset(data, 'x', sizeof(data));
+	img = journal_image(&len, &jsb);
+	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem), 0);
+	assert_int_equal(bdev_recorder_create(mem, &rec), 0);
+	assert_int_equal(e2_open_bdev(rec, &o, &fs), 0);
+	assert_true(e2_journaling(fs));
+	assert_int_equal(e2_statfs(fs, &sv), 0);
+	ffree = sv.f_ffree;
+	/* f keeps the reference e2_mknod takes, as the kernel keeps its
+	 * lookup until FORGET */
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "f", S_IFREG | 0644, 0, 0, 0, &st), 0);
+	f = (uint32_t)st.st_ino;
+	assert_int_equal(e2_write(fs, NULL, f, data, sizeof(data), 0), (ssize_t)sizeof(data));
+	assert_int_equal(e2_sync(fs), 0);
+	assert_int_equal(bdev_recorder_reset(rec), 0);
+	assert_int_equal(e2_unlink(fs, NULL, E2_ROOT_INO, "f"), 0);
+	/* freed with the removal, before the FORGET */
+	assert_int_equal(e2_statfs(fs, &sv), 0);
+	assert_int_equal(sv.f_ffree, ffree);
+	assert_int_equal(e2_getattr(fs, f, &st), 0);
+	assert_int_equal(st.st_nlink, 0);
+	assert_int_equal(e2_open_inode(fs, f), -ENOENT);
+	assert_int_equal(e2_sync(fs), 0);
+	sb_writes(rec, img, 0, 0, &n, &named, &last);
+	print_message("# rm of an unopened file: %u superblock writes, %u naming an orphan\n", n,
+		      named);
+	assert_int_equal(named, 0);
+	/* the FORGET only drops memory: no patch at all */
+	cache_get_stats(e2_cache(fs), &cs0);
+	assert_int_equal(e2_forget(fs, f, 1), 0);
+	cache_get_stats(e2_cache(fs), &cs1);
+	assert_int_equal(cs1.patches_created, cs0.patches_created);
+
+	/* the control: g is open when it goes */
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "g", S_IFREG | 0644, 0, 0, 0, &st), 0);
+	g = (uint32_t)st.st_ino;
+	assert_int_equal(e2_open_inode(fs, g), 0);
+	assert_int_equal(e2_sync(fs), 0);
+	mark = bdev_recorder_count(rec);
+	assert_int_equal(e2_unlink(fs, NULL, E2_ROOT_INO, "g"), 0);
+	assert_int_equal(e2_sync(fs), 0);
+	sb_writes(rec, img, mark, g, &n, &named, &last);
+	print_message("# rm of an open file: %u superblock writes, %u naming it\n", n, named);
+	assert_true(named > 0);
+	mark = bdev_recorder_count(rec);
+	assert_int_equal(e2_release_inode(fs, g), 0);
+	assert_int_equal(e2_forget(fs, g, 1), 0);
+	assert_int_equal(e2_sync(fs), 0);
+	sb_writes(rec, img, mark, 0, &n, &named, &last);
+	assert_true(n > 0);
+	assert_int_equal(last, 0); /* off the list */
+	assert_int_equal(e2_close(fs), 0);
+	free(img);
+}
+
+/* A number freed while the kernel still holds it is not given out again
+ * until the FORGET: the kernel would take the new inode for the old one.
+ * With every inode in use, the removed file's inode is free on disk but
+ * not allocated; after the FORGET it is. */
+static void test_held_number_not_reused(void **state)
+{
+	struct e2_opts o = {.no_flusher = true};
+	struct bdev *mem;
+	struct e2fs *fs;
+	struct stat st;
+	uint8_t *img;
+	size_t len;
+	uint32_t f;
+	char name[16];
+	int i, r;
+
+	(void)state;
+	assert_int_equal(e2t_mkfs_mem(1024, BS, "-N 32", (void **)&img, &len), 0);
+	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem), 0);
+	assert_int_equal(e2_open_bdev(mem, &o, &fs), 0);
+	for (i = 0;; i++) {
+		snprintf(name, sizeof(name), "n%d", i);
+		r = e2_mknod(fs, NULL, E2_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st);
+		if (r)
+			break;
+		e2_forget(fs, (uint32_t)st.st_ino, 1);
+	}
+	assert_int_equal(r, -ENOSPC);
+	assert_true(i > 2);
+	assert_int_equal(e2_lookup(fs, E2_ROOT_INO, "n1", &st), 0);
+	f = (uint32_t)st.st_ino;
+	assert_int_equal(e2_unlink(fs, NULL, E2_ROOT_INO, "n1"), 0);
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "new", S_IFREG | 0644, 0, 0, 0, &st),
+			 -ENOSPC);
+	assert_int_equal(e2_getattr(fs, f, &st), 0);
+	assert_int_equal(st.st_nlink, 0);
+	assert_int_equal(e2_forget(fs, f, 1), 0);
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "new", S_IFREG | 0644, 0, 0, 0, &st), 0);
+	assert_int_equal(st.st_ino, f);
+	assert_int_equal(st.st_nlink, 1);
+	e2_forget(fs, f, 1);
+	assert_int_equal(e2_close(fs), 0);
+	free(img);
+}
+
 /* Corrupt journals: refused by a read-write open with a clear message;
  * a read-only open of a clean file system does not read the journal. */
 static void test_journal_corrupt(void **state)
@@ -1349,6 +1494,8 @@ int main(void)
 	    cmocka_unit_test(test_journal_needs_recovery),
 	    cmocka_unit_test(test_journal_default_mode),
 	    cmocka_unit_test(test_journal_orphans),
+	    cmocka_unit_test(test_journal_rm_unopened),
+	    cmocka_unit_test(test_held_number_not_reused),
 	    cmocka_unit_test(test_journal_corrupt),
 	    cmocka_unit_test(test_journal_random),
 	    cmocka_unit_test(test_corrupt_xattr),
