@@ -670,16 +670,16 @@ images_equal_but_wtime() {
 
 journal_replay_check() {
 	local benign=false img=${FSTITCH_IMAGE:?journal_replay_check needs FSTITCH_IMAGE}
-	local dir rc=0 out now copies=${BATS_TEST_TMPDIR:-${TMPDIR:-/tmp}}
+	local dir rc=0 out now
 	[ "${1:-}" = --benign ] && benign=true
 	# Crash checks run this once per state, so the usual case is one
 	# process: e2tool replay-check (both replays on copies, the comparison
 	# as images_equal_but_wtime, then e2fsck -fn), which exits 0 when e2fsck
 	# -fn finds nothing, 2 when it finds something (judged below), and 1,
 	# saying why, when a replay failed or the two differ.  Its copies go to
-	# a tmpfs where there is one (see crash_check), and it removes them.
-	[ -d /dev/shm ] && [ -w /dev/shm ] && copies=/dev/shm
-	TMPDIR=$copies \
+	# a tmpfs where there is one (e2t_tmpdir: /dev/shm before $TMPDIR, as
+	# for the C tests; see crash_check), and it removes them.
+	TMPDIR=${BATS_TEST_TMPDIR:-${TMPDIR:-/tmp}} \
 		"$FSTITCH_TOOLS/e2tool" "$img" replay-check ${JOURNAL_REPLAYED:+"$JOURNAL_REPLAYED"} ||
 		rc=$?
 	case $rc in
@@ -690,7 +690,7 @@ journal_replay_check() {
 	dir=$(mktemp -d "${BATS_TEST_TMPDIR:-${TMPDIR:-/tmp}}/replay.XXXXXX") || return 1
 	out=${JOURNAL_REPLAYED:-$dir/e2fsck.img}
 	[ -n "${JOURNAL_REPLAYED:-}" ] ||
-		TMPDIR=$dir "$FSTITCH_TOOLS/e2tool" "$img" replay-check "$out" || true
+		E2T_TMPDIR=$dir "$FSTITCH_TOOLS/e2tool" "$img" replay-check "$out" || true
 	fsck_run "$out" "$dir/fsck.out"
 	rc=0
 	case $FSCK_CLASS in

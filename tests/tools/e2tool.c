@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "ext2/e2.h"
+#include "../support/scratch.h"
 
 #define EX_USAGE_ 64
 #define CHUNK	  (64 * 1024)
@@ -530,8 +531,8 @@ static int do_cat(struct e2fs *fs, const char *path)
  * result must exit 0.  Exit 0 when it does; 2 when both replays succeeded
  * alike but e2fsck -fn found something (the caller judges that: common.bash
  * fsck_run); 1, saying why, when a replay failed or the two differ.  OUT,
- * if given, keeps e2fsck's replayed image; otherwise the copies go to
- * $TMPDIR and are removed. */
+ * if given, keeps e2fsck's replayed image; otherwise the copies are
+ * scratch files (e2t_tmpfile: $E2T_TMPDIR if set) and are removed. */
 
 #define WTIME_OFF 1072
 #define WTIME_LEN 4
@@ -712,23 +713,6 @@ static int run_capture(char *const argv[], char **out)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-static char *tmp_path(const char *tag)
-{
-	const char *d = getenv("TMPDIR");
-	char *p;
-	int fd;
-
-	if (asprintf(&p, "%s/e2tool-%s-XXXXXX", d && *d ? d : "/tmp", tag) < 0)
-		return NULL;
-	fd = mkstemp(p);
-	if (fd < 0) {
-		free(p);
-		return NULL;
-	}
-	close(fd);
-	return p;
-}
-
 /* 1 if the file system in path has an orphan list, 0 if not, -errno. */
 static int has_orphans(const char *path)
 {
@@ -751,7 +735,7 @@ static int has_orphans(const char *path)
 static int orphans_by_fstitch(const char *replayed)
 {
 	struct e2_opts o = {.consistency_auto = true};
-	char *path = tmp_path("orphans"), *text = NULL;
+	char *path = e2t_tmpfile("orphans"), *text = NULL;
 	struct e2fs *fs;
 	int r, st, ret = 1;
 
@@ -792,7 +776,7 @@ out:
 static int replay_check(const char *image, const char *out)
 {
 	char *text = NULL;
-	char *fpath = tmp_path("fstitch"), *epath = out ? strdup(out) : tmp_path("e2fsck");
+	char *fpath = e2t_tmpfile("fstitch"), *epath = out ? strdup(out) : e2t_tmpfile("e2fsck");
 	struct e2_recovery rec;
 	int ret = 1, r, st;
 

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../support/scratch.h"
+
 /* 1 when built with the address sanitizer (make asan): that run is for
  * memory errors, so the long tests do less there. */
 #ifdef __SANITIZE_ADDRESS__
@@ -37,18 +39,12 @@ long e2t_env_long(const char *env, long def);
 
 /* ---- files and commands ---------------------------------------------- */
 
-/* A directory for scratch files: $E2T_TMPDIR, /dev/shm, $TMPDIR or /tmp. */
-const char *e2t_tmpdir(void);
-/* A new empty scratch file path (malloc'd; the file exists, empty), or NULL.
- * tag goes into the name. */
-char *e2t_tmpfile(const char *tag);
+/* e2t_tmpdir, e2t_tmpfile and e2t_tmpdir_new: ../support/scratch.h */
 /* The test's scratch image: e2t_scratch_file() makes a new temporary path
  * (as e2t_tmpfile) and remembers it; e2t_remove_scratch(), a cmocka teardown,
  * unlinks it even when the test failed part way. */
 char *e2t_scratch_file(const char *tag);
 int e2t_remove_scratch(void **state);
-/* A new scratch directory (malloc'd), or NULL. */
-char *e2t_tmpdir_new(const char *tag);
 /* rm -rf path (best effort). */
 void e2t_rm_rf(const char *path);
 
