@@ -17,7 +17,7 @@
  *                                               close; mode as fstitch-mount's
  *                                               default unless -c is given
  *
- * Exit status: 0 success, 1 failure, 64 usage; replay-check also 2.
+ * Exit status: 0 success, 1 failure, 64 usage; replay-check also 2 and 3.
  */
 #include <argp.h>
 #include <dirent.h>
@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "ext2/e2.h"
+#include "../support/fsckclass.h"
 #include "../support/scratch.h"
 
 #define EX_USAGE_ 64
@@ -527,10 +528,11 @@ static int do_cat(struct e2fs *fs, const char *path)
  * the replays.  Both replays run on copies of IMAGE, which is not changed:
  * fstitch's (e2_recover) and `e2fsck -E journal_only -y` (status 4 or more
  * fails).  The two results must be equal but for the superblock's s_wtime
- * (bytes 1072-1075, which e2fsck stamps), and then `e2fsck -fn` on the
- * result must exit 0.  Exit 0 when it does; 2 when both replays succeeded
- * alike but e2fsck -fn found something (the caller judges that: common.bash
- * fsck_run); 1, saying why, when a replay failed or the two differ.  OUT,
+ * (bytes 1072-1075, which e2fsck stamps), and then the result is judged
+ * as fsck_run judges an image (fsckclass.h): a journal must leave it
+ * clean.  Exit 0 when it is; when both replays succeeded alike but it is
+ * not, 2 for benign (with e2fsck's transcript) and 3 for dangerous (with
+ * why); 1, saying why, when a replay failed or the two differ.  OUT,
  * if given, keeps e2fsck's replayed image; otherwise the copies are
  * scratch files (e2t_tmpfile: $E2T_TMPDIR if set) and are removed. */
 
@@ -713,6 +715,79 @@ static int run_capture(char *const argv[], char **out)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* Judge path as fsck_run does, by the shared rules (fsckclass.h): e2fsck
+ * -fn on it, then the steps fsck_next_step asks for (e2fsck -fp and -fn
+ * on a scratch copy).  FSCK_CLEAN, FSCK_BENIGN or FSCK_DANGEROUS, with
+ * what e2fsck said (the transcript) or why (fsck_why) in *say (malloc'd;
+ * NULL for a clean one); or -1 having said why e2fsck could not judge. */
+static int fsck_class_of(const char *path, char **say)
+{
+	enum fsck_step step = FSCK_CHECK;
+	struct fsck_verdict v;
+	char *copy = NULL, *text = NULL, *out = NULL, err[256] = "";
+	size_t len = 0;
+	int st = 0, ret = -1;
+
+	*say = NULL;
+	for (; step != FSCK_NSTEPS; step = fsck_next_step(step, st)) {
+		char *argv[] = {"e2fsck", step == FSCK_PREEN ? "-fp" : "-fn", NULL, NULL};
+		char hdr[64];
+		size_t hn, on;
+		char *t;
+
+		if (step == FSCK_PREEN) {
+			copy = e2t_tmpfile("preen");
+			if (!copy || copy_file(path, copy)) {
+				fprintf(stderr, "%s: cannot copy '%s' for e2fsck -fp\n", prog,
+					path);
+				goto out;
+			}
+		}
+		argv[2] = (char *)(step == FSCK_CHECK ? path : copy);
+		free(out);
+		out = NULL;
+		st = run_capture(argv, &out);
+		if (st < 0 || st == 126 || st == 127) {
+			fprintf(stderr, "%s: cannot run e2fsck: %d\n", prog, st);
+			goto out;
+		}
+		hn = (size_t)fsck_header(hdr, sizeof(hdr), step, st);
+		on = out ? strlen(out) : 0;
+		t = realloc(text, len + hn + on + 2);
+		if (!t)
+			goto out;
+		text = t;
+		memcpy(text + len, hdr, hn);
+		len += hn;
+		memcpy(text + len, out ? out : "", on);
+		len += on;
+		/* (a last line without its newline would swallow the next header) */
+		if (on && out[on - 1] != '\n')
+			text[len++] = '\n';
+		text[len] = 0;
+	}
+	if (fsck_judge(text ? text : "", len, &v, err, sizeof(err))) {
+		fprintf(stderr, "%s: cannot judge e2fsck's transcript: %s\n", prog, err);
+		goto out;
+	}
+	ret = (int)v.class;
+	if (v.class == FSCK_BENIGN) {
+		*say = text;
+		text = NULL;
+	} else if (v.class == FSCK_DANGEROUS) {
+		*say = fsck_why(&v);
+	}
+	fsck_verdict_free(&v);
+out:
+	if (copy) {
+		unlink(copy);
+		free(copy);
+	}
+	free(out);
+	free(text);
+	return ret;
+}
+
 /* 1 if the file system in path has an orphan list, 0 if not, -errno. */
 static int has_orphans(const char *path)
 {
@@ -754,14 +829,13 @@ static int orphans_by_fstitch(const char *replayed)
 		printf("fstitch's close after the orphans failed: %s\n", strerror(-r));
 		goto out;
 	}
-	{
-		char *argv[] = {"e2fsck", "-fn", path, NULL};
-
-		st = run_capture(argv, &text);
-	}
-	if (st != 0) {
-		printf("e2fsck -fn after fstitch's orphan processing does not find it clean:\n%s",
-		       text ? text : "");
+	st = fsck_class_of(path, &text);
+	if (st < 0)
+		goto out;
+	if (st != FSCK_CLEAN) {
+		printf("e2fsck -fn after fstitch's orphan processing does not find it clean "
+		       "(%s):\n%s",
+		       fsck_class_name((enum fsck_class)st), text ? text : "");
 		goto out;
 	}
 	ret = 0;
@@ -860,16 +934,15 @@ static int replay_check(const char *image, const char *out)
 	}
 	free(text);
 	text = NULL;
-	{
-		char *argv[] = {"e2fsck", "-fn", epath, NULL};
-
-		st = run_capture(argv, &text);
-	}
-	if (st < 0 || st >= 126) {
-		fprintf(stderr, "%s: cannot run e2fsck: %d\n", prog, st);
+	/* A journal must leave nothing at all: only a clean verdict passes. */
+	st = fsck_class_of(epath, &text);
+	if (st < 0)
 		goto out;
-	}
-	ret = st == 0 ? 0 : 2;
+	if (st == FSCK_BENIGN)
+		printf("e2fsck -fn after the replay does not find it clean:\n%s", text);
+	else if (st == FSCK_DANGEROUS)
+		printf("e2fsck -fn after the replay: dangerous because of:\n%s", text ? text : "");
+	ret = st == FSCK_CLEAN ? 0 : st == FSCK_BENIGN ? 2 : 3;
 out:
 	if (fpath)
 		unlink(fpath);
