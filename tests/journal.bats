@@ -105,12 +105,6 @@ kernel_dirty() {
 	umount "$km"
 }
 
-need_kernel_ext3() {
-	[ "$(id -u)" -eq 0 ] || skip "needs root (kernel loop mount)"
-	grep -qw ext3 /proc/filesystems || modprobe ext4 2>/dev/null || true
-	grep -qw ext3 /proc/filesystems || skip "the kernel has no ext3 support"
-}
-
 # journal_seq IMAGE: the journal's next transaction number, as dumpe2fs
 # prints it.
 journal_seq() {
