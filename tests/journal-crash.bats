@@ -174,11 +174,11 @@ overwrite_ok() {
 }
 
 # One write of 1.5 MiB, more than the log, over a file of as many A's
-# (bigimage writes it, unrecorded): under journal-data it is cut into
-# transactions, so a crash leaves the file's first pieces B and the rest
-# A (fstitch(7)), never an A after a B.
+# (image_bigwrite writes it, unrecorded): under journal-data it is cut
+# into transactions, so a crash leaves the file's first pieces B and the
+# rest A (fstitch(7)), never an A after a B.
 BIG=$((1536 * 1024))
-bigimage() {
+image_bigwrite() {
 	jimage "$1"
 	fstitch_mount_start "$1" "$MNT"
 	head -c $BIG /dev/zero | tr '\0' A >"$MNT/h"
@@ -284,107 +284,98 @@ run_check() {
 	"$@"
 }
 
-@test "journal: every crash state of the tree workload replays to a clean file system" {
-	jimage "$IMG"
-	jrecord work_tree -o consistency=journal
-	run_check assert_crash_pass journal "$SCRATCH/rec" --fsck none --no-mount -- \
+# jcheck pass|fail LABEL WORK MODE [csum=V] [debug=FLAG]: the shape of
+# the tests below.  A new image in $IMG (image_WORK if there is such a
+# function, else jimage), given journal checksums of version V (jcsum);
+# work_WORK recorded on it under consistency=MODE (jrecord), with
+# FSTITCH_JOURNAL_DEBUG=FLAG for the recording only; then every crash
+# state checked by journal_state_ok, which runs WORK_ok in each state's
+# files if there is such a function.  pass: every state must pass; fail:
+# some state must fail (assert_crash_pass or assert_crash_fail, which
+# print the counts of states and failed states under LABEL).
+jcheck() {
+	local expect=$1 label=$2 work=$3 mode=$4 arg csum= debug=
+	shift 4
+	case $expect in
+	pass | fail) ;;
+	*) fail "jcheck: expect 'pass' or 'fail', not '$expect'" ;;
+	esac
+	for arg; do
+		case $arg in
+		csum=*) csum=${arg#csum=} ;;
+		debug=*) debug=${arg#debug=} ;;
+		*) fail "jcheck: unknown argument '$arg'" ;;
+		esac
+	done
+	if declare -F "image_$work" >/dev/null; then
+		"image_$work" "$IMG"
+	else
+		jimage "$IMG"
+	fi
+	[ -z "$csum" ] || jcsum "$IMG" "$csum"
+	[ -z "$debug" ] || export FSTITCH_JOURNAL_DEBUG=$debug
+	jrecord "work_$work" -o consistency="$mode"
+	unset FSTITCH_JOURNAL_DEBUG
+	if declare -F "${work}_ok" >/dev/null; then
+		export -f "${work}_ok"
+		export JSTATE_DATA=${work}_ok
+	fi
+	run_check "assert_crash_$expect" "$label" "$SCRATCH/rec" --fsck none --no-mount -- \
 		bash -c journal_state_ok
+}
+
+@test "journal: every crash state of the tree workload replays to a clean file system" {
+	jcheck pass journal tree journal
 	crash_final_image "$SCRATCH/rec" "$SCRATCH/final.img"
 	run e2fsck -fn "$SCRATCH/final.img"
 	assert_success
 }
 
 @test "journal-data: every crash state of the tree workload replays to a clean file system" {
-	jimage "$IMG"
-	jrecord work_tree -o consistency=journal-data
-	run_check assert_crash_pass journal-data "$SCRATCH/rec" --fsck none --no-mount -- \
-		bash -c journal_state_ok
+	jcheck pass journal-data tree journal-data
 }
 
 @test "journal: every crash state of an fsync-heavy workload replays to a clean file system" {
-	jimage "$IMG"
-	jrecord work_fsync -o consistency=journal
-	run_check assert_crash_pass journal-fsync "$SCRATCH/rec" --fsck none --no-mount -- \
-		bash -c journal_state_ok
+	jcheck pass journal-fsync fsync journal
 }
 
 @test "the same checks catch consistency=none" {
-	jimage "$IMG"
-	jrecord work_tree -o consistency=none
-	run_check assert_crash_fail none "$SCRATCH/rec" --fsck none --no-mount -- \
-		bash -c journal_state_ok
+	jcheck fail none tree none
 }
 
 @test "the same checks catch a commit block that does not wait for its copies" {
-	jimage "$IMG"
-	export FSTITCH_JOURNAL_DEBUG=nocopies
-	jrecord work_tree -o consistency=journal
-	unset FSTITCH_JOURNAL_DEBUG
-	run_check assert_crash_fail nocopies "$SCRATCH/rec" --fsck none --no-mount -- \
-		bash -c journal_state_ok
+	jcheck fail nocopies tree journal debug=nocopies
 }
 
 @test "the same checks catch a checkpoint that goes before its commit" {
-	jimage "$IMG"
-	export FSTITCH_JOURNAL_DEBUG=earlycheckpoint
-	jrecord work_tree -o consistency=journal
-	unset FSTITCH_JOURNAL_DEBUG
-	run_check assert_crash_fail earlycheckpoint "$SCRATCH/rec" --fsck none --no-mount -- \
-		bash -c journal_state_ok
+	jcheck fail earlycheckpoint tree journal debug=earlycheckpoint
 }
 
 @test "journal checksums v3: every crash state of the fsync workload replays alike and clean" {
-	jimage "$IMG"
-	jcsum "$IMG" 3
-	jrecord work_fsync -o consistency=journal
-	run_check assert_crash_pass journal-csum3 "$SCRATCH/rec" --fsck none --no-mount -- \
-		bash -c journal_state_ok
+	jcheck pass journal-csum3 fsync journal csum=3
 }
 
 @test "journal checksums v2 under journal-data: every crash state replays alike and clean" {
-	jimage "$IMG"
-	jcsum "$IMG" 2
-	jrecord work_tree -o consistency=journal-data
-	run_check assert_crash_pass journal-data-csum2 "$SCRATCH/rec" --fsck none --no-mount -- \
-		bash -c journal_state_ok
+	jcheck pass journal-data-csum2 tree journal-data csum=2
 }
 
 @test "journal checksum v1 (compat): every crash state replays alike and clean" {
-	jimage "$IMG"
-	jcsum "$IMG" 1
-	jrecord work_tree -o consistency=journal
-	run_check assert_crash_pass journal-csum1 "$SCRATCH/rec" --fsck none --no-mount -- \
-		bash -c journal_state_ok
+	jcheck pass journal-csum1 tree journal csum=1
 }
 
 # Negative controls: one wrong checksum per transaction (the first tag of
 # each descriptor in v3, the transaction's crc32 in v1).  fstitch refuses
 # such a log; e2fsck stops or skips there and flags the file system.
 @test "the same checks catch a wrong tag checksum (v3)" {
-	jimage "$IMG"
-	jcsum "$IMG" 3
-	export FSTITCH_JOURNAL_DEBUG=badcsum
-	jrecord work_fsync -o consistency=journal
-	unset FSTITCH_JOURNAL_DEBUG
-	run_check assert_crash_fail badcsum3 "$SCRATCH/rec" --fsck none --no-mount -- \
-		bash -c journal_state_ok
+	jcheck fail badcsum3 fsync journal csum=3 debug=badcsum
 }
 
 @test "the same checks catch a wrong transaction checksum (v1)" {
-	jimage "$IMG"
-	jcsum "$IMG" 1
-	export FSTITCH_JOURNAL_DEBUG=badcsum
-	jrecord work_tree -o consistency=journal
-	unset FSTITCH_JOURNAL_DEBUG
-	run_check assert_crash_fail badcsum1 "$SCRATCH/rec" --fsck none --no-mount -- \
-		bash -c journal_state_ok
+	jcheck fail badcsum1 tree journal csum=1 debug=badcsum
 }
 
 @test "journal: a file removed while open is on the orphan list in every crash state" {
-	jimage "$IMG"
-	jrecord work_orphan -o consistency=journal
-	run_check assert_crash_pass journal-orphan "$SCRATCH/rec" --fsck none --no-mount -- \
-		bash -c journal_state_ok
+	jcheck pass journal-orphan orphan journal
 	# the check met the list: some state replays to one
 	orphan_states "$SCRATCH/rec"
 	[ "$ORPHAN_STATES" -gt 0 ]
@@ -396,78 +387,39 @@ run_check() {
 }
 
 @test "without the orphan list (FSTITCH_JOURNAL_DEBUG=noorphans) a file removed while open is caught" {
-	jimage "$IMG"
-	export FSTITCH_JOURNAL_DEBUG=noorphans
-	jrecord work_orphan -o consistency=journal
-	unset FSTITCH_JOURNAL_DEBUG
-	run_check assert_crash_fail noorphans "$SCRATCH/rec" --fsck none --no-mount -- \
-		bash -c journal_state_ok
+	jcheck fail noorphans orphan journal debug=noorphans
 }
 
 @test "a file removed while open under consistency=none is caught" {
-	jimage "$IMG"
-	jrecord work_orphan -o consistency=none
-	run_check assert_crash_fail none-orphan "$SCRATCH/rec" --fsck none --no-mount -- \
-		bash -c journal_state_ok
+	jcheck fail none-orphan orphan none
 }
 
 @test "journal: directories moved to other parents are whole in every crash state" {
-	jimage "$IMG"
-	jrecord work_dirmove -o consistency=journal
-	run_check assert_crash_pass journal-dirmove "$SCRATCH/rec" --fsck none --no-mount -- \
-		bash -c journal_state_ok
+	jcheck pass journal-dirmove dirmove journal
 }
 
 @test "the directory moves under consistency=none are caught" {
-	jimage "$IMG"
-	jrecord work_dirmove -o consistency=none
-	run_check assert_crash_fail none-dirmove "$SCRATCH/rec" --fsck none --no-mount -- \
-		bash -c journal_state_ok
+	jcheck fail none-dirmove dirmove none
 }
 
 @test "journal: a patchgroup chain keeps its order in every crash state" {
-	jimage "$IMG"
-	jrecord work_chain -o consistency=journal
-	export -f chain_ok
-	export JSTATE_DATA=chain_ok
-	run_check assert_crash_pass journal-chain "$SCRATCH/rec" --fsck none --no-mount -- \
-		bash -c journal_state_ok
+	jcheck pass journal-chain chain journal
 }
 
 @test "journal-data: an overwrite in place is all old or all new in every crash state" {
-	jimage "$IMG"
-	jrecord work_overwrite -o consistency=journal-data
-	export -f overwrite_ok
-	export JSTATE_DATA=overwrite_ok
-	run_check assert_crash_pass journal-data-overwrite "$SCRATCH/rec" --fsck none \
-		--no-mount -- bash -c journal_state_ok
+	jcheck pass journal-data-overwrite overwrite journal-data
 }
 
 @test "journal-data: a write larger than the log is new pieces then old in every crash state" {
-	bigimage "$IMG"
-	jrecord work_bigwrite -o consistency=journal-data
-	export -f bigwrite_ok
-	export JSTATE_DATA=bigwrite_ok
-	run_check assert_crash_pass journal-data-bigwrite "$SCRATCH/rec" --fsck none \
-		--no-mount -- bash -c journal_state_ok
+	jcheck pass journal-data-bigwrite bigwrite journal-data
 }
 
 @test "journal (data ordered, not journaled) is caught mixing the big write" {
-	bigimage "$IMG"
-	jrecord work_bigwrite -o consistency=journal
-	export -f bigwrite_ok
-	export JSTATE_DATA=bigwrite_ok
-	run_check assert_crash_fail journal-bigwrite "$SCRATCH/rec" --fsck none --no-mount -- \
-		bash -c journal_state_ok
+	jcheck fail journal-bigwrite bigwrite journal
 }
 
 @test "journal (data ordered, not journaled) is caught mixing an overwrite" {
-	jimage "$IMG"
-	jrecord work_overwrite -o consistency=journal
-	export -f overwrite_ok
-	export JSTATE_DATA=overwrite_ok
-	run_check assert_crash_fail journal-overwrite "$SCRATCH/rec" --fsck none --no-mount -- \
-		bash -c journal_state_ok
+	jcheck fail journal-overwrite overwrite journal
 }
 
 # kernel_states: five states of $SCRATCH/rec, from first to last, each
