@@ -504,7 +504,8 @@ work_reuse() {
 	sync "$m/r"
 	free=$(stat -f -c %f "$m")
 	rm "$m/r"
-	# the blocks are freed when the kernel forgets the inode
+	# the blocks are freed with the removal (no one has r open): wait
+	# all the same, as the kernel may still hold r's release
 	for ((n = 0; n < 400; n++)); do
 		[ "$(stat -f -c %f "$m")" -ge $((free + REUSE)) ] && break
 		sleep 0.05

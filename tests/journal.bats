@@ -467,7 +467,8 @@ kill_with_open_orphan() {
 }
 
 # wait_free_blocks DIR N: until the file system at DIR has at least N free
-# blocks (a removed file's blocks are freed when the kernel forgets it).
+# blocks (a removed file's blocks are freed with its removal, or at its
+# last release if it is open).
 wait_free_blocks() {
 	local n
 	for ((n = 0; n < 400; n++)); do
