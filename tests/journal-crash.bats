@@ -485,12 +485,12 @@ kernel_states() {
 }
 
 # A full disk, and a file's blocks taken by the next file as soon as its
-# removal commits (REUSE blocks of 1 KiB): fullimage leaves about 300
+# removal commits (REUSE blocks of 1 KiB): image_reuse leaves about 300
 # blocks free, unrecorded; work_reuse writes r (A's) and syncs it, removes
 # it, and writes s (B's) without a sync between, so that s can only have
 # room once r's removal commits, and a crash must never leave r with B's.
-REUSE=200
-fullimage() {
+export REUSE=200
+image_reuse() {
 	jimage "$1"
 	fstitch_mount_start "$1" "$MNT"
 	dd if=/dev/zero of="$MNT/pad" bs=64k status=none 2>/dev/null || true
@@ -528,31 +528,14 @@ reuse_ok() {
 }
 
 @test "journal: blocks freed by a commit are reused by the next file in every crash state" {
-	fullimage "$IMG"
-	jrecord work_reuse -o consistency=journal
-	export -f reuse_ok
-	export JSTATE_DATA=reuse_ok REUSE
-	run_check assert_crash_pass journal-reuse "$SCRATCH/rec" --fsck none --no-mount -- \
-		bash -c journal_state_ok
+	jcheck pass journal-reuse reuse journal
 }
 
 @test "the reuse is caught when it does not wait for the commit (reuseearly)" {
-	fullimage "$IMG"
-	export FSTITCH_JOURNAL_DEBUG=reuseearly
-	jrecord work_reuse -o consistency=journal
-	unset FSTITCH_JOURNAL_DEBUG
-	export -f reuse_ok
-	export JSTATE_DATA=reuse_ok REUSE
-	run_check assert_crash_fail reuseearly "$SCRATCH/rec" --fsck none --no-mount -- \
-		bash -c journal_state_ok
+	jcheck fail reuseearly reuse journal debug=reuseearly
 	assert_output --partial "r is not its own A's"
 }
 
 @test "the reuse is caught under consistency=none" {
-	fullimage "$IMG"
-	jrecord work_reuse -o consistency=none
-	export -f reuse_ok
-	export JSTATE_DATA=reuse_ok REUSE
-	run_check assert_crash_fail none-reuse "$SCRATCH/rec" --fsck none --no-mount -- \
-		bash -c journal_state_ok
+	jcheck fail none-reuse reuse none
 }
