@@ -330,11 +330,15 @@ crash_count() {
 }
 
 # The check run in every state of the replace, as the crash left it: f is
-# the complete old or the complete new file.
+# the complete old or the complete new file.  The copy of f goes beside the
+# state and is removed, so that fstitch-crash can remove its directory.
 f_old_or_new() {
-	rm -f "$FSTITCH_IMAGE.f"
-	debugfs -R "dump /f $FSTITCH_IMAGE.f" "$FSTITCH_IMAGE" >/dev/null 2>&1
-	cmp -s "$FSTITCH_IMAGE.f" "$SCRATCH/old" || cmp -s "$FSTITCH_IMAGE.f" "$SCRATCH/new"
+	local f=$FSTITCH_IMAGE.f rc=1
+	rm -f "$f"
+	debugfs -R "dump /f $f" "$FSTITCH_IMAGE" >/dev/null 2>&1
+	{ cmp -s "$f" "$SCRATCH/old" || cmp -s "$f" "$SCRATCH/new"; } && rc=0
+	rm -f "$f"
+	return $rc
 }
 
 # atomic_replace_run [fstitch-mount options]: old f made durable first, then
