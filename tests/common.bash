@@ -496,14 +496,11 @@ crash_check() {
 		opts+=("$1")
 		shift
 	done
-	# Its copy of each state (and e2fsck's repair of it) on a tmpfs where
-	# there is one, as for the C tests (e2t_tmpdir): e2fsck fsyncs the
-	# image it opens, so on a disk every state would be written out and
-	# waited for.  Not with a mount, which crash_leftover_unmount looks
-	# for below $SCRATCH only.
-	case " ${opts[*]} " in
-	*" --no-mount "*) [ -d /dev/shm ] && [ -w /dev/shm ] && tmp=/dev/shm ;;
-	esac
+	# Its copy of each state (and e2fsck's repair of it, and the mount
+	# point) on a tmpfs where there is one, as for the C tests
+	# (e2t_tmpdir): e2fsck fsyncs the image it opens, so on a disk every
+	# state would be written out and waited for.
+	[ -d /dev/shm ] && [ -w /dev/shm ] && tmp=/dev/shm
 	TMPDIR=$tmp "$crash" check --jobs 2 "${opts[@]}" "$rec" "$@" 3>&-
 }
 
