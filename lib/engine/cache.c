@@ -579,3 +579,14 @@ void cache_get_stats(struct cache *c, struct cache_stats *st)
 	st->dirty_waits = c->st_dirty_waits;
 	cache_unlock(c, taken);
 }
+
+uint64_t cache_commits(struct cache *c)
+{
+	bool taken;
+	uint64_t n;
+
+	cache_lock(c, &taken);
+	n = c->st.barriers;
+	cache_unlock(c, taken);
+	return n;
+}

@@ -245,5 +245,8 @@ struct cache_stats {
 	uint64_t patches_discarded; /* block patches they turned into empty ones */
 };
 void cache_get_stats(struct cache *c, struct cache_stats *st);
+/* The rounds that have committed so far (stats.barriers): while it stays
+ * the same, no patch has reached disk. */
+uint64_t cache_commits(struct cache *c);
 
 #endif
