@@ -159,9 +159,13 @@ int patch_create_empty_blocks(struct cache *c, const uint64_t *blknos, size_t n,
  * byte or bit change of block blkno made after cache_set_txn(), whether
  * the change joins the running transaction: it returns the transaction's
  * held empty patch, which the change then depends on, or NULL.  pinned
- * says whether the change already waits for a held patch.  outside() is
- * told which patch carries a change that did not join.  Both run under
- * the cache lock and may call only patch_retain().  NULL: none. */
+ * says whether the change already waits for a held patch.  A change that
+ * joins keeps only its waits on its own block and on the returned hold:
+ * the transaction promises that when its hold goes, whatever the change
+ * waited for on other blocks is durable or will be replayed from its log
+ * until the change itself is durable (patch.c, txn_keep_own()).
+ * outside() is told which patch carries a change that did not join.  Both
+ * run under the cache lock and may call only patch_retain().  NULL: none. */
 struct cache_txn_stats {
 	uint64_t running_tid;	  /* the running transaction's number */
 	uint64_t running_blocks;  /* blocks it has */

@@ -586,6 +586,31 @@ fail:
 	return err;
 }
 
+/* A change that joins the running transaction keeps only its waits on its
+ * own block (the order of its bytes against theirs, for rollback) and on
+ * the transaction's hold h.  Its other waits are the transaction's to
+ * keep: h goes only once the commit is durable, and by then everything
+ * the change waited for elsewhere is durable or in the log, replayed until
+ * its own home write is durable (cache.h, struct cache_txn).  A held
+ * patchgroup head is no exception: the log copy does not wait for it
+ * either, and the group can gain no more befores once it has a change.
+ * So once committed, the transaction's changes go home in one round, in
+ * any order. */
+static void txn_keep_own(struct depset *ds, const struct cblock *b, const struct patch *h)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < ds->n; i++) {
+		struct patch *d = ds->v[i];
+
+		if (d->block == b || d == h)
+			ds->v[n++] = d;
+		else
+			d->flags &= ~PF_INSET;
+	}
+	ds->n = n;
+}
+
 /* [soff, soff+slen) contains the change: what overlaps it is ordered
  * before the change (for a plain change, the change's own range). */
 static int make_change(struct cache *c, struct cblock *b, enum patch_type type, uint32_t off,
@@ -671,6 +696,7 @@ static int make_change(struct cache *c, struct cblock *b, enum patch_type type, 
 			if (err)
 				goto out;
 			pinned = true;
+			txn_keep_own(&ds, b, h);
 		}
 	}
 collected:

@@ -19,7 +19,9 @@
  *    the ordered data, on the previous commit and on the journal
  *    superblock's latest update.  H is let go once the commit block is
  *    durable, so the transaction's changes reach their homes only after it
- *    (the checkpoint);
+ *    (the checkpoint), all in one round: a change that joins keeps no
+ *    dependency on other blocks but H (the engine drops them: the log
+ *    replays what they stood for until T is durable);
  *  - T, an empty patch over every change pending on the transaction's
  *    blocks at commit, is durable once the checkpoint is; the journal
  *    superblock's s_start moves past a transaction (at a later commit)

@@ -1294,6 +1294,99 @@ static void test_txn_hook_unhold_after(void **state)
 	env_close(&e);
 }
 
+/* Once a transaction's hold goes, its changes go home in one round: a
+ * change that joins keeps its waits on its own block and on the hold only
+ * (the commit stands for the others).  Block 5's change waits for block
+ * 7's, directly and through an empty patch, and for a held empty patch (a
+ * patchgroup's head while its first change is made); both join, so one
+ * round after the hold writes both.  A change of the next transaction on
+ * block 5 (a second hold) is rolled back from that write.  Without a
+ * transaction the same graph takes two rounds and the head's release. */
+static struct patch *txn_join_all(struct cache_txn *t, uint64_t blkno, bool pinned)
+{
+	struct txn_env *x = (struct txn_env *)t;
+
+	(void)blkno;
+	(void)pinned;
+	x->joins++;
+	return x->hold;
+}
+
+static void txn_cross_block(bool txn)
+{
+	struct txn_env x = {.ops = {.join = txn_join_all, .outside = txn_outside}};
+	struct patch *p7, *set, *p5, *h1, *head, *next = NULL, *deps[3];
+	struct cblock *b5, *b7;
+	struct env e;
+	size_t nw = 0;
+
+	env_open(&e, NULL);
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &h1), 0);
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &head), 0);
+	x.hold = h1;
+	if (txn)
+		cache_set_txn(e.c, &x.ops);
+	b5 = get(&e, 5);
+	b7 = get(&e, 7);
+	p7 = put_byte(&e, b7, 0, 7, 8, NULL, 0);
+	assert_int_equal(patch_create_empty(e.c, &p7, 1, &set), 0);
+	deps[0] = p7;
+	deps[1] = set;
+	deps[2] = head;
+	p5 = put_byte(&e, b5, 0, 5, 8, deps, 3);
+	if (txn) {
+		/* the next transaction changes block 5 too */
+		assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &x.hold), 0);
+		next = put_byte(&e, b5, 100, 6, 8, NULL, 0);
+		assert_int_equal(x.joins, 3);
+	}
+	assert_int_equal(cache_flush_round(e.c, &nw), 0);
+	if (txn) {
+		assert_int_equal(nw, 0); /* nothing goes before the hold */
+		patch_unhold(e.c, h1);
+		assert_int_equal(cache_flush_round(e.c, &nw), 0);
+		assert_int_equal(nw, 2);
+		assert_true(patch_committed(p7));
+		assert_true(patch_committed(p5));
+		assert_false(patch_committed(next));
+		assert_int_equal(mem_block(&e, 5)[0], 5);
+		assert_int_equal(mem_block(&e, 5)[100], 0); /* rolled back */
+		patch_unhold(e.c, x.hold);
+		assert_int_equal(cache_sync(e.c), 0);
+		assert_int_equal(mem_block(&e, 5)[100], 6);
+		cache_set_txn(e.c, NULL);
+		patch_release(e.c, x.hold);
+		patch_release(e.c, next);
+	} else {
+		/* block 7 first, block 5 in a second round */
+		assert_int_equal(nw, 1);
+		assert_true(patch_committed(p7));
+		assert_false(patch_committed(p5));
+		assert_int_equal(cache_flush_round(e.c, &nw), 0);
+		assert_false(patch_committed(p5));
+		patch_unhold(e.c, head);
+		assert_int_equal(cache_flush_round(e.c, &nw), 0);
+		assert_true(patch_committed(p5));
+		patch_unhold(e.c, h1);
+	}
+	patch_unhold(e.c, head);
+	patch_release(e.c, head);
+	patch_release(e.c, h1);
+	patch_release(e.c, p7);
+	patch_release(e.c, set);
+	patch_release(e.c, p5);
+	cache_put(e.c, b5);
+	cache_put(e.c, b7);
+	env_close(&e);
+}
+
+static void test_txn_one_round_home(void **state)
+{
+	(void)state;
+	txn_cross_block(true);
+	txn_cross_block(false);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1322,6 +1415,7 @@ int main(void)
 		cmocka_unit_test(test_changes_during_round),
 		cmocka_unit_test(test_span_ordering),
 		cmocka_unit_test(test_txn_hook_unhold_after),
+		cmocka_unit_test(test_txn_one_round_home),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
