@@ -321,6 +321,25 @@ static int jblock_write(struct e2_jw *jw, uint32_t pos, const uint8_t *data, str
 	return r;
 }
 
+/* A block of the transaction's log (descriptor or copy) at *pos, after
+ * deps: the commit waits for it (cdeps) and *pos moves past it. */
+static int jlog_put(struct e2_jw *jw, uint32_t *pos, const uint8_t *data, struct patch **deps,
+		    size_t nd, struct e2_deps *cdeps)
+{
+	struct patch *p = NULL;
+	int r;
+
+	r = jblock_write(jw, *pos, data, deps, nd, &p);
+	if (!r)
+		r = e2_deps_add(cdeps, p); /* (takes p's reference) */
+	if (r) {
+		patch_release(jw->fs->c, p);
+		return r;
+	}
+	*pos = advance(jw, *pos, 1);
+	return 0;
+}
+
 static void hdr(uint8_t *b, uint32_t type, uint32_t tid)
 {
 	st_be32(b, JBD2_MAGIC);
@@ -451,7 +470,7 @@ static int commit_locked(struct e2_jw *jw)
 		goto out;
 	pos = jw->head;
 	for (i = 0; i < jw->nrun; i += per) {
-		uint32_t dpos = pos, off = 12;
+		uint32_t off = 12;
 		size_t end = i + per < jw->nrun ? i + per : jw->nrun;
 
 		/* The descriptor first (version 1 sums it before its copies),
@@ -482,26 +501,18 @@ static int commit_locked(struct e2_jw *jw)
 			st_be32(desc + bs - 4, jbd2_crc32c(jw->seed, desc, bs));
 		if (jw->csum1)
 			crc1 = jbd2_crc32_be(crc1, desc, bs);
-		r = jblock_write(jw, dpos, desc, base, nbase, &p);
-		if (!r)
-			r = e2_deps_add(&cdeps, p);
+		r = jlog_put(jw, &pos, desc, base, nbase, &cdeps);
 		if (r)
 			goto out;
-		p = NULL;
-		pos = advance(jw, pos, 1);
 		for (k = i; k < end; k++) {
 			r = read_copy(jw, jw->run[k], copy, &esc);
 			if (r)
 				goto out;
 			if (jw->csum1)
 				crc1 = jbd2_crc32_be(crc1, copy, bs);
-			r = jblock_write(jw, pos, copy, base, nbase, &p);
-			if (!r)
-				r = e2_deps_add(&cdeps, p);
+			r = jlog_put(jw, &pos, copy, base, nbase, &cdeps);
 			if (r)
 				goto out;
-			p = NULL;
-			pos = advance(jw, pos, 1);
 		}
 	}
 	/* The commit block. */
