@@ -6,7 +6,8 @@
 # consistency=none, with the commit block not waiting for its copies, and
 # (for a file removed while open) without the orphan list, must fail, and
 # so must a checkpoint written before its commit block and a wrong journal
-# checksum.
+# checksum.  And every write home of a committed transaction's block is
+# that block as the transaction logged it (home_writes_ok).
 
 load common
 
@@ -262,6 +263,121 @@ work_dirmove() {
 	[ -e "$m/dst/e1/d1" ] && [ -e "$m/src/d4/sub/d2" ]
 }
 
+# home_writes_ok LOG: in the recorder log LOG of a journal mode, every
+# write of a block outside the journal, made while the durable log still
+# holds a copy of that block, is that copy, from the latest transaction
+# whose commit block was durable when the write's round began; and no block
+# goes home before the commit of the transaction that logs it (a write of
+# a block with no durable copy that a later descriptor names must not be
+# that transaction's copy).  So a committed transaction goes home whole and
+# never with a change of a later one (design.md §3, "Checkpoint").  Prints
+# each write that is not, and fails if there is one.
+home_writes_ok() {
+	python3 - "$1" <<'PY'
+import hashlib, re, struct, subprocess, sys, tempfile
+
+MAGIC = 0xC03B3998
+f = open(sys.argv[1], "rb")
+if f.read(8) != b"FSTREC1\n":
+    sys.exit("home_writes_ok: not a recorder log")
+bs, nblocks = struct.unpack("<IQ", f.read(12))
+disk = bytearray(f.read(bs * nblocks))
+with tempfile.NamedTemporaryFile() as img:
+    img.write(disk)
+    img.flush()
+    text = subprocess.run(["debugfs", "-R", "stat <8>", img.name],
+                          capture_output=True, text=True).stdout
+jmap = []  # journal block -> device block
+for m in re.finditer(r"\((\d+)(?:-(\d+))?\):(\d+)", text[text.index("BLOCKS"):]):
+    first, last, dev = int(m[1]), int(m[2] or m[1]), int(m[3])
+    jmap += range(dev, dev + last - first + 1)
+injournal = set(jmap)
+
+def blk(n):
+    return bytes(disk[n * bs:(n + 1) * bs])
+
+def head(d):
+    return struct.unpack(">III", d[:12])
+
+def copies(tid):
+    """home block -> copy, read from transaction tid's log blocks on disk"""
+    out = {}
+    for i in range(1, len(jmap)):
+        d = blk(jmap[i])
+        if head(d) != (MAGIC, 1, tid):
+            continue
+        off, j = 12, i
+        while off + 8 <= bs:
+            home = struct.unpack(">I", d[off:off + 4])[0]
+            flags = struct.unpack(">H", d[off + 6:off + 8])[0]
+            j = j + 1 if j + 1 < len(jmap) else 1
+            c = bytearray(blk(jmap[j]))
+            if flags & 1:
+                c[:4] = struct.pack(">I", MAGIC)
+            out[home] = bytes(c)
+            off += 8 if flags & 2 else 24
+            if flags & 8:
+                break
+    return out
+
+def first_live():
+    seq, start = struct.unpack(">II", blk(jmap[0])[0x18:0x20])
+    return seq if start else None
+
+def logblocks(writes, kind):
+    for n, d in writes:
+        if n in injournal and n != jmap[0] and head(d)[:2] == (MAGIC, kind):
+            yield head(d)[2]
+
+durable = {}  # home block -> [(tid, copy)] of durable commits, in order
+committed = set()  # tids whose commit block is durable
+described = {}  # home block -> latest tid whose descriptor names it
+unlogged = {}  # home block -> [(round, digest)] of writes with no copy yet
+bad = nrounds = 0
+more = True
+while more:
+    writes = []
+    while (kind := f.read(1)) == b"\0":
+        n = struct.unpack("<Q", f.read(8))[0]
+        writes.append((n, f.read(bs)))
+    more = kind != b""
+    nrounds += 1
+    live = first_live()  # (as the round begins)
+    # the round's log blocks first: a copy in flight is not yet committed
+    for n, d in writes:
+        if n in injournal:
+            disk[n * bs:(n + 1) * bs] = d
+    for tid in logblocks(writes, 1):
+        for home, c in copies(tid).items():
+            described[home] = tid
+            # a block written home before its transaction was even logged
+            for r, h in unlogged.pop(home, []):
+                if h == hashlib.sha1(c).digest():
+                    print("round %d: block %d goes home before transaction %d commits" % (r, home, tid))
+                    bad += 1
+    for n, d in writes:
+        if n in injournal:
+            continue
+        have = [tc for tc in durable.get(n, []) if live is not None and tc[0] >= live]
+        if have and d != have[-1][1]:
+            print("round %d: block %d is not its copy of transaction %d" % (nrounds, n, have[-1][0]))
+            bad += 1
+        elif not have and described.get(n) not in committed | {None}:
+            print("round %d: block %d goes home before transaction %d commits" % (nrounds, n, described[n]))
+            bad += 1
+        elif not have:
+            unlogged.setdefault(n, []).append((nrounds, hashlib.sha1(d).digest()))
+    for n, d in writes:
+        disk[n * bs:(n + 1) * bs] = d
+    for tid in logblocks(writes, 2):
+        committed.add(tid)
+        for home, c in copies(tid).items():
+            durable.setdefault(home, []).append((tid, c))
+print("%d rounds, %d wrong home writes" % (nrounds, bad))
+sys.exit(1 if bad else 0)
+PY
+}
+
 # orphan_states REC: ORPHAN_STATES := how many crash states of REC have
 # an orphan list once fstitch has replayed them.
 orphan_states() {
@@ -349,6 +465,36 @@ jcheck() {
 
 @test "the same checks catch a checkpoint that goes before its commit" {
 	jcheck fail earlycheckpoint tree journal debug=earlycheckpoint
+}
+
+@test "journal: a committed transaction goes home whole, in one round" {
+	jimage "$IMG"
+	cp "$IMG" "$SCRATCH/start.img"
+	jrecord work_chain -o consistency=journal
+	run home_writes_ok "$SCRATCH/rec/log"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	cp "$SCRATCH/start.img" "$IMG"
+	jrecord work_dirmove -o consistency=journal
+	run home_writes_ok "$SCRATCH/rec/log"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	cp "$SCRATCH/start.img" "$IMG"
+	jrecord work_tree -o consistency=journal-data
+	run home_writes_ok "$SCRATCH/rec/log"
+	echo "$output"
+	[ "$status" -eq 0 ]
+}
+
+@test "the home-write check catches a checkpoint that goes before its commit" {
+	jimage "$IMG"
+	export FSTITCH_JOURNAL_DEBUG=earlycheckpoint
+	jrecord work_chain -o consistency=journal
+	unset FSTITCH_JOURNAL_DEBUG
+	run home_writes_ok "$SCRATCH/rec/log"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"goes home before transaction"* ]]
 }
 
 @test "journal checksums v3: every crash state of the fsync workload replays alike and clean" {
