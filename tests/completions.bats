@@ -196,8 +196,8 @@ tab() {
 	run -0 tab 'pgrun --fsync=o'
 	assert_output 'line: pgrun --fsync=order '
 	# after --fsync=order comes COMMAND, completed as a command
-	run -0 tab 'pgrun --fsync=order e2fsc'
-	assert_output 'line: pgrun --fsync=order e2fsck '
+	run -0 tab 'pgrun --fsync=order debugf'
+	assert_output 'line: pgrun --fsync=order debugfs '
 	mkdir -p "$SCRATCH/only/sub"
 	for c in pgsync pgclose pgcreate pgdepend fstitch-stat; do
 		run -0 tab "$c --directory=$SCRATCH/only/s"
