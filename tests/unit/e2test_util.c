@@ -331,16 +331,7 @@ static int judge(char *text, struct e2t_fsck *r)
 	}
 	r->status = v.status[FSCK_CHECK];
 	r->preen_status = v.status[FSCK_PREEN] < 0 ? 0 : v.status[FSCK_PREEN];
-	switch (v.class) {
-	case FSCK_CLEAN:
-		r->verdict = E2T_CLEAN;
-		break;
-	case FSCK_BENIGN:
-		r->verdict = E2T_BENIGN;
-		break;
-	default:
-		r->verdict = E2T_DANGEROUS;
-	}
+	r->verdict = v.class;
 	r->nbenign = v.nbenign;
 	r->ndangerous = v.ndangerous;
 	r->npreen = v.npreen;
@@ -434,8 +425,7 @@ int e2t_fsck_file(const char *path, struct e2t_fsck *r)
 	return fsck_file(path, r, NULL, NULL);
 }
 
-int e2t_fsck_mem_repair(const void *img, size_t len, struct e2t_fsck *r, void **fixed,
-			size_t *flen)
+int e2t_fsck_mem_repair(const void *img, size_t len, struct e2t_fsck *r, void **fixed, size_t *flen)
 {
 	char *path = e2t_tmpfile("fsck");
 	int ret;
@@ -459,18 +449,6 @@ void e2t_fsck_free(struct e2t_fsck *r)
 {
 	free(r->output);
 	r->output = NULL;
-}
-
-const char *e2t_verdict_name(enum e2t_verdict v)
-{
-	switch (v) {
-	case E2T_CLEAN:
-		return "clean";
-	case E2T_BENIGN:
-		return "benign";
-	default:
-		return "dangerous";
-	}
 }
 
 void e2t_fixed_clock(struct timespec *now)

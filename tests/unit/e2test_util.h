@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../support/fsckclass.h"
 #include "../support/scratch.h"
 
 /* 1 when built with the address sanitizer (make asan): that run is for
@@ -72,18 +73,13 @@ int e2t_mkfs_mem(unsigned size_kib, unsigned block_size, const char *extra, void
 
 /* ---- e2fsck ---------------------------------------------------------- */
 
-enum e2t_verdict {
-	E2T_CLEAN = 0,	   /* e2fsck -fn: exit 0, no findings */
-	E2T_BENIGN = 1,	   /* e2fsck -p on a copy repairs it on its own (exit 0
-			    * or 1, then e2fsck -fn is clean), and e2fsck -fn
-			    * on the image found nothing soft updates forbid */
-	E2T_DANGEROUS = 2, /* anything else, including operational errors */
-};
+/* verdicts: enum fsck_class and fsck_class_name() of the shared judge
+ * (tests/support/fsckclass.h) */
 
 struct e2t_fsck {
-	int status;	     /* e2fsck -fn exit status */
-	int preen_status;    /* e2fsck -fp's on a copy (0 if not run) */
-	enum e2t_verdict verdict;
+	int status;	  /* e2fsck -fn exit status */
+	int preen_status; /* e2fsck -fp's on a copy (0 if not run) */
+	enum fsck_class verdict;
 	unsigned nbenign, ndangerous, npreen;
 	char findings[2048]; /* fsck_verdict's findings: "B: line" (e2fsck
 			      * -fn), "D: line" (e2fsck -fn, forbidden), "P:
@@ -105,7 +101,6 @@ int e2t_fsck_mem(const void *img, size_t len, struct e2t_fsck *r);
 int e2t_fsck_mem_repair(const void *img, size_t len, struct e2t_fsck *r, void **fixed,
 			size_t *flen);
 void e2t_fsck_free(struct e2t_fsck *r);
-const char *e2t_verdict_name(enum e2t_verdict v);
 
 /* 64-bit FNV-1a of a buffer (to recognise images already checked). */
 uint64_t e2t_hash(const void *data, size_t len);

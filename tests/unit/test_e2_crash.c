@@ -1032,7 +1032,7 @@ static void run_mixed(struct work *w)
 
 struct seen {
 	uint64_t *h;
-	enum e2t_verdict *v;
+	enum fsck_class *v;
 	size_t n, cap;
 };
 
@@ -1040,8 +1040,8 @@ struct checker {
 	struct work *w;
 	size_t index, stride, total;
 	size_t checked, distinct, clean, benign, dangerous, semantic;
-	size_t manual; /* e2fsck -p stopped on a rename's state (allowed only
-			* in rename_states workloads; see rename_state()) */
+	size_t manual;	  /* e2fsck -p stopped on a rename's state (allowed only
+			   * in rename_states workloads; see rename_state()) */
 	size_t foreign;	  /* states where a file showed another file's data */
 	size_t torn;	  /* states where a protected name had neither file */
 	size_t oldtail;	  /* states where cut-off bytes came back */
@@ -1059,7 +1059,7 @@ struct checker {
  * in flight leaves and no order avoids (design.md §4, "What e2fsck -p
  * cannot repair"); e2fsck -fy repairs it, and the files are checked after
  * that repair. */
-#define E2T_MANUAL ((enum e2t_verdict)3)
+#define E2T_MANUAL ((enum fsck_class)3)
 
 /* Whether e2fsck -p stopped only on what a rename in flight may leave: a
  * directory with its old and new name (or its ".." not yet moved), or an
@@ -1328,7 +1328,7 @@ static int check_semantics(struct work *w, const struct crash_state *cs, char *w
 	return ret;
 }
 
-static bool seen_lookup(struct seen *s, uint64_t h, enum e2t_verdict *v)
+static bool seen_lookup(struct seen *s, uint64_t h, enum fsck_class *v)
 {
 	for (size_t i = 0; i < s->n; i++)
 		if (s->h[i] == h) {
@@ -1338,7 +1338,7 @@ static bool seen_lookup(struct seen *s, uint64_t h, enum e2t_verdict *v)
 	return false;
 }
 
-static void seen_add(struct seen *s, uint64_t h, enum e2t_verdict v)
+static void seen_add(struct seen *s, uint64_t h, enum fsck_class v)
 {
 	if (s->n == s->cap) {
 		s->cap = s->cap ? s->cap * 2 : 64;
@@ -1372,7 +1372,7 @@ static int check_cb(const struct crash_state *cs, void *arg)
 	size_t idx = c->index++;
 	struct e2t_fsck fr;
 	struct crash_state repaired;
-	enum e2t_verdict v;
+	enum fsck_class v;
 	char why[512] = "", desc[128];
 	void *fixed = NULL;
 	size_t flen = 0;
@@ -1390,7 +1390,7 @@ static int check_cb(const struct crash_state *cs, void *arg)
 	ret = e2t_fsck_mem_repair(cs->image, cs->image_len, &fr, &fixed, &flen);
 	assert_int_equal(ret, 0);
 	v = fr.verdict;
-	if (v == E2T_DANGEROUS && c->rename_states && rename_state(&fr)) {
+	if (v == FSCK_DANGEROUS && c->rename_states && rename_state(&fr)) {
 		v = E2T_MANUAL;
 		if (!c->first_manual[0]) {
 			describe_state(cs, desc, sizeof(desc));
@@ -1405,7 +1405,7 @@ static int check_cb(const struct crash_state *cs, void *arg)
 		repaired.image_len = flen;
 	}
 	if (check_semantics(c->w, fixed ? &repaired : cs, why, sizeof(why))) {
-		v = E2T_DANGEROUS;
+		v = FSCK_DANGEROUS;
 		c->semantic++;
 		if (strstr(why, "foreign data"))
 			c->foreign++;
@@ -1418,7 +1418,7 @@ static int check_cb(const struct crash_state *cs, void *arg)
 		if (strstr(why, "after e2_fsync returned"))
 			c->undurable++;
 	}
-	if (v == E2T_DANGEROUS && !c->first[0]) {
+	if (v == FSCK_DANGEROUS && !c->first[0]) {
 		/* the state, its dangerous findings first, then the rest */
 		size_t o;
 		char *l, *save;
@@ -1440,9 +1440,9 @@ static int check_cb(const struct crash_state *cs, void *arg)
 	free(fixed);
 	seen_add(&c->seen, h, v);
 count:
-	if (v == E2T_CLEAN)
+	if (v == FSCK_CLEAN)
 		c->clean++;
-	else if (v == E2T_BENIGN)
+	else if (v == FSCK_BENIGN)
 		c->benign++;
 	else if (v == E2T_MANUAL)
 		c->manual++;
@@ -1518,15 +1518,16 @@ static void run_workload(const struct workload *wl, enum consistency cons, uint6
 	nlog = bdev_recorder_count(rec);
 	e2_abandon(w->fs);
 	g_total_states += c->checked;
-	print_message("# %-16s %-11s%s seed %llu: %zu log events, %zu states, %zu checked "
-		      "(%zu distinct): %zu clean, %zu repaired by e2fsck -p, %zu stopping e2fsck -p "
-		      "in a rename, %zu dangerous (%zu by library "
-		      "checks: %zu foreign data, %zu torn rename, %zu cut-off bytes back, "
-		      "%zu fsynced file incomplete, %zu size over a hole)\n",
-		      wl->name, cons == CONSISTENCY_NONE ? "none" : "softupdates",
-		      g_round_max ? " small-rounds" : "", (unsigned long long)seed, nlog, n,
-		      c->checked, c->distinct, c->clean, c->benign, c->manual, c->dangerous, c->semantic,
-		      c->foreign, c->torn, c->oldtail, c->undurable, c->holes);
+	print_message(
+	    "# %-16s %-11s%s seed %llu: %zu log events, %zu states, %zu checked "
+	    "(%zu distinct): %zu clean, %zu repaired by e2fsck -p, %zu stopping e2fsck -p "
+	    "in a rename, %zu dangerous (%zu by library "
+	    "checks: %zu foreign data, %zu torn rename, %zu cut-off bytes back, "
+	    "%zu fsynced file incomplete, %zu size over a hole)\n",
+	    wl->name, cons == CONSISTENCY_NONE ? "none" : "softupdates",
+	    g_round_max ? " small-rounds" : "", (unsigned long long)seed, nlog, n, c->checked,
+	    c->distinct, c->clean, c->benign, c->manual, c->dangerous, c->semantic, c->foreign,
+	    c->torn, c->oldtail, c->undurable, c->holes);
 	free(c->seen.h);
 	free(c->seen.v);
 	free(w);
@@ -1877,21 +1878,21 @@ static void test_fsck_classifier(void **state)
 {
 	static const struct {
 		const char *debugfs; /* commands, ';' separated */
-		enum e2t_verdict want;
+		enum fsck_class want;
 	} cases[] = {
-	    {"", E2T_CLEAN},
-	    {"setb 1500 5", E2T_BENIGN},	  /* leaked blocks */
-	    {"sif /f links_count 3", E2T_BENIGN}, /* link count too high */
-	    {"sif /f links_count 0", E2T_BENIGN}, /* entry naming a deleted inode */
-	    {"clri /f", E2T_BENIGN},		  /* entry to a cleared inode */
-	    {"unlink /z", E2T_BENIGN},		  /* unattached, zero length */
-	    {"unlink /f", E2T_DANGEROUS},	  /* unattached, holding data */
-	    {"unlink /d", E2T_DANGEROUS},	  /* unconnected directory */
-	    {"ln /f /d/f", E2T_DANGEROUS},	  /* link count too low */
-	    {"freeb 12", E2T_DANGEROUS},	  /* used block marked free */
-	    {"freei /f", E2T_DANGEROUS},	  /* used inode marked free */
-	    {"sif /f block[0] 5", E2T_DANGEROUS}, /* block shared with metadata */
-	    {"sif /d size 0", E2T_BENIGN},	  /* a directory size e2fsck -p fixes */
+	    {"", FSCK_CLEAN},
+	    {"setb 1500 5", FSCK_BENIGN},	   /* leaked blocks */
+	    {"sif /f links_count 3", FSCK_BENIGN}, /* link count too high */
+	    {"sif /f links_count 0", FSCK_BENIGN}, /* entry naming a deleted inode */
+	    {"clri /f", FSCK_BENIGN},		   /* entry to a cleared inode */
+	    {"unlink /z", FSCK_BENIGN},		   /* unattached, zero length */
+	    {"unlink /f", FSCK_DANGEROUS},	   /* unattached, holding data */
+	    {"unlink /d", FSCK_DANGEROUS},	   /* unconnected directory */
+	    {"ln /f /d/f", FSCK_DANGEROUS},	   /* link count too low */
+	    {"freeb 12", FSCK_DANGEROUS},	   /* used block marked free */
+	    {"freei /f", FSCK_DANGEROUS},	   /* used inode marked free */
+	    {"sif /f block[0] 5", FSCK_DANGEROUS}, /* block shared with metadata */
+	    {"sif /d size 0", FSCK_BENIGN},	   /* a directory size e2fsck -p fixes */
 	};
 	char *path = e2t_tmpfile("classify");
 	void *img;
@@ -1924,11 +1925,11 @@ static void test_fsck_classifier(void **state)
 		}
 		assert_int_equal(e2t_fsck_file(path, &fr), 0);
 		print_message("# classify '%s': %s\n", cases[i].debugfs,
-			      e2t_verdict_name(fr.verdict));
+			      fsck_class_name(fr.verdict));
 		if (fr.verdict != cases[i].want)
 			fail_msg("debugfs '%s': e2fsck verdict %s, expected %s\n%s",
-				 cases[i].debugfs, e2t_verdict_name(fr.verdict),
-				 e2t_verdict_name(cases[i].want), fr.output);
+				 cases[i].debugfs, fsck_class_name(fr.verdict),
+				 fsck_class_name(cases[i].want), fr.output);
 		e2t_fsck_free(&fr);
 	}
 	free(img);

@@ -44,10 +44,10 @@ static void close_and_fsck(struct e2fs *fs, const char *path, const char *when)
 	if (ret)
 		fail_msg("%s: e2_close: %d", when, ret);
 	assert_int_equal(e2t_fsck_file(path, &r), 0);
-	print_message("# %s: e2fsck -fn %s (status %d)\n", when, e2t_verdict_name(r.verdict),
+	print_message("# %s: e2fsck -fn %s (status %d)\n", when, fsck_class_name(r.verdict),
 		      r.status);
-	if (r.verdict != E2T_CLEAN)
-		fail_msg("%s: e2fsck -fn is %s:\n%s", when, e2t_verdict_name(r.verdict),
+	if (r.verdict != FSCK_CLEAN)
+		fail_msg("%s: e2fsck -fn is %s:\n%s", when, fsck_class_name(r.verdict),
 			 r.output ? r.output : "");
 	e2t_fsck_free(&r);
 }

@@ -18,7 +18,7 @@
 #include "ext2/e2_falloc.h"
 #include "e2test_util.h"
 
-#define BS 1024
+#define BS  1024
 #define APB (BS / 4)
 
 static struct e2fs *new_fs(const char *path, unsigned kib)
@@ -42,8 +42,8 @@ static void close_clean(struct e2fs *fs, const char *path)
 
 	assert_int_equal(e2_close(fs), 0);
 	assert_int_equal(e2t_fsck_file(path, &f), 0);
-	if (f.verdict != E2T_CLEAN)
-		fail_msg("e2fsck -fn: %s\n%s", e2t_verdict_name(f.verdict),
+	if (f.verdict != FSCK_CLEAN)
+		fail_msg("e2fsck -fn: %s\n%s", fsck_class_name(f.verdict),
 			 f.output ? f.output : "");
 	e2t_fsck_free(&f);
 }

@@ -208,15 +208,15 @@ static struct e2fs *open_mem(const void *img, size_t len, struct bdev **mem)
 }
 
 /* Sync, then e2fsck a copy of the image; the verdict. */
-static enum e2t_verdict sync_and_check(struct e2fs *fs, struct bdev *mem, char *why, size_t len)
+static enum fsck_class sync_and_check(struct e2fs *fs, struct bdev *mem, char *why, size_t len)
 {
 	struct e2t_fsck fr;
-	enum e2t_verdict v;
+	enum fsck_class v;
 	int r = e2_sync(fs);
 
 	if (r) {
 		snprintf(why, len, "e2_sync after the faults: %d (%s)", r, e2_error(fs));
-		return E2T_DANGEROUS;
+		return FSCK_DANGEROUS;
 	}
 	/* (e2t_fsck_mem only writes the bytes out to a scratch file) */
 	assert_int_equal(e2t_fsck_mem(bdev_mem_data(mem), g_len, &fr), 0);
@@ -239,7 +239,7 @@ static void run_faults(enum bdev_fault kind, const char *kname, size_t *nfailed,
 			struct e2fs *fs = open_mem(g_img, g_len, &mem);
 			struct ids id = g_id;
 			char why[2048];
-			enum e2t_verdict v;
+			enum fsck_class v;
 			struct cache_stats s0, s1;
 			int r, r2;
 
@@ -259,13 +259,13 @@ static void run_faults(enum bdev_fault kind, const char *kname, size_t *nfailed,
 			/* The same file system goes on: the operation again. */
 			r2 = ops[k].fn(fs, &id);
 			v = sync_and_check(fs, mem, why, sizeof(why));
-			if (r2 && r2 != -EEXIST && r2 != -ENOENT && v != E2T_DANGEROUS) {
+			if (r2 && r2 != -EEXIST && r2 != -ENOENT && v != FSCK_DANGEROUS) {
 				snprintf(why, sizeof(why), "run again after the faults: %d (%s)",
 					 r2, e2_error(fs));
-				v = E2T_DANGEROUS;
+				v = FSCK_DANGEROUS;
 			}
 			e2_abandon(fs);
-			if (v == E2T_DANGEROUS) {
+			if (v == FSCK_DANGEROUS) {
 				size_t o = strlen(bad);
 
 				snprintf(bad + o, sizeof(bad) - o,
@@ -346,8 +346,8 @@ static void test_half_done_is_dangerous(void **state)
 	ibm = le32(img + 2 * BS + 4); /* bg_inode_bitmap */
 	img[(size_t)ibm * BS + (ino - 1) / 8] &= (uint8_t) ~(1u << ((ino - 1) % 8));
 	assert_int_equal(e2t_fsck_mem(img, g_len, &fr), 0);
-	if (fr.verdict != E2T_DANGEROUS)
-		fail_msg("an entry naming a free inode is %s:\n%s", e2t_verdict_name(fr.verdict),
+	if (fr.verdict != FSCK_DANGEROUS)
+		fail_msg("an entry naming a free inode is %s:\n%s", fsck_class_name(fr.verdict),
 			 fr.findings);
 	e2t_fsck_free(&fr);
 	free(img);

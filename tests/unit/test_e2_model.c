@@ -1007,8 +1007,8 @@ static void run_model(uint64_t seed, unsigned steps, const struct e2_opts *opts,
 		MFAIL(m, "e2_close: %d", ret);
 	ret = e2t_fsck_file(m->path, &fr);
 	assert_int_equal(ret, 0);
-	if (fr.verdict != E2T_CLEAN)
-		MFAIL(m, "e2fsck -fn after close: %s (status %d)\n%s", e2t_verdict_name(fr.verdict),
+	if (fr.verdict != FSCK_CLEAN)
+		MFAIL(m, "e2fsck -fn after close: %s (status %d)\n%s", fsck_class_name(fr.verdict),
 		      fr.status, fr.findings);
 	e2t_fsck_free(&fr);
 	model_open(m);
@@ -1197,7 +1197,7 @@ static void test_orphans(void **state)
 	/* a is still open: e2_close must free it */
 	assert_int_equal(e2_close(fs), 0);
 	assert_int_equal(e2t_fsck_file(path, &fr), 0);
-	if (fr.verdict != E2T_CLEAN)
+	if (fr.verdict != FSCK_CLEAN)
 		fail_msg("e2fsck after closing with an orphan:\n%s", fr.findings);
 	e2t_fsck_free(&fr);
 	assert_int_equal(e2_open(path, &o, &fs), 0);
@@ -1268,7 +1268,7 @@ static void test_sparse_far_offsets(void **state)
 		}
 		assert_int_equal(e2_close(fs), 0);
 		assert_int_equal(e2t_fsck_file(path, &fr), 0);
-		if (fr.verdict != E2T_CLEAN)
+		if (fr.verdict != FSCK_CLEAN)
 			fail_msg("e2fsck after far writes (pass %d):\n%s", pass, fr.findings);
 		e2t_fsck_free(&fr);
 	}
@@ -1285,7 +1285,7 @@ static void test_sparse_far_offsets(void **state)
 	assert_int_equal(st.st_blocks, 0);
 	assert_int_equal(e2_close(fs), 0);
 	assert_int_equal(e2t_fsck_file(path, &fr), 0);
-	if (fr.verdict != E2T_CLEAN)
+	if (fr.verdict != FSCK_CLEAN)
 		fail_msg("e2fsck after shrinking:\n%s", fr.findings);
 	e2t_fsck_free(&fr);
 	print_message("# sparse file with data up to %llu bytes: written, reread, shrunk; "

@@ -181,7 +181,8 @@ static void run_model(unsigned isize, uint64_t seed, unsigned steps)
 			r = e2_setxattr(fs, NULL, m.ino[f], names[k], buf, vlens[v], flags);
 			if (r != want)
 				fail_msg("seed %llu step %u: set file %u %s flags %u: %d, want %d",
-					 (unsigned long long)seed, step, f, names[k], flags, r, want);
+					 (unsigned long long)seed, step, f, names[k], flags, r,
+					 want);
 			if (!r)
 				m.val[f][k] = v;
 		} else if (op < 6) { /* remove */
@@ -232,8 +233,8 @@ static void run_model(unsigned isize, uint64_t seed, unsigned steps)
 	assert_int_equal(e2_close(fs), 0);
 	assert_int_equal(e2t_fsck_file(path, &fr), 0);
 	if (fr.status != 0)
-		fail_msg("seed %llu: e2fsck -fn status %d:\n%s", (unsigned long long)seed, fr.status,
-			 fr.output);
+		fail_msg("seed %llu: e2fsck -fn status %d:\n%s", (unsigned long long)seed,
+			 fr.status, fr.output);
 	e2t_fsck_free(&fr);
 	fs = open_path(path);
 	for (unsigned f = 0; f < NFILES; f++)
@@ -248,13 +249,15 @@ static void run_model(unsigned isize, uint64_t seed, unsigned steps)
 static void test_model_small_inodes(void **state)
 {
 	(void)state;
-	run_model(128, e2t_seed("E2_XATTR_SEED", 1), (unsigned)e2t_env_long("E2_XATTR_STEPS", 1500));
+	run_model(128, e2t_seed("E2_XATTR_SEED", 1),
+		  (unsigned)e2t_env_long("E2_XATTR_STEPS", 1500));
 }
 
 static void test_model_large_inodes(void **state)
 {
 	(void)state;
-	run_model(256, e2t_seed("E2_XATTR_SEED", 2), (unsigned)e2t_env_long("E2_XATTR_STEPS", 1500));
+	run_model(256, e2t_seed("E2_XATTR_SEED", 2),
+		  (unsigned)e2t_env_long("E2_XATTR_STEPS", 1500));
 }
 
 /* ---- the kernel's error rules --------------------------------------------- */
@@ -344,8 +347,8 @@ static void test_acl_mode(void **state)
 {
 	char *path = e2t_scratch_file("xattr-acl");
 	static const uint16_t minimal[][3] = {{1, 6, 0}, {4, 4, 0}, {0x20, 0, 0}};
-	static const uint16_t named[][3] = {{1, 7, 0}, {2, 6, 1000}, {4, 5, 0}, {0x10, 6, 0},
-					    {0x20, 1, 0}};
+	static const uint16_t named[][3] = {
+	    {1, 7, 0}, {2, 6, 1000}, {4, 5, 0}, {0x10, 6, 0}, {0x20, 1, 0}};
 	static const uint16_t nomask[][3] = {{1, 7, 0}, {2, 6, 1000}, {4, 5, 0}, {0x20, 1, 0}};
 	uint8_t v[128];
 	struct e2fs *fs;
@@ -399,8 +402,8 @@ static void test_acl_mode(void **state)
 
 /* ---- crash states ---------------------------------------------------------- */
 
-#define CF 6	   /* files */
-#define CHIST 16   /* sets a file may have had */
+#define CF    6	 /* files */
+#define CHIST 16 /* sets a file may have had */
 
 struct cwork {
 	uint32_t ino[CF];
@@ -466,7 +469,8 @@ static bool refcount_high_only(const struct e2t_fsck *fr)
 			return false;
 		if (l[0] != 'P')
 			continue;
-		if (sscanf(l, "P: Extended attribute block %u has reference count %u, should be %u.",
+		if (sscanf(l,
+			   "P: Extended attribute block %u has reference count %u, should be %u.",
 			   &blk, &a, &b) != 3 ||
 		    a <= b)
 			return false;
@@ -486,15 +490,15 @@ static int crash_cb(const struct crash_state *cs, void *arg)
 
 	assert_int_equal(e2t_fsck_mem(cs->image, cs->image_len, &fr), 0);
 	w->checked++;
-	if (fr.verdict == E2T_CLEAN)
+	if (fr.verdict == FSCK_CLEAN)
 		w->clean++;
-	else if (fr.verdict == E2T_BENIGN)
+	else if (fr.verdict == FSCK_BENIGN)
 		w->benign++;
 	else if (refcount_high_only(&fr))
 		w->shared++;
 	else
 		w->dangerous++;
-	if (fr.verdict == E2T_DANGEROUS && !w->first[0])
+	if (fr.verdict == FSCK_DANGEROUS && !w->first[0])
 		snprintf(w->first, sizeof(w->first), "round %zu: %s", cs->round, fr.findings);
 	e2t_fsck_free(&fr);
 	/* every file shows a set it really had */
@@ -593,8 +597,8 @@ static void crash_run(enum consistency cons, unsigned isize, struct cwork *w)
 		      "stopping e2fsck -p on a shared block's count, %zu "
 		      "dangerous, %zu with a set never had%s%s\n",
 		      cons == CONSISTENCY_NONE ? "none" : "softupdates", isize, w->checked,
-		      w->clean, w->benign, w->shared, w->dangerous, w->semantic, w->first[0] ? "; first: " : "",
-		      w->first);
+		      w->clean, w->benign, w->shared, w->dangerous, w->semantic,
+		      w->first[0] ? "; first: " : "", w->first);
 }
 
 /* The class of a transcript in which e2fsck -fn finds only this, and

@@ -34,7 +34,7 @@
 #include "ext2/e2.h"
 #include "e2test_util.h"
 
-#define BS 512
+#define BS   512
 #define NBLK 32
 
 /* Blocks of the engine-level model. */
@@ -384,9 +384,9 @@ static void test_discard_refused_after_failed_round(void **state)
 /* ---- ext2 ---------------------------------------------------------------- */
 
 #define IMG_KIB 2048
-#define FBS 1024
-#define NFILES 10
-#define STALE 0x53 /* bytes of the files deleted before the workload */
+#define FBS	1024
+#define NFILES	10
+#define STALE	0x53 /* bytes of the files deleted before the workload */
 
 /* File i holds only the byte TAG(i) (and zeros in holes). */
 #define TAG(i) ((uint8_t)(0x80 + (i)))
@@ -394,15 +394,15 @@ static void test_discard_refused_after_failed_round(void **state)
 struct e2world {
 	struct e2t_rng rng;
 	enum consistency mode;
-	struct e2fs *fs;             /* the workload's */
-	struct e2fs *cfs;            /* a crash image's */
+	struct e2fs *fs;  /* the workload's */
+	struct e2fs *cfs; /* a crash image's */
 	struct bdev *rec;
 	uint8_t *img;
 	size_t len;
 	bool exists[NFILES];
-	bool log;                    /* DISCARD_LOG: print the operations */
-	bool chunks;                 /* files written in several pieces */
-	unsigned noextra;            /* or'ed into the fsync/truncate choice */
+	bool log;	  /* DISCARD_LOG: print the operations */
+	bool chunks;	  /* files written in several pieces */
+	unsigned noextra; /* or'ed into the fsync/truncate choice */
 	uint64_t seen[4096];
 	size_t nseen;
 	/* results */
@@ -541,8 +541,7 @@ static int found_cb(const struct e2_dirent *d, void *arg)
 	struct found *f = arg;
 	unsigned id;
 
-	if (d->name[0] == 'f' && sscanf(d->name + 1, "%u", &id) == 1 && id < NFILES &&
-	    f->n < 64) {
+	if (d->name[0] == 'f' && sscanf(d->name + 1, "%u", &id) == 1 && id < NFILES && f->n < 64) {
 		f->id[f->n] = id;
 		f->ino[f->n++] = d->ino;
 	}
@@ -556,8 +555,7 @@ static void check_file(struct e2world *w, unsigned id, uint32_t ino)
 	struct stat st;
 	ssize_t n;
 
-	if (e2_getattr(w->cfs, ino, &st) || !S_ISREG(st.st_mode) ||
-	    st.st_size > (off_t)sizeof(buf))
+	if (e2_getattr(w->cfs, ino, &st) || !S_ISREG(st.st_mode) || st.st_size > (off_t)sizeof(buf))
 		return; /* e2fsck judges broken inodes */
 	n = e2_read(w->cfs, ino, buf, sizeof(buf), 0);
 	for (ssize_t k = 0; k < n; k++) {
@@ -588,11 +586,11 @@ static int crash_e2_cb(const struct crash_state *st, void *arg)
 		w->seen[w->nseen++] = h;
 	w->checked++;
 	assert_int_equal(e2t_fsck_mem(st->image, st->image_len, &f), 0);
-	if (f.verdict == E2T_DANGEROUS) {
+	if (f.verdict == FSCK_DANGEROUS) {
 		if (w->log && !w->dangerous && w->mode == CONSISTENCY_SOFTUPDATES) {
 			e2t_write_file("/tmp/discard-dangerous.img", st->image, st->image_len);
-			print_message("# first dangerous: round %zu, %zu of %zu writes\n", st->round,
-				      st->napplied, st->nround);
+			print_message("# first dangerous: round %zu, %zu of %zu writes\n",
+				      st->round, st->napplied, st->nround);
 		}
 		w->dangerous++;
 		if (!w->first[0])
@@ -692,14 +690,14 @@ static void test_e2_discard_none_detected(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_discard_merged_clear),
-		cmocka_unit_test(test_discard_absorbs_pointer),
-		cmocka_unit_test(test_discard_check_fires_without_discard),
-		cmocka_unit_test(test_discard_retry_after_indirect),
-		cmocka_unit_test(test_discard_refused),
-		cmocka_unit_test(test_discard_refused_after_failed_round),
-		cmocka_unit_test(test_e2_discard_crash),
-		cmocka_unit_test(test_e2_discard_none_detected),
+	    cmocka_unit_test(test_discard_merged_clear),
+	    cmocka_unit_test(test_discard_absorbs_pointer),
+	    cmocka_unit_test(test_discard_check_fires_without_discard),
+	    cmocka_unit_test(test_discard_retry_after_indirect),
+	    cmocka_unit_test(test_discard_refused),
+	    cmocka_unit_test(test_discard_refused_after_failed_round),
+	    cmocka_unit_test(test_e2_discard_crash),
+	    cmocka_unit_test(test_e2_discard_none_detected),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
