@@ -66,6 +66,10 @@ wait_field() {
 	assert_equal "$stderr" "pgrun: cannot run '/nonexistent/cmd': No such file or directory"
 	touch plain
 	run -126 "$PGRUN" -- ./plain
+	# an executable without "#!" is a shell script, as for execvp(3)
+	printf 'exit 5\n' >noshebang
+	chmod +x noshebang
+	run -5 "$PGRUN" -- ./noshebang
 	run -64 "$PGRUN"
 	run -64 "$PGRUN" --fsync=maybe true
 	run -64 "$PGRUN" --after x true
