@@ -296,6 +296,23 @@ tree_tar() {
 	assert_fsck_clean "$IMG"
 }
 
+@test "close is no FUSE request: the kernel sends one FLUSH, is told there is nothing to do, and stops" {
+	new_image 32M
+	# -d: libfuse prints every request the daemon gets
+	fstitch_mount_start "$IMG" "$MNT" -d
+	for i in 1 2 3 4 5; do
+		echo "$i" >"$MNT/f$i"
+	done
+	for i in 1 2 3 4 5; do
+		assert_equal "$(cat "$MNT/f$i")" "$i"
+	done
+	# ten closes, ten FLUSH requests if the daemon took them
+	n=$(grep -ac 'opcode: FLUSH' "$FSTITCH_MOUNT_LOG")
+	[ "$n" -le 1 ]
+	fstitch_mount_stop "$MNT"
+	assert_fsck_clean "$IMG"
+}
+
 @test "a sparse file beyond 4 GiB keeps its size and allocates only what was written" {
 	new_image 64M
 	fstitch_mount_start "$IMG" "$MNT"
