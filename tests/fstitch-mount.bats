@@ -296,6 +296,43 @@ tree_tar() {
 	assert_fsck_clean "$IMG"
 }
 
+@test "a change through one name shows at once through another: attributes are cached, never stale" {
+	new_image 32M
+	fstitch_mount_start "$IMG" "$MNT"
+	cd "$MNT"
+	printf abc >f
+	stat -c %s g 2>/dev/null || true # a negative entry for g, cached
+	ln f g
+	assert_equal "$(stat -c '%h %s' g f)" "$(printf '2 3\n2 3')"
+	printf defg >>f
+	assert_equal "$(stat -c %s g)" 7
+	chmod 600 f
+	assert_equal "$(stat -c %a g)" 600
+	truncate -s 2 g
+	assert_equal "$(stat -c %s f)" 2
+	assert_equal "$(cat f)" ab
+	rm g
+	assert_equal "$(stat -c %h f)" 1
+	[ ! -e g ]
+	# rename over: the name now holds the other inode, and the inode it
+	# replaced, still linked elsewhere, lost one link
+	ln f k
+	printf xyz >h
+	ino=$(stat -c %i h)
+	mv h f
+	assert_equal "$(stat -c '%i %s %h' f)" "$ino 3 1"
+	assert_equal "$(stat -c '%s %h' k)" "2 1"
+	[ ! -e h ]
+	mkdir d
+	assert_equal "$(stat -c %h .)" 4
+	mv d d2
+	rmdir d2
+	assert_equal "$(stat -c %h .)" 3
+	cd /
+	fstitch_mount_stop "$MNT"
+	assert_fsck_clean "$IMG"
+}
+
 @test "close is no FUSE request: the kernel sends one FLUSH, is told there is nothing to do, and stops" {
 	new_image 32M
 	# -d: libfuse prints every request the daemon gets
