@@ -1651,9 +1651,27 @@ static int attach_blkdev(struct args *a, const struct source *src, int *loop_fd,
  * the session ends. */
 static int statsfile_write(const char *path, const struct insp_snap *snap);
 
+static void final_stats(struct cache *c, void *arg)
+{
+	struct insp_query q = { .view = INSP_SUMMARY };
+	struct insp_snap *snap = NULL;
+	int r;
+
+	(void)arg;
+	r = inspect_take(c, NULL, &q, &snap);
+	if (r == 0) {
+		snap->sum.have_groups = D.had_srv;
+		r = statsfile_write(D.stats, snap);
+		inspect_free(snap);
+	}
+	if (r < 0) {
+		say("cannot write the statistics to '%s': %s", D.stats, strerror(-r));
+		D.stats_failed = true;
+	}
+}
+
 static void final_flush(void)
 {
-	struct insp_snap *snap = NULL;
 	int r;
 
 	if (D.flushed || !D.fs)
@@ -1669,26 +1687,11 @@ static void final_flush(void)
 	if (D.lost)
 		say("%llu changes lost their patchgroup ordering during this mount",
 		    (unsigned long long)D.lost);
-	if (D.stats) {
-		struct insp_query q = { .view = INSP_SUMMARY };
-
-		/* The counters once everything is written, so flush first; and
-		 * the file is there before the image lock goes, so that whoever
-		 * waits for the lock finds it. */
-		e2_sync(D.fs);
-		r = inspect_take(e2_cache(D.fs), NULL, &q, &snap);
-		if (r == 0) {
-			snap->sum.have_groups = D.had_srv;
-			r = statsfile_write(D.stats, snap);
-			inspect_free(snap);
-		}
-		if (r < 0) {
-			say("cannot write the statistics to '%s': %s", D.stats, strerror(-r));
-			D.stats_failed = true;
-		}
-	}
-	/* Everything dirty goes to disk in dependency order, with barriers. */
-	r = e2_close(D.fs);
+	/* Everything dirty goes to disk in dependency order, with barriers;
+	 * the statistics are taken after the last of them (the journal's
+	 * final checkpoint included), and the file is there before the image
+	 * lock goes, so that whoever waits for the lock finds it. */
+	r = e2_close_then(D.fs, D.stats ? final_stats : NULL, NULL);
 	D.fs = NULL;
 	bdev_claim_release(D.claim);
 	D.claim = NULL;

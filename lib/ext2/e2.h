@@ -169,6 +169,11 @@ int e2_commit_sync_cb(void *arg);
  * system clean, close.  Returns the first error; the handle is freed in any
  * case. */
 int e2_close(struct e2fs *fs);
+/* The same, calling done(cache, arg) once everything is written (the last
+ * checkpoint and the clean marks included) and before anything is freed:
+ * to read the final counters.  done is called whether or not the close
+ * succeeded. */
+int e2_close_then(struct e2fs *fs, void (*done)(struct cache *c, void *arg), void *arg);
 /* Close without writing anything more (a simulated crash, for tests). */
 void e2_abandon(struct e2fs *fs);
 /* A human-readable explanation of the last open failure or EIO ("feature

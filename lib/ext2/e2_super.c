@@ -792,6 +792,11 @@ int e2_recover(const char *path, struct e2_recovery *out)
 
 int e2_close(struct e2fs *fs)
 {
+	return e2_close_then(fs, NULL, NULL);
+}
+
+int e2_close_then(struct e2fs *fs, void (*done)(struct cache *c, void *arg), void *arg)
+{
 	int r = 0, r2;
 
 	if (!fs)
@@ -838,6 +843,8 @@ int e2_close(struct e2fs *fs)
 	}
 	pthread_mutex_unlock(&fs->lock);
 	cache_stop_flusher(fs->c);
+	if (done)
+		done(fs->c, arg);
 	fs_free(fs);
 	return r;
 }
