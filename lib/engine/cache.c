@@ -339,8 +339,11 @@ void evict(struct cache *c)
 static void dirty_wait(struct cache *c)
 {
 	while (c->ndirty >= c->opts.dirty_limit && !c->last_round_err) {
-		if (!c->ready_head && !c->round_busy)
+		if (!c->ready_head && !c->round_busy) {
+			if (c->txn && c->txn->pressure)
+				c->txn->pressure(c->txn);
 			return;
+		}
 		if (c->flusher_running) {
 			struct timespec ts;
 

@@ -180,6 +180,10 @@ struct cache_txn {
 	void (*outside)(struct cache_txn *t, struct patch *p);
 	/* For inspection, under the cache lock (NULL: none). */
 	void (*stats)(struct cache_txn *t, struct cache_txn_stats *out);
+	/* Under the cache lock, from a writer: too much is dirty and nothing
+	 * can be written, everything waiting for held transactions; let some
+	 * go soon (NULL: none).  Must not take the file system's locks. */
+	void (*pressure)(struct cache_txn *t);
 };
 void cache_set_txn(struct cache *c, struct cache_txn *t);
 

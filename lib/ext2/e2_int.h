@@ -250,6 +250,8 @@ uint32_t e2_jtid(const struct e2fs *fs);
 uint32_t e2_jfreed(struct e2fs *fs);
 /* Commit and write everything home. */
 int e2_jflush_locked(struct e2fs *fs);
+/* Let every committed transaction go home (without committing). */
+int e2_jcheckpoint_locked(struct e2fs *fs);
 /* Stop the timer; clean: flush, empty the log, clear needs_recovery. */
 int e2_jstop(struct e2fs *fs, bool clean);
 /* Free the writer (without fs->lock). */

@@ -60,6 +60,7 @@ struct jtxn {
 	uint32_t tid;
 	uint32_t start, len; /* journal blocks [start, start+len), wrapping */
 	struct patch *hold, *commit, *tail;
+	bool released; /* its hold lets go once the latest commit is durable */
 };
 
 struct jent {
@@ -111,6 +112,7 @@ struct e2_jw {
 	size_t nlive, caplive;
 	struct patch *last_commit;
 	uint32_t quarter; /* blocks at which a commit is asked for */
+	bool cp_want; /* the cache is short of writable blocks (atomic) */
 	/* the commit timer */
 	pthread_t thread;
 	bool thread_on, stop, kick;
@@ -119,7 +121,7 @@ struct e2_jw {
 	pthread_cond_t tcond;
 	unsigned commit_ms;
 	/* counters */
-	uint64_t commits, logged_blocks, ordered_total;
+	uint64_t commits, logged_blocks, ordered_total, checkpoints;
 };
 
 static uint64_t hash64(uint64_t k)
@@ -270,6 +272,61 @@ static uint32_t advance(const struct e2_jw *jw, uint32_t pos, uint32_t n)
 	uint32_t size = jw->maxlen - jw->first;
 
 	return jw->first + (pos - jw->first + n) % size;
+}
+
+/* Log blocks of the committed transactions not yet let go home. */
+static uint32_t log_held(const struct e2_jw *jw)
+{
+	uint32_t n = 0;
+
+	for (size_t i = jw->nlive; i-- > 0 && !jw->live[i].released;)
+		n += jw->live[i].len;
+	return n;
+}
+
+/* The checkpoint: let every committed transaction still held go home once
+ * the latest commit block is durable (commits are ordered, so each of
+ * theirs is too).  Until now their changes stayed held after their commit,
+ * so that a block changed by many transactions goes home once, with the
+ * changes of all of them; the running transaction's changes on the same
+ * blocks are rolled back from those writes as always.  Under the file
+ * system's lock. */
+static int checkpoint(struct e2_jw *jw)
+{
+	struct patch *after;
+	int r;
+
+	__atomic_store_n(&jw->cp_want, false, __ATOMIC_RELAXED);
+	if (!jw->nlive || jw->live[jw->nlive - 1].released)
+		return 0;
+	after = jw->live[jw->nlive - 1].commit;
+	for (size_t i = 0; i < jw->nlive; i++) {
+		struct jtxn *x = &jw->live[i];
+
+		if (x->released)
+			continue;
+		r = patch_unhold_after(jw->fs->c, x->hold, after);
+		if (r) {
+			jw->broken = true;
+			return e2_err(jw->fs, r, "journal: cannot checkpoint transaction %u",
+				      x->tid);
+		}
+		x->released = true;
+	}
+	jw->checkpoints++;
+	return 0;
+}
+
+/* Under the cache lock: too much is dirty and nothing can be written, as
+ * everything waits for held transactions.  The commit thread checkpoints
+ * them (not here: the file system's lock may be held by this caller). */
+static void jw_pressure(struct cache_txn *t)
+{
+	struct e2_jw *jw = (struct e2_jw *)t;
+
+	if (__atomic_exchange_n(&jw->cp_want, true, __ATOMIC_RELAXED))
+		return;
+	ask_commit(jw);
 }
 
 /* Write s_sequence and s_start of the journal superblock (own change). */
@@ -432,7 +489,9 @@ static int commit_locked(struct e2_jw *jw)
 	while (log_free(jw) < need + 1) {
 		/* Wait for the oldest transaction's checkpoint (rounds do not
 		 * need the file system's lock). */
-		r = cache_sync_patch(fs->c, jw->live[0].tail);
+		r = checkpoint(jw);
+		if (!r)
+			r = cache_sync_patch(fs->c, jw->live[0].tail);
 		if (r) {
 			r = e2_err(fs, r, "journal: cannot checkpoint transaction %u",
 				   jw->live[0].tid);
@@ -561,9 +620,9 @@ static int commit_locked(struct e2_jw *jw)
 	if (!r && jw->debug_early) {
 		/* negative control: the checkpoint may go before the commit */
 		patch_unhold(fs->c, jw->hold);
-	} else if (!r) {
-		r = patch_unhold_after(fs->c, jw->hold, p);
 	}
+	/* Otherwise H stays held: the transaction goes home at a later
+	 * checkpoint(). */
 	if (r) {
 		patch_release(fs->c, tail);
 		patch_release(fs->c, nh);
@@ -574,7 +633,8 @@ static int commit_locked(struct e2_jw *jw)
 		goto out;
 	}
 	pthread_mutex_lock(&jw->smu);
-	jw->live[jw->nlive++] = (struct jtxn){jw->tid, jw->head, need, jw->hold, p, tail};
+	jw->live[jw->nlive++] =
+	    (struct jtxn){jw->tid, jw->head, need, jw->hold, p, tail, jw->debug_early};
 	jw->head = advance(jw, jw->head, need);
 	pthread_mutex_unlock(&jw->smu);
 	patch_retain(p);
@@ -597,7 +657,12 @@ static int commit_locked(struct e2_jw *jw)
 	 * caller holds the file system's lock). */
 	jw->hold = nh;
 	jw->tid++;
+	/* Go home when a quarter of the log is in use (well before a commit
+	 * has to wait for log space) or the cache asked for it; otherwise the
+	 * commit timer, a sync of everything and the unmount do it. */
 	r = 0;
+	if (log_held(jw) >= jw->quarter || __atomic_load_n(&jw->cp_want, __ATOMIC_RELAXED))
+		r = checkpoint(jw);
 out:
 	for (i = 0; i < jw->nord; i++)
 		patch_release(fs->c, jw->ord[i]);
@@ -656,8 +721,8 @@ static void *timer_main(void *arg)
 		jw->kick = false;
 		pthread_mutex_unlock(&jw->tmu);
 		pthread_mutex_lock(&jw->fs->lock);
-		if (!jw->fs->ro)
-			(void)commit_locked(jw);
+		if (!jw->fs->ro && !commit_locked(jw))
+			(void)checkpoint(jw);
 		pthread_mutex_unlock(&jw->fs->lock);
 		pthread_mutex_lock(&jw->tmu);
 	}
@@ -717,6 +782,7 @@ int e2_jw_start(struct e2fs *fs)
 	jw->ops.join = jw_join;
 	jw->ops.outside = jw_outside;
 	jw->ops.stats = jw_stats;
+	jw->ops.pressure = jw_pressure;
 	jw->data_all = mode == CONSISTENCY_JOURNAL_DATA;
 	jw->map = fs->jmap;
 	jw->nmap = fs->jmapn;
@@ -882,11 +948,18 @@ int e2_commit_sync_cb(void *arg)
 	return e2_jsync(arg);
 }
 
+int e2_jcheckpoint_locked(struct e2fs *fs)
+{
+	return checkpoint(fs->jw);
+}
+
 /* Commit and write everything home (the file system's lock held). */
 int e2_jflush_locked(struct e2fs *fs)
 {
 	int r = e2_jcommit(fs, NULL);
 
+	if (!r)
+		r = checkpoint(fs->jw);
 	if (!r)
 		r = cache_sync(fs->c);
 	if (!r)
@@ -945,8 +1018,11 @@ void e2_jfree(struct e2fs *fs)
 		pthread_join(jw->thread, NULL);
 	}
 	cache_set_txn(fs->c, NULL);
-	for (size_t i = 0; i < jw->nlive; i++)
+	for (size_t i = 0; i < jw->nlive; i++) {
+		if (!jw->live[i].released)
+			patch_unhold(fs->c, jw->live[i].hold);
 		txn_free(jw, &jw->live[i]);
+	}
 	for (size_t i = 0; i < jw->nord; i++)
 		patch_release(fs->c, jw->ord[i]);
 	if (jw->hold) {

@@ -908,9 +908,18 @@ int e2_sync(struct e2fs *fs)
 
 	if (fs->mounted_ro)
 		return 0;
-	/* Read-only after an error: what was changed before still goes. */
-	if (fs->ro)
+	/* Read-only after an error: what was changed before still goes
+	 * (committed transactions included, though the log holds them). */
+	if (fs->ro) {
+		if (fs->jw) {
+			pthread_mutex_lock(&fs->lock);
+			r = e2_jcheckpoint_locked(fs);
+			pthread_mutex_unlock(&fs->lock);
+			if (r)
+				return r;
+		}
 		return cache_sync(fs->c);
+	}
 	pthread_mutex_lock(&fs->lock);
 	r = e2_dfree_all(fs);
 	if (!r)

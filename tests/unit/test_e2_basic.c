@@ -719,6 +719,128 @@ static void test_shrink_then_grow_reads_zeros_after_crash(void **state)
 	assert_true(shrink_grow_bad(CONSISTENCY_NONE) > 0);
 }
 
+/* What a journaled mount wrote, read from the recorder's log from event
+ * `from` on. */
+struct jcount {
+	struct bdev *rec, *mem;
+	size_t len;
+	size_t from;
+	uint64_t home;			  /* the block that holds f's inode */
+	unsigned commits, barriers, home_writes;
+	uint64_t cache_barriers, cache_writes, writes; /* at the close */
+};
+
+static void jcount_scan(struct jcount *jc)
+{
+	size_t n = bdev_recorder_count(jc->rec);
+
+	jc->commits = jc->barriers = jc->home_writes = 0;
+	jc->writes = 0;
+	for (size_t i = jc->from; i < n; i++) {
+		const struct rec_event *ev = bdev_recorder_event(jc->rec, i);
+		const uint8_t *d = ev->data;
+
+		if (ev->kind == REC_BARRIER) {
+			jc->barriers++;
+			continue;
+		}
+		jc->writes++;
+		if (ev->blkno == jc->home)
+			jc->home_writes++;
+		/* JBD2 magic, block type 2 (commit), big-endian */
+		if (d[0] == 0xc0 && d[1] == 0x3b && d[2] == 0x39 && d[3] == 0x98 && d[4] == 0 &&
+		    d[5] == 0 && d[6] == 0 && d[7] == 2)
+			jc->commits++;
+	}
+}
+
+static void jcount_close(struct cache *c, void *arg)
+{
+	struct jcount *jc = arg;
+	struct cache_stats st;
+	FILE *f;
+
+	cache_get_stats(c, &st);
+	jc->cache_barriers = st.barriers;
+	jc->cache_writes = st.block_writes;
+	jcount_scan(jc);
+	/* the image as the close left it, for e2fsck */
+	f = fopen(img, "w");
+	assert_non_null(f);
+	assert_int_equal(fwrite(bdev_mem_data(jc->mem), 1, jc->len, f), jc->len);
+	assert_int_equal(fclose(f), 0);
+}
+
+/* Under consistency=journal an fsync is one commit: the log copies and the
+ * commit block, two barriers.  The home writes wait for the checkpoint, so
+ * an inode changed and fsynced N times is written home once, at the
+ * unmount, not N times.  The counters read at the close (after the last
+ * checkpoint) match what the device saw. */
+static void test_journal_fsync_goes_home_once(void **state)
+{
+	struct e2_opts o = {.no_flusher = true, .consistency = CONSISTENCY_JOURNAL,
+			    .clock = e2t_fixed_clock};
+	struct jcount jc = {0};
+	struct bdev *mem;
+	struct e2fs *fs;
+	struct stat st;
+	unsigned long long home = 0;
+	char line[256];
+	void *bytes;
+	size_t len;
+	uint32_t ino;
+	FILE *f;
+	const int n = 20;
+
+	(void)state;
+	mkimg("4M", "-j");
+	fs = open_img();
+	ino = mk(fs, E2_ROOT_INO, "f", S_IFREG | 0644);
+	close_check(fs);
+	snprintf(line, sizeof(line), "debugfs -R 'imap <%u>' %s 2>/dev/null", ino, img);
+	f = popen(line, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "located at block"))
+			home = strtoull(strstr(line, "located at block") + 17, NULL, 10);
+	pclose(f);
+	assert_true(home > 0);
+	jc.home = home;
+
+	assert_int_equal(e2t_read_file(img, &bytes, &len), 0);
+	assert_int_equal(bdev_mem_create(1024, 0, bytes, len, &mem), 0);
+	free(bytes);
+	jc.mem = mem;
+	jc.len = len;
+	assert_int_equal(bdev_recorder_create(mem, &jc.rec), 0);
+	assert_int_equal(e2_open_bdev(jc.rec, &o, &fs), 0);
+	assert_int_equal(e2_lookup(fs, E2_ROOT_INO, "f", &st), 0);
+	jc.from = bdev_recorder_count(jc.rec);
+	for (int i = 0; i < n; i++) {
+		char rec[8];
+
+		memset(rec, 'a' + i, sizeof(rec));
+		/* grows the file: its inode changes every time */
+		assert_int_equal(e2_write(fs, NULL, ino, rec, sizeof(rec), (off_t)i * 8), 8);
+		assert_int_equal(e2_fsync(fs, ino, false), 0);
+	}
+	jcount_scan(&jc);
+	assert_int_equal(jc.commits, n);
+	/* (the first commit sets needs_recovery in the superblock first) */
+	assert_true(jc.barriers <= 2u * n + 1);
+	assert_int_equal(jc.home_writes, 0);
+
+	jc.from = 0;
+	assert_int_equal(e2_close_then(fs, jcount_close, &jc), 0);
+	assert_int_equal(jc.cache_barriers, jc.barriers);
+	assert_int_equal(jc.cache_writes, jc.writes);
+	/* From the open on: the fsyncs' commits and the unmount's; the inode
+	 * block once, at the final checkpoint. */
+	assert_true(jc.commits >= (unsigned)n);
+	assert_int_equal(jc.home_writes, 1);
+	fsck_clean();
+}
+
 /* Timestamps as Linux keeps them: signed seconds (1969 is not 2105), the
  * epoch bits past 2038 and nanoseconds in a 256-byte inode, clamped to
  * what the inode can hold; the same values after a reopen. */
@@ -842,6 +964,7 @@ int main(void)
 	    cmocka_unit_test(test_close_frees_orphans),
 	    cmocka_unit_test(test_unlink_releases_xattr_block),
 	    cmocka_unit_test(test_shrink_then_grow_reads_zeros_after_crash),
+	    cmocka_unit_test(test_journal_fsync_goes_home_once),
 	    cmocka_unit_test(test_timestamps),
 	    cmocka_unit_test(test_timestamps_wide_extra),
 	};
