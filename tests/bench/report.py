@@ -1020,10 +1020,8 @@ def engine_by_disk_markdown(rows):
       " an earlier mount, so these are the workload and its unmount. "
       "Barriers per op = barriers / operations (updates, messages, rows); "
       "commits: journal transactions committed (journal modes). In the "
-      "journal modes the daemon takes these counters after its last commit"
-      " and before the unmount checkpoints the log in place, so the "
-      "checkpoint's barriers are missing here; slowflush's flush counts "
-      "(section on slow disks) include them.\n")
+      "journal modes the counters are taken after the unmount's last "
+      "checkpoint, so they include its writes and barriers.\n")
     w("| disk | workload | variant | contender | barriers | per op | rounds "
       "| commits | block writes | rollback rewrites |")
     w("|---|---|---|---|---|---|---|---|---|---|")
