@@ -33,6 +33,7 @@ struct cslot {
 	bool found;
 	struct scope_key key;
 	int pidfd; /* the thread's own pidfd: a hit while it lives reads nothing */
+	bool leader; /* the thread leads its thread group (is its process) */
 };
 
 struct scope_tab {
@@ -108,36 +109,6 @@ int proc_tgid(const char *root, pid_t tid, pid_t *tgid)
 		return -EPROTO;
 	*tgid = (pid_t)strtol(p + 6, NULL, 10);
 	return *tgid > 0 ? 0 : -EPROTO;
-}
-
-int proc_ancestry(const char *root, pid_t tid, struct scope_key *keys, size_t max, size_t *n)
-{
-	pid_t pid, ppid;
-	uint64_t start;
-	size_t k = 0;
-	int r;
-
-	r = proc_tgid(root, tid, &pid);
-	if (r < 0)
-		return r;
-	while (pid > 0 && k < max) {
-		r = proc_stat(root, pid, &ppid, &start);
-		if (r < 0) {
-			/* An ancestor that vanished mid-walk: its children were
-			 * reparented, so what we have so far is the answer. */
-			if (k > 0)
-				break;
-			return r;
-		}
-		keys[k].pid = pid;
-		keys[k].start = start;
-		k++;
-		if (pid == 1 || ppid == pid)
-			break;
-		pid = ppid;
-	}
-	*n = k;
-	return 0;
 }
 
 static size_t eslot(struct scope_key key)
@@ -462,15 +433,70 @@ int scope_key_of(struct scope_tab *t, pid_t pid, struct scope_key *key)
 	return 0;
 }
 
+/* The scope of the process key, whose child on the way down (if any,
+ * i > 0) started at child_start: its own scope counts for it, and for a
+ * descendant only when the way down left it after the scope was made.
+ * Called with t->lock held. */
+static bool scope_applies(struct scope_tab *t, struct scope_key key, size_t i,
+			  uint64_t child_start)
+{
+	struct entry *e = *efind(t, key);
+
+	/* Engagement reaches only descendants started after it: a process
+	 * already running below the scope's owner (started before the scope
+	 * was made) stays outside it, and keeps what it inherited when it
+	 * was forked (as with a file table): the scope of an ancestor
+	 * further up, so the walk goes on.  The start times are in clock
+	 * ticks, so a child forked in the same tick as the scope was made
+	 * counts as after it (documented in pg_create(3)). */
+	return e && (i == 0 || child_start >= e->since);
+}
+
+/* Walk up from the process key (parent ppid) to the nearest ancestor whose
+ * scope applies, reading one /proc/PID/stat per step and stopping at the
+ * first scope found: a process inside a scope costs as many reads as it is
+ * deep below the scope's owner, not below init.  1 and *found, or 0. */
+static int walk_up(struct scope_tab *t, struct scope_key key, pid_t ppid,
+		   struct scope_key *found)
+{
+	uint64_t child_start = 0, start;
+	pid_t next;
+	size_t i;
+	bool hit;
+
+	for (i = 0; i < ANCESTRY_MAX; i++) {
+		pthread_mutex_lock(&t->lock);
+		hit = scope_applies(t, key, i, child_start);
+		pthread_mutex_unlock(&t->lock);
+		if (hit) {
+			*found = key;
+			return 1;
+		}
+		if (key.pid == 1 || ppid <= 0 || ppid == key.pid)
+			return 0;
+		child_start = key.start;
+		atomic_fetch_add(&t->reads, 1);
+		/* An ancestor that vanished mid-walk: its children were
+		 * reparented, so nothing above it applies any more.  A
+		 * "parent" that started after its child is another process
+		 * that got the vanished parent's pid. */
+		if (proc_stat(t->root, ppid, &next, &start) < 0 || start > child_start)
+			return 0;
+		key.pid = ppid;
+		key.start = start;
+		ppid = next;
+	}
+	return 0;
+}
+
 int scope_resolve(struct scope_tab *t, pid_t tid, struct scope_key *key)
 {
-	struct scope_key chain[ANCESTRY_MAX];
+	struct scope_key proc, found;
 	struct cslot *cs;
 	uint64_t tstart, gen;
 	pid_t ppid;
-	size_t n, i;
-	bool pinned;
-	int r, fd;
+	bool pinned, leader = false;
+	int r, fd = -1;
 
 	/* The common case costs nothing: no scope, no /proc reads. */
 	if (tid <= 0 || atomic_load(&t->acount) == 0)
@@ -480,7 +506,9 @@ int scope_resolve(struct scope_tab *t, pid_t tid, struct scope_key *key)
 	 * read: the pidfd pins the thread, so the tid cannot have been
 	 * reused while it is not readable. */
 	pthread_mutex_lock(&t->lock);
-	if (cs->tid == tid && cs->pidfd >= 0 && cs->gen == t->gen && pidfd_alive(cs->pidfd)) {
+	pinned = cs->tid == tid && cs->pidfd >= 0 && pidfd_alive(cs->pidfd);
+	leader = pinned && cs->leader;
+	if (pinned && cs->gen == t->gen) {
 		r = cs->found;
 		if (r)
 			*key = cs->key;
@@ -488,69 +516,65 @@ int scope_resolve(struct scope_tab *t, pid_t tid, struct scope_key *key)
 		return r;
 	}
 	pthread_mutex_unlock(&t->lock);
+
+	/* Pin the thread before reading anything: if its pidfd still says
+	 * it runs after the reads, every read was of this one thread.  A
+	 * pidfd of the process opens only for a thread group leader, which
+	 * then is its own process: no /proc/TID/status to read for the
+	 * single-threaded programs that make most requests. */
+	if (t->real && !pinned) {
+		fd = (int)syscall(SYS_pidfd_open, tid, 0);
+		if (fd >= 0)
+			leader = true;
+		else
+			fd = pidfd_open_thread(tid);
+	}
 	atomic_fetch_add(&t->reads, 1);
-	r = proc_stat(t->root, tid, &ppid, &tstart);
-	if (r < 0)
-		return 0; /* the thread is gone: it can belong to no scope */
+	if (proc_stat(t->root, tid, &ppid, &tstart) < 0)
+		goto gone; /* the thread is gone: it can belong to no scope */
 	pthread_mutex_lock(&t->lock);
 	if (cs->tid == tid && cs->tstart == tstart && cs->gen == t->gen) {
 		r = cs->found;
 		if (r)
 			*key = cs->key;
 		pthread_mutex_unlock(&t->lock);
+		if (fd >= 0)
+			close(fd);
 		return r;
 	}
 	gen = t->gen;
-	/* Only the set of scopes changed (gen): the slot's pidfd still pins
-	 * this very thread, and is kept below. */
-	pinned = cs->pidfd >= 0 && cs->tid == tid && cs->tstart == tstart;
 	pthread_mutex_unlock(&t->lock);
 
-	/* Pin the thread for later hits, then check the pidfd names the
-	 * thread whose start time we read (the tid may have been reused in
-	 * between): its stat is read again after the walk. */
-	fd = t->real && !pinned ? pidfd_open_thread(tid) : -1;
-	atomic_fetch_add(&t->reads, 1);
-	r = proc_ancestry(t->root, tid, chain, ANCESTRY_MAX, &n);
-	if (r < 0) {
-		if (fd >= 0)
-			close(fd);
-		return 0;
-	}
-	if (fd >= 0) {
-		uint64_t st2;
-
+	/* The thread's process: the thread itself when it leads its group,
+	 * else the group's leader (Tgid), whose start time names it. */
+	proc.pid = tid;
+	proc.start = tstart;
+	if (!leader) {
 		atomic_fetch_add(&t->reads, 1);
-		if (proc_stat(t->root, tid, &ppid, &st2) < 0 || st2 != tstart) {
-			close(fd);
-			fd = -1;
+		if (proc_tgid(t->root, tid, &proc.pid) < 0)
+			goto gone;
+		if (proc.pid != tid) {
+			atomic_fetch_add(&t->reads, 1);
+			if (proc_stat(t->root, proc.pid, &ppid, &proc.start) < 0)
+				goto gone;
 		}
+	}
+	r = walk_up(t, proc, ppid, &found);
+	if (r)
+		*key = found;
+	/* A thread that ended during the reads: the answer stands for this
+	 * request, but its id may be another thread's next, so the pidfd
+	 * does not go into the cache. */
+	if (fd >= 0 && !pidfd_alive(fd)) {
+		close(fd);
+		fd = -1;
+		pinned = false;
 	}
 	pthread_mutex_lock(&t->lock);
-	r = 0;
-	for (i = 0; i < n; i++) {
-		struct entry *e = *efind(t, chain[i]);
-
-		if (!e)
-			continue;
-		/* Engagement reaches only descendants started after it: a
-		 * process already running below the scope's owner (started
-		 * before the scope was made) stays outside it, and keeps what
-		 * it inherited when it was forked (as with a file table): the
-		 * scope of an ancestor further up, so the walk goes on.  The
-		 * start times are in clock ticks, so a child forked in the
-		 * same tick as the scope was made counts as after it
-		 * (documented in pg_create(3)). */
-		if (i == 0 || chain[i - 1].start >= e->since) {
-			*key = chain[i];
-			r = 1;
-			break;
-		}
-	}
 	/* Cache only an answer computed against the current set of scopes;
 	 * one that raced with a change is used once and dropped. */
 	if (gen == t->gen) {
-		if (cs->pidfd >= 0 && (cs->tid != tid || cs->tstart != tstart)) {
+		if (cs->pidfd >= 0 && !(pinned && cs->tid == tid)) {
 			close(cs->pidfd);
 			cs->pidfd = -1;
 		}
@@ -561,12 +585,17 @@ int scope_resolve(struct scope_tab *t, pid_t tid, struct scope_key *key)
 		cs->tid = tid;
 		cs->tstart = tstart;
 		cs->gen = gen;
+		cs->leader = leader;
 		cs->found = r;
 		if (r)
-			cs->key = *key;
+			cs->key = found;
 	}
 	pthread_mutex_unlock(&t->lock);
 	if (fd >= 0)
 		close(fd);
 	return r;
+gone:
+	if (fd >= 0)
+		close(fd);
+	return 0;
 }

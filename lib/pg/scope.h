@@ -5,7 +5,8 @@
  * by its pid AND its start time (field 22 of /proc/PID/stat), so that a
  * reused pid is never taken for the process that had it before.  A process
  * without a scope of its own inherits the scope of its nearest ancestor that
- * has one: resolution walks the PPid chain.  Answers are cached per thread
+ * has one: resolution walks the PPid chain, one /proc/PID/stat a step, and
+ * stops at the first scope that applies.  Answers are cached per thread
  * (thread id and start time) until the set of scopes changes.
  *
  * The table holds an opaque pointer per scope; it never looks inside.  With
@@ -36,9 +37,6 @@ struct scope_key {
 int proc_stat(const char *root, pid_t pid, pid_t *ppid, uint64_t *start);
 /* The thread group (process) of thread tid, from /proc/TID/status. */
 int proc_tgid(const char *root, pid_t tid, pid_t *tgid);
-/* The process of thread tid and its ancestors, nearest first, up to and
- * including pid 1 or max entries.  *n gets the count. */
-int proc_ancestry(const char *root, pid_t tid, struct scope_key *keys, size_t max, size_t *n);
 /* A pidfd for thread tid (not only a thread group leader), or -1 with
  * errno set.  It pins the thread: its tid names no other thread while
  * pidfd_alive() says it still runs. */
@@ -85,7 +83,9 @@ size_t scope_reap(struct scope_tab *t);
  * none (including tid 0 and vanished threads), or -errno. */
 int scope_resolve(struct scope_tab *t, pid_t tid, struct scope_key *key);
 /* How many /proc files scope_resolve() has read (for tests: a repeated hit
- * on a live thread of the real /proc reads none). */
+ * on a live thread of the real /proc reads none, a miss one per process on
+ * the way up to the scope, plus /proc/TID/status for a thread that does
+ * not lead its thread group or whose pidfd cannot be had). */
 size_t scope_proc_reads(struct scope_tab *t);
 /* Key of process pid as it is now (its current start time). */
 int scope_key_of(struct scope_tab *t, pid_t pid, struct scope_key *key);

@@ -901,6 +901,65 @@ static void test_scope_resolve(void **state)
 	free(fake_root);
 }
 
+/* A miss reads /proc/PID/stat only up to the nearest scope, not up to
+ * init, and stops at a parent that started after its child (a pid
+ * reused after the real parent exited). */
+static void test_scope_walk_stops_at_scope(void **state)
+{
+	struct scope_tab *t;
+	struct scope_key k = { .pid = 100, .start = 20 }, got;
+	size_t r0;
+	int data = 1;
+
+	(void)state;
+	fake_root = e2t_tmpdir_new("pgwalk");
+	assert_non_null(fake_root);
+	/* init(1) -> a(40) -> b(45) -> bash(50) -> pgrun(100) -> cp(300),
+	 * a thread 301 of cp, and other(400) beside pgrun */
+	fake_proc(1, 1, 0, 1, "init");
+	fake_proc(40, 40, 1, 5, "a");
+	fake_proc(45, 45, 40, 7, "b");
+	fake_proc(50, 50, 45, 10, "bash");
+	fake_proc(100, 100, 50, 20, "pgrun");
+	fake_proc(300, 300, 100, 40, "cp");
+	fake_proc(301, 300, 100, 41, "cp");
+	fake_proc(400, 400, 50, 25, "other");
+	assert_int_equal(scope_tab_create(fake_root, false, NULL, NULL, &t), 0);
+	assert_int_equal(scope_add_since(t, k, 22, &data), 0);
+	/* cp: its stat and status (no pidfd over a fake /proc), then
+	 * pgrun's stat, where the scope is: three reads, none above */
+	r0 = scope_proc_reads(t);
+	assert_int_equal(scope_resolve(t, 300, &got), 1);
+	assert_int_equal(got.pid, 100);
+	assert_int_equal(scope_proc_reads(t) - r0, 3);
+	/* a thread: its stat and status, its leader's stat, pgrun's */
+	r0 = scope_proc_reads(t);
+	assert_int_equal(scope_resolve(t, 301, &got), 1);
+	assert_int_equal(got.pid, 100);
+	assert_int_equal(scope_proc_reads(t) - r0, 4);
+	/* outside every scope the walk goes up to init: other, bash, b, a,
+	 * init, and other's status */
+	r0 = scope_proc_reads(t);
+	assert_int_equal(scope_resolve(t, 400, &got), 0);
+	assert_int_equal(scope_proc_reads(t) - r0, 6);
+	/* pgrun exits and a process started later under b gets its pid:
+	 * for cp's sibling 310, which started before it, the "parent" it
+	 * reads is another process, and b's scope above that one must not
+	 * apply to 310 */
+	assert_ptr_equal(scope_del(t, k), &data);
+	fake_proc(100, 100, 45, 60, "reused");
+	fake_proc(310, 310, 100, 50, "orphan");
+	k.pid = 45;
+	k.start = 7;
+	assert_int_equal(scope_add_since(t, k, 8, &data), 0);
+	assert_int_equal(scope_resolve(t, 100, &got), 1); /* b's indeed */
+	assert_int_equal(got.pid, 45);
+	assert_int_equal(scope_resolve(t, 310, &got), 0);
+	scope_tab_destroy(t);
+	e2t_rm_rf(fake_root);
+	free(fake_root);
+}
+
 /* A repeated hit on a live thread reads no /proc file: the cached pidfd
  * answers.  (Before, every hit read /proc/TID/stat.) */
 static void test_scope_hit_reads_nothing(void **state)
@@ -916,8 +975,11 @@ static void test_scope_hit_reads_nothing(void **state)
 	assert_int_equal(scope_add(t, k, &data), 0);
 	assert_int_equal(scope_resolve(t, (pid_t)syscall(SYS_gettid), &got), 1);
 	assert_int_equal(got.pid, k.pid);
+	/* the miss read the thread's stat alone: it leads its thread group
+	 * (a pidfd of the process opened for it), so it is its own process,
+	 * and its scope is its own */
 	before = scope_proc_reads(t);
-	assert_true(before > 0); /* the miss did read */
+	assert_int_equal(before, 1);
 	for (i = 0; i < 100; i++) {
 		assert_int_equal(scope_resolve(t, (pid_t)syscall(SYS_gettid), &got), 1);
 		assert_int_equal(got.pid, k.pid);
@@ -1560,6 +1622,7 @@ int main(void)
 		cmocka_unit_test(test_atomic_replace),
 		cmocka_unit_test(test_proc_parse),
 		cmocka_unit_test(test_scope_resolve),
+		cmocka_unit_test(test_scope_walk_stops_at_scope),
 		cmocka_unit_test(test_scope_hit_reads_nothing),
 		cmocka_unit_test(test_caller_real),
 		cmocka_unit_test(test_caller_fake),
