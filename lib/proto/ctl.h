@@ -175,9 +175,14 @@ bool ctl_access_allows(const struct ctl_access *acc, const struct ctl_peer *peer
  * alone and gives -EEXIST).  acc says who may connect (NULL: the effective
  * user only); the socket's mode is 0666 with allow_other and 0600
  * otherwise, and every connection's peer is checked as well (root passes
- * the mode).  One thread accepts, one thread per connection answers. */
+ * the mode).  Each connection is answered by a thread of its own while it
+ * lasts; a few threads are kept between connections, so that a client that
+ * connects, asks once and goes (pgrun) costs no thread's start and end. */
 int ctl_server_start(const char *path, const struct ctl_access *acc, ctl_handler fn, void *arg,
 		     struct ctl_server **out);
+/* For tests: how many threads the server has started so far, and how many
+ * now wait for a connection. */
+void ctl_server_threads(struct ctl_server *s, size_t *started, size_t *idle);
 /* Stop accepting, close every connection, wait for the threads (a request
  * being answered finishes first), remove the socket file. */
 void ctl_server_stop(struct ctl_server *s);

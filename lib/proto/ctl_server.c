@@ -1,5 +1,6 @@
-/* The control socket, daemon side: the listening socket and one thread
- * per connection (see ctl.h). */
+/* The control socket, daemon side: the listening socket, and a thread per
+ * connection being served, taken from a few kept between connections (see
+ * ctl.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -23,21 +24,34 @@ struct conn {
 
 /* At most this many connections are served at once (a thread each). */
 #define CTL_MAX_CONNS 256
-/* How long the accept loop waits when it cannot take a connection now. */
+/* How many threads wait for the next connection once theirs has ended.  A
+ * client that connects, asks once and exits (pgrun) then finds a thread
+ * waiting: no thread is created or ended per connection. */
+#define CTL_IDLE_MAX 2
+/* How long a thread waits when it cannot take a connection now. */
 #define CTL_BACKOFF_MS 50
 
+/* Threads take turns: one, the listener, waits on the socket; the other
+ * idle ones wait for its turn.  The listener takes a connection, hands the
+ * turn on and serves it; a thread that ends up the last idle one first
+ * starts another, so that a listener is always there. */
 struct ctl_server {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	int lfd;
+	int lfd; /* non-blocking */
 	int stopfd[2];
 	ctl_handler fn;
 	void *arg;
 	struct ctl_access acc;
-	pthread_t thread;
+	pthread_attr_t attr;
 	pthread_mutex_t lock;
-	pthread_cond_t gone;
+	pthread_cond_t gone;   /* a thread has ended */
+	pthread_cond_t turn;   /* the listener's turn is free */
 	struct conn *conns;
 	size_t nconns;
+	size_t nthreads;
+	size_t nidle;          /* threads not serving a connection */
+	size_t nstarted;       /* threads started, ever */
+	bool listening;        /* some thread is the listener */
 	bool stopping;
 };
 
@@ -105,10 +119,10 @@ static void refuse(void *arg, const struct ctl_peer *peer, const struct ctl_req 
 	rep->err = EACCES;
 }
 
-static void *conn_main(void *arg)
+/* Answer c's requests until the client goes away, then forget it. */
+static void serve(struct ctl_server *s, struct conn *c)
 {
-	struct conn *c = arg, **pp;
-	struct ctl_server *s = c->s;
+	struct conn **pp;
 	struct ctl_req req;
 	struct ctl_rep rep;
 	struct ctl_payload pl = {0};
@@ -137,42 +151,37 @@ static void *conn_main(void *arg)
 	*pp = c->next;
 	s->nconns--;
 	close(c->fd);
-	pthread_cond_broadcast(&s->gone);
 	pthread_mutex_unlock(&s->lock);
 	free(c);
-	return NULL;
 }
 
-static void *accept_main(void *arg)
+/* Wait, as the listener, for a connection: the new connection, or NULL
+ * when the server stops.  Called and returns with s->lock held. */
+static struct conn *listen_one(struct ctl_server *s)
 {
-	struct ctl_server *s = arg;
 	struct pollfd pf[2] = { { .fd = s->lfd, .events = POLLIN },
 				{ .fd = s->stopfd[0], .events = POLLIN } };
 	struct ucred cr;
 	socklen_t len;
-	pthread_attr_t attr;
-	pthread_t t;
 	struct conn *c;
-	bool full;
 	int fd;
 
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	for (;;) {
-		if (poll(pf, 2, -1) < 0)
-			continue;
-		if (pf[1].revents)
-			break;
-		/* With allow_other the socket is open to every user: one
-		 * thread per connection must have a bound.  Beyond it, new clients wait in the
-		 * listen backlog until a connection ends. */
-		pthread_mutex_lock(&s->lock);
-		full = s->nconns >= CTL_MAX_CONNS;
+	while (!s->stopping) {
 		pthread_mutex_unlock(&s->lock);
-		if (full) {
+		fd = -1;
+		if (poll(pf, 2, -1) < 0 || pf[1].revents)
+			goto next;
+		/* With allow_other the socket is open to every user: one
+		 * thread per connection must have a bound.  Beyond it, new
+		 * clients wait in the listen backlog until a connection
+		 * ends. */
+		pthread_mutex_lock(&s->lock);
+		if (s->nconns >= CTL_MAX_CONNS) {
+			pthread_mutex_unlock(&s->lock);
 			poll(&pf[1], 1, CTL_BACKOFF_MS);
-			continue;
+			goto next;
 		}
+		pthread_mutex_unlock(&s->lock);
 		fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0) {
 			/* Out of descriptors or memory: the pending connection
@@ -180,17 +189,14 @@ static void *accept_main(void *arg)
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
 			    errno == ENOMEM)
 				poll(&pf[1], 1, CTL_BACKOFF_MS);
-			continue;
+			goto next;
 		}
 		len = sizeof(cr);
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0) {
-			close(fd);
-			continue;
-		}
 		c = calloc(1, sizeof(*c));
-		if (!c) {
+		if (!c || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0) {
+			free(c);
 			close(fd);
-			continue;
+			goto next;
 		}
 		c->s = s;
 		c->fd = fd;
@@ -199,18 +205,74 @@ static void *accept_main(void *arg)
 		c->peer.gid = cr.gid;
 		c->refused = !ctl_access_allows(&s->acc, &c->peer);
 		pthread_mutex_lock(&s->lock);
+		if (s->stopping) {
+			close(fd);
+			free(c);
+			break;
+		}
 		c->next = s->conns;
 		s->conns = c;
 		s->nconns++;
-		if (pthread_create(&t, &attr, conn_main, c) != 0) {
-			s->conns = c->next;
-			s->nconns--;
-			close(fd);
-			free(c);
-		}
-		pthread_mutex_unlock(&s->lock);
+		return c;
+next:
+		pthread_mutex_lock(&s->lock);
 	}
-	pthread_attr_destroy(&attr);
+	return NULL;
+}
+
+static void *worker_main(void *arg);
+
+/* Start one more idle thread.  Called with s->lock held. */
+static void spawn_worker(struct ctl_server *s)
+{
+	pthread_t t;
+
+	s->nthreads++;
+	s->nidle++;
+	if (pthread_create(&t, &s->attr, worker_main, s) != 0) {
+		s->nthreads--;
+		s->nidle--;
+		return;
+	}
+	s->nstarted++;
+}
+
+static void *worker_main(void *arg)
+{
+	struct ctl_server *s = arg;
+	struct conn *c;
+
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		/* idle: counted in s->nidle */
+		while (s->listening && !s->stopping)
+			pthread_cond_wait(&s->turn, &s->lock);
+		if (s->stopping)
+			break;
+		s->listening = true;
+		c = listen_one(s);
+		s->listening = false;
+		pthread_cond_signal(&s->turn);
+		if (!c)
+			break;
+		/* The next client must find a listener: if no other thread
+		 * is idle, start one (it waits for the turn handed on). */
+		s->nidle--;
+		if (s->nidle == 0 && !s->stopping)
+			spawn_worker(s);
+		pthread_mutex_unlock(&s->lock);
+		serve(s, c);
+		pthread_mutex_lock(&s->lock);
+		if (s->nidle >= CTL_IDLE_MAX) {
+			s->nidle++; /* counted out just below */
+			break;
+		}
+		s->nidle++;
+	}
+	s->nidle--;
+	s->nthreads--;
+	pthread_cond_broadcast(&s->gone);
+	pthread_mutex_unlock(&s->lock);
 	return NULL;
 }
 
@@ -239,7 +301,9 @@ int ctl_server_start(const char *path, const struct ctl_access *acc, ctl_handler
 		}
 		unlink(path);
 	}
-	s->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	/* Non-blocking: a connection that went away between the poll and
+	 * the accept must not leave the listener stuck in accept. */
+	s->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (s->lfd < 0 || pipe2(s->stopfd, O_CLOEXEC) < 0) {
 		r = -errno;
 		goto fail;
@@ -263,8 +327,18 @@ int ctl_server_start(const char *path, const struct ctl_access *acc, ctl_handler
 	s->arg = arg;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->gone, NULL);
-	r = -pthread_create(&s->thread, NULL, accept_main, s);
+	pthread_cond_init(&s->turn, NULL);
+	pthread_attr_init(&s->attr);
+	pthread_attr_setdetachstate(&s->attr, PTHREAD_CREATE_DETACHED);
+	pthread_mutex_lock(&s->lock);
+	spawn_worker(s);
+	r = s->nthreads ? 0 : -EAGAIN;
+	pthread_mutex_unlock(&s->lock);
 	if (r < 0) {
+		pthread_attr_destroy(&s->attr);
+		pthread_cond_destroy(&s->turn);
+		pthread_cond_destroy(&s->gone);
+		pthread_mutex_destroy(&s->lock);
 		unlink(path);
 		goto fail;
 	}
@@ -281,6 +355,14 @@ fail:
 	return r;
 }
 
+void ctl_server_threads(struct ctl_server *s, size_t *started, size_t *idle)
+{
+	pthread_mutex_lock(&s->lock);
+	*started = s->nstarted;
+	*idle = s->nidle;
+	pthread_mutex_unlock(&s->lock);
+}
+
 void ctl_server_stop(struct ctl_server *s)
 {
 	struct conn *c;
@@ -288,22 +370,28 @@ void ctl_server_stop(struct ctl_server *s)
 
 	if (!s)
 		return;
+	unlink(s->path);
+	pthread_mutex_lock(&s->lock);
+	s->stopping = true;
+	pthread_cond_broadcast(&s->turn);
+	/* The listener sees the byte in its poll (the pipe stays readable). */
 	if (write(s->stopfd[1], &b, 1) < 0) {
 		/* A pipe with room for one byte cannot fail here. */
 	}
-	pthread_join(s->thread, NULL);
-	unlink(s->path);
-	close(s->lfd);
-	pthread_mutex_lock(&s->lock);
-	/* Wake every connection thread; one that is answering a request
-	 * finishes it first and then sees the end of its socket. */
-	for (c = s->conns; c; c = c->next)
-		shutdown(c->fd, SHUT_RDWR);
-	while (s->nconns)
+	/* Wake every thread serving a connection; one that is answering a
+	 * request finishes it first and then sees the end of its socket.
+	 * No connection is taken once stopping is set. */
+	while (s->nthreads) {
+		for (c = s->conns; c; c = c->next)
+			shutdown(c->fd, SHUT_RDWR);
 		pthread_cond_wait(&s->gone, &s->lock);
+	}
 	pthread_mutex_unlock(&s->lock);
+	close(s->lfd);
 	close(s->stopfd[0]);
 	close(s->stopfd[1]);
+	pthread_attr_destroy(&s->attr);
+	pthread_cond_destroy(&s->turn);
 	pthread_cond_destroy(&s->gone);
 	pthread_mutex_destroy(&s->lock);
 	free(s);

@@ -1181,6 +1181,58 @@ static void test_ctl_protocol(void **state)
 	free(dir);
 }
 
+static void tid_handler(void *arg, const struct ctl_peer *peer, const struct ctl_req *req,
+			struct ctl_rep *rep, struct ctl_payload *pl)
+{
+	(void)arg;
+	(void)peer;
+	(void)req;
+	(void)pl;
+	rep->id = (int64_t)syscall(SYS_gettid);
+}
+
+/* Clients that each connect, ask once and go, one after the other, are
+ * answered by the same two threads: none is started per connection. */
+static void test_ctl_threads_kept(void **state)
+{
+	char *dir = e2t_tmpdir_new("pgctlthr"), path[512];
+	struct ctl_req req = { .magic = CTL_MAGIC, .version = CTL_VERSION, .op = CTL_HELLO };
+	struct ctl_server *srv;
+	struct ctl_rep rep;
+	int64_t tids[2] = { 0, 0 };
+	size_t started, idle;
+	int fd, i, k, w;
+
+	(void)state;
+	assert_non_null(dir);
+	snprintf(path, sizeof(path), "%s/ctl", dir);
+	assert_int_equal(ctl_server_start(path, NULL, tid_handler, NULL, &srv), 0);
+	for (i = 0; i < 20; i++) {
+		assert_int_equal(ctl_connect(path, &fd), 0);
+		assert_int_equal(ctl_call(fd, &req, &rep), 0);
+		assert_int_equal(rep.err, 0);
+		close(fd);
+		/* the answering thread is idle again once it has seen the
+		 * end of the connection (bounded wait: 10 s) */
+		for (w = 0; w < 1000; w++) {
+			ctl_server_threads(srv, &started, &idle);
+			if (idle == 2)
+				break;
+			usleep(10000);
+		}
+		assert_int_equal(idle, 2);
+		for (k = 0; k < 2 && tids[k] && tids[k] != rep.id; k++)
+			;
+		assert_true(k < 2); /* one of at most two threads */
+		tids[k] = rep.id;
+	}
+	ctl_server_threads(srv, &started, &idle);
+	assert_int_equal(started, 2);
+	ctl_server_stop(srv);
+	e2t_rm_rf(dir);
+	free(dir);
+}
+
 /* One HELLO on a server started with acc: the reply's error (0 or EACCES)
  * and the socket's permission bits in *mode. */
 static int hello_with(const char *path, const struct ctl_access *acc, mode_t *mode)
@@ -1628,6 +1680,7 @@ int main(void)
 		cmocka_unit_test(test_caller_fake),
 		cmocka_unit_test(test_scope_exit_watch),
 		cmocka_unit_test(test_ctl_protocol),
+		cmocka_unit_test(test_ctl_threads_kept),
 		cmocka_unit_test(test_ctl_access),
 		cmocka_unit_test(test_pgsrv_api),
 		cmocka_unit_test(test_pgsrv_switch),
