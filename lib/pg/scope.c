@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -23,6 +24,7 @@ struct entry {
 	uint64_t since; /* clock ticks since boot when the scope was made */
 	void *data;
 	int pidfd;
+	uint32_t serial; /* names the entry in the watcher's epoll events */
 	struct entry *next;
 };
 
@@ -45,7 +47,9 @@ struct scope_tab {
 	uint64_t gen;           /* bumped on every add and del */
 	struct cslot cache[CACHE_SLOTS];
 	bool watch;
-	int evfd;
+	int evfd;               /* wakes the watcher to stop */
+	int epfd;               /* the evfd and every scope's pidfd */
+	uint32_t serial;        /* the last entry's serial */
 	pthread_t thread;
 	atomic_bool stop;
 	scope_exit_fn fn;
@@ -125,58 +129,50 @@ static struct entry **efind(struct scope_tab *t, struct scope_key key)
 	return pp;
 }
 
+/* An epoll event's data: the entry's pid and serial (0 for the evfd). */
+static uint64_t ev_tag(const struct entry *e)
+{
+	return (uint64_t)(uint32_t)e->key.pid << 32 | e->serial;
+}
+
+/* Each scope's pidfd sits in one epoll set, added by scope_add() and
+ * dropped by closing it in scope_del(): neither wakes the watcher, which
+ * wakes only for an exit (each pidfd reports once: EPOLLONESHOT) or to
+ * stop. */
 static void *watcher(void *arg)
 {
 	struct scope_tab *t = arg;
-	struct pollfd *pf = NULL;
-	struct scope_key *keys = NULL;
-	size_t cap = 0, n, i;
+	struct epoll_event ev[32];
+	struct scope_key keys[32];
 	struct entry *e;
-	uint64_t v;
+	uint32_t serial;
+	pid_t pid;
+	int n, i, k;
 
 	while (!atomic_load(&t->stop)) {
+		n = epoll_wait(t->epfd, ev, 32, -1);
+		if (n < 0)
+			continue;
+		k = 0;
 		pthread_mutex_lock(&t->lock);
-		if (t->count + 1 > cap) {
-			size_t nc = (t->count + 1) * 2;
-			struct pollfd *np = realloc(pf, nc * sizeof(*np));
-			struct scope_key *nk;
-
-			if (np)
-				pf = np;
-			nk = np ? realloc(keys, nc * sizeof(*nk)) : NULL;
-			if (nk) {
-				keys = nk;
-				cap = nc;
-			}
-		}
-		pf[0].fd = t->evfd;
-		pf[0].events = POLLIN;
-		n = 1;
-		for (i = 0; i < 256; i++) {
-			for (e = t->ht[i]; e; e = e->next) {
-				if (e->pidfd < 0 || n >= cap)
-					continue;
-				pf[n].fd = e->pidfd;
-				pf[n].events = POLLIN;
-				keys[n] = e->key;
-				n++;
-			}
+		for (i = 0; i < n; i++) {
+			if (ev[i].data.u64 == 0)
+				continue; /* the evfd: the loop's test says why */
+			pid = (pid_t)(ev[i].data.u64 >> 32);
+			serial = (uint32_t)ev[i].data.u64;
+			for (e = t->ht[eslot((struct scope_key){ .pid = pid })]; e; e = e->next)
+				if (e->key.pid == pid && e->serial == serial)
+					break;
+			/* A key deleted meanwhile is not found here, nor by
+			 * the callback's scope_del(); the poll makes sure that
+			 * a tag that came round again names an exit. */
+			if (e && !pidfd_alive(e->pidfd))
+				keys[k++] = e->key;
 		}
 		pthread_mutex_unlock(&t->lock);
-		if (poll(pf, n, -1) < 0)
-			continue;
-		if (pf[0].revents & POLLIN) {
-			if (read(t->evfd, &v, sizeof(v)) < 0)
-				v = 0;
-		}
-		/* A key that was deleted meanwhile is simply not found by the
-		 * callback's scope_del(). */
-		for (i = 1; i < n; i++)
-			if (pf[i].revents & (POLLIN | POLLHUP | POLLERR))
-				t->fn(t->arg, keys[i]);
+		for (i = 0; i < k; i++)
+			t->fn(t->arg, keys[i]);
 	}
-	free(pf);
-	free(keys);
 	return NULL;
 }
 
@@ -185,8 +181,7 @@ static void poke(struct scope_tab *t)
 	uint64_t one = 1;
 
 	if (t->watch && write(t->evfd, &one, sizeof(one)) < 0) {
-		/* The counter cannot overflow in practice; a lost poke only
-		 * delays noticing an exit until the next one. */
+		/* The counter cannot overflow in practice. */
 	}
 }
 
@@ -207,22 +202,29 @@ int scope_tab_create(const char *root, bool watch, scope_exit_fn fn, void *arg,
 	t->fn = fn;
 	t->arg = arg;
 	t->evfd = -1;
+	t->epfd = -1;
 	if (watch) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = 0 };
+
 		t->evfd = eventfd(0, EFD_CLOEXEC);
-		if (t->evfd < 0) {
+		t->epfd = epoll_create1(EPOLL_CLOEXEC);
+		if (t->evfd < 0 || t->epfd < 0 ||
+		    epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->evfd, &ev) < 0) {
 			r = -errno;
-			goto fail;
+			goto fail_fds;
 		}
 		t->watch = true;
 		r = -pthread_create(&t->thread, NULL, watcher, t);
-		if (r < 0) {
-			close(t->evfd);
-			goto fail;
-		}
+		if (r < 0)
+			goto fail_fds;
 	}
 	*out = t;
 	return 0;
-fail:
+fail_fds:
+	if (t->evfd >= 0)
+		close(t->evfd);
+	if (t->epfd >= 0)
+		close(t->epfd);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 	return r;
@@ -240,6 +242,7 @@ void scope_tab_destroy(struct scope_tab *t)
 		poke(t);
 		pthread_join(t->thread, NULL);
 		close(t->evfd);
+		close(t->epfd);
 	}
 	for (i = 0; i < 256; i++) {
 		for (e = t->ht[i]; e; e = nx) {
@@ -320,13 +323,23 @@ int scope_add_since(struct scope_tab *t, struct scope_key key, uint64_t since, v
 		r = -EEXIST;
 		goto fail;
 	}
+	if (e->pidfd >= 0) {
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT };
+
+		e->serial = ++t->serial ? t->serial : ++t->serial; /* never 0 */
+		ev.data.u64 = ev_tag(e);
+		if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, e->pidfd, &ev) < 0) {
+			r = -errno;
+			pthread_mutex_unlock(&t->lock);
+			goto fail;
+		}
+	}
 	e->next = t->ht[eslot(key)];
 	t->ht[eslot(key)] = e;
 	t->count++;
 	atomic_store(&t->acount, t->count);
 	t->gen++;
 	pthread_mutex_unlock(&t->lock);
-	poke(t);
 	return 0;
 fail:
 	if (e->pidfd >= 0)
@@ -362,10 +375,10 @@ void *scope_del(struct scope_tab *t, struct scope_key key)
 	pthread_mutex_unlock(&t->lock);
 	if (e) {
 		data = e->data;
+		/* Closing the pidfd takes it out of the epoll set. */
 		if (e->pidfd >= 0)
 			close(e->pidfd);
 		free(e);
-		poke(t);
 	}
 	return data;
 }

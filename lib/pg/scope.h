@@ -10,8 +10,9 @@
  * (thread id and start time) until the set of scopes changes.
  *
  * The table holds an opaque pointer per scope; it never looks inside.  With
- * watching on, a thread polls a pidfd per scope and reports each exit
- * through the exit callback (which normally calls scope_del()).
+ * watching on, a thread waits on an epoll set of every scope's pidfd and
+ * reports each exit through the exit callback (which normally calls
+ * scope_del()); adding and deleting a scope do not wake it.
  *
  * Locking: the table has its own lock; every call may be made from any
  * thread.  The exit callback is called with no lock held.
