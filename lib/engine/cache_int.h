@@ -181,6 +181,8 @@ struct cache {
 	size_t r_nroll, r_rollcap;
 	bool r_pinned;                /* one of them may wait for a hold */
 	struct settle_slot *r_settle; /* choose_patches()'s scratch table */
+	size_t r_settle_cap;          /* its slots (a power of two) */
+	size_t r_settle_used;         /* slots of this generation */
 	uint32_t r_settle_gen;
 	struct patch **work;          /* empty patches to commit */
 	size_t nwork, cwork;

@@ -2,6 +2,7 @@
  * rolling back what may not go yet, writing, the barrier, and committing.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -64,27 +65,63 @@ static int grow_vec(struct patch ***v, size_t *cap, size_t need)
  * disk already.  choose_patches() finds such patches by settling, in a
  * scratch table, the empty patches whose befores are all committed or in
  * this write, and counting down the waits of b's patches behind them. */
-#define SETTLE_SLOTS 1024   /* power of two */
-#define SETTLE_BUDGET 512   /* patches looked at per block write */
+#define SETTLE_MIN_SLOTS 1024 /* power of two */
+#define SETTLE_BUDGET 512      /* edges looked at per block write, plus
+				* SETTLE_PER_PATCH per patch of the block */
+#define SETTLE_PER_PATCH 4
 
-/* The first slot to probe for p: the address above its alignment, mixed
- * by a Fibonacci multiply so that neighbouring patches spread out. */
-static size_t settle_home(const struct patch *p)
+/* The first slot to probe for p in a table of cap slots (a power of two):
+ * the address above its alignment, mixed by a Fibonacci multiply so that
+ * neighbouring patches spread out. */
+static size_t settle_home(const struct patch *p, size_t cap)
 {
-	return (size_t)(((uintptr_t)p >> 6) * 0x9e3779b97f4a7c15ull >> 20) & (SETTLE_SLOTS - 1);
+	return (size_t)(((uintptr_t)p >> 6) * 0x9e3779b97f4a7c15ull >> 32) & (cap - 1);
 }
 
+/* Double the table, keeping this write's slots.  A chain of groups over
+ * one block settles one tail per group, so a fixed table would end the
+ * write after a few hundred groups and cost a round per few hundred more
+ * (the chain's later groups rolled back from a write that could hold
+ * them). */
+static int settle_grow(struct cache *c)
+{
+	size_t cap = c->r_settle_cap * 2, i;
+	struct settle_slot *t = calloc(cap, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	for (i = 0; i < c->r_settle_cap; i++) {
+		const struct settle_slot *s = &c->r_settle[i];
+		size_t j;
+
+		if (s->gen != c->r_settle_gen)
+			continue;
+		for (j = settle_home(s->p, cap); t[j].gen; j = (j + 1) & (cap - 1))
+			;
+		t[j] = *s;
+	}
+	free(c->r_settle);
+	c->r_settle = t;
+	c->r_settle_cap = cap;
+	return 0;
+}
+
+/* p's slot, made if it has none yet; NULL when the table cannot grow
+ * (then fewer patches go in this write, which is always safe). */
 static struct settle_slot *settle_slot(struct cache *c, struct patch *p)
 {
-	size_t i = settle_home(p);
+	size_t i;
 
-	for (;; i = (i + 1) & (SETTLE_SLOTS - 1)) {
+	if (2 * (c->r_settle_used + 1) > c->r_settle_cap && settle_grow(c))
+		return NULL;
+	for (i = settle_home(p, c->r_settle_cap);; i = (i + 1) & (c->r_settle_cap - 1)) {
 		struct settle_slot *s = &c->r_settle[i];
 
 		if (s->gen != c->r_settle_gen) {
 			s->gen = c->r_settle_gen;
 			s->p = p;
 			s->left = p->npend_ext;
+			c->r_settle_used++;
 			return s;
 		}
 		if (s->p == p)
@@ -95,11 +132,11 @@ static struct settle_slot *settle_slot(struct cache *c, struct patch *p)
 /* Whether p, waiting for others elsewhere, has had all of them settled. */
 static bool settled(struct cache *c, struct patch *p)
 {
-	size_t i = settle_home(p);
+	size_t i;
 
 	if (!c->r_settle)
 		return false;
-	for (;; i = (i + 1) & (SETTLE_SLOTS - 1)) {
+	for (i = settle_home(p, c->r_settle_cap);; i = (i + 1) & (c->r_settle_cap - 1)) {
 		struct settle_slot *s = &c->r_settle[i];
 
 		if (s->gen != c->r_settle_gen)
@@ -130,6 +167,10 @@ static void settle_afters(struct cache *c, struct cblock *b, struct patch *p, in
 		if (--*budget < 0)
 			return;
 		s = settle_slot(c, a);
+		if (!s) {
+			*budget = 0;
+			return;
+		}
 		if (s->left && --s->left == 0 && !a->block)
 			settle_afters(c, b, a, budget);
 	}
@@ -147,17 +188,25 @@ static bool choose_patches(struct cache *c, struct cblock *b, uint64_t limit)
 {
 	struct patch *p;
 	bool useful = false;
-	int budget = SETTLE_BUDGET;
+	/* Work in proportion to the block's patches: a chain of groups
+	 * costs each of its patches an edge to its group's tail and one
+	 * from the tail to the next group's change. */
+	int budget = b->npatches < (INT_MAX - SETTLE_BUDGET) / SETTLE_PER_PATCH
+			     ? SETTLE_BUDGET + SETTLE_PER_PATCH * (int)b->npatches
+			     : INT_MAX;
 	uint32_t i;
 
 	c->r_nroll = 0;
 	c->r_pinned = false;
-	if (!c->r_settle)
-		c->r_settle = calloc(SETTLE_SLOTS, sizeof(*c->r_settle));
+	if (!c->r_settle) {
+		c->r_settle = calloc(SETTLE_MIN_SLOTS, sizeof(*c->r_settle));
+		c->r_settle_cap = c->r_settle ? SETTLE_MIN_SLOTS : 0;
+	}
+	c->r_settle_used = 0;
 	if (++c->r_settle_gen == 0) {
 		/* a wrapped generation could match a stale slot */
 		if (c->r_settle)
-			memset(c->r_settle, 0, SETTLE_SLOTS * sizeof(*c->r_settle));
+			memset(c->r_settle, 0, c->r_settle_cap * sizeof(*c->r_settle));
 		c->r_settle_gen = 1;
 	}
 	for (p = b->phead; p; p = p->bnext) {
