@@ -154,6 +154,12 @@ int patch_unhold_after(struct cache *c, struct patch *hold, struct patch *p);
  * (a block not cached has none).  out is required. */
 int patch_create_empty_blocks(struct cache *c, const uint64_t *blknos, size_t n,
 			      struct patch **out);
+/* The same over only the changes newer than prev (made after it), and
+ * prev itself; NULL: as patch_create_empty_blocks().  A chain of such
+ * patches covers what each would cover alone, with as many edges as
+ * there are changes rather than one per change for every link. */
+int patch_create_empty_blocks_after(struct cache *c, const uint64_t *blknos, size_t n,
+				    struct patch *prev, struct patch **out);
 
 /* A running transaction (the journal modes).  join() is asked, for every
  * byte or bit change of block blkno made after cache_set_txn(), whether

@@ -931,6 +931,12 @@ out:
 int patch_create_empty_blocks(struct cache *c, const uint64_t *blknos, size_t n,
 			      struct patch **out)
 {
+	return patch_create_empty_blocks_after(c, blknos, n, NULL, out);
+}
+
+int patch_create_empty_blocks_after(struct cache *c, const uint64_t *blknos, size_t n,
+				    struct patch *prev, struct patch **out)
+{
 	struct depset ds;
 	bool taken;
 	size_t i;
@@ -940,11 +946,13 @@ int patch_create_empty_blocks(struct cache *c, const uint64_t *blknos, size_t n,
 		return -EINVAL;
 	depset_init(&ds);
 	cache_lock(c, &taken);
+	if (prev && !(prev->flags & PF_COMMITTED))
+		err = depset_add(&ds, prev);
 	for (i = 0; i < n && !err; i++) {
 		struct cblock *b = cache_find_locked(c, blknos[i]);
 
 		for (struct patch *q = b ? b->phead : NULL; q && !err; q = q->bnext)
-			if (!(q->flags & PF_COMMITTED))
+			if (!(q->flags & PF_COMMITTED) && (!prev || q->seq > prev->seq))
 				err = depset_add(&ds, q);
 	}
 	if (!err)

@@ -22,8 +22,8 @@
  *    (the checkpoint), all in one round: a change that joins keeps no
  *    dependency on other blocks but H (the engine drops them: the log
  *    replays what they stood for until T is durable);
- *  - T, an empty patch over every change pending on the transaction's
- *    blocks at commit, is durable once the checkpoint is; the journal
+ *  - T, an empty patch over the transaction's changes and the T before
+ *    it, is durable once the checkpoint is; the journal
  *    superblock's s_start moves past a transaction (at a later commit)
  *    only then, and log space is reused only after that move is durable;
  *  - needs_recovery is set in the superblock before the first log block is
@@ -111,6 +111,7 @@ struct e2_jw {
 	struct jtxn *live; /* committed, not out of the log, oldest first */
 	size_t nlive, caplive;
 	struct patch *last_commit;
+	struct patch *last_tail; /* the newest transaction's T */
 	uint32_t quarter; /* blocks at which a commit is asked for */
 	bool cp_want; /* the cache is short of writable blocks (atomic) */
 	/* the commit timer */
@@ -608,7 +609,11 @@ static int commit_locked(struct e2_jw *jw)
 	if (r)
 		goto out;
 	pos = advance(jw, pos, 1);
-	r = patch_create_empty_blocks(fs->c, jw->run, jw->nrun, &tail);
+	/* T over this transaction's changes and the T before it: the
+	 * earlier transactions' changes on the same blocks are the earlier
+	 * T's (a T over every change pending on the blocks would take one
+	 * edge per change of every transaction not yet home). */
+	r = patch_create_empty_blocks_after(fs->c, jw->run, jw->nrun, jw->last_tail, &tail);
 	if (!r)
 		r = patch_create_empty_held(fs->c, NULL, 0, &nh);
 	if (!r) {
@@ -640,6 +645,9 @@ static int commit_locked(struct e2_jw *jw)
 	patch_retain(p);
 	patch_release(fs->c, jw->last_commit);
 	jw->last_commit = p;
+	patch_retain(tail);
+	patch_release(fs->c, jw->last_tail);
+	jw->last_tail = tail;
 	for (i = 0; i < jw->nrun; i++) {
 		struct jent *e = tab_find(jw, jw->run[i], false);
 
@@ -1032,6 +1040,7 @@ void e2_jfree(struct e2fs *fs)
 	patch_release(fs->c, jw->jsbp);
 	patch_release(fs->c, jw->recover);
 	patch_release(fs->c, jw->last_commit);
+	patch_release(fs->c, jw->last_tail);
 	pthread_mutex_destroy(&jw->tmu);
 	pthread_mutex_destroy(&jw->smu);
 	pthread_cond_destroy(&jw->tcond);
