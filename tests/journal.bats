@@ -508,3 +508,24 @@ wait_free_blocks() {
 	debugfs -R "dump /b $SCRATCH/out" "$SCRATCH/j.img" 2>/dev/null
 	cmp "$SCRATCH/out" "$src"
 }
+
+@test "a cache full of committed blocks checkpoints them instead of growing" {
+	local n=12000 peak
+	# A 64 MiB log holds 16 MiB of transactions before the quarter-full
+	# checkpoint; commit=3600 and flush_interval=3600 keep the timers out.
+	# Only the cache's call for writable blocks can then send committed
+	# blocks home: without it the dirty blocks of 12000 new inodes (about
+	# 3.3 MiB here) stay in a 2 MiB cache until the unmount.
+	make_image "$SCRATCH/j.img" 256M -b 1024 -J size=64
+	fstitch_mount_start "$SCRATCH/j.img" "$MNT" \
+		-o consistency=journal,cache=2M,commit=3600,flush_interval=3600,statsfile="$SCRATCH/s.json"
+	mkdir "$MNT/d"
+	(cd "$MNT/d" && for ((i = 0; i < n; i++)); do : >"f$i"; done)
+	fstitch_mount_stop "$MNT"
+	peak=$(jq .memory.peak_dirty_bytes "$SCRATCH/s.json")
+	echo "# peak dirty data $peak bytes in a 2 MiB cache" >&3
+	[ "$peak" -le $((5 * 1024 * 1024 / 2)) ]
+	run e2fsck -fn "$SCRATCH/j.img"
+	assert_success
+	[ "$(debugfs -R "ls /d" "$SCRATCH/j.img" 2>/dev/null | grep -Eo 'f[0-9]+' | sort -u | wc -l)" -eq $n ]
+}
