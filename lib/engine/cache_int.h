@@ -125,6 +125,10 @@ struct cblock {
 	uint16_t kind;                   /* enum cblock_kind, for inspection */
 	uint64_t gen;                    /* cache's change count at its last
 					  * change (cache_discard retries) */
+	uint64_t jhold, jfrom;           /* every patch of the block from
+					  * sequence number jfrom on waits for
+					  * the transaction hold numbered jhold
+					  * (0: none known; see make_change) */
 };
 
 struct bchunk;
@@ -274,10 +278,15 @@ static inline struct patch *last_after(const struct patch *d)
 
 /* Is t known to depend on d already?  Only d's newest afters are looked
  * at: enough for the common case, a run of changes made with the same
- * dependencies (a patchgroup's befores, say). */
+ * dependencies (a patchgroup's befores, say).  A transaction's hold has
+ * an after for every change of the transaction, so for it the block's
+ * record tells (struct cblock, jhold). */
 static inline bool already_before(const struct patch *d, const struct patch *t)
 {
 	uint32_t i, n = d->nafters, lo = n > 8 ? n - 8 : 0;
+
+	if (t->block && t->block->jhold == d->seq && t->seq >= t->block->jfrom)
+		return true;
 
 	for (i = n; i-- > lo;)
 		if (patch_after(d, i) == t)

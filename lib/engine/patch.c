@@ -619,7 +619,7 @@ static int make_change(struct cache *c, struct cblock *b, enum patch_type type, 
 		       struct patch **out)
 {
 	struct patch *const *sdeps = NULL;
-	struct patch *res = NULL, *cand = NULL, *q;
+	struct patch *res = NULL, *cand = NULL, *q, *hold = NULL;
 	struct depset ds, ov;
 	size_t nsdeps = 0, i;
 	enum merge how = NO_MERGE;
@@ -692,6 +692,7 @@ static int make_change(struct cache *c, struct cblock *b, enum patch_type type, 
 
 		if (h && !(h->flags & PF_COMMITTED)) {
 			joined = true;
+			hold = h;
 			err = depset_add(&ds, h);
 			if (err)
 				goto out;
@@ -766,6 +767,16 @@ collected:
 		goto out;
 	apply_change(b, type, off, len, data, mask);
 done:
+	/* Keep the block's record of its transaction's patches exact: a
+	 * joined change newest on its block starts or extends a run of
+	 * patches that all wait for the hold, and any other change may end
+	 * it (already_before() believes it). */
+	if (!joined) {
+		b->jhold = 0;
+	} else if (b->jhold != hold->seq && res == b->ptail) {
+		b->jhold = hold->seq;
+		b->jfrom = res->seq;
+	}
 	if (c->txn && !joined && c->txn->outside)
 		c->txn->outside(c->txn, res);
 	if (scope && scope->created)
