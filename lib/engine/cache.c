@@ -334,19 +334,25 @@ void evict(struct cache *c)
 /* ---- blocks ------------------------------------------------------------ */
 
 /* Writers wait while too much is dirty.  With a flusher, let it work; with
- * none (or when it is stuck behind a failing device) never wait for
- * something that cannot happen: write in the caller, or give up waiting. */
-static void dirty_wait(struct cache *c)
+ * none, write in the caller.  When rounds fail (the device refuses writes:
+ * a full host file system, a dead disk), nothing can be cleaned: rather
+ * than wait for what may never come, or let the dirty set grow without
+ * bound, the caller gets -EIO.  What is dirty stays dirty and later rounds
+ * write it; once one succeeds, writers go on. */
+static int dirty_wait(struct cache *c)
 {
-	while (c->ndirty >= c->opts.dirty_limit && !c->last_round_err) {
+	while (c->ndirty >= c->opts.dirty_limit) {
 		if (!c->ready_head && !c->round_busy) {
 			if (c->txn && c->txn->pressure)
 				c->txn->pressure(c->txn);
-			return;
+			return 0;
 		}
 		if (c->flusher_running) {
 			struct timespec ts;
 
+			/* (a round in flight may be the retry: wait for it) */
+			if (c->last_round_err && !c->round_busy)
+				return -EIO;
 			kick_flusher(c);
 			clock_gettime(CLOCK_MONOTONIC, &ts);
 			ts.tv_nsec += 50 * 1000000L;
@@ -356,10 +362,15 @@ static void dirty_wait(struct cache *c)
 			}
 			c->st_dirty_waits++;
 			pthread_cond_timedwait(&c->round_cond, &c->lock, &ts);
-		} else if (round_locked(c, NULL, UINT64_MAX)) {
-			return;
+		} else {
+			uint64_t tried = c->st.rounds;
+
+			if (round_locked(c, NULL, UINT64_MAX))
+				/* a round that failed writing, or none */
+				return c->st.rounds != tried ? -EIO : 0;
 		}
 	}
+	return 0;
 }
 
 static int get_block(struct cache *c, uint64_t blkno, bool fresh, struct cblock **out)
@@ -376,7 +387,9 @@ static int get_block(struct cache *c, uint64_t blkno, bool fresh, struct cblock 
 		err = -EDEADLK;
 		goto out;
 	}
-	dirty_wait(c);
+	err = dirty_wait(c);
+	if (err)
+		goto out;
 again:
 	b = cache_find_locked(c, blkno);
 	if (b) {

@@ -69,7 +69,9 @@ void cache_stop_flusher(struct cache *c);
 
 /* Get block blkno, reading it from the device if it is not cached, and take
  * a reference.  -EINVAL if blkno is beyond the device; -EIO etc. from the
- * device.  May wait for the flusher when too many blocks are dirty. */
+ * device.  May wait for the flusher when too many blocks are dirty; -EIO
+ * when they are and the last round failed to write (nothing can be
+ * cleaned until the device takes writes again; what is dirty is kept). */
 int cache_get(struct cache *c, uint64_t blkno, struct cblock **out);
 /* As cache_get, but if the block is not cached it is NOT read: it appears
  * zero-filled.  For a block the caller is about to initialise in full (a

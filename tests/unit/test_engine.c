@@ -865,9 +865,9 @@ static void test_pressure_rounds_gather(void **state)
  * not wake it either.  The rounds are counted against the most that
  * backoff allows in the time the window took (a slow machine makes the
  * window longer and the rounds later, never earlier): 5 in 400 ms, where
- * a spinning flusher makes thousands and one woken by each new dirty
- * block at least one per block.  The final flush then fails with the
- * device's error, and succeeds once the device does. */
+ * a spinning flusher makes thousands and one woken by each writer at
+ * least one per write.  The final flush then fails with the device's
+ * error, and succeeds once the device does. */
 static uint64_t mono_ms(void)
 {
 	struct timespec ts;
@@ -915,23 +915,30 @@ static void test_failed_rounds_back_off(void **state)
 	for (i = 0; i < 1000 && stats(&e).write_errors == 0; i++)
 		usleep(10000);
 	assert_in_range(stats(&e).write_errors, 1, backoff_rounds(mono_ms() - t0));
-	/* the failure window: more dirty blocks, past the limit (a writer
-	 * does not wait for a flusher that fails) */
-	for (i = 0; i < MORE; i++, n++) {
-		b = get(&e, (uint64_t)n);
-		p[n] = put_byte(&e, b, 0, (uint8_t)(n + 1), 4, NULL, 0);
-		cache_put(e.c, b);
+	/* the failure window: writers go on up to the limit, then get EIO
+	 * (test_dirty_limit_failing_device) */
+	for (i = 0; i < MORE; i++) {
+		int r = cache_get(e.c, (uint64_t)n, &b);
+
+		if (r == 0) {
+			p[n] = put_byte(&e, b, 0, (uint8_t)(n + 1), 4, NULL, 0);
+			cache_put(e.c, b);
+			n++;
+		} else {
+			assert_int_equal(r, -EIO);
+		}
 		usleep(400000 / MORE);
 	}
 	st = stats(&e);
-	assert_int_equal(st.blocks_dirty, FIRST + MORE);
+	assert_int_equal(n, L);
+	assert_int_equal(st.blocks_dirty, L);
 	assert_int_equal(st.barriers, 0);
 	assert_in_range(st.rounds, 1, backoff_rounds(mono_ms() - t0));
 	assert_int_equal(st.write_errors, st.rounds);
 	/* the final flush reports the error and returns */
 	assert_int_equal(cache_sync(e.c), -ENOSPC);
 	cache_stop_flusher(e.c);
-	assert_int_equal(stats(&e).blocks_dirty, FIRST + MORE);
+	assert_int_equal(stats(&e).blocks_dirty, L);
 	bdev_mem_inject(e.mem, BDEV_FAULT_WRITE, 0, 0, 0);
 	assert_int_equal(cache_sync(e.c), 0);
 	for (i = 0; i < n; i++) {
@@ -940,6 +947,69 @@ static void test_failed_rounds_back_off(void **state)
 		patch_release(e.c, p[i]);
 	}
 	env_close(&e);
+}
+
+/* A writer at the dirty limit on a device that refuses every write: no
+ * round can clean anything, so waiting would never end and going on would
+ * grow the dirty set without bound.  The writer gets EIO, the dirty blocks
+ * stay, and once the device takes writes again a round writes them all and
+ * writers go on.  With the flusher (which retries after its backoff) and
+ * without (the writer's own round is the retry). */
+static void dirty_limit_failing(bool flusher)
+{
+	enum { L = 8 };
+	struct cache_opts o = { .max_blocks = NBLK, .dirty_limit = L,
+				.flush_interval_ms = 3600000 };
+	struct env e;
+	struct cblock *b, *held;
+	struct patch *p[L + 1];
+	int i;
+
+	env_open(&e, &o);
+	bdev_mem_inject(e.mem, BDEV_FAULT_WRITE, 0, UINT32_MAX, ENOSPC);
+	if (flusher)
+		assert_int_equal(cache_start_flusher(e.c), 0);
+	held = get(&e, L + 1); /* a cached block, referenced throughout */
+	for (i = 0; i < L; i++) {
+		b = get(&e, (uint64_t)i);
+		p[i] = put_byte(&e, b, 0, (uint8_t)(i + 1), 4, NULL, 0);
+		cache_put(e.c, b);
+	}
+	/* (with the flusher: wait until its round has failed) */
+	for (i = 0; flusher && i < 500 && stats(&e).write_errors == 0; i++)
+		usleep(10000);
+	/* at the limit, nothing writable: EIO, also for a cached block */
+	assert_int_equal(cache_get(e.c, L, &b), -EIO);
+	assert_int_equal(cache_get(e.c, L + 1, &b), -EIO);
+	assert_int_equal(cache_get(e.c, L, &b), -EIO);
+	assert_true(stats(&e).write_errors > 0);
+	assert_int_equal(stats(&e).blocks_dirty, L);
+	assert_int_equal(stats(&e).barriers, 0);
+	/* the device recovers: the next round writes everything */
+	bdev_mem_inject(e.mem, BDEV_FAULT_WRITE, 0, 0, 0);
+	if (flusher) {
+		for (i = 0; i < 500 && stats(&e).blocks_dirty > 0; i++)
+			usleep(10000);
+		assert_int_equal(stats(&e).blocks_dirty, 0);
+	}
+	b = get(&e, L);
+	p[L] = put_byte(&e, b, 0, L + 1, 4, NULL, 0);
+	cache_put(e.c, b);
+	cache_stop_flusher(e.c);
+	assert_int_equal(cache_sync(e.c), 0);
+	for (i = 0; i <= L; i++) {
+		assert_true(patch_committed(p[i]));
+		assert_int_equal(mem_block(&e, (uint64_t)i)[3], (uint8_t)(i + 1));
+		patch_release(e.c, p[i]);
+	}
+	cache_put(e.c, held);
+	env_close(&e);
+}
+
+static void test_dirty_limit_failing_device(void **state)
+{
+	dirty_limit_failing(true);
+	dirty_limit_failing(false);
 }
 
 struct tscope {
@@ -1501,6 +1571,7 @@ int main(void)
 		cmocka_unit_test(test_read_fault),
 		cmocka_unit_test(test_eviction),
 		cmocka_unit_test(test_dirty_limit),
+		cmocka_unit_test(test_dirty_limit_failing_device),
 		cmocka_unit_test(test_flusher_interval),
 		cmocka_unit_test(test_pressure_rounds_gather),
 		cmocka_unit_test(test_failed_rounds_back_off),
