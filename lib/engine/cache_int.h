@@ -101,6 +101,7 @@ enum block_flags {
 	BF_INFLIGHT = 1 << 2,
 	BF_READY = 1 << 3,   /* on the ready list */
 	BF_LRU = 1 << 4,     /* on the clean LRU list */
+	BF_DEFER = 1 << 5,   /* scratch: to be put off to the next round */
 };
 
 struct cblock {
@@ -121,7 +122,7 @@ struct cblock {
 	uint32_t npatches;
 	uint32_t nroots;                 /* patches with no uncommitted before */
 	uint16_t flags;
-	uint16_t defers;                 /* rounds this block was put off */
+	uint16_t defers;                 /* put off from the last round it was in */
 	uint16_t kind;                   /* enum cblock_kind, for inspection */
 	uint64_t gen;                    /* cache's change count at its last
 					  * change (cache_discard retries) */
@@ -183,7 +184,6 @@ struct cache {
 	size_t r_np, r_cap;
 	struct patch **r_roll;        /* one block's patches to roll back */
 	size_t r_nroll, r_rollcap;
-	bool r_pinned;                /* one of them may wait for a hold */
 	struct settle_slot *r_settle; /* choose_patches()'s scratch table */
 	size_t r_settle_cap;          /* its slots (a power of two) */
 	size_t r_settle_used;         /* slots of this generation */

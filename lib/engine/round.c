@@ -9,8 +9,6 @@
 #include "cache_int.h"
 #include "util/grow.h"
 
-#define MAX_DEFERS 2
-
 static void rollback(uint8_t *copy, const struct patch *p)
 {
 	if (p->flags & (PF_NRB | PF_HARD))
@@ -176,6 +174,22 @@ static void settle_afters(struct cache *c, struct cblock *b, struct patch *p, in
 	}
 }
 
+/* Start an empty settle table (a new generation of its slots). */
+static void settle_reset(struct cache *c)
+{
+	if (!c->r_settle) {
+		c->r_settle = calloc(SETTLE_MIN_SLOTS, sizeof(*c->r_settle));
+		c->r_settle_cap = c->r_settle ? SETTLE_MIN_SLOTS : 0;
+	}
+	c->r_settle_used = 0;
+	if (++c->r_settle_gen == 0) {
+		/* a wrapped generation could match a stale slot */
+		if (c->r_settle)
+			memset(c->r_settle, 0, c->r_settle_cap * sizeof(*c->r_settle));
+		c->r_settle_gen = 1;
+	}
+}
+
 /* Choose the patches of b to write now: those whose befores elsewhere are
  * all on disk (or settle within this write, see above) and whose
  * same-block befores are all chosen too, and (for a targeted round) older
@@ -197,18 +211,7 @@ static bool choose_patches(struct cache *c, struct cblock *b, uint64_t limit)
 	uint32_t i;
 
 	c->r_nroll = 0;
-	c->r_pinned = false;
-	if (!c->r_settle) {
-		c->r_settle = calloc(SETTLE_MIN_SLOTS, sizeof(*c->r_settle));
-		c->r_settle_cap = c->r_settle ? SETTLE_MIN_SLOTS : 0;
-	}
-	c->r_settle_used = 0;
-	if (++c->r_settle_gen == 0) {
-		/* a wrapped generation could match a stale slot */
-		if (c->r_settle)
-			memset(c->r_settle, 0, c->r_settle_cap * sizeof(*c->r_settle));
-		c->r_settle_gen = 1;
-	}
+	settle_reset(c);
 	for (p = b->phead; p; p = p->bnext) {
 		/* (a patch of a failed round may be on disk already: keep
 		 * it there rather than roll it back) */
@@ -225,8 +228,6 @@ static bool choose_patches(struct cache *c, struct cblock *b, uint64_t limit)
 			continue;
 		}
 		c->r_roll[c->r_nroll++] = p;
-		if (p->flags & PF_PINNED)
-			c->r_pinned = true;
 		for (i = 0; i < p->nafters; i++) {
 			struct patch *a = patch_after(p, i);
 
@@ -237,14 +238,151 @@ static bool choose_patches(struct cache *c, struct cblock *b, uint64_t limit)
 	return useful;
 }
 
+/* ---- putting off a block that would be written twice ------------------
+ *
+ * A block written with a patch rolled back is written again once what the
+ * patch waits for is on disk.  When all it waits for is written in this
+ * very round, the block can go whole in the next one instead: it is put
+ * off, one round at most in a row, so nothing waits for long.  A round
+ * never loses its last block this way, since what a put-off block waits
+ * for is in it.  The settle table counts, for patches on other blocks and
+ * for empty patches, how many of their pending befores this round's
+ * writes settle. */
+
+/* p is written in this round: count it off its afters elsewhere, and off
+ * the afters of empty patches it settles.  Held patches do not commit. */
+static void settle_round_afters(struct cache *c, const struct patch *p, int *budget)
+{
+	uint32_t i;
+
+	for (i = 0; i < p->nafters; i++) {
+		struct patch *a = patch_after(p, i);
+		struct settle_slot *s;
+
+		if ((p->block && a->block == p->block) || (a->flags & PF_HELD))
+			continue;
+		if (--*budget < 0)
+			return;
+		s = settle_slot(c, a);
+		if (!s) {
+			*budget = -1;
+			return;
+		}
+		if (s->left && --s->left == 0 && !a->block)
+			settle_round_afters(c, a, budget);
+	}
+}
+
+/* Count what the round's blocks not marked BF_DEFER settle; false when
+ * the work would exceed its bound (then nothing is put off). */
+static bool settle_round(struct cache *c, size_t n)
+{
+	int budget = c->r_np < (size_t)(INT_MAX - SETTLE_BUDGET) / (2 * SETTLE_PER_PATCH)
+			     ? SETTLE_BUDGET + 2 * SETTLE_PER_PATCH * (int)c->r_np
+			     : INT_MAX;
+	size_t i, k;
+
+	settle_reset(c);
+	if (!c->r_settle)
+		return false;
+	for (i = 0; i < n && budget >= 0; i++) {
+		if (c->r_blocks[i]->flags & BF_DEFER)
+			continue;
+		for (k = c->r_pstart[i]; k < c->r_pstart[i + 1] && budget >= 0; k++)
+			settle_round_afters(c, c->r_patches[k], &budget);
+	}
+	return budget >= 0;
+}
+
+/* Whether b, in this round, rolls back some patch, and every patch it
+ * rolls back could go in b's next write, were the round's blocks not
+ * marked BF_DEFER on disk (and, for a targeted round, is wanted). */
+static bool could_go_next(struct cache *c, struct cblock *b, uint64_t limit)
+{
+	const struct patch *p;
+	bool rolled = false;
+
+	for (p = b->phead; p; p = p->bnext) {
+		if (p->flags & PF_INFLIGHT)
+			continue;
+		if (p->seq >= limit || (p->npend_ext && !settled(c, (struct patch *)p)))
+			return false;
+		rolled = true;
+	}
+	return rolled;
+}
+
+/* Put off the round's blocks that could go whole in the next round, and
+ * close up the round.  Returns how many blocks were put off. */
+static size_t defer_blocks(struct cache *c, size_t *np, size_t *nrolled, uint64_t limit)
+{
+	size_t n = *np, nd = 0, i, j, k;
+
+	if (n < 2 || !settle_round(c, n))
+		return 0;
+	for (i = 0; i < n; i++) {
+		struct cblock *b = c->r_blocks[i];
+
+		if (!b->defers && could_go_next(c, b, limit)) {
+			b->flags |= BF_DEFER;
+			nd++;
+		}
+	}
+	/* Against only the blocks left in the round: leaving out more can
+	 * only make this check fail more, so one pass settles it. */
+	if (nd && !settle_round(c, n))
+		nd = 0;
+	for (i = 0; nd && i < n; i++) {
+		struct cblock *b = c->r_blocks[i];
+
+		if ((b->flags & BF_DEFER) && !could_go_next(c, b, limit)) {
+			b->flags &= ~BF_DEFER;
+			nd--;
+		}
+	}
+	if (nd == 0 || nd == n) {
+		for (i = 0; i < n; i++)
+			c->r_blocks[i]->flags &= ~BF_DEFER;
+		return 0;
+	}
+	c->r_np = 0;
+	for (i = j = 0; i < n; i++) {
+		struct cblock *b = c->r_blocks[i];
+		size_t s = c->r_pstart[i], e = c->r_pstart[i + 1];
+		uint8_t *copy;
+
+		if (b->flags & BF_DEFER) {
+			b->flags &= ~(BF_DEFER | BF_INFLIGHT);
+			b->defers = 1;
+			for (k = s; k < e; k++)
+				c->r_patches[k]->flags &= ~PF_INFLIGHT;
+			ready_update(c, b);
+			continue;
+		}
+		memmove(&c->r_patches[c->r_np], &c->r_patches[s], (e - s) * sizeof(*c->r_patches));
+		c->r_pstart[j] = c->r_np;
+		c->r_np += e - s;
+		copy = c->r_copies[i];
+		c->r_copies[i] = c->r_copies[j];
+		c->r_copies[j] = copy;
+		c->r_blocks[j] = b;
+		c->r_writes[j] = c->r_writes[i];
+		j++;
+	}
+	c->r_pstart[j] = c->r_np;
+	*np = j;
+	*nrolled -= nd;
+	return nd;
+}
+
 /* One round.  With limit < UINT64_MAX, a targeted round: only patches
  * older than limit (everything a patch with that sequence number can
  * depend on) are wanted, and blocks with none of those are left alone. */
 int round_locked(struct cache *c, size_t *nwritten, uint64_t limit)
 {
 	struct cblock *next;
-	size_t n = 0, nrolled = 0, ndeferred = 0, i;
-	bool defer = true, useful;
+	size_t n = 0, nrolled = 0, i;
+	bool useful;
 	int err, werr;
 
 	if (cache_reentered(c))
@@ -255,7 +393,6 @@ int round_locked(struct cache *c, size_t *nwritten, uint64_t limit)
 	if (err)
 		return err;
 	c->r_np = 0;
-again:
 	for (next = c->ready_head; next && n < c->opts.round_max_blocks;) {
 		struct cblock *b = next;
 		size_t start = c->r_np;
@@ -275,16 +412,6 @@ again:
 			c->r_ncopies++;
 		}
 		useful = choose_patches(c, b, limit);
-		/* A block that needs a rollback now may well not after this
-		 * round: put it off (twice at most) while other blocks have
-		 * work, to save the second write (design.md §7: rollback
-		 * writes under 2%).  Not if what it rolls back may wait for a
-		 * held patch: that may take any time. */
-		if (useful && c->r_nroll && !c->r_pinned && defer && b->defers < MAX_DEFERS) {
-			b->defers++;
-			ndeferred++;
-			useful = false;
-		}
 		if (!useful) {
 			/* nothing wanted here: undo the choice */
 			for (i = start; i < c->r_np; i++)
@@ -292,7 +419,6 @@ again:
 			c->r_np = start;
 			continue;
 		}
-		b->defers = 0;
 		b->flags |= BF_INFLIGHT;
 		ready_update(c, b);
 		copy = c->r_copies[n];
@@ -308,13 +434,10 @@ again:
 		c->r_writes[n].data = copy;
 		n++;
 	}
-	if (n == 0 && ndeferred) {
-		/* only blocks needing rollbacks: write them after all */
-		defer = false;
-		ndeferred = 0;
-		goto again;
-	}
 	c->r_pstart[n] = c->r_np;
+	defer_blocks(c, &n, &nrolled, limit);
+	for (i = 0; i < n; i++)
+		c->r_blocks[i]->defers = 0;
 	if (n == 0) {
 		if (nwritten)
 			*nwritten = 0;

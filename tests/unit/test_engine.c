@@ -197,6 +197,46 @@ static void test_article_block_cycle(void **state)
 	env_close(&e);
 }
 
+/* X (block 1) has x0 and x1, x1 waiting for y1 (block 2); Y has y1 and y2,
+ * y2 waiting for z1 (block 3), which waits for x0.  Both X and Y need a
+ * rollback in the first round, but what X rolls back waits only for Y's
+ * write in that round: X is put off and written once, whole, while Y,
+ * whose rollback waits for a block not yet writable, goes at once. */
+static void test_defer_block_waiting_on_round(void **state)
+{
+	struct env e;
+	struct cblock *bx, *by, *bz;
+	struct patch *x0, *x1, *y1, *y2, *z1;
+	size_t w, n = 0;
+
+	env_open(&e, NULL);
+	bx = get(&e, 1);
+	by = get(&e, 2);
+	bz = get(&e, 3);
+	x0 = put_byte(&e, bx, 0, 0x10, 8, NULL, 0);
+	y1 = put_byte(&e, by, 0, 0x21, 8, NULL, 0);
+	x1 = put_byte(&e, bx, 100, 0x11, 8, &y1, 1);
+	z1 = put_byte(&e, bz, 0, 0x31, 8, &x0, 1);
+	y2 = put_byte(&e, by, 100, 0x22, 8, &z1, 1);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_true(patch_committed(x1) && patch_committed(y2));
+	for (w = next_write(e.rec, 0, 1); w != SIZE_MAX; w = next_write(e.rec, w + 1, 1))
+		n++;
+	assert_int_equal(n, 1);
+	assert_int_equal(stats(&e).rollback_writes, 1); /* Y's first write */
+	assert_int_equal(stats(&e).block_writes, 4);
+	assert_device_equals_cache(&e);
+	patch_release(e.c, x0);
+	patch_release(e.c, x1);
+	patch_release(e.c, y1);
+	patch_release(e.c, y2);
+	patch_release(e.c, z1);
+	cache_put(e.c, bx);
+	cache_put(e.c, by);
+	cache_put(e.c, bz);
+	env_close(&e);
+}
+
 /* With ordering off the same example is written in one round. */
 static void test_article_none_one_round(void **state)
 {
@@ -1560,6 +1600,7 @@ int main(void)
 		cmocka_unit_test(test_bad_arguments),
 		cmocka_unit_test(test_article_block_cycle),
 		cmocka_unit_test(test_article_none_one_round),
+		cmocka_unit_test(test_defer_block_waiting_on_round),
 		cmocka_unit_test(test_hard_patch_merging),
 		cmocka_unit_test(test_same_block_overlap_order),
 		cmocka_unit_test(test_empty_patches),
