@@ -312,6 +312,7 @@ static struct cblock *block_alloc(struct cache *c, uint64_t blkno)
 
 static void block_free(struct cache *c, struct cblock *b)
 {
+	ovix_free(c, b); /* (a clean block has none left) */
 	b->hnext = c->bfree;
 	c->bfree = b;
 }
@@ -518,6 +519,7 @@ int cache_create(struct bdev *dev, const struct cache_opts *opts, struct cache *
 	}
 	c->dev = dev;
 	c->bs = dev->block_size;
+	c->ovix_min = OVIX_MIN;
 	c->hmask = 1023;
 	c->hash = calloc(c->hmask + 1, sizeof(*c->hash));
 	if (!c->hash) {
@@ -545,6 +547,8 @@ void cache_destroy(struct cache *c)
 	while (c->bchunks) {
 		struct bchunk *ch = c->bchunks;
 
+		for (i = 0; i < BLOCK_CHUNK; i++)
+			ovix_free(c, &ch->blocks[i]);
 		c->bchunks = ch->next;
 		free(ch->data);
 		free(ch);

@@ -118,6 +118,8 @@ struct cblock {
 	struct patch *nrb;               /* the NRB patch, if any */
 	uint64_t ovmask;                 /* 64ths of the block that soft patches
 					  * may cover (a superset) */
+	struct ovslot *ovix;             /* per 64th, the soft patches over it,
+					  * or NULL (patch.c, the overlap index) */
 	uint32_t refs;
 	uint32_t npatches;
 	uint32_t nroots;                 /* patches with no uncommitted before */
@@ -131,6 +133,16 @@ struct cblock {
 					  * the transaction hold numbered jhold
 					  * (0: none known; see make_change) */
 };
+
+/* One 64th of a block in the overlap index: the soft patches of the block's
+ * list whose range touches it, in list (sequence) order. */
+struct ovslot {
+	struct patch **v;
+	uint32_t n, cap;
+};
+
+#define OVIX_SLOTS 64
+#define OVIX_MIN 16 /* default of cache.ovix_min */
 
 struct bchunk;
 
@@ -171,6 +183,8 @@ struct cache {
 	struct slab *slabs;
 	struct patch *pfree;
 	uint64_t seq;
+	uint32_t ovix_min;            /* patches a block needs for an overlap
+				       * index (OVIX_MIN; tests lower it) */
 
 	/* The round: only one at a time, so its scratch is kept. */
 	bool round_busy;
@@ -366,6 +380,16 @@ int plainset_add(struct depset *s, struct patch *p);
  * those nobody references). */
 void block_prune_committed(struct cache *c, struct cblock *b);
 void patch_free_all(struct cache *c);
+/* Free b's overlap index (rebuilt when a change needs it). */
+void ovix_free(struct cache *c, struct cblock *b);
+/* The older soft patches of b that a change (type, off, len, mask) with
+ * span [soff, soff+slen) must follow, into ov (a plain set), and in *cand
+ * the newest soft patch overlapping [off, off+len) or NULL: through the
+ * overlap index where it serves, by the whole list if linear (cache lock
+ * held; make_change() and the tests). */
+int same_block_befores(struct cache *c, struct cblock *b, enum patch_type type,
+		       uint32_t off, uint32_t len, uint32_t mask, uint32_t soff,
+		       uint32_t slen, bool linear, struct depset *ov, struct patch **cand);
 
 /* discard.c: cache_discard() is declared in cache.h. */
 

@@ -184,6 +184,8 @@ static int absorb_all(struct cache *c, struct dctx *d)
 	cl->undo = u;
 	set_range(cl, lo, hi - lo);
 	cb->ovmask |= pmask(c, cl);
+	/* (rare: the next change that wants the index builds it again) */
+	ovix_free(c, cb);
 	for (i = 0; i < d->nabsorb; i++) {
 		x = d->absorb[i];
 		for (pp = &cb->phead; *pp != x; pp = &(*pp)->bnext)
@@ -265,6 +267,7 @@ static int discard_one(struct cache *c, struct cblock *b, struct patch *clear)
 	b->npatches = 0;
 	b->nroots = 0;
 	b->ovmask = 0;
+	ovix_free(c, b);
 	b->defers = 0;
 	for (p = list; p; p = next) {
 		next = p->bnext;

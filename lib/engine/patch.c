@@ -120,6 +120,143 @@ void patch_free_all(struct cache *c)
 	c->pfree = NULL;
 }
 
+/* ---- the overlap index ------------------------------------------------- */
+
+/* A change must follow the older soft patches of its block that it
+ * overlaps (make_change()).  Rather than look at every patch of a block
+ * that has many, a change looks at those listed under the 64ths of the
+ * block its span touches: each block with at least c->ovix_min patches
+ * keeps, per 64th, its soft patches whose range touches it, in list
+ * (sequence) order.  Hard patches are left out: they never order a change.
+ * Whatever cannot keep the index right (no memory, a discard) drops it,
+ * and the next change that wants it builds it again from the list. */
+
+static void slot_range(const struct cache *c, uint32_t off, uint32_t len, uint32_t *first,
+		       uint32_t *last)
+{
+	uint32_t chunk = c->bs / OVIX_SLOTS;
+
+	*first = off / chunk;
+	*last = (off + len - 1) / chunk;
+}
+
+void ovix_free(struct cache *c, struct cblock *b)
+{
+	size_t bytes = OVIX_SLOTS * sizeof(*b->ovix);
+	uint32_t i;
+
+	if (!b->ovix)
+		return;
+	for (i = 0; i < OVIX_SLOTS; i++) {
+		bytes += b->ovix[i].cap * sizeof(*b->ovix[i].v);
+		free(b->ovix[i].v);
+	}
+	free(b->ovix);
+	b->ovix = NULL;
+	stats_engine(c, -(int64_t)bytes);
+}
+
+/* Where p is, or would go, in s (by sequence number). */
+static uint32_t slot_find(const struct ovslot *s, const struct patch *p)
+{
+	uint32_t lo = 0, hi = s->n;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (s->v[mid]->seq < p->seq)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* List soft patch p under every 64th its range touches (where it is not
+ * yet: after a widening, only the new ones). */
+static void ovix_add(struct cache *c, struct cblock *b, struct patch *p)
+{
+	uint32_t first, last, i;
+
+	if (!b->ovix || (p->flags & PF_HARD))
+		return;
+	slot_range(c, p->off, patch_len(p), &first, &last);
+	for (i = first; i <= last; i++) {
+		struct ovslot *s = &b->ovix[i];
+		uint32_t at = slot_find(s, p);
+
+		if (at < s->n && s->v[at] == p)
+			continue;
+		if (s->n == s->cap) {
+			uint32_t cap = s->cap ? 2 * s->cap : 4;
+			struct patch **v = realloc(s->v, cap * sizeof(*v));
+
+			if (!v) {
+				ovix_free(c, b);
+				return;
+			}
+			stats_engine(c, (int64_t)((cap - s->cap) * sizeof(*v)));
+			s->v = v;
+			s->cap = cap;
+		}
+		memmove(s->v + at + 1, s->v + at, (s->n - at) * sizeof(*s->v));
+		s->v[at] = p;
+		s->n++;
+	}
+}
+
+/* p is about to take the block's newest sequence number (renumber()):
+ * move it to the end of its 64ths' lists. */
+static void ovix_to_tail(struct cache *c, struct cblock *b, struct patch *p)
+{
+	uint32_t first, last, i;
+
+	if (!b->ovix || (p->flags & PF_HARD))
+		return;
+	slot_range(c, p->off, patch_len(p), &first, &last);
+	for (i = first; i <= last; i++) {
+		struct ovslot *s = &b->ovix[i];
+		uint32_t at = slot_find(s, p);
+
+		if (at == s->n || s->v[at] != p) {
+			ovix_free(c, b); /* (never: each soft patch is listed) */
+			return;
+		}
+		memmove(s->v + at, s->v + at + 1, (s->n - at - 1) * sizeof(*s->v));
+		s->v[s->n - 1] = p;
+	}
+}
+
+static void ovix_build(struct cache *c, struct cblock *b)
+{
+	struct patch *p;
+
+	b->ovix = calloc(OVIX_SLOTS, sizeof(*b->ovix));
+	if (!b->ovix)
+		return;
+	stats_engine(c, OVIX_SLOTS * sizeof(*b->ovix));
+	/* (in list order, so each goes at the end) */
+	for (p = b->phead; p && b->ovix; p = p->bnext)
+		ovix_add(c, b, p);
+}
+
+/* Drop the committed patches the round is about to take off the list. */
+static void ovix_prune(struct cblock *b)
+{
+	uint32_t i, j, k;
+
+	if (!b->ovix)
+		return;
+	for (i = 0; i < OVIX_SLOTS; i++) {
+		struct ovslot *s = &b->ovix[i];
+
+		for (j = k = 0; j < s->n; j++)
+			if (!(s->v[j]->flags & PF_COMMITTED))
+				s->v[k++] = s->v[j];
+		s->n = k;
+	}
+}
+
 /* ---- dependency edges -------------------------------------------------- */
 
 /* Make room in d for one more after, so that adding edges later cannot
@@ -337,6 +474,7 @@ void block_prune_committed(struct cache *c, struct cblock *b)
 {
 	struct patch **pp = &b->phead, *p;
 
+	ovix_prune(b); /* (while the committed ones can still be told) */
 	b->ptail = NULL;
 	while ((p = *pp)) {
 		if (!(p->flags & PF_COMMITTED)) {
@@ -353,6 +491,8 @@ void block_prune_committed(struct cache *c, struct cblock *b)
 	for (p = b->phead; p; p = p->bnext)
 		if (!(p->flags & PF_HARD))
 			b->ovmask |= pmask(c, p);
+	if (!b->phead)
+		ovix_free(c, b);
 	if (b->npatches == 0)
 		block_became_clean(c, b);
 	ready_update(c, b);
@@ -463,6 +603,7 @@ static void renumber(struct cache *c, struct patch *t)
 	struct cblock *b = t->block;
 	struct patch **pp;
 
+	ovix_to_tail(c, b, t);
 	t->seq = ++c->seq;
 	if (b->ptail == t)
 		return;
@@ -501,6 +642,7 @@ static int widen(struct cache *c, struct cblock *b, struct patch *t, uint32_t of
 	}
 	set_range(t, lo, hi - lo);
 	b->ovmask |= pmask(c, t);
+	ovix_add(c, b, t);
 	return 0;
 }
 
@@ -571,8 +713,10 @@ static int new_patch(struct cache *c, struct cblock *b, enum patch_type type, ui
 		b->hard = p;
 	if (p->flags & PF_NRB)
 		b->nrb = p;
-	if (!(p->flags & PF_HARD))
+	if (!(p->flags & PF_HARD)) {
 		b->ovmask |= pmask(c, p);
+		ovix_add(c, b, p);
+	}
 	for (i = 0; i < ds->n; i++)
 		add_edge(ds->v[i], p);
 	if (is_root(p)) {
@@ -584,6 +728,105 @@ static int new_patch(struct cache *c, struct cblock *b, enum patch_type type, ui
 fail:
 	patch_free(c, p);
 	return err;
+}
+
+/* A change (type, off, len, mask) with span [soff, soff+slen). */
+struct span {
+	enum patch_type type;
+	uint32_t off, len, mask, soff, slen;
+};
+
+/* Look at q, the next older patch of the block in list order, for a
+ * change: see same_block_befores().  (Inlined: it runs once for each patch
+ * looked at, the engine's hottest loop.) */
+__attribute__((always_inline)) static inline int
+visit_older(const struct span *x, struct patch *q, struct depset *ov, struct patch **cand)
+{
+	size_t i;
+
+	if ((q->flags & PF_HARD) || !overlaps(q, x->soff, x->slen))
+		return 0;
+	if (overlaps(q, x->off, x->len))
+		*cand = q; /* the newest one, in the end */
+	/* Flips of distinct bits commute.  Flips of the same bit do not: a
+	 * flip means "set" or "clear" only after the flips of that bit before
+	 * it. */
+	if (x->type == PT_BIT && q->type == PT_BIT && !(q->mask & x->mask))
+		return 0;
+	/* An older overlapping patch q itself waits for is implied: without
+	 * this, n rewrites of one range that cannot merge (chained
+	 * patchgroups) would make n^2 edges. */
+	for (i = 0; i < ov->n;) {
+		if (already_before(ov->v[i], q))
+			ov->v[i] = ov->v[--ov->n];
+		else
+			i++;
+	}
+	return plainset_add(ov, q);
+}
+
+/* Spans over more 64ths than this walk the whole list. */
+#define OVIX_SPAN 4
+
+/* Every older soft patch the span overlaps, oldest first, goes through
+ * visit_older().  The index lists a subset of the block's list in the same
+ * order, and leaves out only patches visit_older() passes over (hard ones,
+ * and those under none of the span's 64ths), so both ways give the same
+ * set, in the same order. */
+int same_block_befores(struct cache *c, struct cblock *b, enum patch_type type,
+		       uint32_t off, uint32_t len, uint32_t mask, uint32_t soff,
+		       uint32_t slen, bool linear, struct depset *ov, struct patch **cand)
+{
+	const struct span x = { type, off, len, mask, soff, slen };
+	uint32_t first, last, k, j, pos[OVIX_SPAN] = { 0 };
+	struct patch *q;
+	int err;
+
+	*cand = NULL;
+	/* (nothing to look at when no soft patch can overlap) */
+	if (!(chunk_mask(c->bs, soff, slen) & b->ovmask))
+		return 0;
+	slot_range(c, soff, slen, &first, &last);
+	k = last - first + 1;
+	if (linear || k > OVIX_SPAN || (!b->ovix && b->npatches < c->ovix_min)) {
+		for (q = b->phead; q; q = q->bnext)
+			if ((err = visit_older(&x, q, ov, cand)))
+				return err;
+		return 0;
+	}
+	if (!b->ovix)
+		ovix_build(c, b);
+	if (!b->ovix) /* (no memory for it) */
+		return same_block_befores(c, b, type, off, len, mask, soff, slen, true, ov, cand);
+	if (k == 1) {
+		const struct ovslot *s = &b->ovix[first];
+
+		for (j = 0; j < s->n; j++)
+			if ((err = visit_older(&x, s->v[j], ov, cand)))
+				return err;
+		return 0;
+	}
+	/* Merge the k lists by sequence number; a patch under several of the
+	 * 64ths is at the head of each of their lists at once. */
+	for (;;) {
+		q = NULL;
+		for (j = 0; j < k; j++) {
+			const struct ovslot *s = &b->ovix[first + j];
+
+			if (pos[j] < s->n && (!q || s->v[pos[j]]->seq < q->seq))
+				q = s->v[pos[j]];
+		}
+		if (!q)
+			return 0;
+		for (j = 0; j < k; j++) {
+			const struct ovslot *s = &b->ovix[first + j];
+
+			if (pos[j] < s->n && s->v[pos[j]] == q)
+				pos[j]++;
+		}
+		if ((err = visit_older(&x, q, ov, cand)))
+			return err;
+	}
 }
 
 /* A change that joins the running transaction keeps only its waits on its
@@ -619,7 +862,7 @@ static int make_change(struct cache *c, struct cblock *b, enum patch_type type, 
 		       struct patch **out)
 {
 	struct patch *const *sdeps = NULL;
-	struct patch *res = NULL, *cand = NULL, *q, *hold = NULL;
+	struct patch *res = NULL, *cand = NULL, *hold = NULL;
 	struct depset ds, ov;
 	size_t nsdeps = 0, i;
 	enum merge how = NO_MERGE;
@@ -654,31 +897,9 @@ static int make_change(struct cache *c, struct cblock *b, enum patch_type type, 
 	}
 	/* Same-block ordering: the change must not reach disk without the
 	 * older changes it overlaps, or their rollback would undo it. */
-	/* (the scan is skipped when no soft patch can overlap) */
-	for (q = (chunk_mask(c->bs, soff, slen) & b->ovmask) ? b->phead : NULL; q;
-	     q = q->bnext) {
-		if ((q->flags & PF_HARD) || !overlaps(q, soff, slen))
-			continue;
-		if (overlaps(q, off, len))
-			cand = q; /* the newest one, in the end */
-		/* Flips of distinct bits commute.  Flips of the same bit do
-		 * not: a flip means "set" or "clear" only after the flips of
-		 * that bit before it. */
-		if (type == PT_BIT && q->type == PT_BIT && !(q->mask & mask))
-			continue;
-		/* An older overlapping patch q itself waits for is implied:
-		 * without this, n rewrites of one range that cannot merge
-		 * (chained patchgroups) would make n^2 edges. */
-		for (i = 0; i < ov.n;) {
-			if (already_before(ov.v[i], q))
-				ov.v[i] = ov.v[--ov.n];
-			else
-				i++;
-		}
-		err = plainset_add(&ov, q);
-		if (err)
-			goto out;
-	}
+	err = same_block_befores(c, b, type, off, len, mask, soff, slen, false, &ov, &cand);
+	if (err)
+		goto out;
 	for (i = 0; i < ov.n; i++) {
 		err = depset_add(&ds, ov.v[i]);
 		if (err)
