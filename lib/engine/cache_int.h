@@ -24,6 +24,11 @@
  *    move to the tail of its block's list) when nothing newer overlaps it.
  *  - A patch in flight (in the round being written), or written in a round
  *    that failed, never gains a dependency: its bytes may be on disk.
+ *  - A block's overlap index, where it has one, lists under each 64th of
+ *    the block, in list order, every soft patch whose range touches it
+ *    except those marked PF_COVERED, and a patch so marked has a newer
+ *    soft byte patch of the block over all its range among its 8 newest
+ *    afters (patch.c, covered()).
  */
 #ifndef FSTITCH_CACHE_INT_H
 #define FSTITCH_CACHE_INT_H
@@ -53,6 +58,9 @@ enum patch_flags {
 	PF_WRITTEN = 1 << 6,   /* written in a round whose barrier failed: it
 				* may be on disk, so it must never gain a
 				* dependency (no soft merge into it) */
+	PF_COVERED = 1 << 12,  /* left out of its block's overlap index: a
+				* newer soft byte patch over all its range is
+				* among its 8 newest afters (patch.c) */
 };
 
 struct patch {

@@ -128,8 +128,12 @@ void patch_free_all(struct cache *c)
  * block its span touches: each block with at least c->ovix_min patches
  * keeps, per 64th, its soft patches whose range touches it, in list
  * (sequence) order.  Hard patches are left out: they never order a change.
- * Whatever cannot keep the index right (no memory, a discard) drops it,
- * and the next change that wants it builds it again from the list. */
+ * So are covered patches (covered()): a change never waits for one
+ * directly, which keeps a range that a chain of patches rewrites (a
+ * directory's mtime under chained patchgroups) down to its newest patch
+ * in the index.  Whatever cannot keep the index right (no memory, a
+ * discard) drops it, and the next change that wants it builds it again
+ * from the list. */
 
 static void slot_range(const struct cache *c, uint32_t off, uint32_t len, uint32_t *first,
 		       uint32_t *last)
@@ -172,14 +176,36 @@ static uint32_t slot_find(const struct ovslot *s, const struct patch *p)
 	return lo;
 }
 
-/* List soft patch p under every 64th its range touches (where it is not
- * yet: after a widening, only the new ones). */
-static void ovix_add(struct cache *c, struct cblock *b, struct patch *p)
+/* Whether p, a soft patch of the list, need not be listed: among its 8
+ * newest afters is a soft byte patch of its block whose range contains
+ * p's.  A change that overlaps p overlaps that patch too, and finds p
+ * already before it (already_before() looks at the same 8), so p is never
+ * a direct before of the change; nor its merge target, as that patch is
+ * newer.  Whether p is covered changes only when p gains an after
+ * (add_edge()) or its range grows (widen()): a cover's range only grows,
+ * it leaves the list only after p (it waits for p), and a discard, which
+ * can empty it, drops the index. */
+static bool covered(const struct patch *p)
+{
+	uint32_t i, n = p->nafters, lo = n > 8 ? n - 8 : 0, end = p->off + patch_len(p);
+
+	for (i = n; i-- > lo;) {
+		const struct patch *a = patch_after(p, i);
+
+		if (a->block == p->block && a->type == PT_BYTE &&
+		    !(a->flags & (PF_HARD | PF_COMMITTED)) && a->off <= p->off &&
+		    a->off + patch_len(a) >= end)
+			return true;
+	}
+	return false;
+}
+
+/* List p under every 64th its range touches (where it is not yet: after a
+ * widening, only the new ones). */
+static void ovix_list(struct cache *c, struct cblock *b, struct patch *p)
 {
 	uint32_t first, last, i;
 
-	if (!b->ovix || (p->flags & PF_HARD))
-		return;
 	slot_range(c, p->off, patch_len(p), &first, &last);
 	for (i = first; i <= last; i++) {
 		struct ovslot *s = &b->ovix[i];
@@ -205,6 +231,36 @@ static void ovix_add(struct cache *c, struct cblock *b, struct patch *p)
 	}
 }
 
+static void ovix_unlist(struct cache *c, struct cblock *b, struct patch *p)
+{
+	uint32_t first, last, i;
+
+	slot_range(c, p->off, patch_len(p), &first, &last);
+	for (i = first; i <= last; i++) {
+		struct ovslot *s = &b->ovix[i];
+		uint32_t at = slot_find(s, p);
+
+		if (at < s->n && s->v[at] == p) {
+			memmove(s->v + at, s->v + at + 1, (s->n - at - 1) * sizeof(*s->v));
+			s->n--;
+		}
+	}
+}
+
+/* p is new, gained an after or grew: list it or not, as covered() says. */
+static void ovix_update(struct cache *c, struct cblock *b, struct patch *p)
+{
+	if (!b || !b->ovix || (p->flags & PF_HARD))
+		return;
+	if (covered(p)) {
+		p->flags |= PF_COVERED;
+		ovix_unlist(c, b, p);
+	} else {
+		p->flags &= ~PF_COVERED;
+		ovix_list(c, b, p);
+	}
+}
+
 /* p is about to take the block's newest sequence number (renumber()):
  * move it to the end of its 64ths' lists. */
 static void ovix_to_tail(struct cache *c, struct cblock *b, struct patch *p)
@@ -219,7 +275,8 @@ static void ovix_to_tail(struct cache *c, struct cblock *b, struct patch *p)
 		uint32_t at = slot_find(s, p);
 
 		if (at == s->n || s->v[at] != p) {
-			ovix_free(c, b); /* (never: each soft patch is listed) */
+			/* (never: p has no afters, so it is listed) */
+			ovix_free(c, b);
 			return;
 		}
 		memmove(s->v + at, s->v + at + 1, (s->n - at - 1) * sizeof(*s->v));
@@ -237,7 +294,7 @@ static void ovix_build(struct cache *c, struct cblock *b)
 	stats_engine(c, OVIX_SLOTS * sizeof(*b->ovix));
 	/* (in list order, so each goes at the end) */
 	for (p = b->phead; p && b->ovix; p = p->bnext)
-		ovix_add(c, b, p);
+		ovix_update(c, b, p);
 }
 
 /* Drop the committed patches the round is about to take off the list. */
@@ -289,7 +346,7 @@ int reserve_after(struct cache *c, struct patch *d)
 }
 
 /* `after` waits for `before`.  Room must have been reserved. */
-static void add_edge(struct patch *before, struct patch *after)
+static void add_edge(struct cache *c, struct patch *before, struct patch *after)
 {
 	/* Repeated changes with the same dependency are common (a run of
 	 * writes to one file); the last entry catches most duplicates. */
@@ -304,6 +361,7 @@ static void add_edge(struct patch *before, struct patch *after)
 		after->npend_blk++;
 	else
 		after->npend_ext++;
+	ovix_update(c, before->block, before); /* (its newest afters changed) */
 }
 
 void depset_init(struct depset *s)
@@ -642,7 +700,7 @@ static int widen(struct cache *c, struct cblock *b, struct patch *t, uint32_t of
 	}
 	set_range(t, lo, hi - lo);
 	b->ovmask |= pmask(c, t);
-	ovix_add(c, b, t);
+	ovix_update(c, b, t);
 	return 0;
 }
 
@@ -715,10 +773,10 @@ static int new_patch(struct cache *c, struct cblock *b, enum patch_type type, ui
 		b->nrb = p;
 	if (!(p->flags & PF_HARD)) {
 		b->ovmask |= pmask(c, p);
-		ovix_add(c, b, p);
+		ovix_update(c, b, p);
 	}
 	for (i = 0; i < ds->n; i++)
-		add_edge(ds->v[i], p);
+		add_edge(c, ds->v[i], p);
 	if (is_root(p)) {
 		b->nroots++;
 		ready_update(c, b);
@@ -765,14 +823,45 @@ visit_older(const struct span *x, struct patch *q, struct depset *ov, struct pat
 	return plainset_add(ov, q);
 }
 
+/* Whether the list walk would take q, a patch of block b, into account
+ * for the change x (visit_older() up to the bit rule). */
+static inline bool counts_for(const struct span *x, const struct cblock *b, const struct patch *q)
+{
+	return q->block == b && !(q->flags & PF_HARD) && overlaps(q, x->soff, x->slen) &&
+	       !(x->type == PT_BIT && q->type == PT_BIT && !(q->mask & x->mask));
+}
+
+/* visit_older() for a patch of the index.  The walk ends with the patches
+ * it took into account that no later one of them found already before it
+ * (already_before()): later, since every after is newer.  Here that is
+ * asked of each patch's newest afters directly, as the index leaves out
+ * covered patches, which the walk would have met. */
+__attribute__((always_inline)) static inline int
+visit_listed(const struct span *x, const struct cblock *b, struct patch *q, struct depset *ov,
+	     struct patch **cand)
+{
+	uint32_t i, n = q->nafters, lo = n > 8 ? n - 8 : 0;
+
+	if (!overlaps(q, x->soff, x->slen))
+		return 0;
+	if (overlaps(q, x->off, x->len))
+		*cand = q; /* (the newest one, in the end) */
+	if (x->type == PT_BIT && q->type == PT_BIT && !(q->mask & x->mask))
+		return 0;
+	for (i = n; i-- > lo;)
+		if (counts_for(x, b, patch_after(q, i)))
+			return 0;
+	return plainset_add(ov, q);
+}
+
 /* Spans over more 64ths than this walk the whole list. */
 #define OVIX_SPAN 4
 
-/* Every older soft patch the span overlaps, oldest first, goes through
- * visit_older().  The index lists a subset of the block's list in the same
- * order, and leaves out only patches visit_older() passes over (hard ones,
- * and those under none of the span's 64ths), so both ways give the same
- * set, in the same order. */
+/* The walk goes through the block's list, oldest first, with
+ * visit_older().  The index gives the same set and the same *cand from
+ * fewer patches: it leaves out only patches the walk passes over (hard
+ * ones, and those under none of the span's 64ths) and covered ones (which
+ * never end up in the set, nor as *cand), and it keeps list order. */
 int same_block_befores(struct cache *c, struct cblock *b, enum patch_type type,
 		       uint32_t off, uint32_t len, uint32_t mask, uint32_t soff,
 		       uint32_t slen, bool linear, struct depset *ov, struct patch **cand)
@@ -802,7 +891,7 @@ int same_block_befores(struct cache *c, struct cblock *b, enum patch_type type,
 		const struct ovslot *s = &b->ovix[first];
 
 		for (j = 0; j < s->n; j++)
-			if ((err = visit_older(&x, s->v[j], ov, cand)))
+			if ((err = visit_listed(&x, b, s->v[j], ov, cand)))
 				return err;
 		return 0;
 	}
@@ -824,7 +913,7 @@ int same_block_befores(struct cache *c, struct cblock *b, enum patch_type type,
 			if (pos[j] < s->n && s->v[pos[j]] == q)
 				pos[j]++;
 		}
-		if ((err = visit_older(&x, q, ov, cand)))
+		if ((err = visit_listed(&x, b, q, ov, cand)))
 			return err;
 	}
 }
@@ -972,7 +1061,7 @@ collected:
 		apply_change(b, type, off, len, data, mask);
 		for (i = 0; i < ds.n; i++)
 			if (ds.v[i] != cand && !already_before(ds.v[i], cand))
-				add_edge(ds.v[i], cand);
+				add_edge(c, ds.v[i], cand);
 		if (pinned)
 			cand->flags |= PF_PINNED;
 		if (was_root && !is_root(cand)) {
@@ -1064,7 +1153,7 @@ static int empty_after(struct cache *c, const struct depset *ds, bool held,
 	if (held)
 		p->flags |= PF_HELD;
 	for (size_t i = 0; i < ds->n; i++) {
-		add_edge(ds->v[i], p);
+		add_edge(c, ds->v[i], p);
 		if (ds->v[i]->flags & (PF_HELD | PF_PINNED))
 			p->flags |= PF_PINNED;
 	}
@@ -1222,7 +1311,7 @@ int patch_add_depend(struct cache *c, struct patch *after, struct patch *before)
 	/* Nothing depends on `after`, so it may take a new, larger number:
 	 * every edge still points to a smaller one (cache_int.h). */
 	after->seq = ++c->seq;
-	add_edge(before, after);
+	add_edge(c, before, after);
 	if (before->flags & (PF_HELD | PF_PINNED))
 		after->flags |= PF_PINNED;
 out:
