@@ -16,7 +16,8 @@
  *
  * After each step the index itself is checked against the list: under
  * each 64th, the soft patches touching it in list order, less those it
- * marks covered, each of which must be.
+ * marks covered, each of which must be.  The comparisons look inside the
+ * engine, so they live beside it (engine/ovcheck.c).
  *
  * OVIX_SEED and OVIX_STEPS in the environment override the defaults; the
  * seed is printed.
@@ -33,7 +34,7 @@
 #include "util/splitmix.h"
 #include "bdev/bdev.h"
 #include "engine/cache.h"
-#include "engine/cache_int.h"
+#include "engine/ovcheck.h"
 
 #define BS 512   /* 64ths of 8 bytes */
 #define NBLK 4   /* blocks the random changes go to */
@@ -47,7 +48,8 @@ struct world {
 	struct patch *refs[NREF];  /* ring of recent patches */
 	size_t nref;
 	struct patch *held, *prev_held; /* the chain of held empty patches */
-	size_t compared, indexed, nonempty, discards, rounds, longest, checked_index, covered;
+	struct ovcheck_seen seen;
+	size_t discards, rounds;
 };
 
 static uint32_t below(struct world *w, uint32_t n)
@@ -62,155 +64,30 @@ static uint64_t env_u64(const char *name, uint64_t def)
 	return s && *s ? strtoull(s, NULL, 0) : def;
 }
 
-static int cmp_ptr(const void *a, const void *b)
-{
-	uintptr_t x = (uintptr_t) * (struct patch *const *)a;
-	uintptr_t y = (uintptr_t) * (struct patch *const *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static bool in_list(struct patch *const *v, size_t n, const struct patch *p)
-{
-	for (size_t i = 0; i < n; i++)
-		if (v[i] == p)
-			return true;
-	return false;
-}
-
-/* The brute-force answer from b's whole list (see the top). */
-static size_t brute(struct cblock *b, enum patch_type type, uint32_t off, uint32_t len,
-		    uint32_t mask, uint32_t soff, uint32_t slen, struct patch **out,
-		    struct patch **cand)
-{
-	static struct patch *s[1 << 14];
-	size_t ns = 0, n = 0;
-	struct patch *q;
-
-	*cand = NULL;
-	for (q = b->phead; q; q = q->bnext) {
-		if ((q->flags & PF_HARD) || !overlaps(q, soff, slen))
-			continue;
-		if (overlaps(q, off, len))
-			*cand = q;
-		if (type == PT_BIT && q->type == PT_BIT && !(q->mask & mask))
-			continue;
-		assert_true(ns < sizeof(s) / sizeof(s[0]));
-		s[ns++] = q;
-	}
-	for (size_t i = 0; i < ns; i++) {
-		uint32_t k = s[i]->nafters, lo = k > 8 ? k - 8 : 0;
-		bool implied = false;
-
-		for (uint32_t j = lo; j < k && !implied; j++)
-			implied = in_list(s, ns, patch_after(s[i], j));
-		if (!implied)
-			out[n++] = s[i];
-	}
-	return n;
-}
-
 /* Compare the engine's answer for the change about to be made with the
  * brute-force one, by the index and by the whole list. */
-static void check(struct world *w, struct cblock *b, enum patch_type type, uint32_t off,
-		  uint32_t len, uint32_t mask, uint32_t soff, uint32_t slen)
+static void check(struct world *w, struct cblock *b, bool bit, uint32_t off, uint32_t len,
+		  uint32_t mask, uint32_t soff, uint32_t slen)
 {
-	static struct patch *want[1 << 14];
-	struct patch *wcand, *cand;
-	struct depset ov;
-	size_t n;
-	bool taken;
+	char err[256];
 
-	n = brute(b, type, off, len, mask, soff, slen, want, &wcand);
-	qsort(want, n, sizeof(*want), cmp_ptr);
-	cache_lock(w->c, &taken);
-	for (int linear = 0; linear < 2; linear++) {
-		depset_init(&ov);
-		assert_int_equal(same_block_befores(w->c, b, type, off, len, mask, soff, slen,
-						    linear, &ov, &cand),
-				 0);
-		if (!linear && b->ovix && (soff + slen - 1) / (BS / 64) - soff / (BS / 64) < 4)
-			w->indexed++;
-		qsort(ov.v, ov.n, sizeof(*ov.v), cmp_ptr);
-		if (ov.n != n || (n && memcmp(ov.v, want, n * sizeof(*want))) || cand != wcand) {
-			fprintf(stderr,
-				"mismatch (%s) at change %zu: type %d [%u,+%u) span [%u,+%u) "
-				"mask %#x: %zu befores, want %zu; cand %s\n",
-				linear ? "list" : "index", w->compared, (int)type, off, len, soff,
-				slen, mask, ov.n, n, cand == wcand ? "same" : "differs");
-			fail();
-		}
-		if (ov.v != ov.inl)
-			free(ov.v);
+	if (ovcheck_change(w->c, b, bit, off, len, mask, soff, slen, &w->seen, err,
+			   sizeof(err))) {
+		fprintf(stderr, "%s\n", err);
+		fail();
 	}
-	cache_unlock(w->c, taken);
-	if (b->npatches > w->longest)
-		w->longest = b->npatches;
-	w->compared++;
-	w->nonempty += n > 0;
 }
 
-/* Whether a newer soft byte patch of q's block over all of q's range is
- * among q's 8 newest afters: no change waits for q directly then, and the
- * index leaves q out. */
-static bool covered(const struct patch *q)
-{
-	uint32_t k = q->nafters, lo = k > 8 ? k - 8 : 0;
-
-	for (uint32_t j = lo; j < k; j++) {
-		const struct patch *a = patch_after(q, j);
-
-		if (a->block == q->block && a->type == PT_BYTE &&
-		    !(a->flags & (PF_HARD | PF_COMMITTED)) && a->off <= q->off &&
-		    a->off + patch_len(a) >= q->off + patch_len(q))
-			return true;
-	}
-	return false;
-}
-
-/* Each block's index, where it has one, lists under each 64th exactly the
- * soft patches of the list whose range touches it, in list order, except
- * those it marks covered; and those are.  (One that became covered when
- * an after of it grew may stay listed: the index may list more than it
- * needs, never less.) */
+/* Each block's index, where it has one, against the block's list. */
 static void check_index(struct world *w)
 {
-	bool taken;
+	char err[256];
 
-	cache_lock(w->c, &taken);
-	for (uint64_t n = 0; n <= DEAD; n++) {
-		struct cblock *b = cache_find_locked(w->c, n);
-
-		if (!b || !b->ovix)
-			continue;
-		for (uint32_t i = 0; i < OVIX_SLOTS; i++) {
-			const struct ovslot *s = &b->ovix[i];
-			uint32_t k = 0;
-
-			for (struct patch *q = b->phead; q; q = q->bnext) {
-				if ((q->flags & PF_COVERED) && !covered(q)) {
-					fprintf(stderr, "block %llu: a patch left out of "
-							"the index is not covered\n",
-						(unsigned long long)n);
-					fail();
-				}
-				w->covered += i == 0 && (q->flags & PF_COVERED);
-				if ((q->flags & (PF_HARD | PF_COVERED)) || q->off / (BS / 64) > i ||
-				    (q->off + patch_len(q) - 1) / (BS / 64) < i)
-					continue;
-				if (k >= s->n || s->v[k] != q) {
-					fprintf(stderr, "index of block %llu, 64th %u, entry %u: "
-							"not the list's\n",
-						(unsigned long long)n, i, k);
-					fail();
-				}
-				k++;
-			}
-			assert_int_equal(k, s->n);
+	for (uint64_t n = 0; n <= DEAD; n++)
+		if (ovcheck_index(w->c, n, &w->seen, err, sizeof(err))) {
+			fprintf(stderr, "%s\n", err);
+			fail();
 		}
-		w->checked_index++;
-	}
-	cache_unlock(w->c, taken);
 }
 
 static void keep(struct world *w, struct patch *p)
@@ -280,13 +157,13 @@ static void one_change(struct world *w)
 
 		while (!mask)
 			mask = (1u << below(w, 32)) | (below(w, 2) ? 1u << below(w, 32) : 0);
-		check(w, b, PT_BIT, word, 4, mask, word, 4);
+		check(w, b, true, word, 4, mask, word, 4);
 		assert_int_equal(patch_create_bit(w->c, b, word, mask, deps, nd, NULL, &p), 0);
 	} else if (r < 85 || r >= 98) {
 		uint32_t len = r >= 98 ? BS : r < 70 ? 1 + below(w, 8) : 1 + below(w, 48);
 		uint32_t off = pick_off(w, len);
 
-		check(w, b, PT_BYTE, off, len, 0, off, len);
+		check(w, b, false, off, len, 0, off, len);
 		assert_int_equal(patch_create_byte(w->c, b, off, len, buf, deps, nd, NULL, &p), 0);
 	} else {
 		/* a change ordered after whatever overlaps a wider span (a
@@ -296,7 +173,7 @@ static void one_change(struct world *w)
 		uint32_t se = off + len + below(w, 16);
 		uint32_t sl = (se > BS ? BS : se) - so;
 
-		check(w, b, PT_BYTE, off, len, 0, so, sl);
+		check(w, b, false, off, len, 0, so, sl);
 		assert_int_equal(patch_create_byte_span(w->c, b, off, len, buf, so, sl, deps, nd,
 							NULL, &p),
 				 0);
@@ -315,7 +192,7 @@ static struct patch *some_change(struct world *w, uint64_t blkno, uint32_t off, 
 	for (uint32_t i = 0; i < len; i++)
 		buf[i] = (uint8_t)splitmix(&w->rng);
 	assert_int_equal(cache_get(w->c, blkno, &b), 0);
-	check(w, b, PT_BYTE, off, len, 0, off, len);
+	check(w, b, false, off, len, 0, off, len);
 	assert_int_equal(patch_create_byte(w->c, b, off, len, buf, deps, nd, NULL, &p), 0);
 	cache_put(w->c, b);
 	return p;
@@ -334,7 +211,7 @@ static void dead_block(struct world *w)
 	for (size_t i = 0; i < NREF && !d; i++) {
 		struct patch *r = w->refs[i];
 
-		if (r && !patch_committed(r) && !(r->flags & (PF_PINNED | PF_HELD)))
+		if (r && ovcheck_patch_free(r))
 			d = r;
 	}
 	if (!d)
@@ -361,7 +238,7 @@ static void run(uint64_t seed, size_t steps, struct world *w)
 	w->rng = seed;
 	assert_int_equal(bdev_mem_create(BS, NBLK + 1, NULL, 0, &w->mem), 0);
 	assert_int_equal(cache_create(w->mem, &o, &w->c), 0);
-	w->c->ovix_min = 4; /* every block with a few patches has an index */
+	ovcheck_set_min(w->c, 4); /* every block with a few patches has an index */
 	next_group(w);
 	for (size_t i = 0; i < steps; i++) {
 		uint32_t r = below(w, 1000);
@@ -404,12 +281,12 @@ static void test_index_matches_whole_list(void **state)
 		printf("ovix: %zu changes compared (%zu through the index, %zu with "
 		       "befores), %zu rounds, %zu discards, up to %zu patches a block, "
 		       "%zu patches left out as covered over all checks\n",
-		       w.compared, w.indexed, w.nonempty, w.rounds, w.discards, w.longest,
-		       w.covered);
+		       w.seen.compared, w.seen.indexed, w.seen.nonempty, w.rounds, w.discards,
+		       w.seen.longest, w.seen.covered);
 		/* the cases the comparison is about did occur */
-		assert_true(w.indexed > w.compared / 2);
-		assert_true(w.nonempty > w.compared / 4);
-		assert_true(w.rounds > 0 && w.checked_index > steps && w.covered > 0);
+		assert_true(w.seen.indexed > w.seen.compared / 2);
+		assert_true(w.seen.nonempty > w.seen.compared / 4);
+		assert_true(w.rounds > 0 && w.seen.blocks_indexed > steps && w.seen.covered > 0);
 		discards += w.discards;
 	}
 	assert_true(discards > 0);
