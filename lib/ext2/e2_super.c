@@ -818,7 +818,12 @@ int e2_close_then(struct e2fs *fs, void (*done)(struct cache *c, void *arg), voi
 		r2 = fs->ro ? 0 : e2_dfree_all(fs);
 		if (!r)
 			r = r2;
-		r2 = fs->jw ? e2_jflush_locked(fs) : cache_sync(fs->c);
+		/* Under a journal the closing superblock changes join the
+		 * running transaction: one commit and one checkpoint, not
+		 * two.  Whether all went well is known only at the commit,
+		 * and if it fails the transaction (clean state included)
+		 * never reaches the disk. */
+		r2 = fs->jw ? 0 : cache_sync(fs->c);
 		if (!r)
 			r = r2;
 		if (!r) {
