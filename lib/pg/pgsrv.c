@@ -245,8 +245,12 @@ static int depend(struct pgsrv *srv, int64_t before, int64_t after, uid_t uid)
 {
 	int r = pgeng_depend(srv->eng, before, after, uid);
 
-	if (r == -EBUSY && scope_reap(srv->scopes) > 0)
+	if (r == -EBUSY) {
+		/* Another thread may have ended the exit: try again even if
+		 * this call reported none. */
+		scope_reap(srv->scopes);
 		r = pgeng_depend(srv->eng, before, after, uid);
+	}
 	return r;
 }
 

@@ -52,6 +52,11 @@ struct scope_tab {
 	uint32_t serial;        /* the last entry's serial */
 	pthread_t thread;
 	atomic_bool stop;
+	/* Exits taken off the table whose callbacks have not returned: a
+	 * scope_reap() waits for them, since what it promises is that they
+	 * are over.  Changed under lock. */
+	atomic_uint inflight;
+	pthread_cond_t settled;
 	scope_exit_fn fn;
 	void *arg;
 	bool real;              /* root is the real /proc: pidfds name its threads */
@@ -135,6 +140,15 @@ static uint64_t ev_tag(const struct entry *e)
 	return (uint64_t)(uint32_t)e->key.pid << 32 | e->serial;
 }
 
+/* One batch of exit callbacks is over.  Called without t->lock. */
+static void settle(struct scope_tab *t)
+{
+	pthread_mutex_lock(&t->lock);
+	if (atomic_fetch_sub(&t->inflight, 1) == 1)
+		pthread_cond_broadcast(&t->settled);
+	pthread_mutex_unlock(&t->lock);
+}
+
 /* Each scope's pidfd sits in one epoll set, added by scope_add() and
  * dropped by closing it in scope_del(): neither wakes the watcher, which
  * wakes only for an exit (each pidfd reports once: EPOLLONESHOT) or to
@@ -169,9 +183,13 @@ static void *watcher(void *arg)
 			if (e && !pidfd_alive(e->pidfd))
 				keys[k++] = e->key;
 		}
+		if (k)
+			atomic_fetch_add(&t->inflight, 1);
 		pthread_mutex_unlock(&t->lock);
 		for (i = 0; i < k; i++)
 			t->fn(t->arg, keys[i]);
+		if (k)
+			settle(t);
 	}
 	return NULL;
 }
@@ -195,6 +213,7 @@ int scope_tab_create(const char *root, bool watch, scope_exit_fn fn, void *arg,
 		return -ENOMEM;
 	snprintf(t->root, sizeof(t->root), "%s", root ? root : "/proc");
 	pthread_mutex_init(&t->lock, NULL);
+	pthread_cond_init(&t->settled, NULL);
 	t->gen = 1;
 	t->real = !root || strcmp(root, "/proc") == 0;
 	for (size_t i = 0; i < CACHE_SLOTS; i++)
@@ -225,6 +244,7 @@ fail_fds:
 		close(t->evfd);
 	if (t->epfd >= 0)
 		close(t->epfd);
+	pthread_cond_destroy(&t->settled);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 	return r;
@@ -255,6 +275,7 @@ void scope_tab_destroy(struct scope_tab *t)
 	for (i = 0; i < CACHE_SLOTS; i++)
 		if (t->cache[i].pidfd >= 0)
 			close(t->cache[i].pidfd);
+	pthread_cond_destroy(&t->settled);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }
@@ -416,7 +437,11 @@ size_t scope_reap(struct scope_tab *t)
 	struct entry *e;
 	size_t n = 0, i;
 
-	if (!t->watch || atomic_load(&t->acount) == 0)
+	/* acount first: an exit leaves the table only after its collector
+	 * counted itself in flight, so seeing the table empty and then
+	 * nothing in flight means every exit so far is over. */
+	if (!t->watch ||
+	    (atomic_load(&t->acount) == 0 && atomic_load(&t->inflight) == 0))
 		return 0;
 	pthread_mutex_lock(&t->lock);
 	keys = calloc(t->count + 1, sizeof(*keys));
@@ -424,12 +449,23 @@ size_t scope_reap(struct scope_tab *t)
 		for (e = t->ht[i]; e; e = e->next)
 			if (e->pidfd >= 0 && !pidfd_alive(e->pidfd))
 				keys[n++] = e->key;
+	if (n)
+		atomic_fetch_add(&t->inflight, 1);
 	pthread_mutex_unlock(&t->lock);
 	/* The watcher may report the same exits: the callback's scope_del()
 	 * finds each key once. */
 	for (i = 0; i < n; i++)
 		t->fn(t->arg, keys[i]);
 	free(keys);
+	/* An exit the watcher (or another request) took first may still be
+	 * in its callback: wait for it, or the caller could see it half
+	 * done. */
+	pthread_mutex_lock(&t->lock);
+	if (n && atomic_fetch_sub(&t->inflight, 1) == 1)
+		pthread_cond_broadcast(&t->settled);
+	while (atomic_load(&t->inflight) > 0)
+		pthread_cond_wait(&t->settled, &t->lock);
+	pthread_mutex_unlock(&t->lock);
 	return n;
 }
 

@@ -74,8 +74,9 @@ void scope_each(struct scope_tab *t, void (*fn)(void *arg, struct scope_key key,
  * calling thread, every scope whose process has exited, instead of
  * whenever the watcher thread gets to it.  Once a client has seen a
  * process end (wait(2) returned), a request that calls this first sees
- * that process's engagements ended.  Returns how many were reported; call
- * with no lock held that the callback takes. */
+ * that process's engagements ended: exits that the watcher or another
+ * caller took first are waited for.  Returns how many this call reported;
+ * call with no lock held that the callback takes. */
 size_t scope_reap(struct scope_tab *t);
 
 /* Find the scope that applies to thread tid: its process's own or the

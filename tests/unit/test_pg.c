@@ -1112,6 +1112,55 @@ static void test_scope_exit_watch(void **state)
 	scope_tab_destroy(watched);
 }
 
+/* scope_reap() returns only once every exit taken off the table is over,
+ * also one the watcher took first and is still handling: the callback
+ * below takes its scope off, then works on for a while. */
+static atomic_int slow_stage;
+
+static void slow_exit_cb(void *arg, struct scope_key key)
+{
+	struct scope_tab **tp = arg;
+
+	if (!scope_del(*tp, key))
+		return;
+	atomic_store(&slow_stage, 1);
+	usleep(200000);
+	atomic_store(&slow_stage, 2);
+}
+
+static void test_scope_reap_waits_for_watcher(void **state)
+{
+	struct scope_key k;
+	int data = 0, i, fds[2];
+	pid_t pid;
+	char c;
+
+	(void)state;
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(fds[1]);
+		if (read(fds[0], &c, 1) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	close(fds[0]);
+	assert_int_equal(scope_tab_create(NULL, true, slow_exit_cb, &watched, &watched), 0);
+	assert_int_equal(scope_key_of(watched, pid, &k), 0);
+	assert_int_equal(scope_add(watched, k, &data), 0);
+	close(fds[1]);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	/* the watcher has the exit: the table is empty, the callback busy */
+	for (i = 0; i < 500 && atomic_load(&slow_stage) == 0; i++)
+		usleep(10000);
+	assert_int_equal(atomic_load(&slow_stage), 1);
+	assert_int_equal(scope_count(watched), 0);
+	assert_int_equal(scope_reap(watched), 0);
+	assert_int_equal(atomic_load(&slow_stage), 2);
+	scope_tab_destroy(watched);
+}
+
 /* ---- the control protocol and the server, in one process ------------- */
 
 static void echo_handler(void *arg, const struct ctl_peer *peer, const struct ctl_req *req,
@@ -1679,6 +1728,7 @@ int main(void)
 		cmocka_unit_test(test_caller_real),
 		cmocka_unit_test(test_caller_fake),
 		cmocka_unit_test(test_scope_exit_watch),
+		cmocka_unit_test(test_scope_reap_waits_for_watcher),
 		cmocka_unit_test(test_ctl_protocol),
 		cmocka_unit_test(test_ctl_threads_kept),
 		cmocka_unit_test(test_ctl_access),
