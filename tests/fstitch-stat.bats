@@ -261,11 +261,64 @@ json_get() {
 	assert_line --regexp '^mode: +consistency journal,'
 	# mke2fs starts the journal at sequence 1; its 1 KiB log has 1023
 	# blocks after its superblock
-	assert_line --regexp '^journal: +transaction 1 running \([1-9][0-9]* blocks, [0-9]+ ordered data changes\); 0 committing, 0 checkpointing; log 0 of 1023 blocks used; 0 commits, 0 blocks logged$'
+	assert_line --regexp '^journal: +transaction 1 running \([1-9][0-9]* blocks, [0-9]+ ordered data changes\); 0 committing, 0 held, 0 checkpointing, 0 checkpointed; log 0 of 1023 blocks used; 0 commits, 0 blocks logged$'
 	sync d/f
 	json_get '.journal | .running_tid == 2 and .running_blocks == 0 and .commits == 1
 		and .logged_blocks > 0 and .log_used > .logged_blocks and .log_total == 1023
-		and .committing == 0'
+		and .committing == 0 and .held == 1 and .checkpointing == 0
+		and .checkpointed == 0'
+}
+
+# jstates: the journal's committing, held, checkpointing and checkpointed
+# counts, as the JSON summary gives them.
+jstates() {
+	"$STAT" --json | jq -er '.journal | "\(.committing) \(.held) \(.checkpointing) \(.checkpointed)"'
+}
+
+@test "the summary shows each state a committed transaction goes through" {
+	# With the timer and the flusher an hour away, only the file system's
+	# own rules move a transaction on: an fsync makes its commit durable
+	# and holds it; a commit that takes the held ones past a quarter of
+	# the 1023-block log lets them all go home; the next fsync's rounds
+	# write them there; a journal-data write too big for one transaction
+	# commits a piece that nothing makes durable.  Each step's block
+	# counts stay clear of the quarter (255) by tens of blocks.
+	cd /
+	fstitch_mount_stop "$MNT"
+	make_stock_image "$SCRATCH/e3.img" 16M -t ext3 -b 1024
+	fstitch_mount_start "$SCRATCH/e3.img" "$MNT" \
+		-o consistency=journal-data,commit=3600,flush_interval=3600
+	cd "$MNT"
+	echo a >f
+	sync f
+	run -0 jstates
+	assert_output '0 1 0 0'
+	run -0 "$STAT"
+	assert_line --regexp '^journal: +transaction 2 running .*; 0 committing, 1 held, 0 checkpointing, 0 checkpointed; '
+	# 150 blocks more: two held, 171 log blocks
+	dd if=/dev/zero of=g bs=1k count=150 status=none
+	sync g
+	run -0 jstates
+	assert_output '0 2 0 0'
+	# 150 more take them past 255: all three go, none home yet
+	dd if=/dev/zero of=h bs=1k count=150 status=none
+	sync h
+	run -0 jstates
+	assert_output '0 0 3 0'
+	run -0 "$STAT"
+	assert_line --regexp '; 0 committing, 0 held, 3 checkpointing, 0 checkpointed; '
+	# one small commit: its fsync writes the three home, and holds it
+	echo b >i
+	sync i
+	run -0 jstates
+	assert_output '0 1 0 3'
+	# 300 blocks do not fit one transaction: a piece is committed on
+	# its own, its commit block not written; that commit took the held
+	# ones past the quarter and let them go
+	dd if=/dev/zero of=j bs=1k count=300 status=none
+	run -0 jstates
+	assert_output '1 0 1 0'
+	json_get '.journal | .running_blocks > 0 and .log_used > 0'
 }
 
 @test "an image with a journal is mounted under journal unless a mode is given" {

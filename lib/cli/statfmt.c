@@ -159,12 +159,12 @@ static void text_summary(FILE *f, const struct insp_snap *s)
 	if (m->have_txn)
 		fprintf(f,
 			"%-14s transaction %" PRIu64 " running (%" PRIu64 " blocks, %" PRIu64
-			" ordered data changes); %" PRIu64 " committing, %" PRIu64
-			" checkpointing; log %" PRIu64 " of %" PRIu64 " blocks used; %" PRIu64
-			" commits, %" PRIu64 " blocks logged\n",
+			" ordered data changes); %" PRIu64 " committing, %" PRIu64 " held, %" PRIu64
+			" checkpointing, %" PRIu64 " checkpointed; log %" PRIu64 " of %" PRIu64
+			" blocks used; %" PRIu64 " commits, %" PRIu64 " blocks logged\n",
 			"journal:", m->txn.running_tid, m->txn.running_blocks,
-			m->txn.running_ordered, m->txn.committing, m->txn.checkpointing,
-			m->txn.log_used, m->txn.log_total, m->txn.commits, m->txn.logged_blocks);
+			m->txn.running_ordered, m->txn.committing, m->txn.held, m->txn.checkpointing,
+			m->txn.checkpointed, m->txn.log_used, m->txn.log_total, m->txn.commits, m->txn.logged_blocks);
 	if (m->have_groups)
 		fprintf(f,
 			"%-14s %" PRIu64 " known: %" PRIu64 " open, %" PRIu64 " engaged, %" PRIu64
@@ -457,12 +457,13 @@ static void json_summary(FILE *f, const struct insp_snap *s)
 		fprintf(f,
 			",\"journal\":{\"running_tid\":%" PRIu64 ",\"running_blocks\":%" PRIu64
 			",\"running_ordered\":%" PRIu64 ",\"committing\":%" PRIu64
-			",\"checkpointing\":%" PRIu64 ",\"log_used\":%" PRIu64
+			",\"held\":%" PRIu64 ",\"checkpointing\":%" PRIu64
+			",\"checkpointed\":%" PRIu64 ",\"log_used\":%" PRIu64
 			",\"log_total\":%" PRIu64 ",\"commits\":%" PRIu64
 			",\"logged_blocks\":%" PRIu64 "}",
 			m->txn.running_tid, m->txn.running_blocks, m->txn.running_ordered,
-			m->txn.committing, m->txn.checkpointing, m->txn.log_used, m->txn.log_total,
-			m->txn.commits, m->txn.logged_blocks);
+			m->txn.committing, m->txn.held, m->txn.checkpointing, m->txn.checkpointed,
+			m->txn.log_used, m->txn.log_total, m->txn.commits, m->txn.logged_blocks);
 	else
 		fprintf(f, ",\"journal\":null");
 }

@@ -179,7 +179,9 @@ struct cache_txn_stats {
 	uint64_t running_blocks;  /* blocks it has */
 	uint64_t running_ordered; /* data changes its commit will wait for */
 	uint64_t committing;	  /* committed, commit block not yet durable */
-	uint64_t checkpointing;	  /* commit durable, not all written home */
+	uint64_t held;		  /* commit durable, held for a later checkpoint */
+	uint64_t checkpointing;	  /* let go home, not all written there yet */
+	uint64_t checkpointed;	  /* all home, its log space not yet reused */
 	uint64_t log_used, log_total; /* journal blocks */
 	uint64_t commits, logged_blocks;
 };

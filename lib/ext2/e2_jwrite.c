@@ -693,10 +693,16 @@ static void jw_stats(struct cache_txn *t, struct cache_txn_stats *out)
 	out->running_blocks = jw->nrun;
 	out->running_ordered = jw->nord;
 	for (size_t i = 0; i < jw->nlive; i++) {
-		if (patch_committed(jw->live[i].commit))
+		const struct jtxn *x = &jw->live[i];
+
+		if (!patch_committed(x->commit))
+			out->committing++;
+		else if (!x->released)
+			out->held++;
+		else if (!patch_committed(x->tail))
 			out->checkpointing++;
 		else
-			out->committing++;
+			out->checkpointed++; /* s_start moves past it at a commit */
 	}
 	out->log_total = jw->maxlen - jw->first;
 	out->log_used = out->log_total - log_free(jw);
