@@ -184,17 +184,38 @@ static void log_eio(void *arg, const char *msg)
 	}
 }
 
+/* The entry for an inode the caller holds a reference on.  The generation
+ * makes a reused inode number a new node to the kernel (and a handle to
+ * the old file stale).  The root keeps 0, the one the kernel gave it at
+ * the mount. */
+static int fill_entry(struct fuse_entry_param *e, const struct stat *st)
+{
+	uint32_t ino = (uint32_t)st->st_ino, gen = 0;
+	int r = ino == E2_ROOT_INO ? 0 : e2_generation(D.fs, ino, &gen);
+
+	if (r < 0)
+		return r;
+	memset(e, 0, sizeof(*e));
+	e->ino = out_ino(ino);
+	e->generation = gen;
+	e->attr = *st;
+	e->attr_timeout = ATTR_TIMEOUT;
+	e->entry_timeout = ENTRY_TIMEOUT;
+	return 0;
+}
+
 /* Reply with an entry that carries one e2 reference, dropping it again if
  * the kernel never sees the reply (an interrupted request). */
 static void reply_entry(fuse_req_t req, const struct stat *st)
 {
 	struct fuse_entry_param e;
+	int r = fill_entry(&e, st);
 
-	memset(&e, 0, sizeof(e));
-	e.ino = out_ino((uint32_t)st->st_ino);
-	e.attr = *st;
-	e.attr_timeout = ATTR_TIMEOUT;
-	e.entry_timeout = ENTRY_TIMEOUT;
+	if (r < 0) {
+		e2_forget(D.fs, (uint32_t)st->st_ino, 1);
+		reply_err(req, r, "lookup");
+		return;
+	}
 	if (fuse_reply_entry(req, &e) != 0)
 		e2_forget(D.fs, (uint32_t)st->st_ino, 1);
 }
@@ -613,17 +634,14 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		return;
 	}
 	ino = (uint32_t)st.st_ino;
-	r = e2_open_inode(D.fs, ino);
+	r = fill_entry(&e, &st);
+	if (!r)
+		r = e2_open_inode(D.fs, ino);
 	if (r < 0) {
 		e2_forget(D.fs, ino, 1);
 		reply_err(req, r, "create");
 		return;
 	}
-	memset(&e, 0, sizeof(e));
-	e.ino = out_ino(ino);
-	e.attr = st;
-	e.attr_timeout = ATTR_TIMEOUT;
-	e.entry_timeout = ENTRY_TIMEOUT;
 	fi->keep_cache = 1;
 	if (fuse_reply_create(req, &e, fi) != 0) {
 		e2_release_inode(D.fs, ino);
@@ -815,7 +833,11 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 			/* "." and ".." carry no attributes (ino 0): the kernel
 			 * skips them and takes no lookup reference. */
 			if (!is_dot_or_dotdot(name)) {
-				r = e2_lookup(D.fs, dir, name, &e.attr);
+				struct stat st;
+
+				r = e2_lookup(D.fs, dir, name, &st);
+				if (!r && (r = fill_entry(&e, &st)) < 0)
+					e2_forget(D.fs, (uint32_t)st.st_ino, 1);
 				if (r < 0) {
 					/* Gone since the listing: leave it out of
 					 * this batch rather than fail the call. */
@@ -825,9 +847,6 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 						break;
 					goto fail;
 				}
-				e.ino = out_ino((uint32_t)e.attr.st_ino);
-				e.attr_timeout = ATTR_TIMEOUT;
-				e.entry_timeout = ENTRY_TIMEOUT;
 			} else {
 				e.attr.st_ino = f.ents[i].ino;
 				e.attr.st_mode = f.ents[i].type;

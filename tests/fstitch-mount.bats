@@ -296,6 +296,53 @@ tree_tar() {
 	assert_fsck_clean "$IMG"
 }
 
+# handle_of PATH: the file handle the kernel gives out for PATH
+# (name_to_handle_at), as FUSE encodes it: "NODEID GENERATION".
+handle_of() {
+	python3 - "$1" <<-'EOF'
+		import ctypes, os, struct, sys
+		libc = ctypes.CDLL(None, use_errno=True)
+		buf = ctypes.create_string_buffer(8 + 128)
+		struct.pack_into("I", buf, 0, 128)
+		mnt = ctypes.c_int()
+		if libc.name_to_handle_at(-100, sys.argv[1].encode(), buf, ctypes.byref(mnt), 0):
+		    sys.exit("name_to_handle_at: " + os.strerror(ctypes.get_errno()))
+		hi, lo, gen = struct.unpack_from("III", buf, 8)
+		print(hi << 32 | lo, gen)
+	EOF
+}
+
+@test "an inode number reused after a delete comes back with a new generation" {
+	new_image 32M
+	fstitch_mount_start "$IMG" "$MNT"
+	echo old >"$MNT/f"
+	read -r ino gen1 < <(handle_of "$MNT/f")
+	fstitch_mount_stop "$MNT"
+	assert_equal "$(debugfs -R 'stat /f' "$IMG" 2>/dev/null | grep -o 'Generation: [0-9]*')" \
+		"Generation: $gen1"
+	# a later mount frees the number, and the next one hands it out
+	# again: each mount is a new daemon, so nothing it remembers helps
+	fstitch_mount_start "$IMG" "$MNT"
+	rm "$MNT/f"
+	fstitch_mount_stop "$MNT"
+	fstitch_mount_start "$IMG" "$MNT"
+	echo new >"$MNT/g"
+	read -r ino2 gen2 < <(handle_of "$MNT/g")
+	assert_equal "$ino2" "$ino"
+	assert_not_equal "$gen2" "$gen1"
+	# and within one mount, once the free is on disk
+	rm "$MNT/g"
+	sync -f "$MNT"
+	echo newer >"$MNT/h"
+	read -r ino3 gen3 < <(handle_of "$MNT/h")
+	assert_equal "$ino3" "$ino"
+	assert_not_equal "$gen3" "$gen2"
+	fstitch_mount_stop "$MNT"
+	assert_equal "$(debugfs -R 'stat /h' "$IMG" 2>/dev/null | grep -o 'Generation: [0-9]*')" \
+		"Generation: $gen3"
+	assert_fsck_clean "$IMG"
+}
+
 @test "a change through one name shows at once through another: attributes are cached, never stale" {
 	new_image 32M
 	fstitch_mount_start "$IMG" "$MNT"

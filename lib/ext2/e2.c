@@ -302,6 +302,24 @@ int e2_getattr(struct e2fs *fs, uint32_t ino, struct stat *st)
 	e2_unlock(fs);
 	return r;
 }
+int e2_generation(struct e2fs *fs, uint32_t ino, uint32_t *gen)
+{
+	struct e2_inode *ip;
+	int r;
+
+	e2_lock(fs);
+	if (e2_iheld_free(fs, ino)) {
+		ip = e2_ifind(fs, ino);
+		r = 0;
+	} else {
+		r = e2_get_live(fs, ino, &ip);
+	}
+	if (!r)
+		*gen = le32toh(ip->d.i_generation);
+	e2_unlock(fs);
+	return r;
+}
+
 /* ip's last name, name in dir, goes after `after` (may be NULL): the inode
  * is cleared first (after `after`), then the entry goes, then its blocks
  * and bit are freed (design.md §4).  A crash in between leaves an entry

@@ -210,6 +210,11 @@ int e2_forget(struct e2fs *fs, uint32_t ino, uint64_t nlookup);
  * removed and freed while still referenced answers with its last
  * attributes and no links (other calls on it: -ENOENT). */
 int e2_getattr(struct e2fs *fs, uint32_t ino, struct stat *st);
+/* ino's generation (i_generation): 0 and *gen, or errors as e2_getattr.
+ * Each new inode gets one its number has not had before, so that the pair
+ * (number, generation) names one file for good: FUSE's node generation,
+ * and so the file handles the kernel and NFS hand out. */
+int e2_generation(struct e2fs *fs, uint32_t ino, uint32_t *gen);
 
 enum e2_setattr_flags {
 	E2_SET_MODE = 1 << 0,

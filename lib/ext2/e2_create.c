@@ -118,7 +118,11 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 	e2_iset_time(fs, &nw, E2_T_CTIME, &now);
 	e2_iset_time(fs, &nw, E2_T_CRTIME, &now);
 	e2_iset_links(&nw, 0); /* raised once the entry is on disk */
-	nw.i_generation = htole32((uint32_t)random());
+	/* Never the generation the number had before (ip->d still holds the
+	 * freed inode): a handle to the old file must not reach this one. */
+	nw.i_generation = htole32(fs->next_gen++);
+	if (nw.i_generation == ip->d.i_generation)
+		nw.i_generation = htole32(fs->next_gen++);
 	if (isdir) {
 		nw.i_size = htole32(fs->bs);
 		nw.i_block[0] = htole32(blk);

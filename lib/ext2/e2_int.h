@@ -184,6 +184,9 @@ struct e2fs {
 	uint32_t *orph;
 	size_t norph, caporph;
 	bool orph_bad; /* the list found at open was not sound: left alone */
+	/* i_generation for the next new inode: seeded at random at open and
+	 * counted up, as Linux's ext2 once did (e2_create.c) */
+	uint32_t next_gen;
 	bool jdata;	  /* a file data change is being made (the writer
 			   * may leave it out of the transaction) */
 	struct e2_group *g;

@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 #include "e2_int.h"
 
 static __thread char open_err[256];
@@ -549,6 +551,24 @@ static void fs_free(struct e2fs *fs)
 
 /* A handle on dev, not loaded yet: fs_free() undoes it.  Takes dev, which
  * it destroys if there is no memory for the handle. */
+/* Where this mount's inode generations start.  Each mount must start
+ * somewhere new: a number freed in one mount and reused in the next would
+ * otherwise come back with the generation it had, and a file handle (the
+ * kernel's, or an NFS client's across a restart) naming the old file would
+ * reach the new one. */
+static uint32_t gen_seed(void)
+{
+	uint32_t v;
+	struct timespec ts;
+
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) == (ssize_t)sizeof(v))
+		return v;
+	/* No entropy yet (early boot): the clock and pid still differ from
+	 * one mount to the next. */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint32_t)ts.tv_sec * 2654435761u ^ (uint32_t)ts.tv_nsec ^ (uint32_t)getpid() << 16;
+}
+
 static int fs_new(struct bdev *dev, struct e2fs **out)
 {
 	struct e2fs *fs = calloc(1, sizeof(*fs));
@@ -664,6 +684,7 @@ int e2_open_bdev(struct bdev *dev, const struct e2_opts *opts, struct e2fs **out
 		return r;
 	fs->opts = *opts;
 	fs->ro = opts->readonly;
+	fs->next_gen = gen_seed();
 	fs->mounted_ro = opts->readonly;
 	r = load_fs(fs);
 	if (r)

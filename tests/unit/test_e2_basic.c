@@ -298,6 +298,39 @@ static void test_create_write_remove(void **state)
 	assert_int_equal(sh("debugfs -R 'cat /slow' %s >/dev/null 2>&1", img), 0);
 }
 
+/* A number freed and handed out again, in another open of the file
+ * system, names a new file: its generation is not the old one, and is
+ * what the disk holds (debugfs agrees). */
+static void test_generation_new_on_reuse(void **state)
+{
+	struct e2fs *fs;
+	uint32_t f, g, gen_f, gen_g;
+
+	(void)state;
+	mkimg("4M", "");
+	fs = open_img();
+	f = mk(fs, E2_ROOT_INO, "f", S_IFREG | 0644);
+	assert_int_equal(e2_generation(fs, f, &gen_f), 0);
+	assert_int_equal(e2_forget(fs, f, 1), 0);
+	close_check(fs);
+	assert_int_equal(sh("debugfs -R 'stat <%u>' %s 2>/dev/null | grep -q 'Generation: %u '", f,
+			    img, gen_f),
+			 0);
+	fs = open_img();
+	assert_int_equal(e2_unlink(fs, NULL, E2_ROOT_INO, "f"), 0);
+	close_check(fs);
+	fs = open_img();
+	g = mk(fs, E2_ROOT_INO, "g", S_IFREG | 0644);
+	assert_int_equal(g, f);
+	assert_int_equal(e2_generation(fs, g, &gen_g), 0);
+	assert_int_not_equal(gen_g, gen_f);
+	assert_int_equal(e2_forget(fs, g, 1), 0);
+	close_check(fs);
+	assert_int_equal(sh("debugfs -R 'stat <%u>' %s 2>/dev/null | grep -q 'Generation: %u '", g,
+			    img, gen_g),
+			 0);
+}
+
 static void test_rename(void **state)
 {
 	struct e2fs *fs;
@@ -966,6 +999,7 @@ int main(void)
 	    cmocka_unit_test(test_shrink_then_grow_reads_zeros_after_crash),
 	    cmocka_unit_test(test_journal_fsync_goes_home_once),
 	    cmocka_unit_test(test_timestamps),
+	    cmocka_unit_test(test_generation_new_on_reuse),
 	    cmocka_unit_test(test_timestamps_wide_extra),
 	};
 	int r = cmocka_run_group_tests(tests, NULL, NULL);
