@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,63 +156,51 @@ static int tell_id(pg_t id)
 	return 0;
 }
 
-/* Start the command with fork and execvp: only for a file the kernel
- * cannot execute (ENOEXEC), which execvp hands to /bin/sh as a shell
- * script and posix_spawnp does not.  0 or -1 (message printed). */
-static int start_forked(void)
+/* Start the command: vfork and execvp.  The child runs in pgrun's memory
+ * until it execs, so nothing of pgrun's address space is copied and no
+ * page of it faults in again.  posix_spawnp would do the same, but its
+ * child first resets the disposition of every signal, two system calls
+ * each (128 in all) while pgrun waits, and pgrun has set no handler yet
+ * that would need it.  execvp runs an executable without "#!" with
+ * /bin/sh, as a shell does.  Returns the child's pid, or minus the status
+ * pgrun exits with when the command cannot be run (message printed). */
+static pid_t start(void)
 {
-	int pfd[2], err = 0;
+	/* Written by the child before it exits: with vfork it shares this
+	 * frame, and the parent runs again only after the exec or exit. */
+	volatile int err = 0;
+	pid_t pid;
 
-	if (pipe2(pfd, O_CLOEXEC) < 0) {
-		cli_error_errno(errno, "cannot create a pipe");
-		return -1;
-	}
-	child = fork();
-	if (child < 0) {
-		cli_error_errno(errno, "cannot fork");
-		close(pfd[0]);
-		close(pfd[1]);
-		return -1;
-	}
-	if (child == 0) {
-		close(pfd[0]);
+	pid = vfork();
+	if (pid == 0) {
 		execvp(o.cmd[0], o.cmd);
 		err = errno;
-		if (write(pfd[1], &err, sizeof(err)) < 0)
-			_exit(PGRUN_EXIT_NOEXEC);
 		_exit(err == ENOENT ? PGRUN_EXIT_NOTFOUND : PGRUN_EXIT_NOEXEC);
 	}
-	close(pfd[1]);
-	if (read(pfd[0], &err, sizeof(err)) == sizeof(err))
+	if (pid < 0) {
+		cli_error_errno(errno, "cannot start '%s'", o.cmd[0]);
+		return -PGRUN_EXIT_FAIL;
+	}
+	if (err) {
+		waitpid(pid, NULL, 0);
 		cli_error_errno(err, "cannot run '%s'", o.cmd[0]);
-	close(pfd[0]);
-	return 0;
+		return err == ENOENT ? -PGRUN_EXIT_NOTFOUND : -PGRUN_EXIT_NOEXEC;
+	}
+	return pid;
 }
 
 /* Run the command as a child and reap every descendant (pgrun is their
- * subreaper).  Returns the exit status pgrun should pass on.
- *
- * posix_spawnp rather than fork: glibc starts the child in pgrun's own
- * memory (clone with CLONE_VM and CLONE_VFORK), so nothing of pgrun's
- * address space is copied and no page of it faults in again in either
- * process, which is most of what starting a child costs.  It also reports
- * an exec failure as its own result. */
+ * subreaper).  Returns the exit status pgrun should pass on. */
 static int run(void)
 {
 	struct sigaction sa = { .sa_handler = forward };
-	int st = 0, cst = -1, err;
+	int st = 0, cst = -1;
 	pid_t pid;
 
-	err = posix_spawnp(&pid, o.cmd[0], NULL, NULL, o.cmd, environ);
-	if (err == ENOEXEC) {
-		if (start_forked() < 0)
-			return PGRUN_EXIT_FAIL;
-	} else if (err) {
-		cli_error_errno(err, "cannot run '%s'", o.cmd[0]);
-		return err == ENOENT ? PGRUN_EXIT_NOTFOUND : PGRUN_EXIT_NOEXEC;
-	} else {
-		child = pid;
-	}
+	pid = start();
+	if (pid < 0)
+		return -pid;
+	child = pid;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
