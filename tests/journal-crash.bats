@@ -203,6 +203,38 @@ bigwrite_ok() {
 	esac
 }
 
+# One fallocate(2) of 1.5 MiB, more than the log, under journal-data: its
+# zeros join the transactions, so it is cut into pieces like a write.
+# image_falloc leaves the free blocks holding B's (a file written and
+# removed, unrecorded), so that a block exposed before its zeros shows.
+image_falloc() {
+	jimage "$1"
+	fstitch_mount_start "$1" "$MNT"
+	head -c $BIG /dev/zero | tr '\0' B >"$MNT/stale"
+	sync "$MNT/stale"
+	rm "$MNT/stale"
+	fstitch_mount_stop "$MNT"
+}
+
+work_falloc() {
+	fallocate -l $BIG "$1/z"
+	sync "$1/z"
+}
+
+# z, if there, is zeros up to its size, which is at most the request's
+# (BIG; the check runs in a shell of its own).
+falloc_ok() {
+	[ -e z ] || return 0
+	[ "$(stat -c %s z)" -le 1572864 ] || {
+		echo "z is longer than the request"
+		return 1
+	}
+	[ "$(tr -d '\0' <z | wc -c)" -eq 0 ] || {
+		echo "z holds something other than zeros"
+		return 1
+	}
+}
+
 # A file removed while open: o (with an indirect block) is opened,
 # removed, written through the open handle, and a commit comes while it
 # has no name; then it is closed, and the free is committed.  In between,
@@ -558,6 +590,14 @@ jcheck() {
 
 @test "journal-data: a write larger than the log is new pieces then old in every crash state" {
 	jcheck pass journal-data-bigwrite bigwrite journal-data
+}
+
+@test "journal-data: a preallocation larger than the log is whole zeros in every crash state" {
+	jcheck pass journal-data-falloc falloc journal-data
+}
+
+@test "the preallocation under consistency=none is caught" {
+	jcheck fail none-falloc falloc none
 }
 
 @test "journal (data ordered, not journaled) is caught mixing the big write" {

@@ -411,6 +411,34 @@ refused() {
 	done
 }
 
+@test "a preallocation larger than the journal is cut into transactions" {
+	local mode size len n stat
+	stat=$(fstitch_cmd fstitch-stat)
+	# Under journal-data the zeros of 3 MiB join the transactions; under
+	# journal only the metadata does, but 260 MiB of 1 KiB blocks take
+	# over 1040 indirect blocks: either is more than the 1023-block log.
+	# One fallocate(2) (as posix_fallocate does it) is one request.
+	for mode in journal-data:32M:3M journal:300M:260M; do
+		IFS=: read -r mode size len <<<"$mode"
+		make_image "$SCRATCH/j.img" "$size" -b 1024 -J size=1
+		fstitch_mount_start "$SCRATCH/j.img" "$MNT" -o consistency=$mode,commit=3600
+		fallocate -l "$len" "$MNT/f"
+		# the journal goes on taking transactions after it
+		echo after >"$MNT/g"
+		sync "$MNT/g"
+		n=$("$stat" -C "$MNT" --json | jq -r .journal.commits)
+		echo "# $mode: $len in $n commits" >&3
+		[ "$n" -gt 5 ]
+		fstitch_mount_stop "$MNT"
+		run e2fsck -fn "$SCRATCH/j.img"
+		assert_success
+		debugfs -R "dump /f $SCRATCH/out" "$SCRATCH/j.img" 2>/dev/null
+		cmp "$SCRATCH/out" <(head -c "$(numfmt --from=iec "$len")" /dev/zero)
+		[ "$(debugfs -R "cat /g" "$SCRATCH/j.img" 2>/dev/null)" = after ]
+		rm "$SCRATCH/out"
+	done
+}
+
 # kill_with_open_orphan IMAGE: mount IMAGE (its default mode, journal),
 # remove a file while this shell holds it open, write to it, commit with a
 # sync of another file, and kill -9 the daemon with the file still open.

@@ -184,8 +184,22 @@ int e2_falloc(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, bool k
 		hi = data * fs->bs < newsize ? data * fs->bs : newsize;
 		while (lo < hi) {
 			size_t n = hi - lo < ZCHUNK ? (size_t)(hi - lo) : ZCHUNK;
-			int w = e2_write_locked(fs, ip, zero, n, lo, false, NULL, NULL);
+			int w;
 
+			/* Under a journal, in pieces that each fit a
+			 * transaction, as a write is (e2_file.c): the
+			 * indirect blocks of a large preallocation alone may
+			 * be more than the log holds. */
+			if (e2_journaling(fs)) {
+				uint64_t nb = (lo + n - 1) / fs->bs - lo / fs->bs + 1, piece;
+
+				r = e2_jroom(fs, nb, &piece);
+				if (r)
+					goto undo;
+				if (piece < nb)
+					n = (size_t)(piece * fs->bs - lo % fs->bs);
+			}
+			w = e2_write_locked(fs, ip, zero, n, lo, false, NULL, NULL);
 			if (w >= 0 && (size_t)w < n)
 				w = -ENOSPC;
 			if (w < 0) {
