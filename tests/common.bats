@@ -195,6 +195,14 @@ ns_holding() {
 	assert_fsck_clean "$BASE"
 }
 
+# tests/run.sh runs each suite in a mount namespace of its own: a suite
+# that makes namespaces copies no other suite's mounts (see NS_DROP_COPIES
+# for the window it would leave otherwise).
+@test "under tests/run.sh the suite has a mount namespace of its own" {
+	[ -n "${FSTITCH_RUNNER_NS:-}" ] || skip "not run by tests/run.sh as root"
+	[ "$(readlink /proc/self/ns/mnt)" != "$FSTITCH_RUNNER_NS" ]
+}
+
 @test "fstitch_cmd fails with a message for a command that is not built" {
 	run -1 --separate-stderr fstitch_cmd no-such-command
 	assert_output ""
