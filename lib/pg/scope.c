@@ -45,6 +45,9 @@ struct scope_tab {
 	size_t count;
 	atomic_size_t acount;   /* count, readable without the lock */
 	uint64_t gen;           /* bumped on every add and del */
+	/* The earliest `since` of every scope (UINT64_MAX with none): above
+	 * a process started before it, no ancestor's scope can apply. */
+	uint64_t min_since;
 	struct cslot cache[CACHE_SLOTS];
 	bool watch;
 	int evfd;               /* wakes the watcher to stop */
@@ -215,6 +218,7 @@ int scope_tab_create(const char *root, bool watch, scope_exit_fn fn, void *arg,
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_cond_init(&t->settled, NULL);
 	t->gen = 1;
+	t->min_since = UINT64_MAX;
 	t->real = !root || strcmp(root, "/proc") == 0;
 	for (size_t i = 0; i < CACHE_SLOTS; i++)
 		t->cache[i].pidfd = -1;
@@ -360,6 +364,8 @@ int scope_add_since(struct scope_tab *t, struct scope_key key, uint64_t since, v
 	t->count++;
 	atomic_store(&t->acount, t->count);
 	t->gen++;
+	if (since < t->min_since)
+		t->min_since = since;
 	pthread_mutex_unlock(&t->lock);
 	return 0;
 fail:
@@ -379,6 +385,20 @@ void *scope_get(struct scope_tab *t, struct scope_key key)
 	return e ? e->data : NULL;
 }
 
+/* After the scope with the earliest `since` is gone.  Called with t->lock
+ * held; the table holds few scopes (one per engaged process). */
+static void recompute_min_since(struct scope_tab *t)
+{
+	struct entry *e;
+	size_t i;
+
+	t->min_since = UINT64_MAX;
+	for (i = 0; i < 256; i++)
+		for (e = t->ht[i]; e; e = e->next)
+			if (e->since < t->min_since)
+				t->min_since = e->since;
+}
+
 void *scope_del(struct scope_tab *t, struct scope_key key)
 {
 	struct entry **pp, *e;
@@ -392,6 +412,8 @@ void *scope_del(struct scope_tab *t, struct scope_key key)
 		t->count--;
 		atomic_store(&t->acount, t->count);
 		t->gen++;
+		if (e->since == t->min_since)
+			recompute_min_since(t);
 	}
 	pthread_mutex_unlock(&t->lock);
 	if (e) {
@@ -504,24 +526,30 @@ static bool scope_applies(struct scope_tab *t, struct scope_key key, size_t i,
 /* Walk up from the process key (parent ppid) to the nearest ancestor whose
  * scope applies, reading one /proc/PID/stat per step and stopping at the
  * first scope found: a process inside a scope costs as many reads as it is
- * deep below the scope's owner, not below init.  1 and *found, or 0. */
+ * deep below the scope's owner, not below init.  A process outside every
+ * scope stops the walk at its first ancestor that started before every
+ * scope was made: start times only fall on the way up, so no scope higher
+ * up can reach down past that ancestor.  1 and *found, or 0. */
 static int walk_up(struct scope_tab *t, struct scope_key key, pid_t ppid,
 		   struct scope_key *found)
 {
 	uint64_t child_start = 0, start;
 	pid_t next;
 	size_t i;
-	bool hit;
+	bool hit, above;
 
 	for (i = 0; i < ANCESTRY_MAX; i++) {
 		pthread_mutex_lock(&t->lock);
 		hit = scope_applies(t, key, i, child_start);
+		/* The next step checks key's parent with key as the child
+		 * on the way down. */
+		above = key.start >= t->min_since;
 		pthread_mutex_unlock(&t->lock);
 		if (hit) {
 			*found = key;
 			return 1;
 		}
-		if (key.pid == 1 || ppid <= 0 || ppid == key.pid)
+		if (!above || key.pid == 1 || ppid <= 0 || ppid == key.pid)
 			return 0;
 		child_start = key.start;
 		atomic_fetch_add(&t->reads, 1);
