@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include "caller.h"
 
@@ -76,10 +77,12 @@ static int read_key(struct caller_tab *t, pid_t tid, struct scope_key *key)
 
 int caller_resolve(struct caller_tab *t, pid_t tid, struct scope_key *key)
 {
+	struct scope_key k;
 	struct slot *s;
 	uint64_t st1, st2;
 	pid_t ppid;
-	int fd;
+	bool leader = false;
+	int fd, r;
 
 	if (tid <= 0)
 		return 0;
@@ -92,11 +95,26 @@ int caller_resolve(struct caller_tab *t, pid_t tid, struct scope_key *key)
 	}
 	pthread_mutex_unlock(&t->lock);
 
-	fd = t->real ? pidfd_open_thread(tid) : -1;
+	/* A pidfd of the process opens only for a thread group leader,
+	 * which is then its own process: its stat alone names it, with no
+	 * /proc/TID/status to read (most requests come from single-threaded
+	 * programs).  Any other thread is pinned by a pidfd of its own. */
+	fd = t->real ? (int)syscall(SYS_pidfd_open, tid, 0) : -1;
+	if (fd >= 0)
+		leader = true;
+	else if (t->real)
+		fd = pidfd_open_thread(tid);
 	if (fd >= 0) {
 		/* The pidfd pins the thread: if it still lives after the
 		 * reads, the id named that one thread throughout. */
-		if (read_key(t, tid, key) < 0 || !pidfd_alive(fd)) {
+		if (leader) {
+			atomic_fetch_add(&t->reads, 1);
+			k.pid = tid;
+			r = proc_stat(t->root, tid, &ppid, &k.start);
+		} else {
+			r = read_key(t, tid, &k);
+		}
+		if (r < 0 || !pidfd_alive(fd)) {
 			close(fd);
 			return 0;
 		}
@@ -105,8 +123,9 @@ int caller_resolve(struct caller_tab *t, pid_t tid, struct scope_key *key)
 			close(s->pidfd);
 		s->pidfd = fd;
 		s->tid = tid;
-		s->key = *key;
+		s->key = k;
 		pthread_mutex_unlock(&t->lock);
+		*key = k;
 		return 1;
 	}
 	/* No pidfd: the thread's start time before and after the reads

@@ -6,9 +6,11 @@
  * never names the earlier one.  Answers are cached per thread id, each with
  * a pidfd of the thread itself: while that pidfd says the thread lives, its
  * id cannot have been given to another thread, so a hit costs one poll and
- * no /proc read.  Without pidfds for threads (kernels before 6.9, or a root
- * other than the real /proc), every call reads /proc and checks that the
- * thread's start time did not change meanwhile.
+ * no /proc read.  A miss on a thread group leader reads its stat alone;
+ * any other thread costs its status and its leader's stat.  Without pidfds
+ * for threads (kernels before 6.9, or a root other than the real /proc),
+ * every call reads /proc and checks that the thread's start time did not
+ * change meanwhile.
  *
  * Locking: the table has its own lock, taken alone; every call may be made
  * from any thread.

@@ -1000,8 +1000,25 @@ static void *caller_thread(void *arg)
 	return NULL;
 }
 
+/* A thread that stays alive until told: it names itself, then waits. */
+struct live_thread {
+	pthread_barrier_t named, done;
+	pid_t tid;
+};
+
+static void *caller_live_thread(void *arg)
+{
+	struct live_thread *lt = arg;
+
+	lt->tid = (pid_t)syscall(SYS_gettid);
+	pthread_barrier_wait(&lt->named);
+	pthread_barrier_wait(&lt->done);
+	return NULL;
+}
+
 static void test_caller_real(void **state)
 {
+	struct live_thread lt;
 	struct caller_tab *t;
 	struct scope_key me, got;
 	pthread_t th;
@@ -1016,13 +1033,28 @@ static void test_caller_real(void **state)
 	assert_int_equal(caller_resolve(t, (pid_t)syscall(SYS_gettid), &got), 1);
 	assert_int_equal(got.pid, me.pid);
 	assert_true(got.start == me.start);
+	/* the main thread leads its group: its stat alone names it */
 	before = caller_proc_reads(t);
-	assert_true(before > 0);
+	assert_int_equal(before, 1);
 	for (i = 0; i < 100; i++) {
 		assert_int_equal(caller_resolve(t, (pid_t)syscall(SYS_gettid), &got), 1);
 		assert_int_equal(got.pid, me.pid);
 	}
 	assert_int_equal(caller_proc_reads(t), before);
+	/* a live thread that does not lead: its status names the group,
+	 * whose leader's stat gives the start time */
+	assert_int_equal(pthread_barrier_init(&lt.named, NULL, 2), 0);
+	assert_int_equal(pthread_barrier_init(&lt.done, NULL, 2), 0);
+	assert_int_equal(pthread_create(&th, NULL, caller_live_thread, &lt), 0);
+	pthread_barrier_wait(&lt.named);
+	assert_int_equal(caller_resolve(t, lt.tid, &got), 1);
+	assert_int_equal(got.pid, me.pid);
+	assert_true(got.start == me.start);
+	assert_int_equal(caller_proc_reads(t), before + 2);
+	pthread_barrier_wait(&lt.done);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	pthread_barrier_destroy(&lt.named);
+	pthread_barrier_destroy(&lt.done);
 	/* another thread: the same process */
 	assert_int_equal(pthread_create(&th, NULL, caller_thread, &tid), 0);
 	assert_int_equal(pthread_join(th, NULL), 0);
