@@ -55,10 +55,16 @@ static struct e2fs *open_img(void)
 
 static void fsck_clean(void)
 {
-	int rc = sh("e2fsck -fn %s >/tmp/e2basic.fsck 2>&1", img);
+	char out[sizeof(img) + 8];
+	int rc;
 
+	/* beside the image, whose name has our pid: another run's
+	 * transcript is not ours */
+	snprintf(out, sizeof(out), "%s.fsck", img);
+	rc = sh("e2fsck -fn %s >%s 2>&1", img, out);
 	if (rc != 0)
-		sh("cat /tmp/e2basic.fsck >&2");
+		sh("cat %s >&2", out);
+	unlink(out);
 	assert_int_equal(rc, 0);
 }
 
