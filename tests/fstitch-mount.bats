@@ -296,6 +296,50 @@ tree_tar() {
 	assert_fsck_clean "$IMG"
 }
 
+@test "an unlinked file the kernel holds opens again through /proc/PID/fd until its last close" {
+	new_image 32M
+	fstitch_mount_start "$IMG" "$MNT"
+	head -c 3M /dev/urandom >"$SCRATCH/data"
+	cp "$SCRATCH/data" "$MNT/f"
+	cp "$SCRATCH/data" "$MNT/g"
+	sync -f "$MNT"
+	free0=$(stat -f -c %f "$MNT")
+	# another process opens this shell's descriptor anew
+	exec 5<"$MNT/f"
+	rm "$MNT/f"
+	cmp "$SCRATCH/data" "/proc/$BASHPID/fd/5"
+	exec 5<&-
+	# only an O_PATH descriptor holds g (no open): reopened for reading
+	# and writing through /proc/self/fd, as on the kernel's ext2
+	run -0 python3 - "$MNT/g" "$SCRATCH/data" <<-'EOF'
+		import os, sys
+		path, want = sys.argv[1], open(sys.argv[2], "rb").read()
+		p = os.open(path, os.O_PATH)
+		os.unlink(path)
+		fd = os.open("/proc/self/fd/%d" % p, os.O_RDWR)
+		got = os.pread(fd, len(want) + 1, 0)
+		os.pwrite(fd, b"tail", len(want))
+		os.close(fd)
+		fd = os.open("/proc/self/fd/%d" % p, os.O_RDONLY)
+		print(got == want, os.fstat(fd).st_nlink, os.pread(fd, 8, len(want)))
+		os.close(fd)
+		os.close(p)
+	EOF
+	assert_output "True 0 b'tail'"
+	# both are freed once the kernel lets go (FORGET follows the last
+	# close): their data blocks at least
+	want=$((free0 + 2 * 3145728 / $(stat -f -c %S "$MNT")))
+	for ((i = 0; i < 100; i++)); do
+		[ "$(stat -f -c %f "$MNT")" -ge "$want" ] && break
+		sleep 0.05
+	done
+	[ "$(stat -f -c %f "$MNT")" -ge "$want" ]
+	fstitch_mount_stop "$MNT"
+	assert_fsck_clean "$IMG"
+	run -0 debugfs -R 'ls /' "$IMG"
+	refute_output --regexp ' [fg] '
+}
+
 # handle_of PATH: the file handle the kernel gives out for PATH
 # (name_to_handle_at), as FUSE encodes it: "NODEID GENERATION".
 handle_of() {

@@ -174,9 +174,8 @@ out:
 
 /* ip has no name left: `gone` is the patch after which the disk holds
  * neither its name nor a live inode; its blocks and bitmap bit are freed
- * after it, now, or at the last release if it is open.  The kernel's
- * lookup references do not keep it: they only keep its memory until
- * FORGET.  Takes gone's reference. */
+ * after it, now, or once the last open is released and the kernel has
+ * forgotten it (e2_iunref).  Takes gone's reference. */
 static int forget_inode(struct e2fs *fs, struct e2_inode *ip, struct patch *gone)
 {
 	int r;
@@ -187,9 +186,9 @@ static int forget_inode(struct e2fs *fs, struct e2_inode *ip, struct patch *gone
 	e2_dindex_free(ip->dix);
 	ip->dix = NULL;
 	r = e2_iunref(fs, ip);
-	/* Still open: under a journal it goes on the orphan list, in this
-	 * transaction, so that a crash before the last release cannot
-	 * leave it allocated with no name. */
+	/* Still open or held: under a journal it goes on the orphan list, in
+	 * this transaction, so that a crash before it is freed cannot leave
+	 * it allocated with no name. */
 	if (!r && !ip->freed)
 		r = e2_orphan_add(fs, ip);
 	return r;
@@ -288,9 +287,9 @@ int e2_getattr(struct e2fs *fs, uint32_t ino, struct stat *st)
 	int r;
 
 	e2_lock(fs);
-	/* Removed and freed while the kernel still holds it (an O_PATH
-	 * descriptor, a removed working directory): its last attributes,
-	 * with no links, as Linux answers for a deleted inode in memory. */
+	/* Freed while the kernel still holds it (only when e2_close frees
+	 * what is left): its last attributes, with no links.  An unlinked
+	 * inode the kernel holds is not freed, and answers as any other. */
 	if (e2_iheld_free(fs, ino)) {
 		ip = e2_ifind(fs, ino);
 		r = 0;

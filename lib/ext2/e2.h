@@ -10,9 +10,10 @@
  * References: every call that returns a struct stat for an inode (lookup,
  * create, mknod, mkdir, symlink, link) takes one reference on that inode,
  * which e2_forget() drops (FUSE's lookup count).  An inode with no links is
- * freed at once unless it is open, and then at its last e2_release_inode();
- * references keep only its memory, for e2_getattr(), until e2_forget().
- * e2_close() frees the inodes still open.
+ * freed once it is neither open nor referenced: at once, or at its last
+ * e2_release_inode() or e2_forget().  Until then every call works on it
+ * (it can be opened again, read, written), as on Linux's ext2.
+ * e2_close() frees the inodes still held.
  *
  * Callers: every call that changes the file system on a caller's behalf
  * takes a struct e2_caller after fs: who asked for the change.  NULL is
@@ -206,9 +207,8 @@ uint32_t e2_time_gran(const struct e2fs *fs);
 int e2_lookup(struct e2fs *fs, uint32_t parent, const char *name, struct stat *st);
 /* Drop nlookup references (more than held drops all).  0 or -errno. */
 int e2_forget(struct e2fs *fs, uint32_t ino, uint64_t nlookup);
-/* 0 and *st, or -EIO if ino is out of range or not in use.  An inode
- * removed and freed while still referenced answers with its last
- * attributes and no links (other calls on it: -ENOENT). */
+/* 0 and *st, or -EIO if ino is out of range or not in use.  An unlinked
+ * inode still open or referenced answers with no links. */
 int e2_getattr(struct e2fs *fs, uint32_t ino, struct stat *st);
 /* ino's generation (i_generation): 0 and *gen, or errors as e2_getattr.
  * Each new inode gets one its number has not had before, so that the pair
@@ -269,8 +269,9 @@ int e2_rename(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, con
 	      uint32_t newparent, const char *newname, unsigned flags);
 
 /* Opens count against freeing an unlinked inode: e2_open_inode takes one
- * (0, or -EIO if ino is not in use), e2_release_inode drops one and frees
- * the inode if it was the last use of an unlinked inode (0 or -errno). */
+ * (0, or -EIO if ino is not in use; an unlinked inode still referenced
+ * opens), e2_release_inode drops one and frees the inode if it was the
+ * last use of an unlinked inode (0 or -errno). */
 int e2_open_inode(struct e2fs *fs, uint32_t ino);
 int e2_release_inode(struct e2fs *fs, uint32_t ino);
 

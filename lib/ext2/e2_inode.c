@@ -481,9 +481,15 @@ int e2_ifree(struct e2fs *fs, struct e2_inode *ip)
 	return r;
 }
 
+/* An unlinked inode goes once nothing can reach it: no open and no lookup
+ * reference.  The kernel reopens an inode it holds through
+ * /proc/PID/fd/N (an O_PATH descriptor, a descriptor of another process)
+ * with no name left, as Linux's own ext2 allows until the inode's last
+ * iput, which is what FORGET reports. */
 int e2_iunref(struct e2fs *fs, struct e2_inode *ip)
 {
-	if (!ip->unlinked || ip->freed || ip->nopen || e2_ilinks(&ip->d) || fs->ro)
+	if (!ip->unlinked || ip->freed || ip->nopen || ip->nlookup || e2_ilinks(&ip->d) ||
+	    fs->ro)
 		return 0;
 	if (!ip->d.i_mode)
 		return 0;

@@ -3,14 +3,14 @@
  *
  * The list starts at the superblock's s_last_orphan and goes on through
  * the i_dtime of each inode on it, as Linux and e2fsprogs keep it.  An
- * inode whose last name goes while it is open joins the list in the
- * transaction that clears its link count, and leaves it in the
- * transaction that frees it (at the last release).  So a crash in between
- * leaves it on the list, never allocated with no name and no trace; the
- * next read-write open frees it (and cuts back an inode the kernel left on
- * the list with links, a truncate in progress), as Linux's
- * ext3_orphan_cleanup() does.  An inode that is not open is freed in the
- * transaction of its removal, whatever references the kernel still holds,
+ * inode whose last name goes while it is open, or while the kernel still
+ * holds a lookup reference on it, joins the list in the transaction that
+ * clears its link count, and leaves it in the transaction that frees it
+ * (at the last release or FORGET).  So a crash in between leaves it on the
+ * list, never allocated with no name and no trace; the next read-write
+ * open frees it (and cuts back an inode the kernel left on the list with
+ * links, a truncate in progress), as Linux's ext3_orphan_cleanup() does.
+ * An inode that nothing holds is freed in the transaction of its removal
  * and never joins the list.
  *
  * fs->orph holds the list in its disk order: fs->orph[0] is

@@ -986,24 +986,24 @@ static void sb_writes(struct bdev *rec, const uint8_t *img, size_t from, uint32_
 	}
 }
 
-/* Under a journal, the removal of a file nobody has open frees it in its
- * own transaction, though the caller (the kernel) still holds a lookup
- * reference: no superblock write ever names it on the orphan list, and
- * the FORGET that follows writes nothing.  The same removal of an open
- * file puts it on the list (the observation can fail), and its release
- * takes it off. */
-static void test_journal_rm_unopened(void **state)
+/* Under a journal, the removal of a file nobody holds frees it in its own
+ * transaction: no superblock write ever names it on the orphan list.  A
+ * file the caller (the kernel) still holds a lookup reference on stays
+ * usable (it opens and reads) and goes on the list until the FORGET frees
+ * it, as Linux keeps an unlinked inode until its last iput.  The same
+ * removal of an open file puts it on the list too (the observation can
+ * fail), and its release takes it off. */
+static void test_journal_rm_held(void **state)
 {
 	struct e2_opts o = {.no_flusher = true, .consistency_auto = true};
-	static uint8_t data[20000];
-	struct cache_stats cs0, cs1;
+	static uint8_t data[20000], back[20000];
 	struct bdev *mem, *rec;
 	struct e2fs *fs;
 	struct stat st;
 	struct statvfs sv;
 	uint8_t *img;
 	size_t len, jsb, mark;
-	uint32_t f, g, last;
+	uint32_t f, g, h, last;
 	uint64_t ffree;
 	unsigned n, named;
 
@@ -1016,30 +1016,51 @@ static void test_journal_rm_unopened(void **state)
 	assert_true(e2_journaling(fs));
 	assert_int_equal(e2_statfs(fs, &sv), 0);
 	ffree = sv.f_ffree;
-	/* f keeps the reference e2_mknod takes, as the kernel keeps its
-	 * lookup until FORGET */
+	/* f: its reference dropped before the removal */
 	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "f", S_IFREG | 0644, 0, 0, 0, &st), 0);
 	f = (uint32_t)st.st_ino;
 	assert_int_equal(e2_write(fs, NULL, f, data, sizeof(data), 0), (ssize_t)sizeof(data));
+	assert_int_equal(e2_forget(fs, f, 1), 0);
 	assert_int_equal(e2_sync(fs), 0);
 	assert_int_equal(bdev_recorder_reset(rec), 0);
 	assert_int_equal(e2_unlink(fs, NULL, E2_ROOT_INO, "f"), 0);
-	/* freed with the removal, before the FORGET */
 	assert_int_equal(e2_statfs(fs, &sv), 0);
 	assert_int_equal(sv.f_ffree, ffree);
-	assert_int_equal(e2_getattr(fs, f, &st), 0);
-	assert_int_equal(st.st_nlink, 0);
-	assert_int_equal(e2_open_inode(fs, f), -ENOENT);
 	assert_int_equal(e2_sync(fs), 0);
 	sb_writes(rec, img, 0, 0, &n, &named, &last);
-	print_message("# rm of an unopened file: %u superblock writes, %u naming an orphan\n", n,
-		      named);
+	print_message("# rm of a file nobody holds: %u superblock writes, %u naming an orphan\n",
+		      n, named);
 	assert_int_equal(named, 0);
-	/* the FORGET only drops memory: no patch at all */
-	cache_get_stats(e2_cache(fs), &cs0);
-	assert_int_equal(e2_forget(fs, f, 1), 0);
-	cache_get_stats(e2_cache(fs), &cs1);
-	assert_int_equal(cs1.patches_created, cs0.patches_created);
+
+	/* h keeps the reference e2_mknod takes, as the kernel keeps its
+	 * lookup until FORGET */
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "h", S_IFREG | 0644, 0, 0, 0, &st), 0);
+	h = (uint32_t)st.st_ino;
+	assert_int_equal(e2_write(fs, NULL, h, data, sizeof(data), 0), (ssize_t)sizeof(data));
+	assert_int_equal(e2_sync(fs), 0);
+	mark = bdev_recorder_count(rec);
+	assert_int_equal(e2_unlink(fs, NULL, E2_ROOT_INO, "h"), 0);
+	assert_int_equal(e2_getattr(fs, h, &st), 0);
+	assert_int_equal(st.st_nlink, 0);
+	assert_int_equal(st.st_size, sizeof(data));
+	assert_int_equal(e2_open_inode(fs, h), 0);
+	assert_int_equal(e2_read(fs, h, back, sizeof(back), 0), (ssize_t)sizeof(back));
+	assert_memory_equal(back, data, sizeof(data));
+	assert_int_equal(e2_release_inode(fs, h), 0);
+	assert_int_equal(e2_statfs(fs, &sv), 0);
+	assert_int_equal(sv.f_ffree, ffree - 1);
+	assert_int_equal(e2_sync(fs), 0);
+	sb_writes(rec, img, mark, h, &n, &named, &last);
+	print_message("# rm of a held file: %u superblock writes, %u naming it\n", n, named);
+	assert_true(named > 0);
+	mark = bdev_recorder_count(rec);
+	assert_int_equal(e2_forget(fs, h, 1), 0);
+	assert_int_equal(e2_statfs(fs, &sv), 0);
+	assert_int_equal(sv.f_ffree, ffree);
+	assert_int_equal(e2_sync(fs), 0);
+	sb_writes(rec, img, mark, 0, &n, &named, &last);
+	assert_true(n > 0);
+	assert_int_equal(last, 0); /* off the list */
 
 	/* the control: g is open when it goes */
 	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "g", S_IFREG | 0644, 0, 0, 0, &st), 0);
@@ -1063,10 +1084,10 @@ static void test_journal_rm_unopened(void **state)
 	free(img);
 }
 
-/* A number freed while the kernel still holds it is not given out again
- * until the FORGET: the kernel would take the new inode for the old one.
- * With every inode in use, the removed file's inode is free on disk but
- * not allocated; after the FORGET it is. */
+/* A removed number the kernel still holds is not given out again until
+ * the FORGET: the kernel would take the new inode for the old one.  With
+ * every inode in use, the removed file's inode stays allocated until the
+ * FORGET frees it, and then it is given out. */
 static void test_held_number_not_reused(void **state)
 {
 	struct e2_opts o = {.no_flusher = true};
@@ -1494,7 +1515,7 @@ int main(void)
 	    cmocka_unit_test(test_journal_needs_recovery),
 	    cmocka_unit_test(test_journal_default_mode),
 	    cmocka_unit_test(test_journal_orphans),
-	    cmocka_unit_test(test_journal_rm_unopened),
+	    cmocka_unit_test(test_journal_rm_held),
 	    cmocka_unit_test(test_held_number_not_reused),
 	    cmocka_unit_test(test_journal_corrupt),
 	    cmocka_unit_test(test_journal_random),

@@ -1148,9 +1148,9 @@ static void test_readdir_resume_across_changes(void **state)
 	free(path);
 }
 
-/* An unlinked inode lives on while it is open, and is freed at the last
- * release, or at e2_close; one only looked up (the kernel's reference
- * until FORGET) is freed with its last name. */
+/* An unlinked inode lives on while it is open or looked up (the kernel's
+ * reference until FORGET), and is freed at the last release or FORGET, or
+ * at e2_close. */
 static void test_orphans(void **state)
 {
 	char *path = e2t_scratch_file("orphan");
@@ -1185,15 +1185,23 @@ static void test_orphans(void **state)
 	assert_int_equal(e2_read(fs, a, got, sizeof(got), 0), (ssize_t)sizeof(got));
 	assert_memory_equal(got, buf, sizeof(buf));
 	assert_int_equal(e2_write(fs, NULL, a, buf, 100, 30000), 100);
-	/* b: freed already; its attributes answer, with no links */
+	/* b: held only by its reference, it still opens and reads */
 	assert_int_equal(e2_statfs(fs, &sv), 0);
-	print_message("# free inodes: %llu at start, %llu with one open orphan\n",
+	print_message("# free inodes: %llu at start, %llu with an open and a held orphan\n",
 		      (unsigned long long)sv0.f_ffree, (unsigned long long)sv.f_ffree);
-	assert_int_equal(sv.f_ffree, sv0.f_ffree - 1);
+	assert_int_equal(sv.f_ffree, sv0.f_ffree - 2);
 	assert_int_equal(e2_getattr(fs, b, &st), 0);
 	assert_int_equal(st.st_nlink, 0);
-	assert_int_equal(e2_read(fs, b, got, sizeof(got), 0), -ENOENT);
+	assert_int_equal(e2_open_inode(fs, b), 0);
+	assert_int_equal(e2_read(fs, b, got, sizeof(got), 0), (ssize_t)sizeof(got));
+	assert_memory_equal(got, buf, sizeof(buf));
+	assert_int_equal(e2_release_inode(fs, b), 0);
+	assert_int_equal(e2_statfs(fs, &sv), 0);
+	assert_int_equal(sv.f_ffree, sv0.f_ffree - 2);
+	/* the FORGET frees it */
 	assert_int_equal(e2_forget(fs, b, 1), 0);
+	assert_int_equal(e2_statfs(fs, &sv), 0);
+	assert_int_equal(sv.f_ffree, sv0.f_ffree - 1);
 	/* a is still open: e2_close must free it */
 	assert_int_equal(e2_close(fs), 0);
 	assert_int_equal(e2t_fsck_file(path, &fr), 0);
