@@ -1442,6 +1442,10 @@ static void say_opened(const char *source)
 		    rec->orphans_freed, rec->orphans_truncated);
 	if (rec->orphans_dropped)
 		say("'%s': orphan list dropped: the file system has errors; run e2fsck", source);
+	if (rec->orphans_kept)
+		say("'%s': orphan list left as it is (read-only): the files on it keep their "
+		    "blocks until a read-write mount frees them",
+		    source);
 	if (rec->orphan_bad)
 		say("warning: '%s': the orphan list names inode %u, which cannot be on it; "
 		    "list left for e2fsck",

@@ -494,6 +494,40 @@ kill_with_open_orphan() {
 	assert_line --partial "Inode bitmap differences"
 }
 
+@test "-o ro leaves the orphan list as it is, and the next read-write mount frees it" {
+	make_stock_image "$SCRATCH/e3.img" 16M -t ext3 -b 1024
+	local free0 sum ro_free rw_free
+	free0=$(dumpe2fs -h "$SCRATCH/e3.img" 2>/dev/null | awk '/^Free inodes:/ {print $3}')
+	kill_with_open_orphan "$SCRATCH/e3.img"
+	# the journal replayed by another tool (a read-only mount refuses an
+	# image that needs recovery); the list survives the replay
+	run -0 "$E2TOOL" "$SCRATCH/e3.img" recover
+	run -0 dumpe2fs -h "$SCRATCH/e3.img"
+	assert_line --regexp '^First orphan inode: +[0-9]+$'
+	sum=$(file_sum "$SCRATCH/e3.img")
+	fstitch_mount_start "$SCRATCH/e3.img" "$MNT" -o ro
+	[ "$(cat "$MNT/keep")" = keep ]
+	ro_free=$(stat -f -c %f "$MNT")
+	fstitch_mount_stop "$MNT"
+	run -0 cat "$FSTITCH_MOUNT_LOG"
+	assert_line --partial "'$SCRATCH/e3.img': orphan list left as it is (read-only): the files on it keep their blocks until a read-write mount frees them"
+	refute_line --partial "orphan list processed"
+	assert_equal "$(file_sum "$SCRATCH/e3.img")" "$sum"
+	# the next read-write mount frees the file: its inode and blocks
+	fstitch_mount_start "$SCRATCH/e3.img" "$MNT"
+	rw_free=$(stat -f -c %f "$MNT")
+	fstitch_mount_stop "$MNT"
+	run -0 cat "$FSTITCH_MOUNT_LOG"
+	assert_line --partial "orphan list processed: 1 inodes freed, 0 truncated"
+	# seq 5000 is 23893 bytes: at least 23 blocks of 1 KiB come back
+	[ "$rw_free" -ge $((ro_free + 23)) ]
+	run -0 dumpe2fs -h "$SCRATCH/e3.img"
+	refute_line --partial "First orphan inode"
+	assert_line --regexp "^Free inodes: +$((free0 - 1))$"
+	run e2fsck -fn "$SCRATCH/e3.img"
+	assert_success
+}
+
 # kill_with_held_orphan IMAGE: as kill_with_open_orphan, but the removed
 # file is held only by an O_PATH descriptor (a lookup reference, no open)
 # when the daemon dies.

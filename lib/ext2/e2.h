@@ -142,6 +142,9 @@ struct e2_recovery {
 	uint32_t orphans_freed, orphans_truncated;
 	bool orphans_dropped;
 	uint32_t orphan_bad;
+	/* A read-only open found an orphan list and left it as it is: its
+	 * inodes keep their blocks until a read-write open frees them. */
+	bool orphans_kept;
 };
 
 /* Open an image file or block device (exclusively locked; -EBUSY if another

@@ -731,6 +731,11 @@ int e2_open_bdev(struct bdev *dev, const struct e2_opts *opts, struct e2fs **out
 			goto fail;
 		}
 	}
+	/* A read-only open writes nothing, so it leaves the orphan list to the
+	 * next read-write one.  (Linux processes it on a read-only mount too,
+	 * unless the device cannot be written; it also replays the journal
+	 * there, which a read-only open here refuses to do.) */
+	fs->recovery.orphans_kept = fs->ro && fs->sb.s_last_orphan;
 	if (!fs->ro) {
 		r = e2_jw_start(fs);
 		if (r)
