@@ -3,11 +3,13 @@
  * (lib/crash/crashrun.c, lib/crash/crashplan.c). */
 #include <argp.h>
 #include <errno.h>
+#include <sched.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <time.h>
 #include <unistd.h>
 #include "cli/cliopt.h"
@@ -588,6 +590,21 @@ static int do_check(void)
 	return failed ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
 }
 
+/* As root, the mounts of the recording and of each state are made in a
+ * mount namespace of this process's own.  A namespace made elsewhere while
+ * one of them is mounted (a service's private /tmp, unshare -m) would hold
+ * a copy of it, and a copy keeps the file system alive after the
+ * unmount: its daemon would not exit.  Without the privilege, or where
+ * namespaces are not available, the mounts go where they would anyway. */
+static void own_mount_namespace(void)
+{
+	if (geteuid() != 0 || unshare(CLONE_NEWNS) < 0)
+		return;
+	/* Nothing made here propagates back to the namespace we came from;
+	 * if that cannot be had, mounts propagate as they did before. */
+	(void)mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
+}
+
 int main(int argc, char **argv)
 {
 	argp_err_exit_status = CLI_EXIT_USAGE;
@@ -596,6 +613,8 @@ int main(int argc, char **argv)
 	tools.mkfs = tool("fstitch-mkfs");
 	tools.fusermount = "fusermount3";
 	tools.e2fsck = sbin("e2fsck");
+	if (A.sub == SUB_RUN || A.sub == SUB_CHECK)
+		own_mount_namespace();
 	switch (A.sub) {
 	case SUB_RUN:
 		return do_run();

@@ -54,6 +54,25 @@ record_none() {
 	assert_equal "$(debugfs -R 'cat y' u/image 2>/dev/null)" x
 }
 
+# As root, run and check mount in a namespace of their own, so that a
+# namespace made elsewhere meanwhile cannot hold a copy of a mount (which
+# would keep its daemon from exiting at the unmount).  The command sees its
+# mount; the namespace this test runs in does not.
+not_in_caller_ns() {
+	test -d "$FSTITCH_MNT/lost+found" &&
+		test "$(readlink /proc/self/ns/mnt)" != "$1" &&
+		! grep -qF " $FSTITCH_MNT " "/proc/$2/mounts"
+}
+
+@test "run and check mount where no namespace but their own can see or copy it" {
+	[ "$(id -u)" -eq 0 ] || skip "only root may make a mount namespace"
+	export -f not_in_caller_ns
+	outer=$(readlink /proc/self/ns/mnt)
+	run -0 "$CRASH" run --rec ns -- bash -c 'not_in_caller_ns "$@"' sh "$outer" $$ 3>&-
+	run -0 "$CRASH" check ns -- bash -c 'not_in_caller_ns "$@"' sh "$outer" $$ 3>&-
+	assert_line --regexp '^([0-9]+) of \1 states checked \(seed 1\), 0 failed'
+}
+
 @test "bad usage and bad recordings get one clear line and the documented status" {
 	run -64 --separate-stderr "$CRASH" frobnicate
 	assert_equal "${stderr_lines[0]}" "fstitch-crash: unknown command 'frobnicate'"

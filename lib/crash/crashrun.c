@@ -211,6 +211,31 @@ static int mount_start(const struct crash_tools *t, const char *img, const char 
 	return -ETIMEDOUT;
 }
 
+/* Wait for a daemon whose mount is gone.  It exits once the kernel ends
+ * its file system, which a copy of the mount in another mount namespace
+ * can put off indefinitely: after a minute it is told to stop (SIGTERM:
+ * flush and exit), then killed.  Its exit status, or -ETIMEDOUT when it
+ * had to be stopped. */
+static int wait_daemon(pid_t pid)
+{
+	int wst, i;
+
+	for (i = 0; i < 3000; i++) {
+		if (waitpid(pid, &wst, WNOHANG) == pid)
+			return status_of(wst);
+		sleep_ms(20);
+	}
+	kill(pid, SIGTERM);
+	for (i = 0; i < 500; i++) {
+		if (waitpid(pid, &wst, WNOHANG) == pid)
+			return -ETIMEDOUT;
+		sleep_ms(20);
+	}
+	kill(pid, SIGKILL);
+	wait_pid(pid);
+	return -ETIMEDOUT;
+}
+
 /* Unmount and wait for the daemon; its exit status, or -errno.  A check
  * that left a process inside keeps the mount busy for a while: retry, then
  * detach it lazily. */
@@ -228,7 +253,7 @@ static int mount_stop(const struct crash_tools *t, struct mount *m)
 	}
 	if (r)
 		run_wait(lazy, &q);
-	return wait_pid(m->pid);
+	return wait_daemon(m->pid);
 }
 
 /* ---- run --------------------------------------------------------------- */
