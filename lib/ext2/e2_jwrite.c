@@ -16,9 +16,11 @@
  *    copy of each block of the transaction as the cache holds it (no
  *    change of the next transaction exists yet: commits run under the file
  *    system's lock), then a commit block that depends on all of them, on
- *    the ordered data, on the previous commit and on the journal
- *    superblock's latest update.  H is let go once the commit block is
- *    durable, so the transaction's changes reach their homes only after it
+ *    the ordered data, on the previous commit, on needs_recovery and on
+ *    the journal superblock's latest update (the mount's first commit
+ *    block goes beside the superblock's move of s_start from 0 instead,
+ *    and counts as durable once both are).  H is let go once the commit
+ *    block is durable, so the transaction's changes reach their homes only after it
  *    (the checkpoint), all in one round: a change that joins keeps no
  *    dependency on other blocks but H (the engine drops them: the log
  *    replays what they stood for until T is durable);
@@ -26,9 +28,9 @@
  *    it, is durable once the checkpoint is; the journal
  *    superblock's s_start moves past a transaction (at a later commit)
  *    only then, and log space is reused only after that move is durable;
- *  - needs_recovery is set in the superblock before the first log block is
- *    written, and cleared at a clean unmount after the last checkpoint and
- *    s_start = 0.
+ *  - needs_recovery is set in the superblock in the round of the first log
+ *    blocks, before the first commit block and s_start, and cleared at a
+ *    clean unmount after the last checkpoint and s_start = 0.
  * No revoke records are needed: a block with a copy in the live log is
  * never written in place outside a transaction.  Checksums are written
  * as the journal superblock asks (version 1, 2 or 3, as Linux writes
@@ -461,7 +463,7 @@ static int commit_locked(struct e2_jw *jw)
 	uint8_t *desc = NULL, *copy = NULL;
 	size_t nbase = 0, i, k;
 	uint32_t crc1 = ~0u, tailsz = jw->csum ? 4 : 0;
-	bool esc;
+	bool esc, first;
 	int r = 0;
 
 	if (jw->broken)
@@ -509,15 +511,17 @@ static int commit_locked(struct e2_jw *jw)
 		jw->recover_set = true;
 	}
 	/* s_start may name a transaction only once needs_recovery is on disk:
-	 * a log to replay on a file system not marked is an error to e2fsck. */
+	 * a log to replay on a file system not marked is an error to e2fsck.
+	 * The log blocks need not wait for it (without their commit block
+	 * they are nothing to replay); the commit block does.  The first
+	 * commit of the mount moves s_start from 0, an empty log. */
+	first = jw->disk_start == 0;
 	start = jw->nlive ? jw->live[0].start : jw->head;
 	if (start != jw->disk_start || oldest_live(jw) != jw->disk_seq) {
 		r = jsb_write(jw, oldest_live(jw), start, jw->recover);
 		if (r)
 			goto out;
 	}
-	if (jw->recover && !patch_committed(jw->recover))
-		base[nbase++] = jw->recover;
 	if (jw->head - jw->first + need >= jw->maxlen - jw->first)
 		jw->wrapped = true;
 	/* Reused log space: only once the move of s_start past it is durable. */
@@ -598,13 +602,29 @@ static int commit_locked(struct e2_jw *jw)
 	for (i = 0; i < nbase; i++)
 		if ((r = e2_deps_addref(&cdeps, base[i])))
 			goto out;
-	if ((r = e2_deps_addref(&cdeps, jw->last_commit)) || (r = e2_deps_addref(&cdeps, jw->jsbp)))
+	/* The commit block waits for the journal superblock's latest update,
+	 * except the first one's: while s_start is 0 on disk nothing is
+	 * replayed, so the two may go in one round, and the transaction
+	 * counts as committed (its checkpoint, a reuse of what it freed, the
+	 * next commit) once both are durable.  A crash between them leaves
+	 * the old file system with an empty log, or a log whose transaction
+	 * has no commit block. */
+	if ((r = e2_deps_addref(&cdeps, jw->last_commit)) ||
+	    (r = e2_deps_addref(&cdeps, jw->recover)) ||
+	    (!first && (r = e2_deps_addref(&cdeps, jw->jsbp))))
 		goto out;
 	if (!jw->debug_nocopies) {
 		r = jblock_write(jw, pos, desc, cdeps.p, cdeps.n, &p);
 	} else {
 		/* negative control: the commit does not wait for its copies */
 		r = jblock_write(jw, pos, desc, &jw->last_commit, jw->last_commit ? 1 : 0, &p);
+	}
+	if (!r && first && jw->jsbp && !patch_committed(jw->jsbp)) {
+		struct patch *both[2] = {p, jw->jsbp}, *e = NULL;
+
+		r = patch_create_empty(fs->c, both, 2, &e);
+		patch_release(fs->c, p);
+		p = e;
 	}
 	if (r)
 		goto out;

@@ -520,7 +520,13 @@ static int mount_rw(struct e2fs *fs)
 		r = e2_sb_write_counts(fs);
 	if (r)
 		return r;
-	/* The unclean mark must be on disk before any other change is. */
+	/* The unclean mark must be on disk before any other change is.
+	 * Under a journal every change reaches its place only after a
+	 * commit block, which waits for needs_recovery in the same block:
+	 * the mark goes with it, not in a round of its own. */
+	if (fs->opts.consistency == CONSISTENCY_JOURNAL ||
+	    fs->opts.consistency == CONSISTENCY_JOURNAL_DATA)
+		return 0;
 	return cache_sync(fs->c);
 }
 
