@@ -83,6 +83,82 @@ int e2_pset_add(struct e2fs *fs, struct patch **set, struct patch *p)
 	return 0;
 }
 
+/* Drop what is on disk from o. */
+static void oset_prune(struct e2fs *fs, struct e2_oset *o)
+{
+	unsigned i, n = 0;
+
+	e2_patch_drop_committed(fs, &o->set);
+	for (i = 0; i < o->npend; i++) {
+		if (patch_committed(o->pend[i]))
+			patch_release(fs->c, o->pend[i]);
+		else
+			o->pend[n++] = o->pend[i];
+	}
+	o->npend = n;
+}
+
+static bool oset_empty(const struct e2_oset *o)
+{
+	return !o->set && !o->npend;
+}
+
+/* p joins o: into its set while nothing depends on that yet, else aside
+ * with the newest members, and once those are full all of them and the
+ * set go into a new set.  0 or -ENOMEM (then o is as it was). */
+static int oset_add(struct e2fs *fs, struct e2_oset *o, struct patch *p)
+{
+	struct patch *d[E2_OSET_PEND + 2], *np = NULL;
+	size_t n = 0;
+	int r;
+
+	if (!p || patch_committed(p) || fs->opts.consistency == CONSISTENCY_NONE)
+		return 0;
+	oset_prune(fs, o);
+	if (o->set && patch_add_depend(fs->c, o->set, p) == 0)
+		return 0;
+	if (o->npend < E2_OSET_PEND) {
+		patch_retain(p);
+		o->pend[o->npend++] = p;
+		return 0;
+	}
+	d[n++] = p;
+	if (o->set)
+		d[n++] = o->set;
+	for (unsigned i = 0; i < o->npend; i++)
+		d[n++] = o->pend[i];
+	r = patch_create_empty(fs->c, d, n, &np);
+	if (r)
+		return r;
+	patch_release(fs->c, o->set);
+	for (unsigned i = 0; i < o->npend; i++)
+		patch_release(fs->c, o->pend[i]);
+	o->npend = 0;
+	o->set = np;
+	return 0;
+}
+
+/* d += every member of o not on disk. */
+static int oset_deps(struct e2fs *fs, struct e2_oset *o, struct e2_deps *d)
+{
+	int r;
+
+	oset_prune(fs, o);
+	r = e2_deps_addref(d, o->set);
+	for (unsigned i = 0; i < o->npend && !r; i++)
+		r = e2_deps_addref(d, o->pend[i]);
+	return r;
+}
+
+static void oset_release(struct e2fs *fs, struct e2_oset *o)
+{
+	patch_release(fs->c, o->set);
+	o->set = NULL;
+	for (unsigned i = 0; i < o->npend; i++)
+		patch_release(fs->c, o->pend[i]);
+	o->npend = 0;
+}
+
 static unsigned proc_slot(pid_t pid)
 {
 	return ((unsigned)pid * 2654435761u) % E2_PROCSET_SLOTS;
@@ -96,8 +172,8 @@ static void proc_prune(struct e2fs *fs, unsigned slot, pid_t pid, uint64_t start
 	struct e2_procset **pp = &fs->procsets[slot], *e;
 
 	while ((e = *pp)) {
-		e2_patch_drop_committed(fs, &e->set);
-		if (!e->set) {
+		oset_prune(fs, &e->set);
+		if (oset_empty(&e->set)) {
 			*pp = e->next;
 			free(e);
 			continue;
@@ -115,7 +191,7 @@ int e2_order_add(struct e2fs *fs, struct patch *p)
 
 	if (fs->opts.rename_order == E2_RENAME_ORDER_ALL ||
 	    (fs->opts.rename_order == E2_RENAME_ORDER_PROCESS && !fs->caller_pid))
-		return e2_pset_add(fs, &fs->ordset, p);
+		return oset_add(fs, &fs->ordset, p);
 	if (fs->opts.rename_order != E2_RENAME_ORDER_PROCESS || !p || patch_committed(p) ||
 	    fs->opts.consistency == CONSISTENCY_NONE)
 		return 0;
@@ -131,7 +207,7 @@ int e2_order_add(struct e2fs *fs, struct patch *p)
 		fs->procsets[slot] = e;
 	}
 	/* A failure leaves the entry with no set: the next prune drops it. */
-	return e2_pset_add(fs, &e->set, p);
+	return oset_add(fs, &e->set, p);
 }
 
 int e2_order_deps(struct e2fs *fs, struct e2_deps *d)
@@ -143,20 +219,19 @@ int e2_order_deps(struct e2fs *fs, struct e2_deps *d)
 	if (fs->opts.rename_order != E2_RENAME_ORDER_ALL &&
 	    fs->opts.rename_order != E2_RENAME_ORDER_PROCESS)
 		return 0;
-	e2_patch_drop_committed(fs, &fs->ordset);
-	r = e2_deps_addref(d, fs->ordset);
+	r = oset_deps(fs, &fs->ordset, d);
 	if (r || fs->opts.rename_order == E2_RENAME_ORDER_ALL)
 		return r;
 	if (fs->caller_pid) {
 		slot = proc_slot(fs->caller_pid);
 		proc_prune(fs, slot, fs->caller_pid, fs->caller_start, &e);
-		return e ? e2_deps_addref(d, e->set) : 0;
+		return e ? oset_deps(fs, &e->set, d) : 0;
 	}
 	/* A caller not known waits for every process. */
 	for (slot = 0; slot < E2_PROCSET_SLOTS; slot++) {
 		proc_prune(fs, slot, 0, 0, NULL);
 		for (e = fs->procsets[slot]; e; e = e->next)
-			if ((r = e2_deps_addref(d, e->set)))
+			if ((r = oset_deps(fs, &e->set, d)))
 				return r;
 	}
 	return 0;
@@ -169,11 +244,10 @@ void e2_order_destroy(struct e2fs *fs)
 	for (unsigned slot = 0; slot < E2_PROCSET_SLOTS; slot++) {
 		for (e = fs->procsets[slot]; e; e = nx) {
 			nx = e->next;
-			patch_release(fs->c, e->set);
+			oset_release(fs, &e->set);
 			free(e);
 		}
 		fs->procsets[slot] = NULL;
 	}
-	patch_release(fs->c, fs->ordset);
-	fs->ordset = NULL;
+	oset_release(fs, &fs->ordset);
 }

@@ -123,12 +123,27 @@ struct e2_freed {
 
 #define E2_PROCSET_SLOTS 64
 
+/* What a rename or link waits for under rename_order (e2_order_add): an
+ * empty patch that depends on the older members, and the newest members
+ * themselves, up to E2_OSET_PEND of them.  Once set has an after it can
+ * gain no before, and a member that came then would need a new empty
+ * patch chained to it; kept aside instead, a few members are waited for
+ * directly, and only the next one seals them into a new set.  Appends
+ * (a data write, then a size that waits for the set) had made one empty
+ * patch per write. */
+#define E2_OSET_PEND 4
+struct e2_oset {
+	struct patch *set;
+	struct patch *pend[E2_OSET_PEND];
+	unsigned npend;
+};
+
 /* rename_order=process: what the next rename or link of process (pid,
  * start) waits for. */
 struct e2_procset {
 	pid_t pid;
 	uint64_t start;
-	struct patch *set;
+	struct e2_oset set;
 	struct e2_procset *next;
 };
 
@@ -143,11 +158,11 @@ struct e2fs {
 	struct bdev *dev;
 	struct cache *c;
 	struct e2_opts opts;
-	/* E2_RENAME_ORDER_ALL: an empty patch that depends on every data
-	 * write, rename and link not yet on disk (e2_pset_add); each new
-	 * rename and link waits for it.  E2_RENAME_ORDER_PROCESS: the same
-	 * for the changes of callers not known (pid 0) */
-	struct patch *ordset;
+	/* E2_RENAME_ORDER_ALL: every data write, rename and link not yet on
+	 * disk (e2_order_add); each new rename and link waits for them.
+	 * E2_RENAME_ORDER_PROCESS: the same for the changes of callers not
+	 * known (pid 0) */
+	struct e2_oset ordset;
 	/* E2_RENAME_ORDER_PROCESS: such a set per process with changes not
 	 * yet on disk, hashed by pid; an entry goes once its set is */
 	struct e2_procset *procsets[E2_PROCSET_SLOTS];
