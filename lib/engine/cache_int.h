@@ -85,10 +85,12 @@ struct patch {
 	uint8_t committed;           /* read without the lock */
 };
 
-/* Room in aft.v holding n afters: 4, then doubling. */
+/* Room in aft.v holding n afters: 2, then doubling (a patch moves to the
+ * vector on its second after, and many never get a third). */
+#define AFTERS_MIN 2
 static inline uint32_t afters_cap(uint32_t n)
 {
-	uint32_t cap = 4;
+	uint32_t cap = AFTERS_MIN;
 
 	while (cap < n)
 		cap *= 2;

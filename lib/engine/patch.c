@@ -326,13 +326,13 @@ int reserve_after(struct cache *c, struct patch *d)
 	if (after_room(d))
 		return 0;
 	if (!(d->flags & PF_AFTV)) {
-		v = malloc(4 * sizeof(*v));
+		v = malloc(AFTERS_MIN * sizeof(*v));
 		if (!v)
 			return -ENOMEM;
 		v[0] = d->aft.one;
 		d->aft.v = v;
 		d->flags |= PF_AFTV;
-		stats_engine(c, 4 * sizeof(*v));
+		stats_engine(c, AFTERS_MIN * sizeof(*v));
 		return 0;
 	}
 	cap = afters_cap(d->nafters);
