@@ -267,8 +267,8 @@ static void wctx_unalloc(struct wctx *w, const struct cplist *dat)
 		e2_bfree(w->fs, dat->e[i].val, NULL);
 }
 
-/* Index of blk's record in ip->pdeps (or npdeps); committed records are
- * dropped on the way. */
+/* Index of blk's record in ip->pdeps (or npdeps); records whose members
+ * are all on disk are dropped on the way. */
 static size_t pdep_find(struct e2fs *fs, struct e2_inode *ip, uint32_t blk)
 {
 	size_t i = 0, at = SIZE_MAX;
@@ -276,8 +276,7 @@ static size_t pdep_find(struct e2fs *fs, struct e2_inode *ip, uint32_t blk)
 	while (i < ip->npdeps) {
 		struct e2_pdep *d = &ip->pdeps[i];
 
-		if (patch_committed(d->p)) {
-			patch_release(fs->c, d->p);
+		if (e2_oset_prune(fs, &d->set)) {
 			*d = ip->pdeps[--ip->npdeps];
 			continue;
 		}
@@ -288,11 +287,12 @@ static size_t pdep_find(struct e2fs *fs, struct e2_inode *ip, uint32_t blk)
 	return at == SIZE_MAX ? ip->npdeps : at;
 }
 
-static struct patch *pdep_get(struct e2fs *fs, struct e2_inode *ip, uint32_t blk)
+/* deps += what the pointers in blk wait for. */
+static int pdep_deps(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, struct e2_deps *deps)
 {
 	size_t i = pdep_find(fs, ip, blk);
 
-	return i < ip->npdeps ? ip->pdeps[i].p : NULL;
+	return i < ip->npdeps ? e2_oset_deps(fs, &ip->pdeps[i].set, deps) : 0;
 }
 
 static void pdep_drop(struct e2fs *fs, struct e2_inode *ip, uint32_t blk)
@@ -300,46 +300,40 @@ static void pdep_drop(struct e2fs *fs, struct e2_inode *ip, uint32_t blk)
 	size_t i = pdep_find(fs, ip, blk);
 
 	if (i < ip->npdeps) {
-		patch_release(fs->c, ip->pdeps[i].p);
+		e2_oset_release(fs, &ip->pdeps[i].set);
 		ip->pdeps[i] = ip->pdeps[--ip->npdeps];
 	}
 }
 
 /* Pointers in blk now also wait for deps: record that for a later copy of
- * blk.  Without memory for the record, wait for deps instead. */
+ * blk, and deps gains what the earlier pointers in blk wait for.  Without
+ * memory for the record, wait for deps instead. */
 static int pdep_add(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, struct e2_deps *deps)
 {
-	size_t i = pdep_find(fs, ip, blk);
-	struct patch *np = NULL;
-	int r;
+	size_t i = pdep_find(fs, ip, blk), n = deps->n;
+	int r = 0;
 
-	r = e2_deps_addref(deps, i < ip->npdeps ? ip->pdeps[i].p : NULL);
+	if (i == ip->npdeps) {
+		if (GROW(&ip->pdeps, &ip->cappdeps, ip->npdeps + 1, 4)) {
+			r = -ENOMEM;
+		} else {
+			ip->pdeps[i].blk = blk;
+			ip->pdeps[i].set = (struct e2_oset){ 0 };
+			ip->npdeps++;
+		}
+	}
 	if (!r)
-		r = patch_create_empty(fs->c, deps->p, deps->n, &np);
-	if (!r && !patch_committed(np) && i == ip->npdeps &&
-	    GROW(&ip->pdeps, &ip->cappdeps, ip->npdeps + 1, 4))
-		r = -ENOMEM;
+		r = e2_oset_deps(fs, &ip->pdeps[i].set, deps);
+	for (size_t k = 0; k < n && !r; k++)
+		r = e2_oset_add(fs, &ip->pdeps[i].set, deps->p[k]);
 	if (r) {
-		patch_release(fs->c, np);
 		for (size_t k = 0; k < deps->n; k++) {
 			int r2 = cache_sync_patch(fs->c, deps->p[k]);
 
 			if (r2)
 				return r2;
 		}
-		return 0;
 	}
-	if (patch_committed(np)) {
-		patch_release(fs->c, np);
-		return 0;
-	}
-	if (i < ip->npdeps) {
-		patch_release(fs->c, ip->pdeps[i].p);
-	} else {
-		ip->npdeps++;
-		ip->pdeps[i].blk = blk;
-	}
-	ip->pdeps[i].p = np;
 	return 0;
 }
 
@@ -468,7 +462,7 @@ static int shadow_new(struct wctx *w, uint32_t blk, struct patch *bit, uint32_t 
 		}
 		/* The copy carries the block's pointers: it waits for what
 		 * they wait for. */
-		r = e2_deps_addref(&s->deps, pdep_get(fs, w->ip, old));
+		r = pdep_deps(fs, w->ip, old, &s->deps);
 		if (r) {
 			shadow_drop_last(w);
 			return r;

@@ -83,8 +83,7 @@ int e2_pset_add(struct e2fs *fs, struct patch **set, struct patch *p)
 	return 0;
 }
 
-/* Drop what is on disk from o. */
-static void oset_prune(struct e2fs *fs, struct e2_oset *o)
+bool e2_oset_prune(struct e2fs *fs, struct e2_oset *o)
 {
 	unsigned i, n = 0;
 
@@ -96,17 +95,13 @@ static void oset_prune(struct e2fs *fs, struct e2_oset *o)
 			o->pend[n++] = o->pend[i];
 	}
 	o->npend = n;
-}
-
-static bool oset_empty(const struct e2_oset *o)
-{
 	return !o->set && !o->npend;
 }
 
-/* p joins o: into its set while nothing depends on that yet, else aside
- * with the newest members, and once those are full all of them and the
- * set go into a new set.  0 or -ENOMEM (then o is as it was). */
-static int oset_add(struct e2fs *fs, struct e2_oset *o, struct patch *p)
+/* Into o's set while nothing depends on that yet, else aside with the
+ * newest members, and once those are full all of them and the set go
+ * into a new set. */
+int e2_oset_add(struct e2fs *fs, struct e2_oset *o, struct patch *p)
 {
 	struct patch *d[E2_OSET_PEND + 2], *np = NULL;
 	size_t n = 0;
@@ -114,7 +109,12 @@ static int oset_add(struct e2fs *fs, struct e2_oset *o, struct patch *p)
 
 	if (!p || patch_committed(p) || fs->opts.consistency == CONSISTENCY_NONE)
 		return 0;
-	oset_prune(fs, o);
+	e2_oset_prune(fs, o);
+	if (p == o->set)
+		return 0;
+	for (unsigned i = 0; i < o->npend; i++)
+		if (o->pend[i] == p)
+			return 0;
 	if (o->set && patch_add_depend(fs->c, o->set, p) == 0)
 		return 0;
 	if (o->npend < E2_OSET_PEND) {
@@ -138,19 +138,18 @@ static int oset_add(struct e2fs *fs, struct e2_oset *o, struct patch *p)
 	return 0;
 }
 
-/* d += every member of o not on disk. */
-static int oset_deps(struct e2fs *fs, struct e2_oset *o, struct e2_deps *d)
+int e2_oset_deps(struct e2fs *fs, struct e2_oset *o, struct e2_deps *d)
 {
 	int r;
 
-	oset_prune(fs, o);
+	e2_oset_prune(fs, o);
 	r = e2_deps_addref(d, o->set);
 	for (unsigned i = 0; i < o->npend && !r; i++)
 		r = e2_deps_addref(d, o->pend[i]);
 	return r;
 }
 
-static void oset_release(struct e2fs *fs, struct e2_oset *o)
+void e2_oset_release(struct e2fs *fs, struct e2_oset *o)
 {
 	patch_release(fs->c, o->set);
 	o->set = NULL;
@@ -172,8 +171,7 @@ static void proc_prune(struct e2fs *fs, unsigned slot, pid_t pid, uint64_t start
 	struct e2_procset **pp = &fs->procsets[slot], *e;
 
 	while ((e = *pp)) {
-		oset_prune(fs, &e->set);
-		if (oset_empty(&e->set)) {
+		if (e2_oset_prune(fs, &e->set)) {
 			*pp = e->next;
 			free(e);
 			continue;
@@ -191,7 +189,7 @@ int e2_order_add(struct e2fs *fs, struct patch *p)
 
 	if (fs->opts.rename_order == E2_RENAME_ORDER_ALL ||
 	    (fs->opts.rename_order == E2_RENAME_ORDER_PROCESS && !fs->caller_pid))
-		return oset_add(fs, &fs->ordset, p);
+		return e2_oset_add(fs, &fs->ordset, p);
 	if (fs->opts.rename_order != E2_RENAME_ORDER_PROCESS || !p || patch_committed(p) ||
 	    fs->opts.consistency == CONSISTENCY_NONE)
 		return 0;
@@ -207,7 +205,7 @@ int e2_order_add(struct e2fs *fs, struct patch *p)
 		fs->procsets[slot] = e;
 	}
 	/* A failure leaves the entry with no set: the next prune drops it. */
-	return oset_add(fs, &e->set, p);
+	return e2_oset_add(fs, &e->set, p);
 }
 
 int e2_order_deps(struct e2fs *fs, struct e2_deps *d)
@@ -219,19 +217,19 @@ int e2_order_deps(struct e2fs *fs, struct e2_deps *d)
 	if (fs->opts.rename_order != E2_RENAME_ORDER_ALL &&
 	    fs->opts.rename_order != E2_RENAME_ORDER_PROCESS)
 		return 0;
-	r = oset_deps(fs, &fs->ordset, d);
+	r = e2_oset_deps(fs, &fs->ordset, d);
 	if (r || fs->opts.rename_order == E2_RENAME_ORDER_ALL)
 		return r;
 	if (fs->caller_pid) {
 		slot = proc_slot(fs->caller_pid);
 		proc_prune(fs, slot, fs->caller_pid, fs->caller_start, &e);
-		return e ? oset_deps(fs, &e->set, d) : 0;
+		return e ? e2_oset_deps(fs, &e->set, d) : 0;
 	}
 	/* A caller not known waits for every process. */
 	for (slot = 0; slot < E2_PROCSET_SLOTS; slot++) {
 		proc_prune(fs, slot, 0, 0, NULL);
 		for (e = fs->procsets[slot]; e; e = e->next)
-			if ((r = oset_deps(fs, &e->set, d)))
+			if ((r = e2_oset_deps(fs, &e->set, d)))
 				return r;
 	}
 	return 0;
@@ -244,10 +242,10 @@ void e2_order_destroy(struct e2fs *fs)
 	for (unsigned slot = 0; slot < E2_PROCSET_SLOTS; slot++) {
 		for (e = fs->procsets[slot]; e; e = nx) {
 			nx = e->next;
-			oset_release(fs, &e->set);
+			e2_oset_release(fs, &e->set);
 			free(e);
 		}
 		fs->procsets[slot] = NULL;
 	}
-	oset_release(fs, &fs->ordset);
+	e2_oset_release(fs, &fs->ordset);
 }

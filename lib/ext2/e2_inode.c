@@ -64,7 +64,7 @@ static void irelease(struct e2fs *fs, struct e2_inode *ip)
 	patch_release(fs->c, ip->tailz);
 	ip->init = ip->clear = ip->sync = ip->sync_last = ip->tailz = NULL;
 	for (size_t i = 0; i < ip->npdeps; i++)
-		patch_release(fs->c, ip->pdeps[i].p);
+		e2_oset_release(fs, &ip->pdeps[i].set);
 	free(ip->pdeps);
 	ip->pdeps = NULL;
 	ip->npdeps = ip->cappdeps = 0;

@@ -52,13 +52,29 @@ struct e2_dindex {
 	uint32_t hint; /* block where the last insert succeeded */
 };
 
-/* An indirect block whose pointers may not all be durable yet: an empty
- * patch over what they wait for (the bitmap bits and contents of the blocks
- * they point at).  A copy of the block (copy-on-write) waits for it, not
- * for the block itself, so that copies of copies do not queue up. */
+/* A set of patches that others wait for, as what a rename or link waits
+ * for under rename_order (e2_order_add): an empty patch that depends on the older members, and the newest members
+ * themselves, up to E2_OSET_PEND of them.  Once set has an after it can
+ * gain no before, and a member that came then would need a new empty
+ * patch chained to it; kept aside instead, a few members are waited for
+ * directly, and only the next one seals them into a new set.  Appends
+ * (a data write, then a size that waits for the set) had made one empty
+ * patch per write, and so had the pointers of each write into an
+ * indirect block. */
+#define E2_OSET_PEND 4
+struct e2_oset {
+	struct patch *set;
+	struct patch *pend[E2_OSET_PEND];
+	unsigned npend;
+};
+
+/* An indirect block whose pointers may not all be durable yet: a set of
+ * what they wait for (the bitmap bits and contents of the blocks they
+ * point at).  A copy of the block (copy-on-write) waits for it, not for
+ * the block itself, so that copies of copies do not queue up. */
 struct e2_pdep {
 	uint32_t blk;
-	struct patch *p;
+	struct e2_oset set;
 };
 
 struct e2_inode {
@@ -123,20 +139,6 @@ struct e2_freed {
 
 #define E2_PROCSET_SLOTS 64
 
-/* What a rename or link waits for under rename_order (e2_order_add): an
- * empty patch that depends on the older members, and the newest members
- * themselves, up to E2_OSET_PEND of them.  Once set has an after it can
- * gain no before, and a member that came then would need a new empty
- * patch chained to it; kept aside instead, a few members are waited for
- * directly, and only the next one seals them into a new set.  Appends
- * (a data write, then a size that waits for the set) had made one empty
- * patch per write. */
-#define E2_OSET_PEND 4
-struct e2_oset {
-	struct patch *set;
-	struct patch *pend[E2_OSET_PEND];
-	unsigned npend;
-};
 
 /* rename_order=process: what the next rename or link of process (pid,
  * start) waits for. */
@@ -458,6 +460,13 @@ int e2_unlink_inode(struct e2fs *fs, struct e2_inode *ip, struct patch *removal)
 int e2_remove_inode(struct e2fs *fs, struct e2_inode *dir, struct e2_inode *ip,
 		    struct patch *removal);
 int e2_pset_add(struct e2fs *fs, struct patch **set, struct patch *p);
+/* p joins o (struct e2_oset); 0 or -ENOMEM, then o is as it was. */
+int e2_oset_add(struct e2fs *fs, struct e2_oset *o, struct patch *p);
+/* d += every member of o not on disk. */
+int e2_oset_deps(struct e2fs *fs, struct e2_oset *o, struct e2_deps *d);
+/* Drop what is on disk from o; whether nothing is left. */
+bool e2_oset_prune(struct e2fs *fs, struct e2_oset *o);
+void e2_oset_release(struct e2fs *fs, struct e2_oset *o);
 /* rename_order=all and process: a data write, rename or link p joins the
  * set of the file system (all) or of the calling process (process). */
 int e2_order_add(struct e2fs *fs, struct patch *p);
