@@ -281,38 +281,40 @@ int e2_forget(struct e2fs *fs, uint32_t ino, uint64_t nlookup)
 	return r;
 }
 
+/* The inode the kernel asks about, with fs locked: a live one, or one
+ * freed while the kernel still holds it (only when e2_close frees what is
+ * left), which answers with its last attributes and no links.  An
+ * unlinked inode the kernel holds is not freed, and answers as any
+ * other. */
+static int e2_get_asked(struct e2fs *fs, uint32_t ino, struct e2_inode **ip)
+{
+	if (e2_iheld_free(fs, ino)) {
+		*ip = e2_ifind(fs, ino);
+		return 0;
+	}
+	return e2_get_live(fs, ino, ip);
+}
+
 int e2_getattr(struct e2fs *fs, uint32_t ino, struct stat *st)
 {
 	struct e2_inode *ip;
 	int r;
 
 	e2_lock(fs);
-	/* Freed while the kernel still holds it (only when e2_close frees
-	 * what is left): its last attributes, with no links.  An unlinked
-	 * inode the kernel holds is not freed, and answers as any other. */
-	if (e2_iheld_free(fs, ino)) {
-		ip = e2_ifind(fs, ino);
-		r = 0;
-	} else {
-		r = e2_get_live(fs, ino, &ip);
-	}
+	r = e2_get_asked(fs, ino, &ip);
 	if (!r)
 		e2_istat(fs, ip, st);
 	e2_unlock(fs);
 	return r;
 }
+
 int e2_generation(struct e2fs *fs, uint32_t ino, uint32_t *gen)
 {
 	struct e2_inode *ip;
 	int r;
 
 	e2_lock(fs);
-	if (e2_iheld_free(fs, ino)) {
-		ip = e2_ifind(fs, ino);
-		r = 0;
-	} else {
-		r = e2_get_live(fs, ino, &ip);
-	}
+	r = e2_get_asked(fs, ino, &ip);
 	if (!r)
 		*gen = le32toh(ip->d.i_generation);
 	e2_unlock(fs);

@@ -1109,10 +1109,10 @@ static void on_exit_cb(void *arg, struct scope_key key)
 	}
 }
 
-static void test_scope_exit_watch(void **state)
+/* A child that waits until *wfd is closed, then exits 0. */
+static pid_t child_until_closed(int *wfd)
 {
-	struct scope_key k, wrong;
-	int data = 0, i, fds[2];
+	int fds[2];
 	pid_t pid;
 	char c;
 
@@ -1126,6 +1126,17 @@ static void test_scope_exit_watch(void **state)
 		_exit(0);
 	}
 	close(fds[0]);
+	*wfd = fds[1];
+	return pid;
+}
+
+static void test_scope_exit_watch(void **state)
+{
+	struct scope_key k, wrong;
+	int data = 0, i, wfd;
+	pid_t pid;
+
+	pid = child_until_closed(&wfd);
 	assert_int_equal(scope_tab_create(NULL, true, on_exit_cb, &watched, &watched), 0);
 	assert_int_equal(scope_key_of(watched, pid, &k), 0);
 	/* a key whose start time does not match names no living process */
@@ -1134,7 +1145,7 @@ static void test_scope_exit_watch(void **state)
 	assert_int_equal(scope_add(watched, wrong, &data), -ESRCH);
 	assert_int_equal(scope_add(watched, k, &data), 0);
 	assert_int_equal(scope_count(watched), 1);
-	close(fds[1]); /* the child exits */
+	close(wfd); /* the child exits */
 	for (i = 0; i < 500 && !__atomic_load_n(&exits, __ATOMIC_SEQ_CST); i++)
 		usleep(10000);
 	assert_int_equal(exits, 1);
@@ -1164,25 +1175,15 @@ static void slow_exit_cb(void *arg, struct scope_key key)
 static void test_scope_reap_waits_for_watcher(void **state)
 {
 	struct scope_key k;
-	int data = 0, i, fds[2];
+	int data = 0, i, wfd;
 	pid_t pid;
-	char c;
 
 	(void)state;
-	assert_int_equal(pipe(fds), 0);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		close(fds[1]);
-		if (read(fds[0], &c, 1) < 0)
-			_exit(1);
-		_exit(0);
-	}
-	close(fds[0]);
+	pid = child_until_closed(&wfd);
 	assert_int_equal(scope_tab_create(NULL, true, slow_exit_cb, &watched, &watched), 0);
 	assert_int_equal(scope_key_of(watched, pid, &k), 0);
 	assert_int_equal(scope_add(watched, k, &data), 0);
-	close(fds[1]);
+	close(wfd);
 	assert_int_equal(waitpid(pid, NULL, 0), pid);
 	/* the watcher has the exit: the table is empty, the callback busy */
 	for (i = 0; i < 500 && atomic_load(&slow_stage) == 0; i++)
