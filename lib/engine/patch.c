@@ -214,16 +214,14 @@ static void ovix_list(struct cache *c, struct cblock *b, struct patch *p)
 		if (at < s->n && s->v[at] == p)
 			continue;
 		if (s->n == s->cap) {
-			uint32_t cap = s->cap ? 2 * s->cap : 4;
-			struct patch **v = realloc(s->v, cap * sizeof(*v));
+			size_t cap = s->cap;
 
-			if (!v) {
+			if (GROW(&s->v, &cap, (size_t)s->n + 1, 4)) {
 				ovix_free(c, b);
 				return;
 			}
-			stats_engine(c, (int64_t)((cap - s->cap) * sizeof(*v)));
-			s->v = v;
-			s->cap = cap;
+			stats_engine(c, (int64_t)((cap - s->cap) * sizeof(*s->v)));
+			s->cap = (uint32_t)cap;
 		}
 		memmove(s->v + at + 1, s->v + at, (s->n - at) * sizeof(*s->v));
 		s->v[at] = p;
