@@ -310,7 +310,10 @@ unmount_all() {
 #   fstitch_mount_reap
 #       Wait for every daemon this test started (after unmount_all; the
 #       suites call it from teardown after common_teardown), letting go
-#       one that hold_start holds.
+#       one that hold_start holds.  A daemon still running
+#       FSTITCH_DAEMON_TIMEOUT seconds (default 120) after its unmount is
+#       killed and fails the test with a message naming its mount point;
+#       fstitch_mount_stop bounds its wait the same way (status 124).
 
 fstitch_mount_start() {
 	local img=$1 dir=$2 bin n
@@ -337,25 +340,44 @@ fstitch_mount_start() {
 	return 1
 }
 
-# _fstitch_mount_wait PID: wait for a daemon, child or not; print nothing,
-# return its exit status.  A daemon that is not a child of this shell (or
-# was waited for already) has no status to give: 0 once it is gone, 1 if it
-# is still there after a minute.
+# _fstitch_mount_wait PID: wait for a daemon, child or not; print nothing
+# unless it hangs, return its exit status.  A daemon that is not a child of
+# this shell (or was waited for already) has no status to give: 0 once it
+# is gone.  Either way the wait is bounded: a daemon still there after
+# FSTITCH_DAEMON_TIMEOUT seconds (default 120) is killed (TERM, then KILL
+# 5 seconds later), a message says so on stderr, and the status is 124,
+# so that a daemon that hangs fails the test rather than stalling the run.
 _fstitch_mount_wait() {
-	local pid=$1 n rc
+	local pid=$1 limit=${FSTITCH_DAEMON_TIMEOUT:-120} n rc
+	# (bash takes a child's status as it exits, and kill -0 then fails)
+	for ((n = 0; n < limit * 20; n++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		echo "daemon $pid still running after ${limit}s; killing it:" >&2
+		ps -o pid=,stat=,wchan:32=,args= -p "$pid" >&2 || true
+		kill -TERM "$pid" 2>/dev/null || true
+		for ((n = 0; n < 100; n++)); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.05
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+		# (one stuck in the kernel may outlive even that: never wait on it)
+		for ((n = 0; n < 100; n++)); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.05
+		done
+		kill -0 "$pid" 2>/dev/null || wait "$pid" 2>/dev/null || true
+		return 124
+	fi
 	if wait "$pid" 2>/dev/null; then
 		return 0
 	else
 		rc=$?
 	fi
-	# 127: not a child of this shell; poll instead.
-	if [ $rc -eq 127 ]; then
-		for ((n = 0; n < 1200; n++)); do
-			kill -0 "$pid" 2>/dev/null || return 0
-			sleep 0.05
-		done
-		return 1
-	fi
+	# 127: not a child of this shell, and gone
+	[ $rc -eq 127 ] && return 0
 	return $rc
 }
 
@@ -385,7 +407,7 @@ fstitch_mount_stop() {
 }
 
 fstitch_mount_reap() {
-	local pid d f=${BATS_TEST_TMPDIR:-/tmp}/fstitch-daemons
+	local pid d f=${BATS_TEST_TMPDIR:-/tmp}/fstitch-daemons rc=0 hung=0
 	# a daemon still held before its final flush (hold_start, a test that
 	# failed) is let go
 	if [ -n "${HOLD:-}" ] && [ -e "$HOLD/held" ]; then
@@ -395,11 +417,17 @@ fstitch_mount_reap() {
 	while read -r pid d; do
 		if kill -0 "$pid" 2>/dev/null; then
 			fuse_unmount "$d"
-			_fstitch_mount_wait "$pid" || true
+			# its status does not matter here, a hang does
+			_fstitch_mount_wait "$pid" || rc=$?
+			if [ "$rc" -eq 124 ]; then
+				echo "fstitch_mount_reap: the daemon on '$d' did not exit after its unmount" >&2
+				hung=1
+			fi
+			rc=0
 		fi
 	done <"$f"
 	: >"$f"
-	return 0
+	return $hung
 }
 
 # hold_start: set FSTITCH_TEST_HOLD for the next daemon started, which then

@@ -228,3 +228,22 @@ ns_holding() {
 	run -1 fstitch_mount_stop "$SCRATCH/elsewhere"
 	assert_output "fstitch_mount_stop: no daemon was started on '$SCRATCH/elsewhere'"
 }
+
+@test "fstitch_mount_reap kills a daemon that does not exit and fails, saying so" {
+	local f=$BATS_TEST_TMPDIR/fstitch-daemons rc
+	# a stand-in daemon that ignores SIGTERM and does not exit for a
+	# minute (an unbounded reap waits for that, and then passes it)
+	bash -c "trap '' TERM; exec sleep 60" &
+	hung=$!
+	printf '%s %s\n' "$hung" "$SCRATCH/gone" >>"$f"
+	FSTITCH_DAEMON_TIMEOUT=1 fstitch_mount_reap 2>"$SCRATCH/err" && rc=0 || rc=$?
+	cat "$SCRATCH/err"
+	assert_equal "$rc" 1
+	run ! kill -0 "$hung"
+	run grep -c "did not exit after its unmount" "$SCRATCH/err"
+	assert_output 1
+	run grep -F "'$SCRATCH/gone'" "$SCRATCH/err"
+	assert_success
+	# and it is forgotten: a second reap has nothing left to wait for
+	fstitch_mount_reap
+}
