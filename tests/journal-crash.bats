@@ -235,6 +235,52 @@ falloc_ok() {
 	}
 }
 
+# A truncate of a 40 MiB file to 1000 bytes on 256-block groups (1 KiB
+# blocks): its frees touch a bitmap block in each of some 160 groups, more
+# than a quarter of the log, so it is cut into a chain of transactions,
+# with the file on the orphan list until the last (image_trunc writes the
+# file, unrecorded).  A crash leaves it whole or cut to 1000 bytes, once
+# the orphan list is processed; never at a size between.
+TRUNC_LEN=$((40 * 1024 * 1024))
+image_trunc() {
+	make_stock_image "$1" 48M -t ext3 -b 1024 -g 256 -N 1024 -J size=1 \
+		-O ^resize_inode,^dir_index,^ext_attr
+	fstitch_mount_start "$1" "$MNT"
+	seq -w 99999999 | head -c $TRUNC_LEN >"$MNT/t"
+	fstitch_mount_stop "$MNT"
+}
+
+work_trunc() {
+	truncate -s 1000 "$1/t"
+	sync "$1/t"
+}
+
+# The zeros past 1000 in the block the new end falls in are data written
+# into an existing block, which under journal (data=ordered) may reach the
+# disk before the commit that cuts the file (fstitch(7)): the whole file
+# may have them.
+trunc_ok() {
+	local size tail
+	size=$(stat -c %s t)
+	case $size in
+	1000) cmp t <(seq -w 99999999 | head -c 1000) ;;
+	"$TRUNC_LEN")
+		cmp <(head -c 1000 t) <(seq -w 99999999 | head -c 1000) &&
+			cmp <(tail -c +1025 t) <(seq -w 99999999 | head -c "$TRUNC_LEN" | tail -c +1025) ||
+			return 1
+		tail=$(tail -c +1001 t | head -c 24 | tr -d '\0')
+		[ -z "$tail" ] || [ "$tail" = "$(seq -w 99999999 | tail -c +1001 | head -c 24)" ] || {
+			echo "t's bytes 1000 to 1023 are neither the old ones nor zeros"
+			return 1
+		}
+		;;
+	*)
+		echo "t is $size bytes: neither whole nor cut"
+		return 1
+		;;
+	esac
+}
+
 # A file removed while open: o (with an indirect block) is opened,
 # removed, written through the open handle, and a commit comes while it
 # has no name; then it is closed, and the free is committed.  In between,
@@ -568,6 +614,25 @@ jcheck() {
 
 @test "the same checks catch a wrong transaction checksum (v1)" {
 	jcheck fail badcsum1 tree journal csum=1 debug=badcsum
+}
+
+@test "journal: a truncate cut into transactions is whole or undone in every crash state" {
+	export TRUNC_LEN
+	jcheck pass journal-trunc trunc journal
+	# the chain met the list: some state replays to one
+	orphan_states "$SCRATCH/rec"
+	echo "# states whose replay has an orphan list: $ORPHAN_STATES" >&3
+	[ "$ORPHAN_STATES" -gt 0 ]
+}
+
+@test "without the orphan list (FSTITCH_JOURNAL_DEBUG=noorphans) the truncate's steps show" {
+	export TRUNC_LEN
+	jcheck fail noorphans-trunc trunc journal debug=noorphans
+}
+
+@test "the truncate under consistency=none is caught" {
+	export TRUNC_LEN
+	jcheck fail none-trunc trunc none
 }
 
 @test "journal: a file removed while open is on the orphan list in every crash state" {

@@ -439,6 +439,56 @@ refused() {
 	done
 }
 
+# spread_image IMG: a 400M ext3 image of 1 KiB blocks and 256-block groups
+# (1600 of them) with the smallest log, 1024 blocks: a file of a few
+# hundred MiB has blocks in more groups than the log has blocks.
+spread_image() {
+	make_stock_image "$1" 400M -t ext3 -b 1024 -g 256 -N 4096 -J size=1 \
+		-O ^resize_inode,^dir_index,^ext_attr
+}
+
+@test "a truncate or unlink of a file in more groups than the log holds is cut into transactions" {
+	local stat n0 n1 free
+	stat=$(fstitch_cmd fstitch-stat)
+	spread_image "$SCRATCH/j.img"
+	fstitch_mount_start "$SCRATCH/j.img" "$MNT" -o commit=3600
+	# 350 MiB: a bitmap block and a group descriptor block of every one
+	# of some 1400 groups to free, more than the log's 1023 blocks
+	fallocate -l 350M "$MNT/f"
+	sync "$MNT/f"
+	n0=$("$stat" -C "$MNT" --json | jq -r .journal.commits)
+	truncate -s 1000 "$MNT/f"
+	# the journal goes on taking transactions after it
+	echo after >"$MNT/g"
+	sync "$MNT/g"
+	n1=$("$stat" -C "$MNT" --json | jq -r .journal.commits)
+	echo "# truncate: $((n1 - n0)) commits" >&3
+	[ $((n1 - n0)) -gt 5 ]
+	# the same for the blocks of a file removed (freed once the kernel
+	# forgets the inode)
+	fallocate -l 350M "$MNT/h"
+	sync "$MNT/h"
+	free=$(stat -f -c %d "$MNT")
+	n0=$("$stat" -C "$MNT" --json | jq -r .journal.commits)
+	rm "$MNT/h"
+	wait_free_inodes "$MNT" $((free + 1))
+	echo again >"$MNT/g"
+	sync "$MNT/g"
+	n1=$("$stat" -C "$MNT" --json | jq -r .journal.commits)
+	echo "# unlink: $((n1 - n0)) commits" >&3
+	[ $((n1 - n0)) -gt 5 ]
+	fstitch_mount_stop "$MNT"
+	run e2fsck -fn "$SCRATCH/j.img"
+	assert_success
+	run -0 dumpe2fs -h "$SCRATCH/j.img"
+	refute_line --partial "First orphan inode"
+	debugfs -R "dump /f $SCRATCH/out" "$SCRATCH/j.img" 2>/dev/null
+	cmp "$SCRATCH/out" <(head -c 1000 /dev/zero)
+	[ "$(debugfs -R "cat /g" "$SCRATCH/j.img" 2>/dev/null)" = again ]
+	run debugfs -R "stat /h" "$SCRATCH/j.img"
+	assert_output --partial "File not found"
+}
+
 # kill_with_open_orphan IMAGE: mount IMAGE (its default mode, journal),
 # remove a file while this shell holds it open, write to it, commit with a
 # sync of another file, and kill -9 the daemon with the file still open.

@@ -1140,44 +1140,22 @@ static int detach(struct e2fs *fs, struct e2_inode *ip, struct ext2_inode_large 
 	return r;
 }
 
-/* Set the size; when shrinking, free the blocks past the end.  Pointers are
+/* Free the blocks at and past lblk ceil(size / bs), zero the rest of the
+ * block size falls in, and write the inode with i_size isize (size itself
+ * but in a truncate cut into transactions: trunc_chain).  Pointers are
  * cleared before the blocks are marked free; cleared pointers in indirect
- * blocks reach disk before the smaller size does, so no block is ever mapped
- * beyond i_size on disk. */
-int e2_truncate_locked(struct e2fs *fs, struct e2_inode *ip, uint64_t size)
+ * blocks reach disk before the inode update does, so no block is ever
+ * mapped beyond i_size on disk. */
+static int trunc_to(struct e2fs *fs, struct e2_inode *ip, uint64_t size, uint64_t isize)
 {
-	uint64_t old = e2_isize(&ip->d), keep;
+	uint64_t keep;
 	struct trees tr;
 	struct e2_deps clears = {0};
 	struct flist top = {0};
-	struct ext2_inode_large nw;
-	struct patch *lf = NULL;
+	struct ext2_inode_large nw = ip->d;
 	uint32_t nfreed = 0;
 	int r = 0;
 
-	if (fs->ro)
-		return -EROFS;
-	if (size > e2_max_lblk(fs) * fs->bs)
-		return -EFBIG;
-	nw = ip->d;
-	if (size >= old) {
-		e2_patch_drop_committed(fs, &ip->tailz);
-		r = e2_deps_addref(&clears, ip->tailz);
-		if (r)
-			return r;
-		if (size > 0x7fffffffULL) {
-			r = e2_sb_set_large_file(fs, &lf);
-			if (r)
-				return r;
-			r = e2_deps_add(&clears, lf);
-			if (r)
-				return r;
-		}
-		e2_iset_size(&nw, size);
-		r = e2_iwrite(fs, ip, &nw, &clears, NULL);
-		e2_deps_free(fs, &clears);
-		return r;
-	}
 	if (size % fs->bs) {
 		uint32_t pblk, boff = (uint32_t)(size % fs->bs);
 
@@ -1222,12 +1200,183 @@ int e2_truncate_locked(struct e2fs *fs, struct e2_inode *ip, uint64_t size)
 				goto out;
 		}
 	}
-	e2_iset_size(&nw, size);
+	e2_iset_size(&nw, isize);
 	r = iwrite_and_free(fs, ip, &nw, &clears, &top, nfreed);
 out:
 	e2_deps_free(fs, &clears);
 	fl_free(&top);
 	return r;
+}
+
+/* ---- truncating under a journal --------------------------------------- */
+
+/* The highest lblk below `below` that the indirect block blk (level >= 1,
+ * mapping lblks from base) has something at: a data block, or an indirect
+ * block under it, which stands at the first lblk it maps (a truncate to
+ * that lblk or lower frees it).  *found is false if there is none. */
+static int last_in(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, int level, uint64_t base,
+		   uint64_t below, uint64_t *at, bool *found)
+{
+	uint64_t span = span_of(fs, level);
+	uint32_t *kids;
+	int r;
+
+	r = read_kids(fs, ip, blk, level, &kids);
+	for (uint32_t i = fs->apb; !r && i-- > 0;) {
+		uint64_t cb = base + i * span;
+		uint32_t v = le32toh(kids[i]);
+
+		if (!v || cb >= below)
+			continue;
+		if (level > 1) {
+			r = last_in(fs, ip, v, level - 1, cb, below, at, found);
+			if (r || *found)
+				return r;
+		}
+		*at = cb;
+		*found = true;
+		return 0;
+	}
+	return r;
+}
+
+/* The same for the whole inode. */
+static int last_used(struct e2fs *fs, struct e2_inode *ip, uint64_t below, uint64_t *at,
+		     bool *found)
+{
+	struct trees tr;
+	int r;
+
+	*found = false;
+	trees_of(fs, &tr);
+	for (int t = 2; t >= 0; t--) {
+		uint32_t v = le32toh(ip->d.i_block[E2_IND + t]);
+
+		if (!v || tr.base[t] >= below)
+			continue;
+		r = last_in(fs, ip, v, t + 1, tr.base[t], below, at, found);
+		if (r || *found)
+			return r;
+		*at = tr.base[t];
+		*found = true;
+		return 0;
+	}
+	for (uint32_t i = E2_NDIR; i-- > 0;)
+		if (i < below && ip->d.i_block[i]) {
+			*at = i;
+			*found = true;
+			break;
+		}
+	return 0;
+}
+
+/* Shrink to size under a journal, where a transaction must fit in the log:
+ * the blocks of a large file, or of one spread over many block groups,
+ * take a bitmap block and a group descriptor block each in the worst case,
+ * more than the log holds.  Freed from the end in steps, each of which
+ * fits one transaction (e2_jroom commits before it when the running one
+ * is full): step by step every transaction leaves a whole file system.
+ * With the orphan list the inode joins it before the first step (unless
+ * it is there already) and i_size is the final size from the first step
+ * on: a crash in between leaves it on the list, and the next mount (or
+ * e2fsck) finishes the cut, as ext3's truncate does; it leaves the list
+ * with the last step.  Without the list each step is a truncate of its
+ * own, to a size between.  *done is false, and nothing changed, when one
+ * step does it all. */
+static int trunc_chain(struct e2fs *fs, struct e2_inode *ip, uint64_t size, bool *done)
+{
+	uint64_t old = e2_isize(&ip->d), keep = (size + fs->bs - 1) / fs->bs, end, n, half, step;
+	bool found, join = false, listed;
+	int r;
+
+	*done = false;
+	r = last_used(fs, ip, UINT64_MAX, &end, &found);
+	if (r || !found || end < keep || end + 1 - keep <= e2_jpiece_max(fs) / 2)
+		return r;
+	end++;
+	*done = true;
+	if (!ip->orphan && e2_orphans_on(fs)) {
+		r = e2_orphan_add(fs, ip);
+		if (r)
+			return r;
+		join = true;
+	}
+	listed = ip->orphan;
+	for (;;) {
+		r = e2_jroom(fs, 2 * (end - keep), &n);
+		if (r)
+			return r;
+		/* a step's n lblks free at most n data blocks and n / apb + 3
+		 * indirect blocks, each with its bitmap block and group
+		 * descriptor block in the worst case: e2_jroom(2n) allows
+		 * for that */
+		half = n / 2 ? n / 2 : 1;
+		if (end - keep <= half)
+			break;
+		step = end - half;
+		r = trunc_to(fs, ip, step * fs->bs,
+			     listed ? size : step * fs->bs < old ? step * fs->bs : old);
+		if (!r)
+			r = last_used(fs, ip, step, &end, &found);
+		if (r)
+			return r;
+		end = found && end >= keep ? end + 1 : keep;
+	}
+	r = trunc_to(fs, ip, size, size);
+	if (!r && join)
+		r = e2_orphan_del(fs, ip, NULL);
+	return r;
+}
+
+/* Set the size; when shrinking, free the blocks past the end (trunc_to;
+ * under a journal, in steps that each fit a transaction: trunc_chain). */
+int e2_truncate_locked(struct e2fs *fs, struct e2_inode *ip, uint64_t size)
+{
+	uint64_t old = e2_isize(&ip->d);
+	struct e2_deps clears = {0};
+	struct ext2_inode_large nw;
+	struct patch *lf = NULL;
+	bool done;
+	int r = 0;
+
+	if (fs->ro)
+		return -EROFS;
+	if (size > e2_max_lblk(fs) * fs->bs)
+		return -EFBIG;
+	nw = ip->d;
+	if (size >= old) {
+		e2_patch_drop_committed(fs, &ip->tailz);
+		r = e2_deps_addref(&clears, ip->tailz);
+		if (r)
+			return r;
+		if (size > 0x7fffffffULL) {
+			r = e2_sb_set_large_file(fs, &lf);
+			if (r)
+				return r;
+			r = e2_deps_add(&clears, lf);
+			if (r)
+				return r;
+		}
+		e2_iset_size(&nw, size);
+		r = e2_iwrite(fs, ip, &nw, &clears, NULL);
+		e2_deps_free(fs, &clears);
+		return r;
+	}
+	if (e2_journaling(fs)) {
+		r = trunc_chain(fs, ip, size, &done);
+		if (r || done)
+			return r;
+	}
+	return trunc_to(fs, ip, size, size);
+}
+
+int e2_free_in_steps(struct e2fs *fs, struct e2_inode *ip)
+{
+	bool done;
+
+	if (fs->ro || !e2_journaling(fs))
+		return 0;
+	return trunc_chain(fs, ip, 0, &done);
 }
 
 /* ---- punching holes ---------------------------------------------------- */

@@ -448,6 +448,14 @@ int e2_ifree(struct e2fs *fs, struct e2_inode *ip)
 
 	if (ip->freed)
 		return 0;
+	/* Under a journal, blocks too many to free in one transaction go
+	 * first, in steps, the inode on the orphan list meanwhile: a commit
+	 * between two steps (e2_jroom) has the removal and the list. */
+	if (S_ISREG(m)) {
+		r = e2_free_in_steps(fs, ip);
+		if (r)
+			return r;
+	}
 	if (ip->orphan) {
 		/* Off the orphan list in the transaction that frees it; the
 		 * frees wait for that (the list must never name a free inode). */

@@ -257,6 +257,8 @@ int e2_jcommit(struct e2fs *fs, struct patch **out);
  * of the log.  A transaction must fit in the log: a larger write is cut
  * into pieces, each in a transaction of its own. */
 int e2_jroom(struct e2fs *fs, uint64_t nblocks, uint64_t *piece);
+/* The most blocks e2_jroom ever gives a piece. */
+uint64_t e2_jpiece_max(const struct e2fs *fs);
 /* Without fs->lock: commit and wait until the commit is durable. */
 int e2_jsync(struct e2fs *fs);
 /* Where transaction tid stands, for a block or inode it freed: running
@@ -385,6 +387,10 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 		    uint64_t off, bool dir, struct e2_deps *extra, struct patch **linked);
 int e2_truncate_locked(struct e2fs *fs, struct e2_inode *ip, uint64_t size);
 int e2_free_all_blocks(struct e2fs *fs, struct e2_inode *ip, struct patch *clear);
+/* Under a journal, before e2_free_all_blocks of a file: free its blocks in
+ * steps that each fit a transaction, the inode on the orphan list
+ * meanwhile, when they do not all fit one (nothing happens otherwise). */
+int e2_free_in_steps(struct e2fs *fs, struct e2_inode *ip);
 /* Free the blocks mapping lblks [lo, hi) and the indirect blocks left
  * empty, in truncate's order; the size stays, mtime and ctime move. */
 int e2_punch_locked(struct e2fs *fs, struct e2_inode *ip, uint64_t lo, uint64_t hi);

@@ -921,10 +921,15 @@ uint32_t e2_jfreed(struct e2fs *fs)
 	return fs->jw->tid;
 }
 
+uint64_t e2_jpiece_max(const struct e2fs *fs)
+{
+	return (fs->jw->maxlen - fs->jw->first) / 8;
+}
+
 int e2_jroom(struct e2fs *fs, uint64_t nblocks, uint64_t *piece)
 {
 	struct e2_jw *jw = fs->jw;
-	uint64_t n = nblocks, est, most = (jw->maxlen - jw->first) / 8;
+	uint64_t n = nblocks, est, most = e2_jpiece_max(fs);
 	struct patch_scope *scope;
 	int r;
 

@@ -112,15 +112,17 @@ out:
 static int cut_back(struct e2fs *fs, struct e2_inode *ip)
 {
 	uint64_t size = e2_isize(&ip->d);
-	int r;
+	int r = 0;
 
-	r = e2_orphan_del(fs, ip, NULL);
-	if (r || !S_ISREG(e2_imode(ip)))
-		return r;
 	/* The truncate frees whatever lies past the size it is given when the
-	 * file looks longer than that; only the in-memory copy says so. */
-	e2_iset_size(&ip->d, size + 1);
-	return e2_truncate_locked(fs, ip, size);
+	 * file looks longer than that; only the in-memory copy says so.  It
+	 * goes first: one too long for a transaction keeps the inode on the
+	 * list until its last step. */
+	if (S_ISREG(e2_imode(ip))) {
+		e2_iset_size(&ip->d, size + 1);
+		r = e2_truncate_locked(fs, ip, size);
+	}
+	return r ? r : e2_orphan_del(fs, ip, NULL);
 }
 
 static void forget_list(struct e2fs *fs)
