@@ -14,7 +14,9 @@
  * With write errors the sync under the fault fails and the dirty data is
  * written by the next one.  The negative control: the classifier must see
  * a hand-made half-done state (an entry naming a free inode) as dangerous,
- * or the loop above proves nothing. */
+ * or the loop above proves nothing.  And under a journal, a commit whose
+ * checkpoint cannot write fails with a message saying so and loses
+ * nothing (test_journal_checkpoint_fault). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -353,6 +355,137 @@ static void test_half_done_is_dangerous(void **state)
 	free(img);
 }
 
+/* ---- a checkpoint that cannot write -------------------------------------- */
+
+struct kept {
+	struct bdev *mem;
+	void *bytes;
+	size_t len;
+};
+
+static void keep_bytes(struct cache *c, void *arg)
+{
+	struct kept *k = arg;
+
+	(void)c;
+	k->bytes = malloc(k->len);
+	if (k->bytes)
+		memcpy(k->bytes, bdev_mem_data(k->mem), k->len);
+}
+
+/* Close fs (on mem, len bytes); *out (malloc'd) gets the device's bytes
+ * as the close leaves them.  The close's status. */
+static int close_keep(struct e2fs *fs, struct bdev *mem, size_t len, void **out)
+{
+	struct kept k = {.mem = mem, .len = len};
+	int r = e2_close_then(fs, keep_bytes, &k);
+
+	assert_non_null(k.bytes);
+	*out = k.bytes;
+	return r;
+}
+
+/* chmod inodes first..first+n-1 to mode, each in an inode table block of
+ * its own (inodes of a block's size) */
+static void chmod_range(struct e2fs *fs, uint32_t first, unsigned n, mode_t mode)
+{
+	struct stat a = {0}, st;
+
+	a.st_mode = mode;
+	for (unsigned i = 0; i < n; i++)
+		assert_int_equal(e2_setattr(fs, NULL, first + i, &a, E2_SET_MODE, &st), 0);
+}
+
+/* Under consistency=journal a commit that needs more log space than is
+ * free first writes the oldest transactions home (commit_locked()).  When
+ * that write fails, the commit fails with the device's error and "cannot
+ * checkpoint transaction N" (e2_error()), and nothing is lost: the mount
+ * goes on once the device works again, and everything is on disk after
+ * the close.  Reached without chance or timing (no background thread):
+ * two fsynced transactions of 100 inode blocks each stay in the log (less
+ * than a quarter of it: nothing goes home yet), then one of 900 blocks
+ * fits the log but not beside them, and every write fails from its fsync
+ * on, whose first write is the checkpoint's. */
+static void test_journal_checkpoint_fault(void **state)
+{
+	struct e2_opts o = {.no_flusher = true,
+			    .consistency = CONSISTENCY_JOURNAL,
+			    .cache_blocks = 16384,
+			    .clock = e2t_fixed_clock};
+	struct bdev *mem, *mem2;
+	struct e2fs *fs, *fs2;
+	struct e2t_fsck fr;
+	struct stat st;
+	void *img;
+	size_t len;
+	uint32_t first = 0, dir;
+	char nm[32];
+	int r;
+
+	(void)state;
+	assert_int_equal(e2t_mkfs_mem(8192, BS, "-t ext3 -J size=1 -I 1024 -N 1200", &img, &len),
+			 0);
+	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem), 0);
+	free(img);
+	r = e2_open_bdev(mem, &o, &fs);
+	if (r)
+		fail_msg("e2_open_bdev: %d (%s)", r, e2_open_error());
+	dir = mk(fs, E2_ROOT_INO, "d", S_IFDIR | 0755);
+	for (unsigned i = 0; i < 1100; i++) {
+		uint32_t ino;
+
+		snprintf(nm, sizeof(nm), "f%04u", i);
+		ino = mk(fs, dir, nm, S_IFREG | 0600);
+		if (!first)
+			first = ino;
+		assert_int_equal(ino, first + i);
+		/* (nothing commits by itself here: keep each transaction
+		 * well inside the log) */
+		if (i % 200 == 199)
+			assert_int_equal(e2_sync(fs), 0);
+	}
+	assert_int_equal(e2_sync(fs), 0);
+	chmod_range(fs, first, 100, 0641);
+	assert_int_equal(e2_fsync(fs, first, false), 0);
+	chmod_range(fs, first + 100, 100, 0642);
+	assert_int_equal(e2_fsync(fs, first + 100, false), 0);
+	chmod_range(fs, first + 200, 900, 0643);
+	bdev_mem_inject(mem, BDEV_FAULT_WRITE, 0, 1u << 30, -EIO);
+	r = e2_fsync(fs, first + 200, false);
+	print_message("# the fsync under write faults: %d (%s)\n", r, e2_error(fs));
+	assert_int_equal(r, -EIO);
+	if (!strstr(e2_error(fs), "journal: cannot checkpoint transaction"))
+		fail_msg("the failed fsync says: %s", e2_error(fs));
+	assert_int_equal(e2_error_count(fs), 1);
+	/* the faults stop: the same mount goes on, the checkpoint again */
+	bdev_mem_inject(mem, BDEV_FAULT_WRITE, 0, 0, 0);
+	assert_int_equal(e2_fsync(fs, first + 200, false), 0);
+	assert_int_equal(close_keep(fs, mem, len, &img), 0);
+	/* the superblock keeps the error for the next check (s_state has
+	 * EXT2_ERROR_FS), which finds nothing else */
+	assert_int_equal(((uint8_t *)img)[1024 + 58] & 2, 2);
+	assert_int_equal(e2t_fsck_mem(img, len, &fr), 0);
+	print_message("# e2fsck after the close: %s (exit %d) %s\n", fsck_class_name(fr.verdict),
+		      fr.status, fr.findings);
+	assert_int_equal(fr.verdict, FSCK_CLEAN);
+	e2t_fsck_free(&fr);
+	/* and the next open has every change, the failed fsync's too */
+	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem2), 0);
+	free(img);
+	r = e2_open_bdev(mem2, &o, &fs2);
+	if (r)
+		fail_msg("the open after the fault: %d (%s)", r, e2_open_error());
+	for (unsigned i = 0; i < 1100; i++) {
+		assert_int_equal(e2_getattr(fs2, first + i, &st), 0);
+		assert_int_equal(st.st_mode & 07777, i < 100 ? 0641 : i < 200 ? 0642 : 0643);
+	}
+	assert_int_equal(close_keep(fs2, mem2, len, &img), 0);
+	assert_int_equal(e2t_fsck_mem(img, len, &fr), 0);
+	free(img);
+	assert_int_equal(fr.verdict, FSCK_CLEAN);
+	e2t_fsck_free(&fr);
+}
+
 static int group_setup(void **state)
 {
 	struct bdev *mem;
@@ -413,6 +546,7 @@ int main(void)
 	    cmocka_unit_test(test_half_done_is_dangerous),
 	    cmocka_unit_test(test_read_faults),
 	    cmocka_unit_test(test_write_faults),
+	    cmocka_unit_test(test_journal_checkpoint_fault),
 	};
 
 	return cmocka_run_group_tests_name("tests", tests, group_setup, group_teardown);
