@@ -1285,7 +1285,8 @@ static int last_used(struct e2fs *fs, struct e2_inode *ip, uint64_t below, uint6
  * step does it all. */
 static int trunc_chain(struct e2fs *fs, struct e2_inode *ip, uint64_t size, bool *done)
 {
-	uint64_t old = e2_isize(&ip->d), keep = (size + fs->bs - 1) / fs->bs, end, n, half, step;
+	uint64_t old = e2_isize(&ip->d), keep = (size + fs->bs - 1) / fs->bs;
+	uint64_t end, n, half, step, isize;
 	bool found, join = false, listed;
 	int r;
 
@@ -1314,8 +1315,9 @@ static int trunc_chain(struct e2fs *fs, struct e2_inode *ip, uint64_t size, bool
 		if (end - keep <= half)
 			break;
 		step = end - half;
-		r = trunc_to(fs, ip, step * fs->bs,
-			     listed ? size : step * fs->bs < old ? step * fs->bs : old);
+		/* the size the step writes: the final one while listed */
+		isize = step * fs->bs < old ? step * fs->bs : old;
+		r = trunc_to(fs, ip, step * fs->bs, listed ? size : isize);
 		if (!r)
 			r = last_used(fs, ip, step, &end, &found);
 		if (r)
