@@ -281,6 +281,26 @@ trunc_ok() {
 	esac
 }
 
+# The same file removed: its blocks are freed (once the kernel forgets the
+# inode) in a chain of transactions as well, the inode on the orphan list
+# from its removal to the last, so a crash leaves it whole or gone.
+image_unlink() {
+	image_trunc "$@"
+}
+
+work_unlink() {
+	local free
+	free=$(stat -f -c %d "$1")
+	rm "$1/t"
+	wait_free_inodes "$1" $((free + 1))
+	sync "$1"
+}
+
+unlink_ok() {
+	[ -e t ] || return 0
+	cmp t <(seq -w 99999999 | head -c "$TRUNC_LEN")
+}
+
 # A file removed while open: o (with an indirect block) is opened,
 # removed, written through the open handle, and a commit comes while it
 # has no name; then it is closed, and the free is committed.  In between,
@@ -633,6 +653,24 @@ jcheck() {
 @test "the truncate under consistency=none is caught" {
 	export TRUNC_LEN
 	jcheck fail none-trunc trunc none
+}
+
+@test "journal: a removal whose frees take a chain of transactions is whole in every crash state" {
+	export TRUNC_LEN
+	jcheck pass journal-unlink unlink journal
+	orphan_states "$SCRATCH/rec"
+	echo "# states whose replay has an orphan list: $ORPHAN_STATES" >&3
+	[ "$ORPHAN_STATES" -gt 0 ]
+}
+
+@test "without the orphan list (FSTITCH_JOURNAL_DEBUG=noorphans) the removal's steps leak" {
+	export TRUNC_LEN
+	jcheck fail noorphans-unlink unlink journal debug=noorphans
+}
+
+@test "the removal under consistency=none is caught" {
+	export TRUNC_LEN
+	jcheck fail none-unlink unlink none
 }
 
 @test "journal: a file removed while open is on the orphan list in every crash state" {
