@@ -489,6 +489,35 @@ spread_image() {
 	assert_output --partial "File not found"
 }
 
+@test "a truncate left on the orphan list, too large for one transaction, is finished at the mount" {
+	local ino
+	spread_image "$SCRATCH/j.img"
+	fstitch_mount_start "$SCRATCH/j.img" "$MNT"
+	fallocate -l 350M "$MNT/f"
+	fstitch_mount_stop "$MNT"
+	# as a crash in the middle of a cut leaves it (ext3's too): the new
+	# size, the blocks past it still mapped, the inode on the list
+	ino=$(debugfs -R "stat /f" "$SCRATCH/j.img" 2>/dev/null |
+		awk '/^Inode:/ { print $2; exit }')
+	[ -n "$ino" ]
+	debugfs -w -R "sif /f size 1000" "$SCRATCH/j.img"
+	debugfs -w -R "ssv last_orphan $ino" "$SCRATCH/j.img"
+	fstitch_mount_start "$SCRATCH/j.img" "$MNT" -o commit=3600
+	run cat "$FSTITCH_MOUNT_LOG"
+	assert_line --partial "orphan list processed: 0 inodes freed, 1 truncated"
+	# the journal goes on taking transactions after it
+	echo after >"$MNT/g"
+	sync "$MNT/g"
+	fstitch_mount_stop "$MNT"
+	run e2fsck -fn "$SCRATCH/j.img"
+	assert_success
+	run -0 dumpe2fs -h "$SCRATCH/j.img"
+	refute_line --partial "First orphan inode"
+	[ "$(debugfs -R "cat /g" "$SCRATCH/j.img" 2>/dev/null)" = after ]
+	run debugfs -R "stat /f" "$SCRATCH/j.img"
+	assert_line --regexp "Size: 1000\b"
+}
+
 # kill_with_open_orphan IMAGE: mount IMAGE (its default mode, journal),
 # remove a file while this shell holds it open, write to it, commit with a
 # sync of another file, and kill -9 the daemon with the file still open.
