@@ -82,6 +82,17 @@ void lru_add(struct cache *c, struct cblock *b)
 	if (b->flags & BF_LRU)
 		return;
 	b->flags |= BF_LRU;
+	if (b->flags & BF_LOG) {
+		/* at the head: the next block to be reused or evicted */
+		b->lprev = NULL;
+		b->lnext = c->lru_head;
+		if (c->lru_head)
+			c->lru_head->lprev = b;
+		else
+			c->lru_tail = b;
+		c->lru_head = b;
+		return;
+	}
 	b->lnext = NULL;
 	b->lprev = c->lru_tail;
 	if (c->lru_tail)
@@ -280,6 +291,11 @@ static struct cblock *block_alloc(struct cache *c, uint64_t blkno)
 	struct cblock *b;
 	uint8_t *data;
 
+	/* A log block already written is taken back before a buffer from
+	 * the free list: its memory is in use, where a chunk's buffers not
+	 * yet used cost a page fault each on first touch. */
+	if (c->lru_head && (c->lru_head->flags & BF_LOG))
+		block_drop(c, c->lru_head);
 	if (!c->bfree) {
 		struct bchunk *ch = calloc(1, sizeof(*ch));
 		void *m;
@@ -374,8 +390,13 @@ static int dirty_wait(struct cache *c)
 	return 0;
 }
 
-static int get_block(struct cache *c, uint64_t blkno, bool fresh, struct cblock **out)
+/* How get_block() treats a block it does not hold: read it, or zero it
+ * (fresh), a log block being a fresh one reused first once written. */
+enum get_mode { GET_READ, GET_FRESH, GET_LOG };
+
+static int get_block(struct cache *c, uint64_t blkno, enum get_mode mode, struct cblock **out)
 {
+	bool fresh = mode != GET_READ;
 	struct cblock *b;
 	bool taken;
 	int err = 0;
@@ -398,6 +419,11 @@ again:
 		lru_del(c, b);
 		if (fresh)
 			b->kind = CBK_NONE; /* a new use of the block */
+		/* (any other use makes the block worth keeping) */
+		if (mode == GET_LOG)
+			b->flags |= BF_LOG;
+		else
+			b->flags &= ~BF_LOG;
 		if (b->flags & BF_READING) {
 			while (b->flags & BF_READING)
 				pthread_cond_wait(&c->io_cond, &c->lock);
@@ -419,6 +445,8 @@ again:
 	}
 	b->refs = 1;
 	hash_insert(c, b);
+	if (mode == GET_LOG)
+		b->flags |= BF_LOG;
 	if (fresh) {
 		memset(b->data, 0, c->bs);
 	} else {
@@ -445,12 +473,17 @@ out:
 
 int cache_get(struct cache *c, uint64_t blkno, struct cblock **out)
 {
-	return get_block(c, blkno, false, out);
+	return get_block(c, blkno, GET_READ, out);
 }
 
 int cache_get_new(struct cache *c, uint64_t blkno, struct cblock **out)
 {
-	return get_block(c, blkno, true, out);
+	return get_block(c, blkno, GET_FRESH, out);
+}
+
+int cache_get_log(struct cache *c, uint64_t blkno, struct cblock **out)
+{
+	return get_block(c, blkno, GET_LOG, out);
 }
 
 void cache_put(struct cache *c, struct cblock *b)

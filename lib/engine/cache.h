@@ -78,6 +78,12 @@ int cache_get(struct cache *c, uint64_t blkno, struct cblock **out);
  * freshly allocated block): the caller must then cover the whole block with
  * a patch, because the on-disk contents are unknown. */
 int cache_get_new(struct cache *c, uint64_t blkno, struct cblock **out);
+/* As cache_get_new, for a block written once and not read again while
+ * mounted (a journal's log): once clean and unreferenced it is the first
+ * block the cache reuses, so a long log recycles a few buffers instead of
+ * filling the cache with blocks nobody reads (and touching new memory for
+ * each).  Getting the block any other way makes it an ordinary block. */
+int cache_get_log(struct cache *c, uint64_t blkno, struct cblock **out);
 /* Drop a reference.  Unreferenced clean blocks are evicted LRU. */
 void cache_put(struct cache *c, struct cblock *b);
 /* What a block is, for fstitch-stat to name it (the file system says;

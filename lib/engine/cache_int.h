@@ -112,6 +112,8 @@ enum block_flags {
 	BF_READY = 1 << 3,   /* on the ready list */
 	BF_LRU = 1 << 4,     /* on the clean LRU list */
 	BF_DEFER = 1 << 5,   /* scratch: to be put off to the next round */
+	BF_LOG = 1 << 6,     /* written once, not read again (cache_get_log):
+			      * first on the LRU list, reused first */
 };
 
 struct cblock {

@@ -373,7 +373,7 @@ static int jblock_write(struct e2_jw *jw, uint32_t pos, const uint8_t *data, str
 	struct cblock *b;
 	int r;
 
-	r = cache_get_new(fs->c, jw->map[pos], &b);
+	r = cache_get_log(fs->c, jw->map[pos], &b);
 	if (r)
 		return e2_err(fs, r, "cannot get journal block %u", pos);
 	r = patch_create_byte(fs->c, b, 0, fs->bs, data, deps, nd, NULL, out);
