@@ -495,8 +495,25 @@ int scope_key_of(struct scope_tab *t, pid_t pid, struct scope_key *key)
 {
 	pid_t ppid;
 	uint64_t start;
-	int r = proc_stat(t->root, pid, &ppid, &start);
+	int r;
 
+	/* A process whose requests scope_resolve() has seen is in its
+	 * cache with its start time, pinned by a pidfd while it lives: a
+	 * process making patchgroup calls (every engage and disengage asks
+	 * for its key) then costs a poll instead of a /proc read. */
+	if (pid > 0) {
+		struct cslot *cs = &t->cache[(unsigned)pid % CACHE_SLOTS];
+
+		pthread_mutex_lock(&t->lock);
+		if (cs->tid == pid && cs->leader && cs->pidfd >= 0 && pidfd_alive(cs->pidfd)) {
+			key->pid = pid;
+			key->start = cs->tstart;
+			pthread_mutex_unlock(&t->lock);
+			return 0;
+		}
+		pthread_mutex_unlock(&t->lock);
+	}
+	r = proc_stat(t->root, pid, &ppid, &start);
 	if (r < 0)
 		return r == -ENOENT ? -ESRCH : r;
 	key->pid = pid;
