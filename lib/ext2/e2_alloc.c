@@ -217,9 +217,11 @@ int e2_balloc(struct e2fs *fs, uint32_t goal, uint32_t *blk, struct patch **bit)
 	return -ENOSPC;
 }
 
+/* The key's low bits, as ihash() (e2_inode.c) and for the same reason:
+ * an allocator walks neighbouring blocks and inodes. */
 static size_t fhash(const struct e2fs *fs, uint64_t key)
 {
-	return (size_t)((key * 2654435761u) % fs->fbuckets);
+	return (size_t)(key & (fs->fbuckets - 1));
 }
 
 static void freed_drop(struct e2fs *fs, struct e2_freed **pp)

@@ -13,9 +13,14 @@
 
 #define ICACHE_MAX 16384
 
+/* The inode number's low bits: the buckets (a power of two) are the same
+ * sets of numbers as with a multiplicative hash, whose low bits depend
+ * only on the number's, but neighbouring inodes share pages of the table
+ * (calloc()ed, so each page costs a fault on first touch: an allocator
+ * looking at a few free inodes in a row touched a page for each). */
 static size_t ihash(const struct e2fs *fs, uint32_t ino)
 {
-	return (ino * 2654435761u) % fs->ibuckets;
+	return ino & (fs->ibuckets - 1);
 }
 
 void e2_iloc(const struct e2fs *fs, uint32_t ino, uint32_t *blk, uint32_t *off)
