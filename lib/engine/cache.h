@@ -209,6 +209,11 @@ void patch_retain(struct patch *p);
 void patch_release(struct cache *c, struct patch *p);
 /* True once the patch is durable (its round's barrier returned). */
 bool patch_committed(const struct patch *p);
+/* Where a block patch not yet durable lies: its block's number and its
+ * range of bytes there (a bit patch: its 32-bit word), which grows when
+ * later changes merge into it.  -ENOENT for a durable or empty patch. */
+int patch_where(struct cache *c, const struct patch *p, uint64_t *blkno, uint32_t *off,
+		uint32_t *len);
 
 /* Block blkno's contents are dead once `clear` is durable: a file system
  * freed the block, and `clear` removed the last pointer to it.  If none of

@@ -1342,3 +1342,22 @@ bool patch_committed(const struct patch *p)
 {
 	return p && __atomic_load_n(&p->committed, __ATOMIC_ACQUIRE);
 }
+
+int patch_where(struct cache *c, const struct patch *p, uint64_t *blkno, uint32_t *off,
+		uint32_t *len)
+{
+	int r = -ENOENT;
+	bool taken;
+
+	if (!p)
+		return r;
+	cache_lock(c, &taken);
+	if (!(p->flags & PF_COMMITTED) && p->block) {
+		*blkno = p->block->blkno;
+		*off = p->off;
+		*len = patch_len(p);
+		r = 0;
+	}
+	cache_unlock(c, taken);
+	return r;
+}
