@@ -352,6 +352,7 @@ int e2_remove_last(struct e2fs *fs, struct e2_inode *dir, const char *name, size
 		patch_retain(rm);
 		c = rm;
 	}
+	e2_dir_removal_pending(fs, dir, rm);
 	r = forget_inode(fs, ip, c);
 	c = NULL;
 	if (!r && e2_idir(ip))

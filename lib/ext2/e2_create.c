@@ -160,7 +160,7 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 	if ((r = e2_deps_addref(&edeps, init)) || (r = e2_deps_addref(&edeps, linked)) ||
 	    (r = e2_deps_addref(&edeps, dir->init)))
 		goto out;
-	r = e2_dir_add(fs, dir, name, len, ino, ni->mode, &edeps, &ent);
+	r = e2_dir_add_new(fs, dir, name, len, ino, ni->mode, &edeps, &ent);
 	if (r) {
 		/* Not linked anywhere: undo the inode (a leak at worst). */
 		struct e2_deps none = {0};

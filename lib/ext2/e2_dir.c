@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "e2_int.h"
+#include "util/grow.h"
 
 #define REC_LEN(n) (((uint32_t)(n) + 8 + 3) & ~3u)
 
@@ -383,24 +384,29 @@ static int room_update(struct e2fs *fs, struct e2_inode *dir, uint32_t lblk, uin
 	return r;
 }
 
-/* Put the entry into block lblk, which has room for it. */
-static bool avoided(const uint32_t *avoid, size_t navoid, uint32_t pos)
+/* Bytes [lo, hi) of a directory block that a new entry must not write:
+ * a change there would have to wait for the removal that wrote them. */
+struct span {
+	uint32_t lo, hi;
+};
+
+static bool hits(const struct span *sp, size_t n, uint32_t lo, uint32_t hi)
 {
-	for (size_t i = 0; i < navoid; i++)
-		if (avoid[i] == pos)
+	for (size_t i = 0; i < n; i++)
+		if (sp[i].lo < hi && lo < sp[i].hi)
 			return true;
 	return false;
 }
 
-/* Put the entry into block lblk, which has room for it.  A free entry
- * whose position is in avoid[] (its removal is not on disk yet) is not
- * reused in place: the new entry goes past its stale name instead, so
- * that it does not have to wait for the removal.  -ENOSPC if avoid[]
- * leaves no room in the block. */
+/* Put the entry into block lblk, which has room for it.  The entry is
+ * placed so that its change writes no byte of sp[] (a removal not on disk
+ * yet): a free entry there is not reused in place, the new entry goes past
+ * its stale name instead, and an entry whose record a removal widened is
+ * not split.  -ENOSPC if sp[] leaves no room in the block. */
 static int add_in_block(struct e2fs *fs, struct e2_inode *dir, uint32_t lblk, uint32_t pblk,
 			const char *name, size_t len, uint32_t ino, uint8_t ftype,
 			struct e2_deps *deps, struct patch **out, uint32_t *pos,
-			const uint32_t *avoid, size_t navoid)
+			const struct span *sp, size_t nsp)
 {
 	uint32_t need = REC_LEN(len), off, lo, hi, noff = 0;
 	uint8_t buf[EXT2_MIN_BLOCK_SIZE * 64];
@@ -412,27 +418,32 @@ static int add_in_block(struct e2fs *fs, struct e2_inode *dir, uint32_t lblk, ui
 	if (r)
 		return e2_err(fs, r, "directory %u: cannot read block %u", dir->ino, pblk);
 	for (off = 0; off < fs->bs; off += de.rec) {
+		uint32_t past;
+
 		r = parse(fs, dir, lblk, cblock_data(b), off, &de);
 		if (r)
 			goto out;
+		past = off + REC_LEN(de.nlen);
 		if (!de.ino && de.rec >= need) {
-			if (!avoided(avoid, navoid, lblk * fs->bs + off)) {
+			if (!hits(sp, nsp, off, off + 8 + (uint32_t)len)) {
 				noff = off;
 				break;
 			}
 			if (de.nlen && REC_LEN(de.nlen) <= de.rec &&
-			    de.rec - REC_LEN(de.nlen) >= need) {
-				noff = off + REC_LEN(de.nlen);
+			    de.rec - REC_LEN(de.nlen) >= need &&
+			    !hits(sp, nsp, off + 4, past + 8 + (uint32_t)len)) {
+				noff = past;
 				break;
 			}
 			continue;
 		}
-		if (de.ino && de.rec - REC_LEN(de.nlen) >= need) {
-			noff = off + REC_LEN(de.nlen);
+		if (de.ino && de.rec - REC_LEN(de.nlen) >= need &&
+		    !hits(sp, nsp, off + 4, past + 8 + (uint32_t)len)) {
+			noff = past;
 			break;
 		}
 	}
-	if (off >= fs->bs && navoid) {
+	if (off >= fs->bs && nsp) {
 		r = -ENOSPC;
 		goto out;
 	}
@@ -551,53 +562,185 @@ int e2_dir_prepare(struct e2fs *fs, struct e2_inode *dir, size_t len, struct pat
 	return dir_append(fs, dir, linked);
 }
 
+/* A removal not on disk yet: the block and the bytes its patch holds. */
+struct pending {
+	uint64_t blk;
+	uint32_t lo, hi;
+};
+
+/* What a new entry must not write in block lblk (at pblk): the first 4
+ * bytes of each position in avoid[] there, and the bytes of each removal
+ * in rm[] there. */
+
+static size_t spans_of(struct e2fs *fs, uint32_t lblk, uint32_t pblk, const uint32_t *avoid,
+		       size_t navoid, const struct pending *rm, size_t nrm, struct span *sp)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < navoid; i++)
+		if (avoid[i] / fs->bs == lblk) {
+			sp[n].lo = avoid[i] % fs->bs;
+			sp[n++].hi = avoid[i] % fs->bs + 4;
+		}
+	for (size_t i = 0; i < nrm; i++)
+		if (rm[i].blk == pblk) {
+			sp[n].lo = rm[i].lo;
+			sp[n++].hi = rm[i].hi;
+		}
+	return n;
+}
+
+/* The next block after cur with room for need, from first on round the
+ * end; UINT32_MAX once back at first. */
+static uint32_t next_room(struct e2_dindex *dix, uint32_t first, uint32_t cur, uint32_t need)
+{
+	uint32_t l = room_from(dix, 1, 0, dix->tcap, cur + 1, need);
+
+	if (cur < first)
+		return l < first ? l : UINT32_MAX;
+	if (l != UINT32_MAX)
+		return l;
+	l = room_from(dix, 1, 0, dix->tcap, 0, need);
+	return l < first ? l : UINT32_MAX;
+}
+
+/* Put the name in a block with room where it writes nothing of avoid[]
+ * (positions) and rm[] (removals): the first such block from the one
+ * find_room picks; with fresh, in a new block if every block with room
+ * fails; else (or if the directory cannot grow) where find_room says,
+ * after what is there. */
+static int dir_add(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
+		   uint32_t ino, mode_t mode, struct e2_deps *deps, struct patch **out,
+		   const uint32_t *avoid, size_t navoid, const struct pending *rm, size_t nrm,
+		   bool fresh)
+{
+	uint32_t need = REC_LEN(len), lblk, first, pblk, pos;
+	uint8_t ftype = e2_ftype(mode);
+	struct patch *linked = NULL;
+	struct span *sp = NULL;
+	size_t nsp;
+	int r;
+
+	r = dir_to_change(fs, dir, deps);
+	if (r)
+		return r;
+	if (navoid || nrm) {
+		sp = malloc((navoid + nrm) * sizeof(*sp));
+		if (!sp) /* placed as by e2_dir_add: waits, but is right */
+			navoid = nrm = 0;
+	}
+	first = lblk = find_room(dir->dix, need);
+	r = -ENOSPC;
+	if (!navoid && !nrm)
+		fresh = false; /* nothing to avoid: first, or a new block if none */
+	while (lblk != UINT32_MAX && (navoid || nrm)) {
+		r = dir_block(fs, dir, lblk, &pblk);
+		if (r)
+			goto out;
+		nsp = spans_of(fs, lblk, pblk, avoid, navoid, rm, nrm, sp);
+		r = add_in_block(fs, dir, lblk, pblk, name, len, ino, ftype, deps, out, &pos, sp,
+				 nsp);
+		if (r != -ENOSPC)
+			break;
+		lblk = next_room(dir->dix, first, lblk, need);
+	}
+	if (r == -ENOSPC && (fresh || first == UINT32_MAX)) {
+		r = dir_append(fs, dir, &linked);
+		if (!r) {
+			r = e2_deps_add(deps, linked);
+			if (r) {
+				patch_release(fs->c, linked);
+				goto out;
+			}
+			lblk = dir->dix->nblocks - 1;
+			r = -ENOSPC;
+		} else if (first == UINT32_MAX || (r != -ENOSPC && r != -EFBIG)) {
+			goto out;
+		} else {
+			lblk = first;
+			r = -ENOSPC;
+		}
+	} else if (r == -ENOSPC) {
+		lblk = first;
+	}
+	if (r == -ENOSPC) {
+		r = dir_block(fs, dir, lblk, &pblk);
+		if (r)
+			goto out;
+		r = add_in_block(fs, dir, lblk, pblk, name, len, ino, ftype, deps, out, &pos, NULL,
+				 0);
+	}
+	if (r)
+		goto out;
+	dir->dix->hint = lblk;
+	r = dix_insert(dir->dix, name, len, pos, ino, ftype);
+	if (!r)
+		r = room_update(fs, dir, lblk, pblk);
+out:
+	free(sp);
+	return r;
+}
+
 int e2_dir_add(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len, uint32_t ino,
 	       mode_t mode, struct e2_deps *deps, struct patch **out)
 {
-	return e2_dir_add_avoid(fs, dir, name, len, ino, mode, deps, out, NULL, 0);
+	return dir_add(fs, dir, name, len, ino, mode, deps, out, NULL, 0, NULL, 0, false);
 }
 
 int e2_dir_add_avoid(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
 		     uint32_t ino, mode_t mode, struct e2_deps *deps, struct patch **out,
 		     const uint32_t *avoid, size_t navoid)
 {
-	uint32_t need = REC_LEN(len), lblk, pblk, pos;
-	uint8_t ftype = e2_ftype(mode);
-	struct patch *linked = NULL;
+	return dir_add(fs, dir, name, len, ino, mode, deps, out, avoid, navoid, NULL, 0, false);
+}
+
+int e2_dir_add_new(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
+		   uint32_t ino, mode_t mode, struct e2_deps *deps, struct patch **out)
+{
+	struct pending *rm = NULL;
+	size_t nrm = 0;
 	int r;
 
-	r = dir_to_change(fs, dir, deps);
-	if (r)
-		return r;
-	lblk = find_room(dir->dix, need);
-	if (lblk == UINT32_MAX) {
-		r = dir_append(fs, dir, &linked);
-		if (r)
-			return r;
-		r = e2_deps_add(deps, linked);
-		if (r) {
-			patch_release(fs->c, linked);
-			return r;
+	if (fs->nrmpend)
+		rm = malloc(fs->nrmpend * sizeof(*rm));
+	for (size_t i = 0; rm && i < fs->nrmpend; i++) {
+		uint32_t off, n;
+
+		if (fs->rmpend[i].dir == dir->ino &&
+		    !patch_where(fs->c, fs->rmpend[i].rm, &rm[nrm].blk, &off, &n)) {
+			rm[nrm].lo = off;
+			rm[nrm++].hi = off + n;
 		}
-		lblk = dir->dix->nblocks - 1;
 	}
-	r = dir_block(fs, dir, lblk, &pblk);
-	if (r)
-		return r;
-	r = -ENOSPC;
-	if (navoid)
-		r = add_in_block(fs, dir, lblk, pblk, name, len, ino, ftype, deps, out, &pos, avoid,
-				 navoid);
-	if (r == -ENOSPC)
-		r = add_in_block(fs, dir, lblk, pblk, name, len, ino, ftype, deps, out, &pos, NULL,
-				 0);
-	if (r)
-		return r;
-	dir->dix->hint = lblk;
-	r = dix_insert(dir->dix, name, len, pos, ino, ftype);
-	if (!r)
-		r = room_update(fs, dir, lblk, pblk);
+	r = dir_add(fs, dir, name, len, ino, mode, deps, out, NULL, 0, rm, nrm, true);
+	free(rm);
 	return r;
+}
+
+void e2_dir_removal_pending(struct e2fs *fs, struct e2_inode *dir, struct patch *rm)
+{
+	size_t k = 0;
+
+	if (!rm || patch_committed(rm) || fs->opts.consistency != CONSISTENCY_SOFTUPDATES)
+		return;
+	for (size_t i = 0; i < fs->nrmpend; i++) {
+		if (patch_committed(fs->rmpend[i].rm))
+			patch_release(fs->c, fs->rmpend[i].rm);
+		else
+			fs->rmpend[k++] = fs->rmpend[i];
+	}
+	fs->nrmpend = k;
+	if (fs->nrmpend == E2_RMPEND_MAX) { /* the oldest is forgotten */
+		patch_release(fs->c, fs->rmpend[0].rm);
+		memmove(fs->rmpend, fs->rmpend + 1, (k - 1) * sizeof(fs->rmpend[0]));
+		fs->nrmpend--;
+	}
+	/* without room it is forgotten: a new name may then wait for it */
+	if (GROW(&fs->rmpend, &fs->caprmpend, fs->nrmpend + 1, 16))
+		return;
+	patch_retain(rm);
+	fs->rmpend[fs->nrmpend].dir = dir->ino;
+	fs->rmpend[fs->nrmpend++].rm = rm;
 }
 
 /* Drop the index's entry *pp, whose name has just been removed from its

@@ -138,6 +138,7 @@ struct e2_freed {
 #define E2_FREED_INODE (1ULL << 32)
 
 #define E2_PROCSET_SLOTS 64
+#define E2_RMPEND_MAX 1024
 
 
 /* rename_order=process: what the next rename or link of process (pid,
@@ -176,6 +177,18 @@ struct e2fs {
 		struct patch *rm;
 	} parked[32];
 	unsigned nparked;
+	/* Removals of a last name (e2_remove_last) not yet on disk, oldest
+	 * first, with their directory: a new name (e2_dir_add_new) is not
+	 * put where one of them wrote, or it would wait for the removal and
+	 * so for the clear of the old inode, whose count waited for its own
+	 * entry: under a workload that deletes and creates in one directory
+	 * that made one chain of every file's writes.  At most
+	 * E2_RMPEND_MAX: the oldest is forgotten. */
+	struct e2_rmpend {
+		uint32_t dir;
+		struct patch *rm;
+	} *rmpend;
+	size_t nrmpend, caprmpend;
 	/* a file was fsynced: new inodes collect their changes from birth */
 	bool fsync_seen;
 	bool ro;	    /* no changes: mounted read-only, or an error
@@ -409,6 +422,13 @@ int e2_dir_prepare(struct e2fs *fs, struct e2_inode *dir, size_t len, struct pat
 int e2_dir_preread(struct e2fs *fs, struct e2_inode *dir, uint32_t pos);
 int e2_dir_add(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len, uint32_t ino,
 	       mode_t mode, struct e2_deps *deps, struct patch **out);
+/* As e2_dir_add for the name of a new inode: not where a removal of a
+ * last name from dir that is not on disk yet wrote (fs->rmpend), in
+ * another block with room or a new one if need be. */
+int e2_dir_add_new(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
+		   uint32_t ino, mode_t mode, struct e2_deps *deps, struct patch **out);
+/* Remember rm, the removal of a last name from dir (e2_dir_add_new). */
+void e2_dir_removal_pending(struct e2fs *fs, struct e2_inode *dir, struct patch *rm);
 int e2_dir_add_avoid(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
 		     uint32_t ino, mode_t mode, struct e2_deps *deps, struct patch **out,
 		     const uint32_t *avoid, size_t navoid);

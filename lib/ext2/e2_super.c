@@ -540,8 +540,13 @@ static void fs_free(struct e2fs *fs)
 		e2_order_destroy(fs);
 		for (unsigned i = 0; i < fs->nparked; i++)
 			patch_release(fs->c, fs->parked[i].rm);
+		for (size_t i = 0; i < fs->nrmpend; i++)
+			patch_release(fs->c, fs->rmpend[i].rm);
 	}
 	fs->nparked = 0;
+	free(fs->rmpend);
+	fs->rmpend = NULL;
+	fs->nrmpend = fs->caprmpend = 0;
 	e2_icache_destroy(fs);
 	e2_freed_destroy(fs);
 	e2_xattr_destroy(fs);

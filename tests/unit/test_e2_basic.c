@@ -505,6 +505,8 @@ static void test_dir_reuses_room(void **state)
 		snprintf(name, sizeof(name), "n%04d", i);
 		assert_int_equal(e2_unlink(fs, NULL, d, name), 0);
 	}
+	/* a new name goes where a removal is only once that is on disk */
+	assert_int_equal(e2_sync(fs), 0);
 	for (int i = 0; i < 21; i++) {
 		snprintf(name, sizeof(name), "m%04d", i);
 		mk(fs, d, name, S_IFREG | 0644);
@@ -521,6 +523,42 @@ static void test_dir_reuses_room(void **state)
 		snprintf(name, sizeof(name), i % 100 ? "n%04d" : "m%04d", i % 100 ? i : i / 100);
 		assert_int_equal(e2_lookup(fs, d, name, &st), 0);
 	}
+	close_check(fs);
+}
+
+/* A new name does not take the place of a removal that is not on disk
+ * yet: it would have to wait for the removal, and so for the clear of the
+ * removed inode.  It goes to a new block when there is no other room, and
+ * into the hole once the removal is written. */
+static void test_dir_new_name_skips_pending_hole(void **state)
+{
+	char name[16];
+	struct e2fs *fs;
+	struct stat st;
+	uint32_t d;
+
+	(void)state;
+	mkimg("8M", "-N 4096");
+	fs = open_img();
+	d = mk(fs, E2_ROOT_INO, "d", S_IFDIR | 0755);
+	for (int i = 0; i < 62; i++) { /* 16-byte records fill the first block */
+		snprintf(name, sizeof(name), "n%04d", i);
+		mk(fs, d, name, S_IFREG | 0644);
+	}
+	assert_int_equal(e2_getattr(fs, d, &st), 0);
+	assert_int_equal(st.st_size, 1024);
+	assert_int_equal(e2_unlink(fs, NULL, d, "n0030"), 0);
+	assert_int_equal(e2_sync(fs), 0);
+	mk(fs, d, "m0000", S_IFREG | 0644);
+	assert_int_equal(e2_getattr(fs, d, &st), 0);
+	assert_int_equal(st.st_size, 1024);
+	assert_int_equal(e2_unlink(fs, NULL, d, "n0031"), 0);
+	mk(fs, d, "m0001", S_IFREG | 0644);
+	assert_int_equal(e2_getattr(fs, d, &st), 0);
+	assert_int_equal(st.st_size, 2048);
+	assert_int_equal(e2_lookup(fs, d, "m0000", &st), 0);
+	assert_int_equal(e2_lookup(fs, d, "m0001", &st), 0);
+	assert_int_equal(e2_lookup(fs, d, "n0031", &st), -ENOENT);
 	close_check(fs);
 }
 
@@ -1087,6 +1125,7 @@ int main(void)
 	    cmocka_unit_test(test_rename),
 	    cmocka_unit_test(test_big_directory_and_htree),
 	    cmocka_unit_test(test_dir_reuses_room),
+	    cmocka_unit_test(test_dir_new_name_skips_pending_hole),
 	    cmocka_unit_test(test_enospc),
 	    cmocka_unit_test(test_fsync_survives_crash),
 	    cmocka_unit_test(test_readonly_and_none),

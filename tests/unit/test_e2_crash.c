@@ -843,6 +843,57 @@ static void run_punch(struct work *w)
 	w_rounds(w);
 }
 
+/* A name of 240 bytes (a 248-byte record: four fill a directory block). */
+static void long_name(char *buf, char c, unsigned i)
+{
+	memset(buf, c, 236);
+	snprintf(buf + 236, 5, "%04u", i % 10000);
+}
+
+static void su_unlink_create(struct work *w)
+{
+	char nm[256];
+	struct stat st;
+
+	su_dirs(w);
+	/* e's first block: ".", "..", four long names */
+	for (unsigned i = 0; i < 4; i++) {
+		long_name(nm, 'a', i);
+		w_file(w, w->dirs[2], nm, 20 + i, 3000);
+	}
+	/* its second: "b0" with the record of a long name removed after
+	 * it, then three long names */
+	w_file(w, w->dirs[2], "b0", 30, 3000);
+	long_name(nm, 'b', 1);
+	OK(w, e2_mknod(w->fs, NULL, w->dirs[2], nm, S_IFREG | 0644, 0, 0, 0, &st));
+	e2_forget(w->fs, st.st_ino, 1);
+	for (unsigned i = 2; i < 5; i++) {
+		long_name(nm, 'b', i);
+		w_file(w, w->dirs[2], nm, 30 + i, 3000);
+	}
+	long_name(nm, 'b', 1);
+	OK(w, e2_unlink(w->fs, NULL, w->dirs[2], nm));
+}
+
+/* New files take no room whose removal is not on disk yet (e2_dir_add_new):
+ * past the stale name of an entry freed in place, in its block, and in a
+ * new block when the only room is a record a removal widened.  Each new
+ * entry reaches disk without waiting for the removal and the inode clear
+ * before it, so the removed file can still be named next to the new one. */
+static void run_unlink_create(struct work *w)
+{
+	char nm[256];
+
+	OK(w, e2_unlink(w->fs, NULL, w->dirs[2], "b0"));
+	long_name(nm, 'c', 1);
+	w_file(w, w->dirs[2], nm, 41, 5000);
+	long_name(nm, 'a', 1);
+	OK(w, e2_unlink(w->fs, NULL, w->dirs[2], nm));
+	long_name(nm, 'c', 0);
+	w_file(w, w->dirs[2], nm, 40, 5000);
+	w_rounds(w);
+}
+
 /* One round only: part of what is pending reaches disk. */
 static void w_round1(struct work *w)
 {
@@ -1574,6 +1625,7 @@ static const struct workload workloads[] = {
     {"symlink", NULL, run_symlink, true, false, false, false},
     {"reuse", NULL, run_reuse, true, false, false, false},
     {"dir-churn", su_churn, run_churn, true, false, false, true},
+    {"unlink-create", su_unlink_create, run_unlink_create, true, false, false, false},
     {"fsync", NULL, run_fsync, false, false, false, false},
     {"fsync-new", NULL, run_fsync_new, false, false, false, false},
 };
