@@ -35,6 +35,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "cache.h"
 
@@ -61,29 +62,55 @@ enum patch_flags {
 	PF_COVERED = 1 << 12,  /* left out of its block's overlap index: a
 				* newer soft byte patch over all its range is
 				* among its 8 newest afters (patch.c) */
+	PF_SMALL = 1 << 13,    /* in an empty patch's cell: the fields from
+				* bnext on do not exist */
+	PF_MID = 1 << 14,      /* in a hard patch's cell: the fields from
+				* undo on do not exist */
 };
 
+/* Patches come in three sizes of cell (patch.c, patch_alloc()): empty
+ * patches never use the fields from bnext on, and hard ones never those
+ * from undo on, so their slabs hold only the fields before
+ * (PATCH_EMPTY_SIZE and PATCH_HARD_SIZE bytes, against sizeof(struct
+ * patch)).  Their flags say which (PF_SMALL, PF_MID).  Code that may meet
+ * an empty patch reads no field from bnext on unless its block is set, nor
+ * one from undo on of a hard patch (patch_npend_blk()).  A patch turned
+ * empty by a discard stays in its cell. */
+enum patch_cell { CELL_EMPTY, CELL_HARD, CELL_FULL, NCELLS };
+
 struct patch {
-	struct patch *bnext;         /* block list; slab free list */
 	struct cblock *block;        /* NULL for empty patches */
 	union {
 		struct patch *one;   /* without PF_AFTV: nafters <= 1 */
 		struct patch **v;    /* with PF_AFTV: room for afters_cap() */
-	} aft;                       /* patches that depend on this one */
-	union {
-		uint8_t *undo;       /* soft byte patch (not NRB): len bytes */
-		uint32_t mask;       /* bit patch */
-	};
+	} aft;                       /* patches that depend on this one;
+				      * the slab free list */
 	uint64_t seq;
-	uint16_t off, lenm1;         /* byte range in the block: [off, off+len) */
 	uint32_t nafters;
 	uint32_t npend_ext;          /* uncommitted befores elsewhere */
-	uint32_t npend_blk;          /* uncommitted befores on this block */
 	uint32_t refs;               /* caller references */
 	uint16_t flags;
 	uint8_t type;
 	uint8_t committed;           /* read without the lock */
+	/* ---- block patches only (see above) ---- */
+	struct patch *bnext;         /* block list */
+	/* ---- soft patches only ---- */
+	union {
+		uint8_t *undo;       /* soft byte patch (not NRB): len bytes */
+		uint32_t mask;       /* bit patch */
+	};
+	uint16_t off, lenm1;         /* byte range in the block: [off, off+len) */
+	uint32_t npend_blk;          /* uncommitted befores on this block */
 };
+
+#define PATCH_EMPTY_SIZE offsetof(struct patch, bnext)
+#define PATCH_HARD_SIZE offsetof(struct patch, undo)
+
+static inline size_t cell_size(enum patch_cell k)
+{
+	return k == CELL_EMPTY ? PATCH_EMPTY_SIZE : k == CELL_HARD ? PATCH_HARD_SIZE
+								   : sizeof(struct patch);
+}
 
 /* Room in aft.v holding n afters: 2, then doubling (a patch moves to the
  * vector on its second after, and many never get a third). */
@@ -168,10 +195,16 @@ struct settle_slot {
 
 #define SLAB_PATCHES 1024 /* patches per slab */
 
+/* SLAB_PATCHES cells of one size (cell_size()). */
 struct slab {
 	struct slab *next;
-	struct patch p[];
+	_Alignas(struct patch) unsigned char mem[];
 };
+
+static inline struct patch *slab_patch(struct slab *s, size_t i, size_t size)
+{
+	return (struct patch *)(void *)(s->mem + i * size);
+}
 
 struct cache {
 	struct bdev *dev;
@@ -192,8 +225,8 @@ struct cache {
 
 	struct bchunk *bchunks;       /* block structures and buffers */
 	struct cblock *bfree;
-	struct slab *slabs;
-	struct patch *pfree;
+	struct slab *slabs[NCELLS];   /* by enum patch_cell */
+	struct patch *pfree[NCELLS];  /* their free cells (through aft.one) */
 	uint64_t seq;
 	uint32_t ovix_min;            /* patches a block needs for an overlap
 				       * index (OVIX_MIN; tests lower it) */
@@ -292,9 +325,20 @@ static inline uint64_t pmask(const struct cache *c, const struct patch *p)
 	return chunk_mask(c->bs, p->off, (uint32_t)p->lenm1 + 1);
 }
 
+static inline enum patch_cell patch_cell(const struct patch *p)
+{
+	return (p->flags & PF_SMALL) ? CELL_EMPTY : (p->flags & PF_MID) ? CELL_HARD : CELL_FULL;
+}
+
+/* npend_blk, which empty and hard patches have not (always 0). */
+static inline uint32_t patch_npend_blk(const struct patch *p)
+{
+	return p->block && !(p->flags & PF_HARD) ? p->npend_blk : 0;
+}
+
 static inline bool is_root(const struct patch *p)
 {
-	return p->npend_ext == 0 && p->npend_blk == 0;
+	return p->npend_ext == 0 && patch_npend_blk(p) == 0;
 }
 
 static inline struct patch *last_after(const struct patch *d)

@@ -135,16 +135,18 @@ static void make_empty_patch(struct cache *c, struct patch *p)
 	free_undo(c, p);
 	uncount_kind(c, p);
 	c->st.patches_empty++;
-	p->flags &= ~(PF_HARD | PF_NRB | PF_BLOCKED);
-	p->type = PT_EMPTY;
-	p->undo = NULL;
 	/* Edges from the block's other patches count as edges from
 	 * elsewhere now: commit_one() of an empty patch decrements that. */
-	p->npend_ext += p->npend_blk;
-	p->npend_blk = 0;
+	p->npend_ext += patch_npend_blk(p);
+	if (patch_cell(p) == CELL_FULL) {
+		p->undo = NULL;
+		p->npend_blk = 0;
+		p->off = 0;
+		p->lenm1 = 0;
+	}
+	p->flags &= ~(PF_HARD | PF_NRB | PF_BLOCKED);
+	p->type = PT_EMPTY;
 	p->block = NULL;
-	p->off = 0;
-	p->lenm1 = 0;
 	c->st.patches_discarded++;
 }
 

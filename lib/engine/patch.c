@@ -11,29 +11,35 @@
 
 /* Patches come from slabs: one malloc per thousand patches instead of one
  * per patch, no allocator header per patch, and cache_destroy() can find
- * every patch (including empty and committed ones no list points to). */
-static struct patch *patch_alloc(struct cache *c, enum patch_type type)
+ * every patch (including empty and committed ones no list points to).
+ * Empty and hard patches, which most patches are under soft updates,
+ * have slabs of their own with smaller cells (cache_int.h). */
+static struct patch *patch_alloc(struct cache *c, enum patch_type type, bool hard)
 {
-	struct patch *p;
+	enum patch_cell k = type == PT_EMPTY ? CELL_EMPTY : hard ? CELL_HARD : CELL_FULL;
+	struct patch **freep = &c->pfree[k], *p;
+	size_t size = cell_size(k);
 
-	if (!c->pfree) {
-		struct slab *s = malloc(sizeof(*s) + SLAB_PATCHES * sizeof(struct patch));
+	if (!*freep) {
+		struct slab *s = malloc(sizeof(*s) + SLAB_PATCHES * size);
 		size_t i;
 
 		if (!s)
 			return NULL;
-		s->next = c->slabs;
-		c->slabs = s;
+		s->next = c->slabs[k];
+		c->slabs[k] = s;
 		for (i = 0; i < SLAB_PATCHES; i++) {
-			s->p[i].flags = 0;
-			s->p[i].bnext = c->pfree;
-			c->pfree = &s->p[i];
+			struct patch *q = slab_patch(s, i, size);
+
+			q->flags = 0;
+			q->aft.one = *freep;
+			*freep = q;
 		}
 	}
-	p = c->pfree;
-	c->pfree = p->bnext;
-	memset(p, 0, sizeof(*p));
-	p->flags = PF_ALLOC;
+	p = *freep;
+	*freep = p->aft.one;
+	memset(p, 0, size);
+	p->flags = PF_ALLOC | (k == CELL_EMPTY ? PF_SMALL : k == CELL_HARD ? PF_MID : 0);
 	p->type = (uint8_t)type;
 	p->seq = ++c->seq;
 	if (type == PT_BYTE)
@@ -42,7 +48,7 @@ static struct patch *patch_alloc(struct cache *c, enum patch_type type)
 		c->st.patches_bit++;
 	else
 		c->st.patches_empty++;
-	stats_engine(c, (int64_t)sizeof(struct patch));
+	stats_engine(c, (int64_t)size);
 	return p;
 }
 
@@ -88,13 +94,15 @@ void uncount_kind(struct cache *c, const struct patch *p)
 
 static void patch_free(struct cache *c, struct patch *p)
 {
+	enum patch_cell k = patch_cell(p);
+
 	free_undo(c, p);
 	free_afters(c, p);
 	uncount_kind(c, p);
-	stats_engine(c, -(int64_t)sizeof(struct patch));
+	stats_engine(c, -(int64_t)cell_size(k));
 	p->flags = 0;
-	p->bnext = c->pfree;
-	c->pfree = p;
+	p->aft.one = c->pfree[k];
+	c->pfree[k] = p;
 }
 
 void patch_free_all(struct cache *c)
@@ -102,22 +110,24 @@ void patch_free_all(struct cache *c)
 	struct slab *s, *next;
 	size_t i;
 
-	for (s = c->slabs; s; s = next) {
-		next = s->next;
-		for (i = 0; i < SLAB_PATCHES; i++) {
-			struct patch *p = &s->p[i];
+	for (int k = 0; k < NCELLS; k++) {
+		for (s = c->slabs[k]; s; s = next) {
+			next = s->next;
+			for (i = 0; i < SLAB_PATCHES; i++) {
+				struct patch *p = slab_patch(s, i, cell_size(k));
 
-			if (!(p->flags & PF_ALLOC))
-				continue;
-			if (patch_has_undo(p))
-				free(p->undo);
-			if (p->flags & PF_AFTV)
-				free(p->aft.v);
+				if (!(p->flags & PF_ALLOC))
+					continue;
+				if (patch_has_undo(p))
+					free(p->undo);
+				if (p->flags & PF_AFTV)
+					free(p->aft.v);
+			}
+			free(s);
 		}
-		free(s);
+		c->slabs[k] = NULL;
+		c->pfree[k] = NULL;
 	}
-	c->slabs = NULL;
-	c->pfree = NULL;
 }
 
 /* ---- the overlap index ------------------------------------------------- */
@@ -581,12 +591,13 @@ static enum merge can_merge_soft(struct patch *t, enum patch_type type, uint32_t
 				 uint32_t len, const struct depset *ds)
 {
 	enum merge how = MERGE;
-	uint32_t lo, hi, tend = t->off + patch_len(t);
+	uint32_t lo, hi, tend;
 	struct patch *q;
 	size_t i;
 
 	if (t->flags & (PF_INFLIGHT | PF_WRITTEN | PF_HARD))
 		return NO_MERGE;
+	tend = t->off + patch_len(t);
 	/* A byte change cannot become a bit flip. */
 	if (type == PT_BYTE && t->type != PT_BYTE)
 		return NO_MERGE;
@@ -640,12 +651,13 @@ static enum merge can_merge_soft(struct patch *t, enum patch_type type, uint32_t
 
 static bool cheap_widen(const struct patch *t, uint32_t off, uint32_t len)
 {
-	uint32_t lo, hi, tend = t->off + patch_len(t);
+	uint32_t lo, hi, tend;
 
 	if (t->flags & PF_HARD)
-		return false;
+		return false; /* (nor has it a range) */
 	if (t->type == PT_BIT || (t->flags & PF_NRB))
 		return true; /* can_merge_soft checks the word */
+	tend = t->off + patch_len(t);
 	lo = t->off < off ? t->off : off;
 	hi = tend > off + len ? tend : off + len;
 	return (hi - lo) - patch_len(t) <= MAX_WIDEN;
@@ -725,16 +737,17 @@ static int new_patch(struct cache *c, struct cblock *b, enum patch_type type, ui
 	size_t i;
 	int err;
 
-	p = patch_alloc(c, type);
+	p = patch_alloc(c, type, ds->n == 0);
 	if (!p)
 		return -ENOMEM;
-	set_range(p, off, len);
 	if (ds->n == 0) {
 		/* Nothing to wait for and nothing to be rolled back for: no
 		 * undo needed, and one hard patch per block suffices. */
 		p->flags |= PF_HARD;
 		c->st.patches_hard++;
 	} else {
+		/* (a hard patch's range is never looked at: it has none) */
+		set_range(p, off, len);
 		c->st.patches_soft++;
 		if (pinned)
 			p->flags |= PF_PINNED;
@@ -1136,7 +1149,7 @@ int patch_create_bit(struct cache *c, struct cblock *b, uint32_t off, uint32_t x
 static int empty_after(struct cache *c, const struct depset *ds, bool held,
 		       struct patch **out)
 {
-	struct patch *p = patch_alloc(c, PT_EMPTY);
+	struct patch *p = patch_alloc(c, PT_EMPTY, false);
 	int err;
 
 	if (!p)

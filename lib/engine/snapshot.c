@@ -147,7 +147,7 @@ static void fill_patch(const struct take *t, const struct patch *p, struct insp_
 	}
 	o->undo_bytes = undo_of(p);
 	o->npend_ext = p->npend_ext;
-	o->npend_blk = p->npend_blk;
+	o->npend_blk = patch_npend_blk(p);
 	o->nafters = patch_nafters(p);
 	o->kind = p->block ? p->block->kind : CBK_NONE;
 	group_of(t, p, &o->group, &o->role);
@@ -178,13 +178,18 @@ static int each_live(struct take *t, int (*fn)(void *arg, const struct patch *p)
 {
 	struct slab *sl;
 	size_t i;
-	int r;
+	int k, r;
 
-	for (sl = t->c->slabs; sl; sl = sl->next) {
-		t->scanned += SLAB_PATCHES;
-		for (i = 0; i < SLAB_PATCHES; i++)
-			if (patch_live(&sl->p[i]) && (r = fn(arg, &sl->p[i])) != 0)
-				return r;
+	for (k = 0; k < NCELLS; k++) {
+		for (sl = t->c->slabs[k]; sl; sl = sl->next) {
+			t->scanned += SLAB_PATCHES;
+			for (i = 0; i < SLAB_PATCHES; i++) {
+				const struct patch *p = slab_patch(sl, i, cell_size(k));
+
+				if (patch_live(p) && (r = fn(arg, p)) != 0)
+					return r;
+			}
+		}
 	}
 	return 0;
 }
@@ -326,7 +331,7 @@ static int take_groups(struct take *t)
 			/* The tail depends on every change of the group that
 			 * is not yet durable. */
 			if (patch_live(v->tail))
-				o->pending = v->tail->npend_ext + v->tail->npend_blk;
+				o->pending = v->tail->npend_ext + patch_npend_blk(v->tail);
 		}
 	}
 	if (t->gtotal > t->ngv)
