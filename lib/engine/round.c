@@ -190,14 +190,37 @@ static void settle_reset(struct cache *c)
 	}
 }
 
+/* Mark PF_BLOCKED the same-block afters of the patches left out so far
+ * (r_roll from *marked on) that come at or after q in b's list (the list is
+ * in sequence order; those before q are decided already). */
+static void mark_blocked(struct cache *c, struct cblock *b, const struct patch *q,
+			 size_t *marked)
+{
+	uint32_t i;
+
+	for (; *marked < c->r_nroll; (*marked)++) {
+		const struct patch *p = c->r_roll[*marked];
+
+		for (i = 0; i < p->nafters; i++) {
+			struct patch *a = patch_after(p, i);
+
+			if (a->block == b && a->seq >= q->seq)
+				a->flags |= PF_BLOCKED;
+		}
+	}
+}
+
 /* Choose the patches of b to write now: those whose befores elsewhere are
  * all on disk (or settle within this write, see above) and whose
  * same-block befores are all chosen too, and (for a targeted round) older
  * than limit; hard patches are in every write.  The list is in sequence
  * order and same-block edges point backwards, so one pass decides,
  * marking the same-block afters of every patch left out.  Those left out
- * are collected in r_roll, oldest first.  Returns whether a patch older
- * than limit was chosen. */
+ * are collected in r_roll, oldest first.  The marking waits until a patch
+ * that could go but for it is reached: in a long chain on one block,
+ * where every later patch waits for something elsewhere as well, the
+ * afters of the patches left out are never looked at.  Returns whether a
+ * patch older than limit was chosen. */
 static bool choose_patches(struct cache *c, struct cblock *b, uint64_t limit)
 {
 	struct patch *p;
@@ -208,16 +231,19 @@ static bool choose_patches(struct cache *c, struct cblock *b, uint64_t limit)
 	int budget = b->npatches < (INT_MAX - SETTLE_BUDGET) / SETTLE_PER_PATCH
 			     ? SETTLE_BUDGET + SETTLE_PER_PATCH * (int)b->npatches
 			     : INT_MAX;
-	uint32_t i;
+	size_t marked = 0;
 
 	c->r_nroll = 0;
 	settle_reset(c);
 	for (p = b->phead; p; p = p->bnext) {
 		/* (a patch of a failed round may be on disk already: keep
 		 * it there rather than roll it back) */
-		bool in = (p->npend_ext == 0 || settled(c, p)) && !(p->flags & PF_BLOCKED) &&
+		bool in = (p->npend_ext == 0 || settled(c, p)) &&
 			  (p->seq < limit || (p->flags & (PF_HARD | PF_WRITTEN)));
 
+		if (in && marked < c->r_nroll && patch_npend_blk(p))
+			mark_blocked(c, b, p, &marked);
+		in = in && !(p->flags & PF_BLOCKED);
 		p->flags &= ~PF_BLOCKED;
 		if (in) {
 			p->flags |= PF_INFLIGHT;
@@ -228,12 +254,6 @@ static bool choose_patches(struct cache *c, struct cblock *b, uint64_t limit)
 			continue;
 		}
 		c->r_roll[c->r_nroll++] = p;
-		for (i = 0; i < p->nafters; i++) {
-			struct patch *a = patch_after(p, i);
-
-			if (a->block == b)
-				a->flags |= PF_BLOCKED;
-		}
 	}
 	return useful;
 }
