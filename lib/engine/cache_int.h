@@ -432,9 +432,10 @@ void uncount_kind(struct cache *c, const struct patch *p);
 void depset_init(struct depset *s);
 /* Append p to s without the membership mark depset_add() uses. */
 int plainset_add(struct depset *s, struct patch *p);
-/* After a round committed patches of b: drop them from its list (freeing
- * those nobody references). */
-void block_prune_committed(struct cache *c, struct cblock *b);
+/* After a round committed patches of b, done[0..ndone) and no others:
+ * drop them from its list (freeing those nobody references). */
+void block_prune_committed(struct cache *c, struct cblock *b, struct patch *const *done,
+			   size_t ndone);
 void patch_free_all(struct cache *c);
 /* Free b's overlap index (rebuilt when a change needs it). */
 void ovix_free(struct cache *c, struct cblock *b);

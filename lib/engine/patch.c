@@ -536,27 +536,48 @@ void patch_commit(struct cache *c, struct patch *p)
 		commit_one(c, c->work[--c->nwork]);
 }
 
-void block_prune_committed(struct cache *c, struct cblock *b)
-{
-	struct patch **pp = &b->phead, *p;
+/* Drop the committed patches from the overlap index: one by one when they
+ * are few, else by sweeping every 64th. */
+#define OVIX_PRUNE_ONE 8
 
-	ovix_prune(b); /* (while the committed ones can still be told) */
-	b->ptail = NULL;
-	while ((p = *pp)) {
+void block_prune_committed(struct cache *c, struct cblock *b, struct patch *const *done,
+			   size_t ndone)
+{
+	struct patch **pp = &b->phead, *p, *last = NULL;
+	size_t left = ndone, i;
+
+	/* (while the committed ones can still be told) */
+	if (b->ovix && ndone <= OVIX_PRUNE_ONE) {
+		for (i = 0; i < ndone; i++)
+			if (!(done[i]->flags & PF_HARD))
+				ovix_unlist(c, b, done[i]);
+	} else {
+		ovix_prune(b);
+	}
+	/* The committed patches are the round's: once they are all off the
+	 * list, the rest of it stays as it is.  They are mostly the oldest,
+	 * so a long list is not walked to its end each round. */
+	while (left && (p = *pp)) {
 		if (!(p->flags & PF_COMMITTED)) {
-			b->ptail = p;
+			last = p;
 			pp = &p->bnext;
 			continue;
 		}
 		*pp = p->bnext;
 		p->bnext = NULL;
+		left--;
 		if (__atomic_load_n(&p->refs, __ATOMIC_ACQUIRE) == 0)
 			patch_free(c, p);
 	}
-	b->ovmask = 0;
-	for (p = b->phead; p; p = p->bnext)
-		if (!(p->flags & PF_HARD))
-			b->ovmask |= pmask(c, p);
+	if (!*pp) {
+		/* walked to the end: the tail, and the 64ths (ovmask is a
+		 * superset between such walks, as changes only add to it) */
+		b->ptail = last;
+		b->ovmask = 0;
+		for (p = b->phead; p; p = p->bnext)
+			if (!(p->flags & PF_HARD))
+				b->ovmask |= pmask(c, p);
+	}
 	if (!b->phead)
 		ovix_free(c, b);
 	if (b->npatches == 0)

@@ -504,7 +504,8 @@ int round_locked(struct cache *c, size_t *nwritten, uint64_t limit)
 
 		b->flags &= ~BF_INFLIGHT;
 		if (!err)
-			block_prune_committed(c, b);
+			block_prune_committed(c, b, &c->r_patches[c->r_pstart[i]],
+					      c->r_pstart[i + 1] - c->r_pstart[i]);
 		ready_update(c, b);
 		if (idle_clean(b))
 			lru_add(c, b);
