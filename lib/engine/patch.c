@@ -1388,8 +1388,10 @@ int patch_where(struct cache *c, const struct patch *p, uint64_t *blkno, uint32_
 	cache_lock(c, &taken);
 	if (!(p->flags & PF_COMMITTED) && p->block) {
 		*blkno = p->block->blkno;
-		*off = p->off;
-		*len = patch_len(p);
+		/* A hard patch has no range (cache_int.h): the changes
+		 * merged into it may lie anywhere in the block. */
+		*off = (p->flags & PF_HARD) ? 0 : p->off;
+		*len = (p->flags & PF_HARD) ? c->bs : patch_len(p);
 		r = 0;
 	}
 	cache_unlock(c, taken);
