@@ -16,6 +16,8 @@ void e2_lock(struct e2fs *fs)
 void e2_lock_caller(struct e2fs *fs, const struct e2_caller *who)
 {
 	pthread_mutex_lock(&fs->lock);
+	/* (before the caller is set: the commit belongs to no patchgroup) */
+	e2_jbound_locked(fs);
 	fs->scope = who ? who->scope : NULL;
 	fs->caller_pid = who && who->pid > 0 ? who->pid : 0;
 	fs->caller_start = fs->caller_pid ? who->start : 0;

@@ -272,6 +272,10 @@ int e2_jcommit(struct e2fs *fs, struct patch **out);
 int e2_jroom(struct e2fs *fs, uint64_t nblocks, uint64_t *piece);
 /* The most blocks e2_jroom ever gives a piece. */
 uint64_t e2_jpiece_max(const struct e2fs *fs);
+/* At the start of an operation (fs->lock held): commit the running
+ * transaction if it holds half the log or more (the timer thread, asked at
+ * a quarter, has not come to it). */
+void e2_jbound_locked(struct e2fs *fs);
 /* Without fs->lock: commit and wait until the commit is durable. */
 int e2_jsync(struct e2fs *fs);
 /* Where transaction tid stands, for a block or inode it freed: running

@@ -115,6 +115,7 @@ struct e2_jw {
 	struct patch *last_commit;
 	struct patch *last_tail; /* the newest transaction's T */
 	uint32_t quarter; /* blocks at which a commit is asked for */
+	uint32_t bound_failed; /* tid + 1 of a bound commit that failed */
 	bool cp_want; /* the cache is short of writable blocks (atomic) */
 	/* the commit timer */
 	pthread_t thread;
@@ -956,6 +957,22 @@ int e2_jroom(struct e2fs *fs, uint64_t nblocks, uint64_t *piece)
 	}
 	*piece = n;
 	return 0;
+}
+
+void e2_jbound_locked(struct e2fs *fs)
+{
+	struct e2_jw *jw = fs->jw;
+
+	/* The timer thread is asked at a quarter of the log; at half, the
+	 * operation about to start commits first itself, so that a burst of
+	 * operations that keeps the thread from the lock cannot make a
+	 * transaction the log cannot hold (every later commit would fail).
+	 * A failed commit is not tried again by each operation: only once
+	 * a commit has worked. */
+	if (!jw || jw->nrun < 2 * (size_t)jw->quarter || jw->bound_failed == jw->tid + 1)
+		return;
+	if (commit_locked(jw))
+		jw->bound_failed = jw->tid + 1;
 }
 
 int e2_jsync(struct e2fs *fs)

@@ -486,6 +486,70 @@ static void test_journal_checkpoint_fault(void **state)
 	e2t_fsck_free(&fr);
 }
 
+/* A burst of operations with no commit between them (no background
+ * thread here; in a mount, operations that keep the timer thread from the
+ * lock) must not grow one transaction past what the log holds: every
+ * later commit would fail and the changes could never reach the disk.
+ * 1100 creates, each in an inode table block of its own, in a log of 1024
+ * blocks: an operation that starts with half the log in the running
+ * transaction commits it first (e2_jbound_locked), and the sync at the
+ * end works. */
+static void test_journal_burst_fits(void **state)
+{
+	struct e2_opts o = {.no_flusher = true,
+			    .consistency = CONSISTENCY_JOURNAL,
+			    .cache_blocks = 16384,
+			    .clock = e2t_fixed_clock};
+	struct bdev *mem, *mem2;
+	struct e2fs *fs, *fs2;
+	struct e2t_fsck fr;
+	struct stat st;
+	void *img;
+	size_t len;
+	uint32_t dir, ino, first = 0;
+	char nm[32];
+	int r;
+
+	(void)state;
+	assert_int_equal(e2t_mkfs_mem(8192, BS, "-t ext3 -J size=1 -I 1024 -N 1200", &img, &len),
+			 0);
+	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem), 0);
+	free(img);
+	r = e2_open_bdev(mem, &o, &fs);
+	if (r)
+		fail_msg("e2_open_bdev: %d (%s)", r, e2_open_error());
+	dir = mk(fs, E2_ROOT_INO, "d", S_IFDIR | 0755);
+	for (unsigned i = 0; i < 1100; i++) {
+		snprintf(nm, sizeof(nm), "f%04u", i);
+		ino = mk(fs, dir, nm, S_IFREG | 0600);
+		if (!first)
+			first = ino;
+		assert_int_equal(ino, first + i);
+	}
+	r = e2_sync(fs);
+	if (r)
+		fail_msg("the sync after the burst: %d (%s)", r, e2_error(fs));
+	assert_int_equal(e2_error_count(fs), 0);
+	assert_int_equal(close_keep(fs, mem, len, &img), 0);
+	assert_int_equal(e2t_fsck_mem(img, len, &fr), 0);
+	print_message("# e2fsck after the close: %s (exit %d) %s\n", fsck_class_name(fr.verdict),
+		      fr.status, fr.findings);
+	assert_int_equal(fr.verdict, FSCK_CLEAN);
+	e2t_fsck_free(&fr);
+	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem2), 0);
+	free(img);
+	r = e2_open_bdev(mem2, &o, &fs2);
+	if (r)
+		fail_msg("the open after the burst: %d (%s)", r, e2_open_error());
+	for (unsigned i = 0; i < 1100; i++) {
+		snprintf(nm, sizeof(nm), "f%04u", i);
+		assert_int_equal(e2_lookup(fs2, dir, nm, &st), 0);
+		assert_int_equal(st.st_ino, first + i);
+	}
+	assert_int_equal(close_keep(fs2, mem2, len, &img), 0);
+	free(img);
+}
+
 static int group_setup(void **state)
 {
 	struct bdev *mem;
@@ -547,6 +611,7 @@ int main(void)
 	    cmocka_unit_test(test_read_faults),
 	    cmocka_unit_test(test_write_faults),
 	    cmocka_unit_test(test_journal_checkpoint_fault),
+	    cmocka_unit_test(test_journal_burst_fits),
 	};
 
 	return cmocka_run_group_tests_name("tests", tests, group_setup, group_teardown);
