@@ -396,6 +396,49 @@ static void chmod_range(struct e2fs *fs, uint32_t first, unsigned n, mode_t mode
 		assert_int_equal(e2_setattr(fs, NULL, first + i, &a, E2_SET_MODE, &st), 0);
 }
 
+/* The journal tests' file system: 1 KiB blocks, a 1024-block log, inodes
+ * of a block each; opened on *mem with jopts (no background thread). */
+static const struct e2_opts jopts = {.no_flusher = true,
+				     .consistency = CONSISTENCY_JOURNAL,
+				     .cache_blocks = 16384,
+				     .clock = e2t_fixed_clock};
+
+static struct e2fs *open_small_log(struct bdev **mem, size_t *len)
+{
+	struct e2fs *fs;
+	void *img;
+	int r;
+
+	assert_int_equal(e2t_mkfs_mem(8192, BS, "-t ext3 -J size=1 -I 1024 -N 1200", &img, len), 0);
+	assert_int_equal(bdev_mem_create(BS, 0, img, *len, mem), 0);
+	free(img);
+	r = e2_open_bdev(*mem, &jopts, &fs);
+	if (r)
+		fail_msg("e2_open_bdev: %d (%s)", r, e2_open_error());
+	return fs;
+}
+
+/* Make directory d and files d/f0000..f1099 in it (inode numbers in a run,
+ * each inode in a table block of its own), syncing after every sync_every
+ * (0: never); the first file's inode number.  *dir gets d's. */
+static uint32_t make_1100(struct e2fs *fs, unsigned sync_every, uint32_t *dir)
+{
+	uint32_t first = 0, ino;
+	char nm[32];
+
+	*dir = mk(fs, E2_ROOT_INO, "d", S_IFDIR | 0755);
+	for (unsigned i = 0; i < 1100; i++) {
+		snprintf(nm, sizeof(nm), "f%04u", i);
+		ino = mk(fs, *dir, nm, S_IFREG | 0600);
+		if (!first)
+			first = ino;
+		assert_int_equal(ino, first + i);
+		if (sync_every && i % sync_every == sync_every - 1)
+			assert_int_equal(e2_sync(fs), 0);
+	}
+	return first;
+}
+
 /* Under consistency=journal a commit that needs more log space than is
  * free first writes the oldest transactions home (commit_locked()).  When
  * that write fails, the commit fails with the device's error and "cannot
@@ -408,42 +451,19 @@ static void chmod_range(struct e2fs *fs, uint32_t first, unsigned n, mode_t mode
  * on, whose first write is the checkpoint's. */
 static void test_journal_checkpoint_fault(void **state)
 {
-	struct e2_opts o = {.no_flusher = true,
-			    .consistency = CONSISTENCY_JOURNAL,
-			    .cache_blocks = 16384,
-			    .clock = e2t_fixed_clock};
 	struct bdev *mem, *mem2;
 	struct e2fs *fs, *fs2;
 	struct e2t_fsck fr;
 	struct stat st;
 	void *img;
 	size_t len;
-	uint32_t first = 0, dir;
-	char nm[32];
+	uint32_t first, dir;
 	int r;
 
 	(void)state;
-	assert_int_equal(e2t_mkfs_mem(8192, BS, "-t ext3 -J size=1 -I 1024 -N 1200", &img, &len),
-			 0);
-	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem), 0);
-	free(img);
-	r = e2_open_bdev(mem, &o, &fs);
-	if (r)
-		fail_msg("e2_open_bdev: %d (%s)", r, e2_open_error());
-	dir = mk(fs, E2_ROOT_INO, "d", S_IFDIR | 0755);
-	for (unsigned i = 0; i < 1100; i++) {
-		uint32_t ino;
-
-		snprintf(nm, sizeof(nm), "f%04u", i);
-		ino = mk(fs, dir, nm, S_IFREG | 0600);
-		if (!first)
-			first = ino;
-		assert_int_equal(ino, first + i);
-		/* (nothing commits by itself here: keep each transaction
-		 * well inside the log) */
-		if (i % 200 == 199)
-			assert_int_equal(e2_sync(fs), 0);
-	}
+	fs = open_small_log(&mem, &len);
+	/* (keep each transaction well inside the log) */
+	first = make_1100(fs, 200, &dir);
 	assert_int_equal(e2_sync(fs), 0);
 	chmod_range(fs, first, 100, 0641);
 	assert_int_equal(e2_fsync(fs, first, false), 0);
@@ -472,7 +492,7 @@ static void test_journal_checkpoint_fault(void **state)
 	/* and the next open has every change, the failed fsync's too */
 	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem2), 0);
 	free(img);
-	r = e2_open_bdev(mem2, &o, &fs2);
+	r = e2_open_bdev(mem2, &jopts, &fs2);
 	if (r)
 		fail_msg("the open after the fault: %d (%s)", r, e2_open_error());
 	for (unsigned i = 0; i < 1100; i++) {
@@ -496,36 +516,19 @@ static void test_journal_checkpoint_fault(void **state)
  * end works. */
 static void test_journal_burst_fits(void **state)
 {
-	struct e2_opts o = {.no_flusher = true,
-			    .consistency = CONSISTENCY_JOURNAL,
-			    .cache_blocks = 16384,
-			    .clock = e2t_fixed_clock};
 	struct bdev *mem, *mem2;
 	struct e2fs *fs, *fs2;
 	struct e2t_fsck fr;
 	struct stat st;
 	void *img;
 	size_t len;
-	uint32_t dir, ino, first = 0;
+	uint32_t dir, first;
 	char nm[32];
 	int r;
 
 	(void)state;
-	assert_int_equal(e2t_mkfs_mem(8192, BS, "-t ext3 -J size=1 -I 1024 -N 1200", &img, &len),
-			 0);
-	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem), 0);
-	free(img);
-	r = e2_open_bdev(mem, &o, &fs);
-	if (r)
-		fail_msg("e2_open_bdev: %d (%s)", r, e2_open_error());
-	dir = mk(fs, E2_ROOT_INO, "d", S_IFDIR | 0755);
-	for (unsigned i = 0; i < 1100; i++) {
-		snprintf(nm, sizeof(nm), "f%04u", i);
-		ino = mk(fs, dir, nm, S_IFREG | 0600);
-		if (!first)
-			first = ino;
-		assert_int_equal(ino, first + i);
-	}
+	fs = open_small_log(&mem, &len);
+	first = make_1100(fs, 0, &dir);
 	r = e2_sync(fs);
 	if (r)
 		fail_msg("the sync after the burst: %d (%s)", r, e2_error(fs));
@@ -538,7 +541,7 @@ static void test_journal_burst_fits(void **state)
 	e2t_fsck_free(&fr);
 	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem2), 0);
 	free(img);
-	r = e2_open_bdev(mem2, &o, &fs2);
+	r = e2_open_bdev(mem2, &jopts, &fs2);
 	if (r)
 		fail_msg("the open after the burst: %d (%s)", r, e2_open_error());
 	for (unsigned i = 0; i < 1100; i++) {
