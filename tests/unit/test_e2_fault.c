@@ -439,6 +439,27 @@ static uint32_t make_1100(struct e2fs *fs, unsigned sync_every, uint32_t *dir)
 	return first;
 }
 
+/* img (len bytes, freed here) as a close left it: e2fsck -fn must find it
+ * clean; then open it again on a new *mem, with jopts. */
+static struct e2fs *check_and_reopen(void *img, size_t len, struct bdev **mem)
+{
+	struct e2t_fsck fr;
+	struct e2fs *fs;
+	int r;
+
+	assert_int_equal(e2t_fsck_mem(img, len, &fr), 0);
+	print_message("# e2fsck after the close: %s (exit %d) %s\n", fsck_class_name(fr.verdict),
+		      fr.status, fr.findings);
+	assert_int_equal(fr.verdict, FSCK_CLEAN);
+	e2t_fsck_free(&fr);
+	assert_int_equal(bdev_mem_create(BS, 0, img, len, mem), 0);
+	free(img);
+	r = e2_open_bdev(*mem, &jopts, &fs);
+	if (r)
+		fail_msg("the open after the close: %d (%s)", r, e2_open_error());
+	return fs;
+}
+
 /* Under consistency=journal a commit that needs more log space than is
  * free first writes the oldest transactions home (commit_locked()).  When
  * that write fails, the commit fails with the device's error and "cannot
@@ -484,17 +505,8 @@ static void test_journal_checkpoint_fault(void **state)
 	/* the superblock keeps the error for the next check (s_state has
 	 * EXT2_ERROR_FS), which finds nothing else */
 	assert_int_equal(((uint8_t *)img)[1024 + 58] & 2, 2);
-	assert_int_equal(e2t_fsck_mem(img, len, &fr), 0);
-	print_message("# e2fsck after the close: %s (exit %d) %s\n", fsck_class_name(fr.verdict),
-		      fr.status, fr.findings);
-	assert_int_equal(fr.verdict, FSCK_CLEAN);
-	e2t_fsck_free(&fr);
 	/* and the next open has every change, the failed fsync's too */
-	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem2), 0);
-	free(img);
-	r = e2_open_bdev(mem2, &jopts, &fs2);
-	if (r)
-		fail_msg("the open after the fault: %d (%s)", r, e2_open_error());
+	fs2 = check_and_reopen(img, len, &mem2);
 	for (unsigned i = 0; i < 1100; i++) {
 		assert_int_equal(e2_getattr(fs2, first + i, &st), 0);
 		assert_int_equal(st.st_mode & 07777, i < 100 ? 0641 : i < 200 ? 0642 : 0643);
@@ -518,7 +530,6 @@ static void test_journal_burst_fits(void **state)
 {
 	struct bdev *mem, *mem2;
 	struct e2fs *fs, *fs2;
-	struct e2t_fsck fr;
 	struct stat st;
 	void *img;
 	size_t len;
@@ -534,16 +545,7 @@ static void test_journal_burst_fits(void **state)
 		fail_msg("the sync after the burst: %d (%s)", r, e2_error(fs));
 	assert_int_equal(e2_error_count(fs), 0);
 	assert_int_equal(close_keep(fs, mem, len, &img), 0);
-	assert_int_equal(e2t_fsck_mem(img, len, &fr), 0);
-	print_message("# e2fsck after the close: %s (exit %d) %s\n", fsck_class_name(fr.verdict),
-		      fr.status, fr.findings);
-	assert_int_equal(fr.verdict, FSCK_CLEAN);
-	e2t_fsck_free(&fr);
-	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem2), 0);
-	free(img);
-	r = e2_open_bdev(mem2, &jopts, &fs2);
-	if (r)
-		fail_msg("the open after the burst: %d (%s)", r, e2_open_error());
+	fs2 = check_and_reopen(img, len, &mem2);
 	for (unsigned i = 0; i < 1100; i++) {
 		snprintf(nm, sizeof(nm), "f%04u", i);
 		assert_int_equal(e2_lookup(fs2, dir, nm, &st), 0);
