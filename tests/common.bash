@@ -681,7 +681,10 @@ crash_workload_record() {
 #       On failure it prints which step failed and that step's output (a
 #       benign result: e2fsck's transcript; a dangerous one: why).
 #       With JOURNAL_REPLAYED set to a path, the replayed image is left
-#       there (for kernel_ext3_read or a look by hand).
+#       there (for kernel_ext3_read or a look by hand).  With
+#       JOURNAL_ORPHANS set to a directory, a state whose replay by
+#       fstitch leaves an orphan list leaves there an empty file named by
+#       its number ($FSTITCH_STATE), passed or failed: a test counts them.
 #   need_kernel_ext3
 #       Skip the test unless it runs as root on a kernel with ext3 (loaded
 #       with ext4 if need be), which kernel_ext3_read needs.
@@ -701,7 +704,7 @@ images_equal_but_wtime() {
 
 journal_replay_check() {
 	local benign=false img=${FSTITCH_IMAGE:?journal_replay_check needs FSTITCH_IMAGE}
-	local rc=0
+	local rc=0 out
 	[ "${1:-}" = --benign ] && benign=true
 	# Crash checks run this once per state, so it is one process: e2tool
 	# replay-check (both replays on copies, the comparison as
@@ -711,9 +714,14 @@ journal_replay_check() {
 	# differ.  Its copies go to a tmpfs where there is one (e2t_tmpdir:
 	# /dev/shm before $TMPDIR, as for the C tests; see crash_check), and it
 	# removes them.
-	TMPDIR=${BATS_TEST_TMPDIR:-${TMPDIR:-/tmp}} \
-		"$FSTITCH_TOOLS/e2tool" "$img" replay-check ${JOURNAL_REPLAYED:+"$JOURNAL_REPLAYED"} ||
+	out=$(TMPDIR=${BATS_TEST_TMPDIR:-${TMPDIR:-/tmp}} \
+		"$FSTITCH_TOOLS/e2tool" "$img" replay-check ${JOURNAL_REPLAYED:+"$JOURNAL_REPLAYED"}) ||
 		rc=$?
+	[ -z "$out" ] || printf '%s\n' "$out"
+	if [ -n "${JOURNAL_ORPHANS:-}" ] &&
+		[[ $out == *"fstitch's replay leaves an orphan list"* ]]; then
+		: >"$JOURNAL_ORPHANS/${FSTITCH_STATE:-image}"
+	fi
 	case $rc in
 	0) return 0 ;;
 	2) $benign && return 0 ;;

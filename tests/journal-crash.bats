@@ -496,20 +496,12 @@ sys.exit(1 if bad else 0)
 PY
 }
 
-# orphan_states REC: ORPHAN_STATES := how many crash states of REC have
-# an orphan list once fstitch has replayed them.
+# orphan_states: ORPHAN_STATES := how many crash states of the last
+# jcheck have an orphan list once fstitch has replayed them: the marks the
+# check of each state left in $JOURNAL_ORPHANS (journal_replay_check), so
+# that no state is made and replayed a second time to count them.
 orphan_states() {
-	local crash n s
-	crash=$(fstitch_cmd fstitch-crash)
-	n=$("$crash" states "$1" | awk '$1 == "states" { print $2 }')
-	ORPHAN_STATES=0
-	for ((s = 0; s < n; s++)); do
-		"$crash" image "$1" "$s" "$SCRATCH/o.img"
-		"$FSTITCH_TOOLS/e2tool" "$SCRATCH/o.img" recover >/dev/null
-		if dumpe2fs -h "$SCRATCH/o.img" 2>/dev/null | grep -q '^First orphan inode:'; then
-			ORPHAN_STATES=$((ORPHAN_STATES + 1))
-		fi
-	done
+	ORPHAN_STATES=$(find "$JOURNAL_ORPHANS" -type f | wc -l)
 }
 
 run_check() {
@@ -524,7 +516,8 @@ run_check() {
 # work_WORK recorded on it under consistency=MODE (jrecord), with
 # FSTITCH_JOURNAL_DEBUG=FLAG for the recording only; then every crash
 # state checked by journal_state_ok, which runs WORK_ok in each state's
-# files if there is such a function.  pass: every state must pass; fail:
+# files if there is such a function (and marks in $JOURNAL_ORPHANS the
+# states whose replay has an orphan list).  pass: every state must pass; fail:
 # some state must fail (assert_crash_pass or assert_crash_fail, which
 # print the counts of states and failed states under LABEL).
 jcheck() {
@@ -550,6 +543,9 @@ jcheck() {
 	[ -z "$debug" ] || export FSTITCH_JOURNAL_DEBUG=$debug
 	jrecord "work_$work" -o consistency="$mode"
 	unset FSTITCH_JOURNAL_DEBUG
+	export JOURNAL_ORPHANS=$SCRATCH/orphans
+	rm -rf "$JOURNAL_ORPHANS"
+	mkdir "$JOURNAL_ORPHANS"
 	if declare -F "${work}_ok" >/dev/null; then
 		export -f "${work}_ok"
 		export JSTATE_DATA=${work}_ok
@@ -642,7 +638,7 @@ jcheck() {
 	export TRUNC_LEN
 	jcheck pass journal-trunc trunc journal
 	# the chain met the list: some state replays to one
-	orphan_states "$SCRATCH/rec"
+	orphan_states
 	echo "# states whose replay has an orphan list: $ORPHAN_STATES" >&3
 	[ "$ORPHAN_STATES" -gt 0 ]
 }
@@ -660,7 +656,7 @@ jcheck() {
 @test "journal: a removal whose frees take a chain of transactions is whole in every crash state" {
 	export TRUNC_LEN
 	jcheck pass journal-unlink unlink journal
-	orphan_states "$SCRATCH/rec"
+	orphan_states
 	echo "# states whose replay has an orphan list: $ORPHAN_STATES" >&3
 	[ "$ORPHAN_STATES" -gt 0 ]
 }
@@ -678,7 +674,7 @@ jcheck() {
 @test "journal: a file removed while open is on the orphan list in every crash state" {
 	jcheck pass journal-orphan orphan journal
 	# the check met the list: some state replays to one
-	orphan_states "$SCRATCH/rec"
+	orphan_states
 	[ "$ORPHAN_STATES" -gt 0 ]
 	echo "# states whose replay has an orphan list: $ORPHAN_STATES" >&3
 	# and it is empty at the end
