@@ -250,24 +250,36 @@ static void forget(struct pgeng *e, struct pg_group *g)
 
 #define SWEEP_BATCH 64
 
+static bool forgettable(const struct pg_group *g)
+{
+	return !g->engaged && !g->active && durable(g);
+}
+
 /* Forget closed groups that are durable and unused: their ids stay valid as
- * no-op befores (find() returns 1 for them).  Looks at a bounded batch from
- * the front of the queue and sends the rest to the back, so every call
- * costs O(1) however many groups are waiting, and every group is seen. */
+ * no-op befores (find() returns 1 for them).  Forgets from the front of the
+ * queue up to a bounded batch, and stops at the first group that must still
+ * wait, which it sends to the back: every call costs O(1) however many
+ * groups are waiting, and every group is seen.  Stopping there matters when
+ * many groups wait for the same round (a program making changes faster
+ * than the disk takes them): each call then looks at one group, not at a
+ * whole batch of them that cannot have changed.  Groups mostly become
+ * durable in the order they closed, and a group that waits for longer (one
+ * still engaged) moves to the back each time it is seen. */
 static void sweep(struct pgeng *e)
 {
-	size_t n = e->nclosing < SWEEP_BATCH ? e->nclosing : SWEEP_BATCH;
 	struct pg_group *g;
+	size_t n = 0;
 
-	while (n--) {
+	while (e->closing && n < SWEEP_BATCH) {
 		g = e->closing;
 		e->closing = g->cnext;
 		if (!e->closing)
 			e->closing_tail = NULL;
 		g->cnext = NULL;
 		e->nclosing--;
-		if (!g->engaged && !g->active && durable(g)) {
+		if (forgettable(g)) {
 			forget(e, g);
+			n++;
 			continue;
 		}
 		if (e->closing_tail)
@@ -276,6 +288,7 @@ static void sweep(struct pgeng *e)
 			e->closing = g;
 		e->closing_tail = g;
 		e->nclosing++;
+		break;
 	}
 }
 
@@ -450,14 +463,20 @@ int pgeng_close(struct pgeng *e, int64_t id, uid_t uid)
 	if (r < 0)
 		goto out;
 	g->closed = true;
-	g->cnext = NULL;
-	if (e->closing_tail)
-		e->closing_tail->cnext = g;
-	else
-		e->closing = g;
-	e->closing_tail = g;
-	e->nclosing++;
 	maybe_let_go(e, g);
+	/* Already durable (nothing in it, or all of it written): gone now,
+	 * not after the groups queued before it. */
+	if (forgettable(g)) {
+		forget(e, g);
+	} else {
+		g->cnext = NULL;
+		if (e->closing_tail)
+			e->closing_tail->cnext = g;
+		else
+			e->closing = g;
+		e->closing_tail = g;
+		e->nclosing++;
+	}
 	sweep(e);
 out:
 	pthread_mutex_unlock(&e->lock);

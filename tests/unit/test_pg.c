@@ -294,6 +294,74 @@ static void test_closed_and_retired(void **state)
 	fx_close(&f);
 }
 
+/* More closed groups than one sweep looks at become durable in one round:
+ * the calls after it forget them all, 64 a call, though those calls commit
+ * nothing themselves.  Until the round, each is still there. */
+static void test_forget_after_round(void **state)
+{
+	enum { N = 300 };
+	struct fx f;
+	struct pg_group *g;
+	struct pg_summary sum;
+	int64_t id;
+	size_t i;
+
+	fx_open(&f, CONSISTENCY_SOFTUPDATES);
+	for (i = 0; i < N; i++) {
+		assert_int_equal(pgeng_group_create(f.e, 0, &id), 0);
+		assert_int_equal(pgeng_engage(f.e, id, 0, &g), 0);
+		write_in(&f, &g, 1, 1 + i % 8, (uint32_t)(i % 100), (uint8_t)i);
+		pgeng_disengage(f.e, g);
+		assert_int_equal(pgeng_close(f.e, id, 0), 0);
+	}
+	for (i = 0; i < N / 64 + 1; i++)
+		pgeng_summary(f.e, &sum);
+	assert_int_equal(sum.groups, N);
+	assert_int_equal(cache_sync(f.c), 0);
+	for (i = 0; i < N / 64; i++) {
+		pgeng_summary(f.e, &sum);
+		assert_int_equal(sum.groups, N - 64 * (i + 1));
+	}
+	pgeng_summary(f.e, &sum);
+	assert_int_equal(sum.groups, 0);
+	fx_close(&f);
+}
+
+/* A group closed while still engaged waits at the front of the queue for as
+ * long as it stays engaged: the durable groups closed after it are still
+ * forgotten, and it is too once let go. */
+static void test_forget_past_engaged(void **state)
+{
+	enum { N = 100 };
+	struct fx f;
+	struct pg_group *g, *held;
+	struct pg_summary sum;
+	int64_t id, first;
+	size_t i;
+
+	fx_open(&f, CONSISTENCY_SOFTUPDATES);
+	assert_int_equal(pgeng_group_create(f.e, 0, &first), 0);
+	assert_int_equal(pgeng_engage(f.e, first, 0, &held), 0);
+	write_in(&f, &held, 1, 9, 0, 1);
+	assert_int_equal(pgeng_close(f.e, first, 0), 0);
+	for (i = 0; i < N; i++) {
+		assert_int_equal(pgeng_group_create(f.e, 0, &id), 0);
+		assert_int_equal(pgeng_engage(f.e, id, 0, &g), 0);
+		write_in(&f, &g, 1, 1 + i % 8, (uint32_t)(i % 100), (uint8_t)i);
+		pgeng_disengage(f.e, g);
+		assert_int_equal(pgeng_close(f.e, id, 0), 0);
+	}
+	assert_int_equal(cache_sync(f.c), 0);
+	for (i = 0; i < 2 + N / 64 + 1; i++)
+		pgeng_summary(f.e, &sum);
+	assert_int_equal(sum.groups, 1);
+	pgeng_disengage(f.e, held);
+	assert_int_equal(cache_sync(f.c), 0);
+	pgeng_summary(f.e, &sum);
+	assert_int_equal(sum.groups, 0);
+	fx_close(&f);
+}
+
 /* pgeng_sync(B) makes B's changes and its befores' durable, including a
  * before's befores reached through a before that made no change. */
 static void test_sync_befores(void **state)
@@ -1749,6 +1817,8 @@ int main(void)
 		cmocka_unit_test(test_access),
 		cmocka_unit_test(test_uid_limit),
 		cmocka_unit_test(test_closed_and_retired),
+		cmocka_unit_test(test_forget_after_round),
+		cmocka_unit_test(test_forget_past_engaged),
 		cmocka_unit_test(test_sync_befores),
 		cmocka_unit_test(test_dag_order),
 		cmocka_unit_test(test_dag_order_none_fails),
