@@ -396,11 +396,30 @@ static int sb_write(struct e2fs *fs, size_t off, size_t len, struct patch **out)
 						  offsetof(struct ext2_super_block, a)
 
 /* Free counts need no ordering (fsck recomputes them): dependency-free
- * patches, which the engine merges into one hard patch per block. */
+ * patches, which the engine merges into one hard patch per block.  Counts
+ * the cached superblock already holds are not written again: every commit
+ * of a journal writes the counts, and a change with the same bytes would
+ * still put the superblock in the transaction, one more block to log for
+ * an fsync that allocated nothing. */
 int e2_sb_write_counts(struct e2fs *fs)
 {
+	size_t off = offsetof(struct ext2_super_block, s_free_blocks_count);
+	uint32_t v[2];
+	struct cblock *b;
+	bool same;
+	int r;
+
 	fs->sb.s_free_blocks_count = htole32((uint32_t)fs->free_blocks);
 	fs->sb.s_free_inodes_count = htole32((uint32_t)fs->free_inodes);
+	v[0] = fs->sb.s_free_blocks_count;
+	v[1] = fs->sb.s_free_inodes_count;
+	r = cache_get(fs->c, fs->sb_blk, &b);
+	if (r)
+		return e2_err(fs, r, "cannot read the superblock");
+	same = memcmp(cblock_data(b) + fs->sb_off + off, v, sizeof(v)) == 0;
+	cache_put(fs->c, b);
+	if (same)
+		return 0;
 	return sb_write(fs, SB_RANGE(s_free_blocks_count, s_free_inodes_count), NULL);
 }
 
