@@ -975,13 +975,56 @@ void e2_jbound_locked(struct e2fs *fs)
 		jw->bound_failed = jw->tid + 1;
 }
 
+/* What a sync waits for, under the file system's lock: the commit of the
+ * running transaction, or when that holds ordered data and no metadata,
+ * only the data and the latest commit.  A commit block over no log block
+ * makes nothing more durable (a replay has nothing to write), yet costs
+ * one more round and barrier: an overwrite in place within one tick of the
+ * clock changes no inode, and its fsync needs just the data on disk.  The
+ * data stays on the ordered list: if its round fails, the next commit
+ * still waits for it. */
+static int sync_target(struct e2_jw *jw, struct patch **out)
+{
+	struct e2fs *fs = jw->fs;
+	struct e2_deps d = {0};
+	size_t i, n = 0;
+	int r;
+
+	if (jw->broken || jw->nrun || !jw->nord)
+		return e2_jcommit(fs, out);
+	/* what a commit adds first (commit_locked) may be metadata */
+	r = e2_dfree_all(fs);
+	if (!r)
+		r = e2_sb_write_counts(fs);
+	if (r)
+		return r;
+	if (jw->nrun)
+		return e2_jcommit(fs, out);
+	/* (what an earlier sync made durable leaves the list) */
+	for (i = 0; i < jw->nord; i++) {
+		if (patch_committed(jw->ord[i]))
+			patch_release(fs->c, jw->ord[i]);
+		else
+			jw->ord[n++] = jw->ord[i];
+	}
+	jw->nord = n;
+	for (i = 0; i < n && !r; i++)
+		r = e2_deps_addref(&d, jw->ord[i]);
+	if (!r)
+		r = e2_deps_addref(&d, jw->last_commit);
+	if (!r && d.n)
+		r = patch_create_empty(fs->c, d.p, d.n, out);
+	e2_deps_free(fs, &d);
+	return r;
+}
+
 int e2_jsync(struct e2fs *fs)
 {
 	struct patch *c = NULL;
 	int r;
 
 	pthread_mutex_lock(&fs->lock);
-	r = e2_jcommit(fs, &c);
+	r = sync_target(fs->jw, &c);
 	pthread_mutex_unlock(&fs->lock);
 	if (!r && c)
 		r = cache_sync_patch(fs->c, c);

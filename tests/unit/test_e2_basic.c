@@ -918,6 +918,76 @@ static void test_journal_fsync_goes_home_once(void **state)
 	fsck_clean();
 }
 
+/* An fsync under consistency=journal waits only for what is not durable
+ * yet.  An overwrite in place that leaves the inode as it was (the clock
+ * stands still here, as it does within one tick) is ordered data alone:
+ * its fsync writes the data and issues one barrier, with no commit block
+ * (which would cover no log block).  An fsync with nothing new, of the
+ * file or of its directory whose change the last commit carried, writes
+ * nothing at all. */
+static void test_journal_fsync_waits_only_for_what_is_new(void **state)
+{
+	struct e2_opts o = {.no_flusher = true, .consistency = CONSISTENCY_JOURNAL,
+			    .clock = e2t_fixed_clock};
+	struct jcount jc = {0};
+	const struct rec_event *ev;
+	char buf[1024];
+	void *bytes;
+	size_t len;
+	uint32_t ino;
+	struct e2fs *fs;
+
+	(void)state;
+	mkimg("4M", "-j");
+	assert_int_equal(e2t_read_file(img, &bytes, &len), 0);
+	assert_int_equal(bdev_mem_create(1024, 0, bytes, len, &jc.mem), 0);
+	free(bytes);
+	jc.len = len;
+	assert_int_equal(bdev_recorder_create(jc.mem, &jc.rec), 0);
+	assert_int_equal(e2_open_bdev(jc.rec, &o, &fs), 0);
+	ino = mk(fs, E2_ROOT_INO, "f", S_IFREG | 0644);
+	memset(buf, 'a', sizeof(buf));
+	assert_int_equal(e2_write(fs, NULL, ino, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+	jc.from = bdev_recorder_count(jc.rec);
+	assert_int_equal(e2_fsync(fs, ino, false), 0);
+	jcount_scan(&jc);
+	assert_int_equal(jc.commits, 1);
+	assert_int_equal(jc.barriers, 2);
+
+	/* nothing new: the file, then its directory */
+	jc.from = bdev_recorder_count(jc.rec);
+	assert_int_equal(e2_fsync(fs, ino, false), 0);
+	assert_int_equal(e2_fsync(fs, E2_ROOT_INO, false), 0);
+	assert_int_equal(bdev_recorder_count(jc.rec), jc.from);
+
+	/* the same size and times: the data block, then one barrier */
+	assert_int_equal(e2_write(fs, NULL, ino, "bbbbbbbb", 8, 100), 8);
+	jc.from = bdev_recorder_count(jc.rec);
+	assert_int_equal(e2_fsync(fs, ino, false), 0);
+	jcount_scan(&jc);
+	assert_int_equal(jc.commits, 0);
+	assert_int_equal(jc.writes, 1);
+	assert_int_equal(jc.barriers, 1);
+	ev = bdev_recorder_event(jc.rec, jc.from);
+	assert_int_equal(ev->kind, REC_WRITE);
+	assert_memory_equal((const char *)ev->data + 100, "bbbbbbbb", 8);
+	assert_int_equal(bdev_recorder_event(jc.rec, jc.from + 1)->kind, REC_BARRIER);
+	assert_int_equal(e2_fsync(fs, ino, false), 0);
+	assert_int_equal(bdev_recorder_count(jc.rec), jc.from + 2);
+
+	/* a change of the inode again takes a commit */
+	assert_int_equal(e2_write(fs, NULL, ino, "c", 1, 1024), 1);
+	jc.from = bdev_recorder_count(jc.rec);
+	assert_int_equal(e2_fsync(fs, ino, false), 0);
+	jcount_scan(&jc);
+	assert_int_equal(jc.commits, 1);
+	assert_int_equal(jc.barriers, 2);
+	/* (the close writes the image out for e2fsck) */
+	jc.from = 0;
+	assert_int_equal(e2_close_then(fs, jcount_close, &jc), 0);
+	fsck_clean();
+}
+
 /* Crash states of a recording, each replayed twice, by fstitch
  * (e2_recover) and by e2fsck (-E journal_only), and checked by e2fsck
  * -fn: bad counts the states that either leaves unclean. */
@@ -1133,6 +1203,7 @@ int main(void)
 	    cmocka_unit_test(test_unlink_releases_xattr_block),
 	    cmocka_unit_test(test_shrink_then_grow_reads_zeros_after_crash),
 	    cmocka_unit_test(test_journal_fsync_goes_home_once),
+	    cmocka_unit_test(test_journal_fsync_waits_only_for_what_is_new),
 	    cmocka_unit_test_teardown(test_journal_mount_write_unmount, e2t_remove_scratch),
 	    cmocka_unit_test(test_timestamps),
 	    cmocka_unit_test(test_generation_new_on_reuse),
