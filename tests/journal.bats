@@ -168,6 +168,49 @@ journal_seq() {
 	done
 }
 
+# log_unwritten IMAGE: how many blocks of the log (the journal's blocks
+# after its superblock) the host file system holds as unwritten extents
+# or holes, as filefrag shows the image file.
+log_unwritten() {
+	local bs
+	bs=$(block_size "$1")
+	python3 - "$bs" <(debugfs -R 'blocks <8>' "$1" 2>/dev/null) \
+		<(filefrag -v -b"$bs" "$1") <<-'EOF'
+		import re, sys
+		bs, blocks, frag = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+		log = [int(b) for b in open(blocks).read().split()][1:]
+		written = set()
+		for line in open(frag):
+		    m = re.match(r"\s*\d+:\s*(\d+)\.\.\s*(\d+):", line)
+		    if m and "unwritten" not in line:
+		        written.update(range(int(m.group(1)), int(m.group(2)) + 1))
+		print(sum(1 for b in log if b not in written))
+	EOF
+}
+
+@test "a log the host holds unwritten is written with zeros at the first journaled mount" {
+	local n0 n1
+	make_stock_image "$SCRATCH/e3.img" 32M -t ext3 -b 4096
+	n0=$(log_unwritten "$SCRATCH/e3.img")
+	# mke2fs preallocates the journal where the host can (ext4, xfs)
+	[ "$n0" -gt 512 ] || skip "the host holds the new log as written data ($n0 blocks not)"
+	# under softupdates the journal is not touched
+	fstitch_mount_start "$SCRATCH/e3.img" "$MNT" -o consistency=softupdates
+	echo a >"$MNT/a"
+	fstitch_mount_stop "$MNT"
+	assert_equal "$(log_unwritten "$SCRATCH/e3.img")" "$n0"
+	fstitch_mount_start "$SCRATCH/e3.img" "$MNT"
+	echo b >"$MNT/b"
+	sync "$MNT/b"
+	fstitch_mount_stop "$MNT"
+	n1=$(log_unwritten "$SCRATCH/e3.img")
+	assert_equal "$n1" 0
+	run e2fsck -fn "$SCRATCH/e3.img"
+	assert_success
+	journal_clean "$SCRATCH/e3.img"
+	[ "$(debugfs -R 'cat /b' "$SCRATCH/e3.img" 2>/dev/null)" = b ]
+}
+
 @test "a kernel's dirty journal is replayed as e2fsck -E journal_only replays it" {
 	need_kernel_ext3
 	local tree=$SCRATCH/tree

@@ -55,6 +55,15 @@ struct bdev_ops {
 	void (*destroy)(struct bdev *dev);
 	/* Fill *st (NULL: only the kind "unknown"). */
 	void (*stats)(struct bdev *dev, struct bdev_stats *st);
+	/* Optional (NULL: nothing to do).  Make the count blocks at blkno,
+	 * which read as zeros and hold nothing pending, cheap to write and
+	 * flush again and again, without changing what they read: an image
+	 * file gets zeros written where the host holds the range as
+	 * unwritten (preallocated) extents or a hole.  Else every barrier
+	 * after a first write there also makes the host's change of its
+	 * extent map durable.  Not durable until barrier(); *wrote is set
+	 * to whether anything was written. */
+	int (*prepare)(struct bdev *dev, uint64_t blkno, uint64_t count, bool *wrote);
 };
 
 struct bdev {
@@ -74,6 +83,11 @@ static inline int bdev_write(struct bdev *d, const struct bdev_write *w, size_t 
 static inline int bdev_barrier(struct bdev *d)
 {
 	return d->ops->barrier(d);
+}
+static inline int bdev_prepare(struct bdev *d, uint64_t blkno, uint64_t count, bool *wrote)
+{
+	*wrote = false;
+	return d->ops->prepare ? d->ops->prepare(d, blkno, count, wrote) : 0;
 }
 /* The device's counters (zeroed, kind "unknown", for a device without). */
 void bdev_get_stats(struct bdev *d, struct bdev_stats *st);

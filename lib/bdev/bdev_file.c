@@ -183,6 +183,81 @@ static int file_barrier(struct bdev *d)
 	return 0;
 }
 
+/* Zeros over bytes [off, end) of the file. */
+static int write_zeros(struct bdev_file *f, const uint8_t *zero, size_t zlen, uint64_t off,
+		       uint64_t end)
+{
+	while (off < end) {
+		size_t n = end - off < zlen ? (size_t)(end - off) : zlen;
+		struct iovec iov = {(void *)zero, n};
+		int err = write_all(f->fd, &iov, 1, (off_t)off);
+
+		if (err)
+			return err;
+		off += n;
+	}
+	return 0;
+}
+
+#define PREP_ZEROS (1u << 20)
+
+/* Zeros over the holes of the range, as lseek(SEEK_HOLE) finds them: on
+ * ext4 and xfs an unwritten extent whose pages are not cached is a hole
+ * too.  A file system that cannot say has no holes (the whole file is
+ * data), and a block device nothing to prepare. */
+static int file_prepare(struct bdev *d, uint64_t blkno, uint64_t count, bool *wrote)
+{
+	struct bdev_file *f = (struct bdev_file *)d;
+	uint64_t pos = blkno * d->block_size, end;
+	uint8_t *zero = NULL;
+	int err = 0;
+
+	if (f->blockdev || (f->flags & BDEV_RDONLY) || count == 0)
+		return 0;
+	if (blkno > d->nblocks || count > d->nblocks - blkno)
+		return -EINVAL;
+	end = pos + count * d->block_size;
+	while (pos < end) {
+		off_t h = lseek(f->fd, (off_t)pos, SEEK_HOLE), e;
+
+		if (h < 0) {
+			err = errno == ENXIO || errno == EINVAL ? 0 : -errno;
+			break;
+		}
+		if ((uint64_t)h >= end)
+			break;
+		e = lseek(f->fd, h, SEEK_DATA);
+		if (e < 0 && errno != ENXIO) {
+			err = -errno;
+			break;
+		}
+		if (e < 0 || (uint64_t)e > end)
+			e = (off_t)end; /* a hole to the end of the file */
+		/* whole blocks only (a file system's holes are in its own
+		 * blocks, which may be smaller than ours) */
+		h = (off_t)(((uint64_t)h + d->block_size - 1) / d->block_size * d->block_size);
+		e = (off_t)((uint64_t)e / d->block_size * d->block_size);
+		if (e > h) {
+			if (!zero) {
+				if (posix_memalign((void **)&zero, DIRECT_ALIGN, PREP_ZEROS)) {
+					err = -ENOMEM;
+					break;
+				}
+				memset(zero, 0, PREP_ZEROS);
+			}
+			err = write_zeros(f, zero, PREP_ZEROS, (uint64_t)h, (uint64_t)e);
+			if (err)
+				break;
+			*wrote = true;
+		}
+		if ((uint64_t)e <= pos)
+			break; /* (cannot happen: no progress) */
+		pos = (uint64_t)e;
+	}
+	free(zero);
+	return err;
+}
+
 static void file_stats(struct bdev *d, struct bdev_stats *st)
 {
 	struct bdev_file *f = (struct bdev_file *)d;
@@ -205,6 +280,7 @@ static const struct bdev_ops file_ops = {
 	.barrier = file_barrier,
 	.destroy = file_destroy,
 	.stats = file_stats,
+	.prepare = file_prepare,
 };
 
 int bdev_file_open(const char *path, uint32_t block_size, unsigned flags,

@@ -767,6 +767,39 @@ static void *timer_main(void *arg)
 
 /* ---- the interface (e2_int.h) ------------------------------------------- */
 
+/* mke2fs preallocates the journal of an image file as unwritten extents
+ * (or leaves it a hole), and then every barrier after a commit's first
+ * writes to a block of the log also makes the host's change of its extent
+ * map durable: one more write for the host at nearly every commit, until
+ * the log has gone round once.  At the start the log is empty (replayed,
+ * s_start 0) and nothing in it counts, so its unwritten ranges become
+ * zeros now, with one barrier; on a device, or an image whose log was
+ * written before, nothing is written.  A failure leaves the log as it
+ * was: each first write pays again, nothing worse.  Only the log's first
+ * PREPARE_BYTES (where a mount's commits start) are done, so that a mount
+ * never writes more than that. */
+#define PREPARE_BYTES (128u << 20)
+
+static void prepare_log(struct e2_jw *jw)
+{
+	struct bdev *dev = jw->fs->dev;
+	uint32_t i = jw->first, j, end = jw->maxlen;
+	bool wrote, any = false;
+
+	if (end - jw->first > PREPARE_BYTES / jw->fs->bs)
+		end = jw->first + PREPARE_BYTES / jw->fs->bs;
+	while (i < end) {
+		for (j = i + 1; j < end && jw->map[j] == jw->map[j - 1] + 1; j++)
+			;
+		if (bdev_prepare(dev, jw->map[i], j - i, &wrote))
+			return;
+		any |= wrote;
+		i = j;
+	}
+	if (any)
+		(void)bdev_barrier(dev);
+}
+
 int e2_jw_start(struct e2fs *fs)
 {
 	enum consistency mode = fs->opts.consistency;
@@ -855,6 +888,7 @@ int e2_jw_start(struct e2fs *fs)
 		e2_set_open_error("consistency=journal: bad journal superblock");
 		return -EUCLEAN;
 	}
+	prepare_log(jw);
 	r = patch_create_empty_held(fs->c, NULL, 0, &jw->hold);
 	if (r) {
 		free(jw);

@@ -58,7 +58,7 @@ static void null_destroy(struct bdev *d)
 {
 }
 
-static const struct bdev_ops null_ops = { null_read, null_write, null_barrier, null_destroy, NULL };
+static const struct bdev_ops null_ops = { null_read, null_write, null_barrier, null_destroy, NULL, NULL };
 
 /* ---- workload ---------------------------------------------------------- */
 

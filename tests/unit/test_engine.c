@@ -1297,7 +1297,7 @@ static void gate_destroy(struct bdev *d)
 	(void)d;
 }
 
-static const struct bdev_ops gate_ops = { gate_read, gate_write, gate_barrier, gate_destroy, NULL };
+static const struct bdev_ops gate_ops = { gate_read, gate_write, gate_barrier, gate_destroy, NULL, NULL };
 
 /* Changes made while a round is in flight are not part of it, and never
  * merge into a patch in flight. */
