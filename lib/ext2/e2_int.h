@@ -291,6 +291,10 @@ uint32_t e2_jfreed(struct e2fs *fs);
 int e2_jflush_locked(struct e2fs *fs);
 /* Let every committed transaction go home (without committing). */
 int e2_jcheckpoint_locked(struct e2fs *fs);
+/* Ask the timer to stop and return: e2_jstop() waits for it.  The timer
+ * sleeps until asked, and on a busy machine its waking up can take
+ * milliseconds, so a close asks first and waits after its own writes. */
+void e2_jstop_soon(struct e2fs *fs);
 /* Stop the timer; clean: flush, empty the log, clear needs_recovery. */
 int e2_jstop(struct e2fs *fs, bool clean);
 /* Free the writer (without fs->lock). */

@@ -1100,6 +1100,18 @@ int e2_jflush_locked(struct e2fs *fs)
 	return r;
 }
 
+void e2_jstop_soon(struct e2fs *fs)
+{
+	struct e2_jw *jw = fs->jw;
+
+	if (!jw || !jw->thread_on)
+		return;
+	pthread_mutex_lock(&jw->tmu);
+	jw->stop = true;
+	pthread_cond_signal(&jw->tcond);
+	pthread_mutex_unlock(&jw->tmu);
+}
+
 int e2_jstop(struct e2fs *fs, bool clean)
 {
 	struct e2_jw *jw = fs->jw;
@@ -1108,10 +1120,7 @@ int e2_jstop(struct e2fs *fs, bool clean)
 	if (!jw)
 		return 0;
 	if (jw->thread_on) {
-		pthread_mutex_lock(&jw->tmu);
-		jw->stop = true;
-		pthread_cond_signal(&jw->tcond);
-		pthread_mutex_unlock(&jw->tmu);
+		e2_jstop_soon(fs);
 		pthread_mutex_unlock(&fs->lock);
 		pthread_join(jw->thread, NULL);
 		pthread_mutex_lock(&fs->lock);

@@ -858,6 +858,8 @@ int e2_close_then(struct e2fs *fs, void (*done)(struct cache *c, void *arg), voi
 	if (!fs)
 		return 0;
 	pthread_mutex_lock(&fs->lock);
+	/* The close commits by itself: the timer has nothing left to do. */
+	e2_jstop_soon(fs);
 	if (!fs->mounted_ro) {
 		/* Orphans: unlinked inodes still referenced when we stop
 		 * (not after an error made the file system read-only: that
