@@ -185,9 +185,15 @@ static int do_disengage(struct pgsrv *srv, const struct ctl_peer *peer, int64_t 
 			break;
 	if (!ps || i == ps->ng)
 		goto out;
-	r = own_scope(srv, peer->pid, &ps);
-	if (r < 0)
-		goto out;
+	/* The scope that applies is the caller's own when it has one (the
+	 * walk up starts at the caller, whose pid no live ancestor shares):
+	 * only an inherited one needs a scope of the caller's own made from
+	 * it, and the caller's pid resolved a second time. */
+	if (ps->key.pid != peer->pid) {
+		r = own_scope(srv, peer->pid, &ps);
+		if (r < 0)
+			goto out;
+	}
 	r = -ENOTCONN;
 	for (i = 0; i < ps->ng; i++) {
 		if (pgeng_group_id(ps->g[i]) == id) {
