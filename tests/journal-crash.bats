@@ -20,12 +20,23 @@ setup() {
 	IMG=$SCRATCH/e3.img
 	MNT=$SCRATCH/mnt
 	mkdir -p "$MNT"
+	# journal_state_ok's files of each state, on a tmpfs where there is
+	# one (as crash_check's states): on a disk, e2fsck's replay into the
+	# kept image is written out and waited for, state after state
+	JSTATE_TMP=$SCRATCH
+	if [ -d /dev/shm ] && [ -w /dev/shm ]; then
+		JSTATE_TMP=$(mktemp -d /dev/shm/journal-crash.XXXXXX)
+	fi
+	export JSTATE_TMP
 }
 
 teardown() {
 	crash_leftover_unmount
 	common_teardown
 	fstitch_mount_reap
+	case $JSTATE_TMP in
+	/dev/shm/journal-crash.*) rm -rf "$JSTATE_TMP" ;;
+	esac
 }
 
 # journal_state_ok: the check of one crash state ($FSTITCH_IMAGE):
@@ -33,19 +44,25 @@ teardown() {
 # e2fsck, then e2fsck -fn finds nothing at all).  With JSTATE_DATA set,
 # also run that command in a directory holding the files of the replayed
 # image (debugfs rdump).  It runs once per state: without JSTATE_DATA it
-# makes no directory of its own and keeps no copy of the replayed image.
+# makes no directory of its own and keeps no copy of the replayed image;
+# with it, the directory (in $JSTATE_TMP) goes once the state is checked,
+# passed or failed.
 journal_state_ok() {
-	local d
+	local d rc=0
 	[ -n "${JSTATE_DATA:-}" ] || {
 		journal_replay_check
 		return
 	}
-	d=$(mktemp -d "$SCRATCH/state.XXXXXX")
-	JOURNAL_REPLAYED=$d/replayed.img journal_replay_check || return 1
-	mkdir "$d/files"
-	debugfs -R "rdump / $d/files" "$d/replayed.img" >/dev/null 2>&1
-	(cd "$d/files" && bash -c "$JSTATE_DATA") || return 1
+	d=$(mktemp -d "$JSTATE_TMP/state.XXXXXX") || return 1
+	if JOURNAL_REPLAYED=$d/replayed.img journal_replay_check; then
+		mkdir "$d/files"
+		debugfs -R "rdump / $d/files" "$d/replayed.img" >/dev/null 2>&1
+		(cd "$d/files" && bash -c "$JSTATE_DATA") || rc=1
+	else
+		rc=1
+	fi
 	rm -rf "$d"
+	return $rc
 }
 
 # jimage IMG: an 8M ext3 image (1 KiB blocks, a 1 MiB journal) holding the
