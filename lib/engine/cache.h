@@ -253,6 +253,11 @@ int cache_sync(struct cache *c);
  * dirty.  For a held p: until everything it depends on is durable.
  * Errors as cache_sync(). */
 int cache_sync_patch(struct cache *c, struct patch *p);
+/* Have the device prepare the n ranges of count[i] blocks at blkno[i]
+ * (bdev_prepare: blocks that read as zeros, which nothing cached may
+ * write while this runs), then, if it wrote anything, issue one barrier,
+ * counted as a round's.  Between rounds.  0 or -errno. */
+int cache_prepare(struct cache *c, const uint64_t *blkno, const uint64_t *count, size_t n);
 
 /* ---- counters ---------------------------------------------------------- */
 

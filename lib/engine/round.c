@@ -521,6 +521,42 @@ int round_locked(struct cache *c, size_t *nwritten, uint64_t limit)
 	return err;
 }
 
+int cache_prepare(struct cache *c, const uint64_t *blkno, const uint64_t *count, size_t n)
+{
+	bool taken, wrote, any = false;
+	int err = 0;
+
+	cache_lock(c, &taken);
+	if (cache_reentered(c)) {
+		cache_unlock(c, taken);
+		return -EDEADLK;
+	}
+	while (c->round_busy)
+		pthread_cond_wait(&c->round_cond, &c->lock);
+	c->round_busy = true;
+	io_unlock(c);
+	for (size_t i = 0; i < n && !err; i++) {
+		err = bdev_prepare(c->dev, blkno[i], count[i], &wrote);
+		any |= wrote;
+	}
+	if (any)
+		err = bdev_barrier(c->dev);
+	io_lock(c);
+	/* a round of its own, so that the counters hold every barrier the
+	 * device saw */
+	if (any) {
+		c->st.rounds++;
+		if (err)
+			c->st.barrier_errors++;
+		else
+			c->st.barriers++;
+	}
+	c->round_busy = false;
+	pthread_cond_broadcast(&c->round_cond);
+	cache_unlock(c, taken);
+	return err;
+}
+
 int cache_flush_round(struct cache *c, size_t *nwritten)
 {
 	bool taken;

@@ -782,22 +782,26 @@ static void *timer_main(void *arg)
 
 static void prepare_log(struct e2_jw *jw)
 {
-	struct bdev *dev = jw->fs->dev;
 	uint32_t i = jw->first, j, end = jw->maxlen;
-	bool wrote, any = false;
+	uint64_t *blk, *cnt;
+	size_t n = 0;
 
 	if (end - jw->first > PREPARE_BYTES / jw->fs->bs)
 		end = jw->first + PREPARE_BYTES / jw->fs->bs;
-	while (i < end) {
-		for (j = i + 1; j < end && jw->map[j] == jw->map[j - 1] + 1; j++)
-			;
-		if (bdev_prepare(dev, jw->map[i], j - i, &wrote))
-			return;
-		any |= wrote;
-		i = j;
+	blk = malloc((end - i) * sizeof(*blk));
+	cnt = malloc((end - i) * sizeof(*cnt));
+	if (blk && cnt) {
+		while (i < end) {
+			for (j = i + 1; j < end && jw->map[j] == jw->map[j - 1] + 1; j++)
+				;
+			blk[n] = jw->map[i];
+			cnt[n++] = j - i;
+			i = j;
+		}
+		(void)cache_prepare(jw->fs->c, blk, cnt, n);
 	}
-	if (any)
-		(void)bdev_barrier(dev);
+	free(blk);
+	free(cnt);
 }
 
 int e2_jw_start(struct e2fs *fs)
