@@ -58,6 +58,18 @@ flushes() {
 	cmp "$SCRATCH/data" "$DISK/plain"
 }
 
+@test "slowflush shows a file's holes as the source holds them" {
+	sf_start 0
+	truncate -s 1M "$DISK/sparse"
+	printf data | dd of="$DISK/sparse" bs=4096 seek=100 conv=notrunc,fsync status=none
+	run -0 python3 - "$DISK/sparse" <<-'EOF'
+		import os, sys
+		fd = os.open(sys.argv[1], os.O_RDONLY)
+		print(os.lseek(fd, 0, os.SEEK_DATA), os.lseek(fd, 409600, os.SEEK_HOLE))
+	EOF
+	assert_output "409600 413696"
+}
+
 @test "fstitch-mount's barriers on an image under slowflush are counted" {
 	sf_start 0
 	make_image "$DISK/fs.img" 16M

@@ -235,6 +235,15 @@ static int sf_fallocate(const char *path, int mode, off_t off, off_t len,
 	return fallocate(fd_of(fi), mode, off, len) < 0 ? -errno : 0;
 }
 
+/* Holes as the source has them (SEEK_HOLE, SEEK_DATA), as a disk's image
+ * file shows them without the emulation. */
+static off_t sf_lseek(const char *path, off_t off, int whence, struct fuse_file_info *fi)
+{
+	off_t r = lseek(fd_of(fi), off, whence);
+
+	return r < 0 ? -errno : r;
+}
+
 static int sf_statfs(const char *path, struct statvfs *sv)
 {
 	return fstatvfs(src_fd, sv) < 0 ? -errno : 0;
@@ -283,6 +292,7 @@ static const struct fuse_operations ops = {
 	.release = sf_release,
 	.fsync = sf_fsync,
 	.fallocate = sf_fallocate,
+	.lseek = sf_lseek,
 	.statfs = sf_statfs,
 	.getxattr = sf_getxattr,
 };
