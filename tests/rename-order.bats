@@ -66,33 +66,42 @@ git log --oneline >/dev/null'
 	assert_crash_fail consistency=none none --max 200 -- sh -c "$GIT_CHECK"
 }
 
-# reaches DOT FROM TO: "yes" if a patch on block FROM waits, directly or
-# through other patches (empty ones included), for a patch on one of the
-# blocks TO (comma-separated), else "no".
+# reaches DOT FROM TO [DOT FROM TO]...: for each triple, "yes" if a
+# patch on block FROM of graph DOT waits, directly or through other
+# patches (empty ones included), for a patch on one of the blocks TO
+# (comma-separated), else "no"; the answers on one line, a space
+# between.  (One python3 for all of a test's questions: on a loaded
+# machine its start takes a second.)
 reaches() {
 	python3 - "$@" <<'EOF'
 import re, sys
-blk, edges, cur = {}, {}, None
-for line in open(sys.argv[1]):
-    m = re.match(r'\s*subgraph cluster_b(\d+) \{', line)
-    if m:
-        cur = m.group(1)
-    elif re.match(r'\s*\}', line):
-        cur = None
-    elif m := re.match(r'\s*p(\d+) \[label', line):
-        blk[m.group(1)] = cur
-    elif m := re.match(r'\s*p(\d+) -> p(\d+);', line):
-        edges.setdefault(m.group(1), []).append(m.group(2))
-to = set(sys.argv[3].split(','))
-todo = [p for p, b in blk.items() if b == sys.argv[2]]
-assert todo, "no patch on block " + sys.argv[2]
-seen = set(todo)
-while todo:
-    for q in edges.get(todo.pop(), []):
-        if q not in seen:
-            seen.add(q)
-            todo.append(q)
-print("yes" if any(blk.get(p) in to for p in seen) else "no")
+
+def reaches(dot, frm, to):
+    blk, edges, cur = {}, {}, None
+    for line in open(dot):
+        m = re.match(r'\s*subgraph cluster_b(\d+) \{', line)
+        if m:
+            cur = m.group(1)
+        elif re.match(r'\s*\}', line):
+            cur = None
+        elif m := re.match(r'\s*p(\d+) \[label', line):
+            blk[m.group(1)] = cur
+        elif m := re.match(r'\s*p(\d+) -> p(\d+);', line):
+            edges.setdefault(m.group(1), []).append(m.group(2))
+    to = set(to.split(','))
+    todo = [p for p, b in blk.items() if b == frm]
+    assert todo, "no patch on block " + frm
+    seen = set(todo)
+    while todo:
+        for q in edges.get(todo.pop(), []):
+            if q not in seen:
+                seen.add(q)
+                todo.append(q)
+    return "yes" if any(blk.get(p) in to for p in seen) else "no"
+
+args = sys.argv[1:]
+assert args and len(args) % 3 == 0, "reaches: DOT FROM TO, one or more times"
+print(" ".join(reaches(*args[i:i + 3]) for i in range(0, len(args), 3)))
 EOF
 }
 
@@ -116,15 +125,33 @@ base_image() {
 # graph MODE SCRIPT...: run each python3 SCRIPT as its own process in a
 # mount of a copy of $BASE with rename_order=MODE, then write the patch
 # graph to $SCRATCH/MODE.dot.  Nothing is flushed before the graph is
-# taken (flush interval 600 s).
+# taken (flush interval 600 s).  One python3 runs the scripts one after
+# another, each in a child of its own (fork): to the daemon each is a
+# process of its own, as a python3 of its own would be, without a
+# python3 start for each.
 graph() {
-	local mode=$1 mnt=$SCRATCH/mnt script
+	local mode=$1 mnt=$SCRATCH/mnt
 	shift
 	cp "$BASE" "$SCRATCH/fs.img"
 	fstitch_mount_start "$SCRATCH/fs.img" "$mnt" -o flush_interval=600,rename_order=$mode
-	for script in "$@"; do
-		(cd "$mnt" && python3 -c "$script") || return 1
-	done
+	python3 - "$mnt" "$@" <<'EOF' || return 1
+import os, sys, traceback
+
+os.chdir(sys.argv[1])
+for script in sys.argv[2:]:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            exec(script, {})
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        sys.stdout.flush()
+        os._exit(code)
+    if os.waitpid(pid, 0)[1]:
+        sys.exit("graph: a script failed")
+EOF
 	"$(fstitch_cmd fstitch-stat)" --dot --limit 100000 "$mnt" >"$SCRATCH/$mode.dot"
 	fstitch_mount_stop "$mnt"
 }
@@ -138,7 +165,7 @@ os.rename("d/t", "d/f")'
 
 @test "rename_order=process orders a rename after its own process's data, not another's" {
 	command -v debugfs >/dev/null || skip "debugfs is not installed"
-	local mode got=
+	local mode got= q=() a1 b1 a2 b2 a3 b3
 	base_image
 	# Process A overwrites a in place and publishes e/g with a rename;
 	# then process B publishes d/f.
@@ -150,15 +177,16 @@ with open("a", "r+b") as f:
 with open("e/u", "wb") as f:
     f.write(b"A\n")
 os.rename("e/u", "e/g")' "$PUBLISH_B"
-		got+="$mode: A $(reaches "$SCRATCH/$mode.dot" "$EBLK" "$ABLK")"
-		got+=" B $(reaches "$SCRATCH/$mode.dot" "$DBLK" "$ABLK"); "
+		q+=("$SCRATCH/$mode.dot" "$EBLK" "$ABLK" "$SCRATCH/$mode.dot" "$DBLK" "$ABLK")
 	done
+	read -r a1 b1 a2 b2 a3 b3 < <(reaches "${q[@]}")
+	got="process: A $a1 B $b1; all: A $a2 B $b2; file: A $a3 B $b3; "
 	assert_equal "$got" "process: A yes B no; all: A yes B yes; file: A no B no; "
 }
 
 @test "rename_order=process: data written back from a shared mapping is waited for by every process" {
 	command -v debugfs >/dev/null || skip "debugfs is not installed"
-	local mode got=
+	local mode got= q=() b1 b2
 	base_image
 	# A shared mapping's pages reach the daemon with pid 0 (the close
 	# writes them back; msync would fsync them as well); then process B
@@ -171,7 +199,9 @@ m = mmap.mmap(fd, 65536)
 m[:] = bytes(reversed(range(256))) * 256
 m.close()
 os.close(fd)' "$PUBLISH_B"
-		got+="$mode: B $(reaches "$SCRATCH/$mode.dot" "$DBLK" "$ABLK"); "
+		q+=("$SCRATCH/$mode.dot" "$DBLK" "$ABLK")
 	done
+	read -r b1 b2 < <(reaches "${q[@]}")
+	got="process: B $b1; file: B $b2; "
 	assert_equal "$got" "process: B yes; file: B no; "
 }
