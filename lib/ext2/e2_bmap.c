@@ -590,6 +590,29 @@ static int wpath(struct wctx *w, uint64_t lblk, uint32_t *leaf)
 	return 0;
 }
 
+/* Write shadow s after what its pointers wait for.  Those go into the
+ * block's record first, and the contents wait for the record's set, which
+ * stands for every one of them: waiting for each member as well would
+ * give each of them a second edge, and a file that grows by appends makes
+ * a copy of its indirect block per write, each after the data blocks
+ * still kept aside in the record and the new one.  Without a record (no
+ * memory: pdep_add() then waited for the members to be durable) the
+ * contents wait for the members themselves. */
+static int write_shadow(struct wctx *w, struct shadow *s)
+{
+	struct e2fs *fs = w->fs;
+	struct e2_deps own = {0};
+	int r;
+
+	r = pdep_add(fs, w->ip, s->blk, &s->deps);
+	if (!r)
+		r = pdep_deps(fs, w->ip, s->blk, &own);
+	if (!r)
+		r = e2_block_init(fs, s->blk, s->v, own.n ? &own : &s->deps, &s->init);
+	e2_deps_free(fs, &own);
+	return r;
+}
+
 /* Write every shadow, deepest level first, each after what it points at,
  * and hand its patches to its parent. */
 static int write_shadows(struct wctx *w)
@@ -604,9 +627,7 @@ static int write_shadows(struct wctx *w)
 
 			if (s->level != lv)
 				continue;
-			r = e2_block_init(fs, s->blk, s->v, &s->deps, &s->init);
-			if (!r)
-				r = pdep_add(fs, w->ip, s->blk, &s->deps);
+			r = write_shadow(w, s);
 			if (r)
 				return r;
 			e2_isync_add(fs, w->ip, s->init);
