@@ -950,6 +950,40 @@ int same_block_befores(struct cache *c, struct cblock *b, enum patch_type type,
 	}
 }
 
+/* Drop from ds each patch that another member of ds already waits for
+ * (among its newest afters, already_before()), unless it is of block b:
+ * the change will wait for that member, which cannot commit before the
+ * patch does, so a direct edge would add no order, only memory.  (A
+ * member dropped because of one dropped in turn is still followed: the
+ * edges themselves stay.)  A data block's contents, say, are in the
+ * rename_order set and in the set of its indirect block, and the inode
+ * patch waits for both.  Patches of b stay: same-block order and the
+ * overlap index look at direct edges.  Whether a patch dropped was held
+ * or pinned (what waits for it is pinned too, but be exact). */
+static bool prune_implied(struct depset *ds, const struct cblock *b)
+{
+	bool pinned = false;
+	size_t i, n = 0;
+
+	for (i = 0; i < ds->n; i++) {
+		struct patch *d = ds->v[i];
+		uint32_t j, lo = d->nafters > 8 ? d->nafters - 8 : 0;
+		bool implied = false;
+
+		if (!b || d->block != b)
+			for (j = d->nafters; j-- > lo && !implied;)
+				implied = (patch_after(d, j)->flags & PF_INSET) != 0;
+		if (implied) {
+			d->flags &= ~PF_INSET;
+			pinned |= (d->flags & (PF_HELD | PF_PINNED)) != 0;
+		} else {
+			ds->v[n++] = d;
+		}
+	}
+	ds->n = n;
+	return pinned;
+}
+
 /* A change that joins the running transaction keeps only its waits on its
  * own block (the order of its bytes against theirs, for rollback) and on
  * the transaction's hold h.  Its other waits are the transaction's to
@@ -1010,6 +1044,8 @@ static int make_change(struct cache *c, struct cblock *b, enum patch_type type, 
 		if (err)
 			goto out;
 	}
+	if (prune_implied(&ds, b))
+		pinned = true;
 	/* Nothing of a block with an NRB patch is written without it. */
 	if (b->nrb) {
 		err = depset_add(&ds, b->nrb);
