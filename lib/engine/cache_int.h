@@ -112,15 +112,23 @@ static inline size_t cell_size(enum patch_cell k)
 								   : sizeof(struct patch);
 }
 
-/* Room in aft.v holding n afters: 2, then doubling (a patch moves to the
- * vector on its second after, and many never get a third). */
+/* Room in aft.v holding n afters: 2, then half as much again each time
+ * (2, 3, 4, 6, 9, 13, ...).  A patch moves to the vector on its second
+ * after, and most stop at a handful: a data block's contents wait for a
+ * few sets and copies, and with room doubling a fifth after took eight
+ * slots.  afters_grow() is the room after cap. */
 #define AFTERS_MIN 2
+static inline uint32_t afters_grow(uint32_t cap)
+{
+	return cap + cap / 2;
+}
+
 static inline uint32_t afters_cap(uint32_t n)
 {
 	uint32_t cap = AFTERS_MIN;
 
 	while (cap < n)
-		cap *= 2;
+		cap = afters_grow(cap);
 	return cap;
 }
 

@@ -344,12 +344,12 @@ int reserve_after(struct cache *c, struct patch *d)
 		return 0;
 	}
 	cap = afters_cap(d->nafters);
-	/* nafters == cap: the room doubles (afters_cap(n + 1) == 2 * cap) */
-	v = realloc(d->aft.v, 2 * cap * sizeof(*v));
+	/* nafters == cap: the room grows (afters_cap(n + 1) == afters_grow(cap)) */
+	v = realloc(d->aft.v, afters_grow(cap) * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
 	d->aft.v = v;
-	stats_engine(c, (int64_t)(cap * sizeof(*v)));
+	stats_engine(c, (int64_t)((afters_grow(cap) - cap) * sizeof(*v)));
 	return 0;
 }
 
