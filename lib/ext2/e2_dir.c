@@ -625,9 +625,10 @@ static int dir_add(struct e2fs *fs, struct e2_inode *dir, const char *name, size
 	if (r)
 		return r;
 	if (navoid || nrm) {
-		sp = malloc((navoid + nrm) * sizeof(*sp));
-		if (!sp) /* placed as by e2_dir_add: waits, but is right */
-			navoid = nrm = 0;
+		if (grow(&fs->spbuf, &fs->capspbuf, navoid + nrm, sizeof(*sp), 16))
+			navoid = nrm = 0; /* placed as by e2_dir_add: waits, but is right */
+		else
+			sp = fs->spbuf;
 	}
 	first = lblk = find_room(dir->dix, need);
 	r = -ENOSPC;
@@ -677,7 +678,6 @@ static int dir_add(struct e2fs *fs, struct e2_inode *dir, const char *name, size
 	if (!r)
 		r = room_update(fs, dir, lblk, pblk);
 out:
-	free(sp);
 	return r;
 }
 
@@ -694,53 +694,114 @@ int e2_dir_add_avoid(struct e2fs *fs, struct e2_inode *dir, const char *name, si
 	return dir_add(fs, dir, name, len, ino, mode, deps, out, avoid, navoid, NULL, 0, false);
 }
 
+/* The rmtab slot of directory ino. */
+static unsigned rm_slot(uint32_t ino)
+{
+	return (ino * 2654435761u) >> 26; /* E2_RMPEND_SLOTS is 1 << 6 */
+}
+
+/* Forget the remembered removal p. */
+static void rm_forget(struct e2fs *fs, struct e2_rmpend *p)
+{
+	*p->pprev = p->next;
+	if (p->next)
+		p->next->pprev = p->pprev;
+	if (p->older)
+		p->older->newer = p->newer;
+	else
+		fs->rmold = p->newer;
+	if (p->newer)
+		p->newer->older = p->older;
+	else
+		fs->rmnew = p->older;
+	fs->nrmpend--;
+	patch_release(fs->c, p->rm);
+	free(p);
+}
+
 int e2_dir_add_new(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
 		   uint32_t ino, mode_t mode, struct e2_deps *deps, struct patch **out)
 {
-	struct pending *rm = NULL;
+	struct e2_rmpend *p, *next;
+	struct pending *rm = fs->rmbuf;
 	size_t nrm = 0;
-	int r;
+	bool lost = false;
 
-	if (fs->nrmpend)
-		rm = malloc(fs->nrmpend * sizeof(*rm));
-	for (size_t i = 0; rm && i < fs->nrmpend; i++) {
+	for (p = fs->rmtab[rm_slot(dir->ino)]; p; p = next) {
 		uint32_t off, n;
 
-		if (fs->rmpend[i].dir == dir->ino &&
-		    !patch_where(fs->c, fs->rmpend[i].rm, &rm[nrm].blk, &off, &n)) {
+		next = p->next;
+		if (p->dir != dir->ino)
+			continue;
+		if (patch_committed(p->rm)) { /* on disk: nothing to avoid */
+			rm_forget(fs, p);
+			continue;
+		}
+		if (lost)
+			continue;
+		if (grow(&fs->rmbuf, &fs->caprmbuf, nrm + 1, sizeof(*rm), 16)) {
+			lost = true; /* placed as by e2_dir_add */
+			continue;
+		}
+		rm = fs->rmbuf;
+		if (!patch_where(fs->c, p->rm, &rm[nrm].blk, &off, &n)) {
 			rm[nrm].lo = off;
 			rm[nrm++].hi = off + n;
 		}
 	}
-	r = dir_add(fs, dir, name, len, ino, mode, deps, out, NULL, 0, rm, nrm, true);
-	free(rm);
-	return r;
+	if (lost)
+		nrm = 0;
+	return dir_add(fs, dir, name, len, ino, mode, deps, out, NULL, 0, rm, nrm, true);
 }
 
 void e2_dir_removal_pending(struct e2fs *fs, struct e2_inode *dir, struct patch *rm)
 {
-	size_t k = 0;
+	struct e2_rmpend **slot = &fs->rmtab[rm_slot(dir->ino)], *p, *next;
 
 	if (!rm || patch_committed(rm) || fs->opts.consistency != CONSISTENCY_SOFTUPDATES)
 		return;
-	for (size_t i = 0; i < fs->nrmpend; i++) {
-		if (patch_committed(fs->rmpend[i].rm))
-			patch_release(fs->c, fs->rmpend[i].rm);
-		else
-			fs->rmpend[k++] = fs->rmpend[i];
+	/* Those on disk go: from the oldest on, and in this slot. */
+	while (fs->rmold && patch_committed(fs->rmold->rm))
+		rm_forget(fs, fs->rmold);
+	for (p = *slot; p; p = next) {
+		next = p->next;
+		if (patch_committed(p->rm))
+			rm_forget(fs, p);
 	}
-	fs->nrmpend = k;
-	if (fs->nrmpend == E2_RMPEND_MAX) { /* the oldest is forgotten */
-		patch_release(fs->c, fs->rmpend[0].rm);
-		memmove(fs->rmpend, fs->rmpend + 1, (k - 1) * sizeof(fs->rmpend[0]));
-		fs->nrmpend--;
-	}
+	if (fs->nrmpend == E2_RMPEND_MAX) /* full: count only those still pending */
+		for (p = fs->rmold; p; p = next) {
+			next = p->newer;
+			if (patch_committed(p->rm))
+				rm_forget(fs, p);
+		}
+	if (fs->nrmpend == E2_RMPEND_MAX) /* the oldest is forgotten */
+		rm_forget(fs, fs->rmold);
 	/* without room it is forgotten: a new name may then wait for it */
-	if (GROW(&fs->rmpend, &fs->caprmpend, fs->nrmpend + 1, 16))
+	p = malloc(sizeof(*p));
+	if (!p)
 		return;
 	patch_retain(rm);
-	fs->rmpend[fs->nrmpend].dir = dir->ino;
-	fs->rmpend[fs->nrmpend++].rm = rm;
+	p->rm = rm;
+	p->dir = dir->ino;
+	p->next = *slot;
+	p->pprev = slot;
+	if (*slot)
+		(*slot)->pprev = &p->next;
+	*slot = p;
+	p->older = fs->rmnew;
+	p->newer = NULL;
+	if (fs->rmnew)
+		fs->rmnew->newer = p;
+	else
+		fs->rmold = p;
+	fs->rmnew = p;
+	fs->nrmpend++;
+}
+
+void e2_dir_removals_free(struct e2fs *fs)
+{
+	while (fs->rmold)
+		rm_forget(fs, fs->rmold);
 }
 
 /* Drop the index's entry *pp, whose name has just been removed from its

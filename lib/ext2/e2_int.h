@@ -139,6 +139,7 @@ struct e2_freed {
 
 #define E2_PROCSET_SLOTS 64
 #define E2_RMPEND_MAX 1024
+#define E2_RMPEND_SLOTS 64
 
 
 /* rename_order=process: what the next rename or link of process (pid,
@@ -177,18 +178,26 @@ struct e2fs {
 		struct patch *rm;
 	} parked[32];
 	unsigned nparked;
-	/* Removals of a last name (e2_remove_last) not yet on disk, oldest
-	 * first, with their directory: a new name (e2_dir_add_new) is not
-	 * put where one of them wrote, or it would wait for the removal and
-	 * so for the clear of the old inode, whose count waited for its own
-	 * entry: under a workload that deletes and creates in one directory
-	 * that made one chain of every file's writes.  At most
-	 * E2_RMPEND_MAX: the oldest is forgotten. */
+	/* Removals of a last name (e2_remove_last) not yet on disk, with
+	 * their directory: a new name (e2_dir_add_new) is not put where one
+	 * of them wrote, or it would wait for the removal and so for the
+	 * clear of the old inode, whose count waited for its own entry:
+	 * under a workload that deletes and creates in one directory that
+	 * made one chain of every file's writes.  Hashed by directory inode
+	 * (rmtab), so that a create looks only at its directory's, and also
+	 * in one list from the oldest (rmold) to the newest (rmnew).  At
+	 * most E2_RMPEND_MAX: the oldest is forgotten. */
 	struct e2_rmpend {
+		struct e2_rmpend *next, **pprev; /* in its rmtab slot */
+		struct e2_rmpend *older, *newer;
 		uint32_t dir;
 		struct patch *rm;
-	} *rmpend;
-	size_t nrmpend, caprmpend;
+	} *rmtab[E2_RMPEND_SLOTS], *rmold, *rmnew;
+	size_t nrmpend;
+	/* Room reused by every create under lock (e2_dir.c): the removals
+	 * of the directory, and the bytes a new entry must not write. */
+	void *rmbuf, *spbuf;
+	size_t caprmbuf, capspbuf;
 	/* a file was fsynced: new inodes collect their changes from birth */
 	bool fsync_seen;
 	bool ro;	    /* no changes: mounted read-only, or an error
@@ -437,6 +446,8 @@ int e2_dir_add_new(struct e2fs *fs, struct e2_inode *dir, const char *name, size
 		   uint32_t ino, mode_t mode, struct e2_deps *deps, struct patch **out);
 /* Remember rm, the removal of a last name from dir (e2_dir_add_new). */
 void e2_dir_removal_pending(struct e2fs *fs, struct e2_inode *dir, struct patch *rm);
+/* Forget every removal remembered (unmount). */
+void e2_dir_removals_free(struct e2fs *fs);
 int e2_dir_add_avoid(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
 		     uint32_t ino, mode_t mode, struct e2_deps *deps, struct patch **out,
 		     const uint32_t *avoid, size_t navoid);

@@ -559,13 +559,13 @@ static void fs_free(struct e2fs *fs)
 		e2_order_destroy(fs);
 		for (unsigned i = 0; i < fs->nparked; i++)
 			patch_release(fs->c, fs->parked[i].rm);
-		for (size_t i = 0; i < fs->nrmpend; i++)
-			patch_release(fs->c, fs->rmpend[i].rm);
+		e2_dir_removals_free(fs);
 	}
 	fs->nparked = 0;
-	free(fs->rmpend);
-	fs->rmpend = NULL;
-	fs->nrmpend = fs->caprmpend = 0;
+	free(fs->rmbuf);
+	free(fs->spbuf);
+	fs->rmbuf = fs->spbuf = NULL;
+	fs->caprmbuf = fs->capspbuf = 0;
 	e2_icache_destroy(fs);
 	e2_freed_destroy(fs);
 	e2_xattr_destroy(fs);
