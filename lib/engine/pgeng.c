@@ -255,6 +255,18 @@ static bool forgettable(const struct pg_group *g)
 	return !g->engaged && !g->active && durable(g);
 }
 
+/* Put closed group g at the back of the queue the sweep looks at. */
+static void closing_append(struct pgeng *e, struct pg_group *g)
+{
+	g->cnext = NULL;
+	if (e->closing_tail)
+		e->closing_tail->cnext = g;
+	else
+		e->closing = g;
+	e->closing_tail = g;
+	e->nclosing++;
+}
+
 /* Forget closed groups that are durable and unused: their ids stay valid as
  * no-op befores (find() returns 1 for them).  Forgets from the front of the
  * queue up to a bounded batch, and stops at the first group that must still
@@ -282,12 +294,7 @@ static void sweep(struct pgeng *e)
 			n++;
 			continue;
 		}
-		if (e->closing_tail)
-			e->closing_tail->cnext = g;
-		else
-			e->closing = g;
-		e->closing_tail = g;
-		e->nclosing++;
+		closing_append(e, g);
 		break;
 	}
 }
@@ -469,13 +476,7 @@ int pgeng_close(struct pgeng *e, int64_t id, uid_t uid)
 	if (forgettable(g)) {
 		forget(e, g);
 	} else {
-		g->cnext = NULL;
-		if (e->closing_tail)
-			e->closing_tail->cnext = g;
-		else
-			e->closing = g;
-		e->closing_tail = g;
-		e->nclosing++;
+		closing_append(e, g);
 	}
 	sweep(e);
 out:

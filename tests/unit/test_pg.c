@@ -294,6 +294,23 @@ static void test_closed_and_retired(void **state)
 	fx_close(&f);
 }
 
+/* close_written: make n groups one after another, each writing a byte
+ * of one of eight blocks, and close them. */
+static void close_written(struct fx *f, size_t n)
+{
+	struct pg_group *g;
+	int64_t id;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		assert_int_equal(pgeng_group_create(f->e, 0, &id), 0);
+		assert_int_equal(pgeng_engage(f->e, id, 0, &g), 0);
+		write_in(f, &g, 1, 1 + i % 8, (uint32_t)(i % 100), (uint8_t)i);
+		pgeng_disengage(f->e, g);
+		assert_int_equal(pgeng_close(f->e, id, 0), 0);
+	}
+}
+
 /* More closed groups than one sweep looks at become durable in one round:
  * the calls after it forget them all, 64 a call, though those calls commit
  * nothing themselves.  Until the round, each is still there. */
@@ -301,19 +318,11 @@ static void test_forget_after_round(void **state)
 {
 	enum { N = 300 };
 	struct fx f;
-	struct pg_group *g;
 	struct pg_summary sum;
-	int64_t id;
 	size_t i;
 
 	fx_open(&f, CONSISTENCY_SOFTUPDATES);
-	for (i = 0; i < N; i++) {
-		assert_int_equal(pgeng_group_create(f.e, 0, &id), 0);
-		assert_int_equal(pgeng_engage(f.e, id, 0, &g), 0);
-		write_in(&f, &g, 1, 1 + i % 8, (uint32_t)(i % 100), (uint8_t)i);
-		pgeng_disengage(f.e, g);
-		assert_int_equal(pgeng_close(f.e, id, 0), 0);
-	}
+	close_written(&f, N);
 	for (i = 0; i < N / 64 + 1; i++)
 		pgeng_summary(f.e, &sum);
 	assert_int_equal(sum.groups, N);
@@ -334,9 +343,9 @@ static void test_forget_past_engaged(void **state)
 {
 	enum { N = 100 };
 	struct fx f;
-	struct pg_group *g, *held;
+	struct pg_group *held;
 	struct pg_summary sum;
-	int64_t id, first;
+	int64_t first;
 	size_t i;
 
 	fx_open(&f, CONSISTENCY_SOFTUPDATES);
@@ -344,13 +353,7 @@ static void test_forget_past_engaged(void **state)
 	assert_int_equal(pgeng_engage(f.e, first, 0, &held), 0);
 	write_in(&f, &held, 1, 9, 0, 1);
 	assert_int_equal(pgeng_close(f.e, first, 0), 0);
-	for (i = 0; i < N; i++) {
-		assert_int_equal(pgeng_group_create(f.e, 0, &id), 0);
-		assert_int_equal(pgeng_engage(f.e, id, 0, &g), 0);
-		write_in(&f, &g, 1, 1 + i % 8, (uint32_t)(i % 100), (uint8_t)i);
-		pgeng_disengage(f.e, g);
-		assert_int_equal(pgeng_close(f.e, id, 0), 0);
-	}
+	close_written(&f, N);
 	assert_int_equal(cache_sync(f.c), 0);
 	for (i = 0; i < 2 + N / 64 + 1; i++)
 		pgeng_summary(f.e, &sum);
