@@ -83,18 +83,23 @@ int e2_pset_add(struct e2fs *fs, struct patch **set, struct patch *p)
 	return 0;
 }
 
+size_t e2_patches_drop_committed(struct e2fs *fs, struct patch **v, size_t n)
+{
+	size_t i, k = 0;
+
+	for (i = 0; i < n; i++) {
+		if (patch_committed(v[i]))
+			patch_release(fs->c, v[i]);
+		else
+			v[k++] = v[i];
+	}
+	return k;
+}
+
 bool e2_oset_prune(struct e2fs *fs, struct e2_oset *o)
 {
-	unsigned i, n = 0;
-
 	e2_patch_drop_committed(fs, &o->set);
-	for (i = 0; i < o->npend; i++) {
-		if (patch_committed(o->pend[i]))
-			patch_release(fs->c, o->pend[i]);
-		else
-			o->pend[n++] = o->pend[i];
-	}
-	o->npend = n;
+	o->npend = (unsigned)e2_patches_drop_committed(fs, o->pend, o->npend);
 	return !o->set && !o->npend;
 }
 

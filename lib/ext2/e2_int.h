@@ -338,6 +338,9 @@ int e2_deps_addref(struct e2_deps *d, struct patch *p); /* retains p */
 void e2_deps_free(struct e2fs *fs, struct e2_deps *d);
 /* Drop *pp if it has committed (keeps pinned lists short). */
 void e2_patch_drop_committed(struct e2fs *fs, struct patch **pp);
+/* Release the committed patches of v[0..n) and close up the rest, in
+ * order; returns how many are left. */
+size_t e2_patches_drop_committed(struct e2fs *fs, struct patch **v, size_t n);
 int e2_patch(struct e2fs *fs, uint32_t blk, uint32_t off, uint32_t len, const void *data,
 	     struct e2_deps *deps, struct patch **out);
 

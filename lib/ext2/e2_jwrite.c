@@ -1039,13 +1039,7 @@ static int sync_target(struct e2_jw *jw, struct patch **out)
 	if (jw->nrun)
 		return e2_jcommit(fs, out);
 	/* (what an earlier sync made durable leaves the list) */
-	for (i = 0; i < jw->nord; i++) {
-		if (patch_committed(jw->ord[i]))
-			patch_release(fs->c, jw->ord[i]);
-		else
-			jw->ord[n++] = jw->ord[i];
-	}
-	jw->nord = n;
+	n = jw->nord = e2_patches_drop_committed(fs, jw->ord, jw->nord);
 	for (i = 0; i < n && !r; i++)
 		r = e2_deps_addref(&d, jw->ord[i]);
 	if (!r)
