@@ -115,11 +115,16 @@ static int balloc_group(struct e2fs *fs, uint32_t g, uint32_t from, int reuse, u
 	 * PostMark.  A search remembers the bits it walked without finding
 	 * a free that is not pending, and the next jumps over them, until a
 	 * round commits (only then can a pending free become durable).
-	 * Only under soft updates, for the search that wants durable frees:
-	 * a journal's frees move on with its transactions. */
-	memo_ok = reuse == FREE_DONE && reuse < max_level(fs) && !e2_journaling(fs);
+	 * Only for the search that wants durable frees.  Under a journal
+	 * the frees of the running transaction pile up the same way until
+	 * it commits (1500 looked up per block after 3000 atomic replaces
+	 * between two flushes); there the memo also ends when a transaction
+	 * starts to commit, the one change of a free's level that needs no
+	 * round (it makes a free durable at once under the debug=reuseearly
+	 * negative control). */
+	memo_ok = reuse == FREE_DONE && reuse < max_level(fs);
 	if (memo_ok) {
-		gen = cache_commits(fs->c);
+		gen = cache_commits(fs->c) + (e2_journaling(fs) ? e2_jtid(fs) : 0);
 		memo = gr->pend_gen == gen && gr->pend_hi > gr->pend_lo;
 	}
 	for (int pass = 0; pass < 2; pass++) {
