@@ -540,6 +540,35 @@ static bool scope_applies(struct scope_tab *t, struct scope_key key, size_t i,
 	return e && (i == 0 || child_start >= e->since);
 }
 
+/* The scope of process pid when that process owns one, still runs, and
+ * applies to its child on the way down, which started at child_start: 1
+ * and *found, with no /proc read, else 0.  The scope's pidfd pins the pid
+ * while the process runs, so a live scope's key is what a read of
+ * /proc/PID/stat would find now; one that started after the child is
+ * another process that took a vanished parent's pid, as in walk_up().
+ * This is the common step of a command under pgrun: its parent is the
+ * scope's owner.  Called without t->lock. */
+static int live_scope_of(struct scope_tab *t, pid_t pid, uint64_t child_start,
+			 struct scope_key *found)
+{
+	struct entry *e;
+	int r = 0;
+
+	if (!t->real)
+		return 0;
+	pthread_mutex_lock(&t->lock);
+	for (e = t->ht[eslot((struct scope_key){ .pid = pid })]; e; e = e->next) {
+		if (e->key.pid == pid && e->pidfd >= 0 && e->key.start <= child_start &&
+		    child_start >= e->since && pidfd_alive(e->pidfd)) {
+			*found = e->key;
+			r = 1;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return r;
+}
+
 /* Walk up from the process key (parent ppid) to the nearest ancestor whose
  * scope applies, reading one /proc/PID/stat per step and stopping at the
  * first scope found: a process inside a scope costs as many reads as it is
@@ -569,6 +598,8 @@ static int walk_up(struct scope_tab *t, struct scope_key key, pid_t ppid,
 		if (!above || key.pid == 1 || ppid <= 0 || ppid == key.pid)
 			return 0;
 		child_start = key.start;
+		if (live_scope_of(t, ppid, child_start, found))
+			return 1;
 		atomic_fetch_add(&t->reads, 1);
 		/* An ancestor that vanished mid-walk: its children were
 		 * reparented, so nothing above it applies any more.  A

@@ -6,7 +6,8 @@
  * reused pid is never taken for the process that had it before.  A process
  * without a scope of its own inherits the scope of its nearest ancestor that
  * has one: resolution walks the PPid chain, one /proc/PID/stat a step, and
- * stops at the first scope that applies.  Answers are cached per thread
+ * stops at the first scope that applies; a parent that owns a scope and
+ * still runs (its pidfd says so) is known without a read.  Answers are cached per thread
  * (thread id and start time) until the set of scopes changes.
  *
  * The table holds an opaque pointer per scope; it never looks inside.  With
@@ -86,8 +87,9 @@ size_t scope_reap(struct scope_tab *t);
 int scope_resolve(struct scope_tab *t, pid_t tid, struct scope_key *key);
 /* How many /proc files scope_resolve() has read (for tests: a repeated hit
  * on a live thread of the real /proc reads none, a miss one per process on
- * the way up to the scope, plus /proc/TID/status for a thread that does
- * not lead its thread group or whose pidfd cannot be had). */
+ * the way up to the scope, less the scope's owner when it is watched and
+ * runs, plus /proc/TID/status for a thread that does not lead its thread
+ * group or whose pidfd cannot be had). */
 size_t scope_proc_reads(struct scope_tab *t);
 /* Key of process pid as it is now (its current start time). */
 int scope_key_of(struct scope_tab *t, pid_t pid, struct scope_key *key);

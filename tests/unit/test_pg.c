@@ -1266,6 +1266,47 @@ static void test_scope_reap_waits_for_watcher(void **state)
 	scope_tab_destroy(watched);
 }
 
+/* A child of a watched scope's owner (a command under pgrun) reads its own
+ * /proc/PID/stat only: the owner runs, so its scope's key stands for the
+ * parent's stat.  A scope made after the child started does not apply, and
+ * the walk then reads the parent as before. */
+static void test_scope_live_parent_read_once(void **state)
+{
+	struct scope_key k, ck, pk, got;
+	int data = 0, wfd;
+	size_t r0;
+	pid_t pid, ppid;
+
+	(void)state;
+	assert_int_equal(scope_tab_create(NULL, true, on_exit_cb, &watched, &watched), 0);
+	assert_int_equal(scope_key_of(watched, getpid(), &k), 0);
+	assert_int_equal(scope_add(watched, k, &data), 0);
+	pid = child_until_closed(&wfd);
+	r0 = scope_proc_reads(watched);
+	assert_int_equal(scope_resolve(watched, pid, &got), 1);
+	assert_int_equal(got.pid, k.pid);
+	assert_int_equal(got.start, k.start);
+	assert_int_equal(scope_proc_reads(watched) - r0, 1);
+	assert_ptr_equal(scope_del(watched, k), &data);
+	/* Made after the child started, our scope does not reach it: the
+	 * walk reads our stat and goes on to our parent's scope, which
+	 * applies and needs no read. */
+	assert_int_equal(proc_stat("/proc", pid, &ppid, &ck.start), 0);
+	assert_int_equal(scope_add_since(watched, k, ck.start + 1, &data), 0);
+	assert_int_equal(scope_key_of(watched, getppid(), &pk), 0);
+	assert_int_equal(scope_add_since(watched, pk, 0, &data), 0);
+	r0 = scope_proc_reads(watched);
+	assert_int_equal(scope_resolve(watched, pid, &got), 1);
+	assert_int_equal(got.pid, pk.pid);
+	assert_int_equal(got.start, pk.start);
+	assert_int_equal(scope_proc_reads(watched) - r0, 2);
+	assert_ptr_equal(scope_del(watched, k), &data);
+	assert_ptr_equal(scope_del(watched, pk), &data);
+	close(wfd);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	scope_tab_destroy(watched);
+}
+
 /* ---- the control protocol and the server, in one process ------------- */
 
 static void echo_handler(void *arg, const struct ctl_peer *peer, const struct ctl_req *req,
@@ -1836,6 +1877,7 @@ int main(void)
 		cmocka_unit_test(test_caller_fake),
 		cmocka_unit_test(test_scope_exit_watch),
 		cmocka_unit_test(test_scope_reap_waits_for_watcher),
+		cmocka_unit_test(test_scope_live_parent_read_once),
 		cmocka_unit_test(test_ctl_protocol),
 		cmocka_unit_test(test_ctl_threads_kept),
 		cmocka_unit_test(test_ctl_access),
