@@ -127,26 +127,38 @@ static void forward(int sig)
 		kill(child, sig);
 }
 
+/* The id as one line in one write(2): stdio would first fstat(2) the
+ * descriptor to choose a buffer for it.  0, or -1 with errno set. */
+static int write_id(int fd, pg_t id)
+{
+	char line[24];
+	int n = snprintf(line, sizeof(line), "%lld\n", (long long)id);
+	ssize_t w = write(fd, line, (size_t)n);
+
+	if (w == n)
+		return 0;
+	if (w >= 0)
+		errno = EIO; /* a short write: the disk is full */
+	return -1;
+}
+
 static int tell_id(pg_t id)
 {
 	int fd;
 
-	if (o.print_id) {
-		printf("%lld\n", (long long)id);
-		if (fflush(stdout) == EOF) {
-			cli_error_errno(errno, "cannot print the group id");
-			return -1;
-		}
+	if (o.print_id && write_id(STDOUT_FILENO, id) < 0) {
+		cli_error_errno(errno, "cannot print the group id");
+		return -1;
 	}
 	if (o.id_file) {
 		fd = open(o.id_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-		if (fd < 0 || dprintf(fd, "%lld\n", (long long)id) < 0 || close(fd) < 0) {
+		if (fd < 0 || write_id(fd, id) < 0 || close(fd) < 0) {
 			cli_error_errno(errno, "cannot write the group id to '%s'", o.id_file);
 			return -1;
 		}
 	}
 	if (o.id_fd >= 0) {
-		if (dprintf(o.id_fd, "%lld\n", (long long)id) < 0) {
+		if (write_id(o.id_fd, id) < 0) {
 			cli_error_errno(errno, "cannot write the group id to fd %d", o.id_fd);
 			return -1;
 		}
