@@ -89,22 +89,27 @@ static int own_scope(struct pgsrv *srv, pid_t pid, struct pscope **out)
 	struct pscope *ps, *parent;
 	struct scope_key key;
 	size_t i;
-	int r;
+	int r, fd;
 
 	if (pid <= 0)
 		return -ESRCH;
-	r = scope_key_of(srv->scopes, pid, &key);
+	r = scope_key_pin(srv->scopes, pid, &key, &fd);
 	if (r < 0)
 		return r;
 	ps = scope_get(srv->scopes, key);
 	if (ps) {
+		if (fd >= 0)
+			close(fd);
 		*out = ps;
 		return 0;
 	}
 	parent = applying_scope(srv, pid);
 	ps = calloc(1, sizeof(*ps));
-	if (!ps)
+	if (!ps) {
+		if (fd >= 0)
+			close(fd);
 		return -ENOMEM;
+	}
 	ps->key = key;
 	if (parent) {
 		for (i = 0; i < parent->ng; i++) {
@@ -116,7 +121,7 @@ static int own_scope(struct pgsrv *srv, pid_t pid, struct pscope **out)
 		if (ps->chain)
 			pgeng_chain_retain(ps->chain);
 	}
-	r = scope_add(srv->scopes, key, ps);
+	r = scope_add_pinned(srv->scopes, key, fd, ps);
 	if (r < 0) {
 		drop_scope(srv, ps);
 		return r;

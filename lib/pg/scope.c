@@ -309,12 +309,11 @@ static uint64_t now_ticks(void)
 	return (uint64_t)ts.tv_sec * (uint64_t)hz + (uint64_t)ts.tv_nsec / (1000000000u / hz);
 }
 
-int scope_add(struct scope_tab *t, struct scope_key key, void *data)
-{
-	return scope_add_since(t, key, now_ticks(), data);
-}
-
-int scope_add_since(struct scope_tab *t, struct scope_key key, uint64_t since, void *data)
+/* Register a scope.  pidfd: a pidfd of key's process that the caller
+ * opened before reading key (scope_key_pin()), taken over whatever the
+ * outcome; -1 to open one here and check it against key. */
+static int add(struct scope_tab *t, struct scope_key key, uint64_t since, int pidfd,
+	       void *data)
 {
 	struct entry *e;
 	pid_t ppid;
@@ -322,13 +321,18 @@ int scope_add_since(struct scope_tab *t, struct scope_key key, uint64_t since, v
 	int r = 0;
 
 	e = calloc(1, sizeof(*e));
-	if (!e)
+	if (!e) {
+		if (pidfd >= 0)
+			close(pidfd);
 		return -ENOMEM;
+	}
 	e->key = key;
 	e->since = since;
 	e->data = data;
-	e->pidfd = -1;
-	if (t->watch) {
+	e->pidfd = t->watch ? pidfd : -1;
+	if (!t->watch && pidfd >= 0)
+		close(pidfd);
+	if (t->watch && e->pidfd < 0) {
 		e->pidfd = (int)syscall(SYS_pidfd_open, key.pid, 0);
 		if (e->pidfd < 0) {
 			r = errno == ESRCH ? -ESRCH : -errno;
@@ -373,6 +377,21 @@ fail:
 		close(e->pidfd);
 	free(e);
 	return r;
+}
+
+int scope_add(struct scope_tab *t, struct scope_key key, void *data)
+{
+	return add(t, key, now_ticks(), -1, data);
+}
+
+int scope_add_pinned(struct scope_tab *t, struct scope_key key, int pidfd, void *data)
+{
+	return add(t, key, now_ticks(), pidfd, data);
+}
+
+int scope_add_since(struct scope_tab *t, struct scope_key key, uint64_t since, void *data)
+{
+	return add(t, key, since, -1, data);
 }
 
 void *scope_get(struct scope_tab *t, struct scope_key key)
@@ -493,9 +512,20 @@ size_t scope_reap(struct scope_tab *t)
 
 int scope_key_of(struct scope_tab *t, pid_t pid, struct scope_key *key)
 {
+	int fd, r = scope_key_pin(t, pid, key, &fd);
+
+	if (r == 0 && fd >= 0)
+		close(fd);
+	return r;
+}
+
+int scope_key_pin(struct scope_tab *t, pid_t pid, struct scope_key *key, int *pidfd)
+{
 	pid_t ppid;
 	uint64_t start;
-	int r;
+	int r, fd = -1;
+
+	*pidfd = -1;
 
 	/* A process whose requests scope_resolve() has seen is in its
 	 * cache with its start time, pinned by a pidfd while it lives: a
@@ -513,11 +543,22 @@ int scope_key_of(struct scope_tab *t, pid_t pid, struct scope_key *key)
 		}
 		pthread_mutex_unlock(&t->lock);
 	}
+	/* Pinned before the read, and still running after it: the read
+	 * was of the process the pidfd names, and scope_add_pinned() need
+	 * not read again to check that. */
+	if (t->watch && t->real && pid > 0)
+		fd = (int)syscall(SYS_pidfd_open, pid, 0);
 	r = proc_stat(t->root, pid, &ppid, &start);
-	if (r < 0)
+	if (r == 0 && fd >= 0 && !pidfd_alive(fd))
+		r = -ESRCH;
+	if (r < 0) {
+		if (fd >= 0)
+			close(fd);
 		return r == -ENOENT ? -ESRCH : r;
+	}
 	key->pid = pid;
 	key->start = start;
+	*pidfd = fd;
 	return 0;
 }
 

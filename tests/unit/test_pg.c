@@ -1266,6 +1266,43 @@ static void test_scope_reap_waits_for_watcher(void **state)
 	scope_tab_destroy(watched);
 }
 
+/* A key read with the process pinned by a pidfd (pgrun's own scope, made
+ * by its first request) registers a watched scope with that pidfd: its
+ * exit is reported like any other.  A process that is gone gives no key,
+ * and an unwatched table no pidfd. */
+static void test_scope_pinned_add_watched(void **state)
+{
+	struct scope_tab *t;
+	struct scope_key k, k2;
+	int data = 0, i, wfd, fd;
+	pid_t pid;
+
+	(void)state;
+	__atomic_store_n(&exits, 0, __ATOMIC_SEQ_CST);
+	pid = child_until_closed(&wfd);
+	assert_int_equal(scope_tab_create(NULL, true, on_exit_cb, &watched, &watched), 0);
+	assert_int_equal(scope_key_pin(watched, pid, &k, &fd), 0);
+	assert_true(fd >= 0);
+	assert_int_equal(scope_key_of(watched, pid, &k2), 0);
+	assert_int_equal(k.start, k2.start);
+	assert_int_equal(scope_add_pinned(watched, k, fd, &data), 0);
+	assert_ptr_equal(scope_get(watched, k), &data);
+	close(wfd); /* the child exits */
+	for (i = 0; i < 500 && !__atomic_load_n(&exits, __ATOMIC_SEQ_CST); i++)
+		usleep(10000);
+	assert_int_equal(exits, 1);
+	assert_int_equal(exited.pid, pid);
+	assert_int_equal(exited.start, k.start);
+	assert_int_equal(scope_count(watched), 0);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	assert_int_equal(scope_key_pin(watched, pid, &k, &fd), -ESRCH);
+	scope_tab_destroy(watched);
+	assert_int_equal(scope_tab_create(NULL, false, NULL, NULL, &t), 0);
+	assert_int_equal(scope_key_pin(t, getpid(), &k, &fd), 0);
+	assert_int_equal(fd, -1);
+	scope_tab_destroy(t);
+}
+
 /* A child of a watched scope's owner (a command under pgrun) reads its own
  * /proc/PID/stat only: the owner runs, so its scope's key stands for the
  * parent's stat.  A scope made after the child started does not apply, and
@@ -1877,6 +1914,7 @@ int main(void)
 		cmocka_unit_test(test_caller_fake),
 		cmocka_unit_test(test_scope_exit_watch),
 		cmocka_unit_test(test_scope_reap_waits_for_watcher),
+		cmocka_unit_test(test_scope_pinned_add_watched),
 		cmocka_unit_test(test_scope_live_parent_read_once),
 		cmocka_unit_test(test_ctl_protocol),
 		cmocka_unit_test(test_ctl_threads_kept),
