@@ -7,8 +7,9 @@
  * without a scope of its own inherits the scope of its nearest ancestor that
  * has one: resolution walks the PPid chain, one /proc/PID/stat a step, and
  * stops at the first scope that applies; a parent that owns a scope and
- * still runs (its pidfd says so) is known without a read.  Answers are cached per thread
- * (thread id and start time) until the set of scopes changes.
+ * still runs (its pidfd says so) is known without a read.  Answers are
+ * cached per thread (thread id and start time) until the set of scopes
+ * changes.
  *
  * The table holds an opaque pointer per scope; it never looks inside.  With
  * watching on, a thread waits on an epoll set of every scope's pidfd and
