@@ -30,6 +30,7 @@
  * soft-updates checks of the workload of that name).  One argument, a part
  * (ops, mixed or controls; see main), runs a part of the tests. */
 #include <errno.h>
+#include <malloc.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -2047,6 +2048,14 @@ int main(int argc, char **argv)
 			fprintf(stderr, "%s: part '%s' leaves a gap\n", argv[0], parts[i].name);
 			return 70;
 		}
+	/* Each crash state takes several image-sized buffers (the copy for
+	 * the library's checks, e2fsck's repair read back), freed before the
+	 * next state.  glibc would map each one afresh and unmap it at the
+	 * free, and every first touch of a page is a fault, which in a
+	 * virtual machine costs more than the copy: keep them on the heap,
+	 * which the next state reuses. */
+	mallopt(M_MMAP_THRESHOLD, 64 << 20);
+	mallopt(M_TRIM_THRESHOLD, 128 << 20);
 	if (argc > 2) {
 		fprintf(stderr, "usage: %s [PART]\n", argv[0]);
 		return 64;
