@@ -32,7 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/sendfile.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -544,46 +543,6 @@ static int do_cat(struct e2fs *fs, const char *path)
 #define WTIME_OFF 1072
 #define WTIME_LEN 4
 
-/* Copy file from to file to (made or truncated) in the kernel, with no
- * buffer here: in a virtual machine every page a process touches for the
- * first time costs more than the copy. */
-static int copy_file(const char *from, const char *to)
-{
-	int in = open(from, O_RDONLY | O_CLOEXEC), out, ret = 0;
-
-	if (in < 0)
-		return -errno;
-	out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (out < 0) {
-		ret = -errno;
-		close(in);
-		return ret;
-	}
-	for (bool across = false;;) {
-		/* copy_file_range stays within one file system type (EXDEV
-		 * between /tmp and /dev/shm): sendfile then */
-		ssize_t n = across ? sendfile(out, in, NULL, 1 << 30)
-				   : copy_file_range(in, NULL, out, NULL, 1 << 30, 0);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && !across && (errno == EXDEV || errno == EINVAL || errno == ENOSYS)) {
-			across = true;
-			continue;
-		}
-		if (n < 0) {
-			ret = -errno;
-			break;
-		}
-		if (n == 0)
-			break;
-	}
-	close(in);
-	if (close(out) < 0 && !ret)
-		ret = -errno;
-	return ret;
-}
-
 /* Read up to len bytes at off; the count read (short only at the end). */
 static ssize_t read_at(int fd, char *buf, size_t len, off_t off)
 {
@@ -603,6 +562,95 @@ static ssize_t read_at(int fd, char *buf, size_t len, off_t off)
 	return (ssize_t)got;
 }
 
+/* Write len bytes at off.  0 or -errno. */
+static int write_at(int fd, const char *buf, size_t len, off_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pwrite(fd, buf + done, len - done, off + (off_t)done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/* The first offset at or after off where fd may hold data: off itself
+ * where the file system cannot say, INT64_MAX past the last data. */
+static off_t next_data(int fd, off_t off)
+{
+	off_t d = lseek(fd, off, SEEK_DATA);
+
+	if (d >= 0)
+		return d;
+	return errno == ENXIO ? INT64_MAX : off;
+}
+
+#define COPY_CHUNK (1 << 16)
+#define COPY_PAGE  4096
+
+/* Whether the page of buf (n bytes) at i is all zeros; its length in *len. */
+static bool zero_page(const char *buf, size_t n, size_t i, size_t *len)
+{
+	const char *p = buf + i;
+
+	*len = n - i < COPY_PAGE ? n - i : COPY_PAGE;
+	return !p[0] && !memcmp(p, p + 1, *len - 1);
+}
+
+/* Copy file from to file to (made or truncated), leaving a hole for each
+ * hole and each page of zeros of from.  A crash state of a small file
+ * system is mostly zeros, and on a tmpfs every page written is a page
+ * taken (and freed again when the copy goes) where a hole reads back the
+ * same zeros for nothing. */
+static int copy_file(const char *from, const char *to)
+{
+	static char buf[COPY_CHUNK];
+	int in = open(from, O_RDONLY | O_CLOEXEC), out = -1, ret = 0;
+	struct stat st;
+	off_t off = 0;
+
+	if (in < 0)
+		return -errno;
+	out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (out < 0 || fstat(in, &st) < 0 || ftruncate(out, st.st_size) < 0) {
+		ret = -errno;
+		goto out;
+	}
+	while ((off = next_data(in, off)) < st.st_size) {
+		ssize_t n = read_at(in, buf, sizeof(buf), off);
+		size_t i = 0, j, len;
+
+		if (n <= 0) {
+			ret = (int)n;
+			break;
+		}
+		/* each run of pages that are not zeros written at once */
+		while (i < (size_t)n) {
+			while (i < (size_t)n && zero_page(buf, (size_t)n, i, &len))
+				i += len;
+			for (j = i; j < (size_t)n && !zero_page(buf, (size_t)n, j, &len);)
+				j += len;
+			if (j > i) {
+				ret = write_at(out, buf + i, j - i, off + (off_t)i);
+				if (ret)
+					goto out;
+			}
+			i = j;
+		}
+		off += n;
+	}
+out:
+	if (out >= 0 && close(out) < 0 && !ret)
+		ret = -errno;
+	close(in);
+	return ret;
+}
+
 /* Compare files an and bn but for s_wtime, a chunk at a time; where they
  * differ, print it as `cmp -l` does (offset from 1, then each byte in
  * octal), at most 10 lines.  0 equal, 1 different, or -errno. */
@@ -610,17 +658,26 @@ static int compare_but_wtime(const char *an, const char *bn)
 {
 	static char a[1 << 16], b[1 << 16];
 	int fa = open(an, O_RDONLY | O_CLOEXEC), fb = open(bn, O_RDONLY | O_CLOEXEC);
+	struct stat sa, sb;
 	unsigned shown = 0;
-	off_t off = 0;
+	off_t off = 0, end;
 	int ret = 0;
 
-	if (fa < 0 || fb < 0) {
+	if (fa < 0 || fb < 0 || fstat(fa, &sa) < 0 || fstat(fb, &sb) < 0) {
 		ret = -errno;
 		goto out;
 	}
+	end = sa.st_size < sb.st_size ? sa.st_size : sb.st_size;
 	while (shown < 10) {
-		ssize_t na = read_at(fa, a, sizeof(a), off), nb = read_at(fb, b, sizeof(b), off);
+		ssize_t na, nb;
 		size_t n;
+		/* (a stretch that is a hole in both is zeros in both) */
+		off_t da = next_data(fa, off), db = next_data(fb, off);
+
+		if (da > off && db > off)
+			off = da < db ? (da < end ? da : end) : (db < end ? db : end);
+		na = read_at(fa, a, sizeof(a), off);
+		nb = read_at(fb, b, sizeof(b), off);
 
 		if (na < 0 || nb < 0) {
 			ret = na < 0 ? (int)na : (int)nb;
