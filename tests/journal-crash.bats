@@ -41,23 +41,26 @@ teardown() {
 
 # journal_state_ok: the check of one crash state ($FSTITCH_IMAGE):
 # journal_replay_check (common.bash: replayed alike by fstitch and by
-# e2fsck, then e2fsck -fn finds nothing at all).  With JSTATE_DATA set,
-# also run that command in a directory holding the files of the replayed
-# image (debugfs rdump).  It runs once per state: without JSTATE_DATA it
+# e2fsck, then e2fsck -fn finds nothing at all).  With JSTATE_DATA set to
+# the name of an exported function, also run that function in a directory
+# holding the files of the replayed image (debugfs rdump).  It runs once
+# per state, where each process it starts counts: without JSTATE_DATA it
 # makes no directory of its own and keeps no copy of the replayed image;
-# with it, the directory (in $JSTATE_TMP) goes once the state is checked,
-# passed or failed.
+# with it, the directory (in $JSTATE_TMP, named by the state's number,
+# $FSTITCH_STATE) goes once the state is checked, passed or failed, and
+# the function runs in this shell, which exits after it.
 journal_state_ok() {
 	local d rc=0
 	[ -n "${JSTATE_DATA:-}" ] || {
 		journal_replay_check
 		return
 	}
-	d=$(mktemp -d "$JSTATE_TMP/state.XXXXXX") || return 1
+	d=$JSTATE_TMP/state.${FSTITCH_STATE:?journal_state_ok needs FSTITCH_STATE}
+	mkdir "$d" "$d/files" || return 1
 	if JOURNAL_REPLAYED=$d/replayed.img journal_replay_check; then
-		mkdir "$d/files"
 		debugfs -R "rdump / $d/files" "$d/replayed.img" >/dev/null 2>&1
-		(cd "$d/files" && bash -c "$JSTATE_DATA") || rc=1
+		cd "$d/files" && "$JSTATE_DATA" || rc=1
+		cd /
 	else
 		rc=1
 	fi
@@ -259,16 +262,24 @@ falloc_ok() {
 # file, unrecorded).  A crash leaves it whole or cut to 1000 bytes, once
 # the orphan list is processed; never at a size between.
 # The file's bytes are kept in $TRUNC_REF for the checks: making them
-# again with seq takes a second, for each of some 200 states.
+# again with seq takes a second, for each of some 200 states.  The image
+# and $TRUNC_REF are made once for the file's tests (in $BATS_FILE_TMPDIR)
+# and the image copied for each: the 40 MiB written through a mount, and
+# made by seq, cost more than a check of many states.
 TRUNC_LEN=$((40 * 1024 * 1024))
 image_trunc() {
-	make_stock_image "$1" 48M -t ext3 -b 1024 -g 256 -N 1024 -J size=1 \
-		-O ^resize_inode,^dir_index,^ext_attr
-	export TRUNC_REF=$SCRATCH/t.ref
-	seq -w 99999999 | head -c $TRUNC_LEN >"$TRUNC_REF"
-	fstitch_mount_start "$1" "$MNT"
-	cp "$TRUNC_REF" "$MNT/t"
-	fstitch_mount_stop "$MNT"
+	local keep=$BATS_FILE_TMPDIR/trunc.img
+	export TRUNC_REF=$BATS_FILE_TMPDIR/t.ref
+	if [ ! -e "$keep" ]; then
+		make_stock_image "$keep.new" 48M -t ext3 -b 1024 -g 256 -N 1024 -J size=1 \
+			-O ^resize_inode,^dir_index,^ext_attr
+		seq -w 99999999 | head -c $TRUNC_LEN >"$TRUNC_REF"
+		fstitch_mount_start "$keep.new" "$MNT"
+		cp "$TRUNC_REF" "$MNT/t"
+		fstitch_mount_stop "$MNT"
+		mv "$keep.new" "$keep"
+	fi
+	cp "$keep" "$1"
 }
 
 work_trunc() {
