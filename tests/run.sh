@@ -40,12 +40,12 @@ e2fsck_static
 # as the program's argument (see the program's main): one program of
 # several minutes would keep one of the two jobs busy long after the other
 # has run out of items.
-declare -A unit_parts=([test_e2_crash]="ops mixed controls")
+declare -A unit_parts=([test_e2_crash]="ops rounds mixed controls")
 
 # Started first, longest first (minutes each where most take seconds):
 # with one of them last, it would run on alone at the end.
-slow_first=(test_e2_crash.mixed journal-crash.bats test_e2_crash.ops
-	test_e2_crash.controls fstitch-mount.bats rename-order.bats
+slow_first=(journal-crash.bats test_e2_crash.mixed fstitch-mount.bats
+	rename-order.bats test_e2_crash.rounds test_e2_crash.ops test_e2_crash.controls
 	test_engine_discard mount-safety.bats examples.bats asan-test_jbd2 nbd.bats
 	pgrun.bats e2-interop.bats completions.bats test_jbd2 asan-test_e2_corrupt)
 
