@@ -97,7 +97,9 @@ struct patch {
 	/* ---- soft patches only ---- */
 	union {
 		uint8_t *undo;       /* soft byte patch (not NRB): len bytes */
-		uint32_t mask;       /* bit patch */
+		uint32_t mask;       /* bit patch of one word */
+		uint32_t *masks;     /* bit patch of several words: one mask
+				      * per word (patch_bit_mask()) */
 	};
 	uint16_t off, lenm1;         /* byte range in the block: [off, off+len) */
 	uint32_t npend_blk;          /* uncommitted befores on this block */
@@ -305,6 +307,22 @@ static inline bool patch_has_undo(const struct patch *p)
 	return p->type == PT_BYTE && !(p->flags & (PF_HARD | PF_NRB)) && p->undo;
 }
 
+/* Whether p is a bit patch over several words, with a mask array
+ * (make_change() merges a flip into a bit patch of a nearby word). */
+static inline bool patch_has_masks(const struct patch *p)
+{
+	return p->type == PT_BIT && !(p->flags & PF_HARD) && p->lenm1 > 3;
+}
+
+/* The bits soft bit patch p flips in the word at off (0 outside its
+ * range). */
+static inline uint32_t patch_bit_mask(const struct patch *p, uint32_t off)
+{
+	if (off < p->off || off - p->off > p->lenm1)
+		return 0;
+	return p->lenm1 == 3 ? p->mask : p->masks[(off - p->off) / 4];
+}
+
 /* Allocated and not yet committed. */
 static inline bool patch_live(const struct patch *p)
 {
@@ -435,6 +453,7 @@ void commit_one(struct cache *c, struct patch *p);
 /* Make room in d for one more after. */
 int reserve_after(struct cache *c, struct patch *d);
 void free_undo(struct cache *c, struct patch *p);
+void free_masks(struct cache *c, struct patch *p);
 /* Take p out of the per-kind patch counts. */
 void uncount_kind(struct cache *c, const struct patch *p);
 void depset_init(struct depset *s);

@@ -133,6 +133,7 @@ static bool discardable(struct dctx *d)
 static void make_empty_patch(struct cache *c, struct patch *p)
 {
 	free_undo(c, p);
+	free_masks(c, p);
 	uncount_kind(c, p);
 	c->st.patches_empty++;
 	/* Edges from the block's other patches count as edges from

@@ -47,7 +47,7 @@ static int brute(struct cblock *b, enum patch_type type, uint32_t off, uint32_t 
 			continue;
 		if (overlaps(q, off, len))
 			*cand = q;
-		if (type == PT_BIT && q->type == PT_BIT && !(q->mask & mask))
+		if (type == PT_BIT && q->type == PT_BIT && !(patch_bit_mask(q, off) & mask))
 			continue;
 		s[ns++] = q;
 	}

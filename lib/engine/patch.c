@@ -62,6 +62,20 @@ void free_undo(struct cache *c, struct patch *p)
 	p->undo = NULL;
 }
 
+/* Unlike undo bytes, a bit patch's masks stay until the patch is freed or
+ * made empty: a committed patch stays on its block's list (and in its
+ * overlap index) until the round takes it off, and changes still look at
+ * its range and masks. */
+void free_masks(struct cache *c, struct patch *p)
+{
+	if (!patch_has_masks(p))
+		return;
+	stats_engine(c, -(int64_t)patch_len(p));
+	free(p->masks);
+	p->masks = NULL;
+	set_range(p, p->off, 4);
+}
+
 static void free_afters(struct cache *c, struct patch *p)
 {
 	if (p->flags & PF_AFTV) {
@@ -97,6 +111,7 @@ static void patch_free(struct cache *c, struct patch *p)
 	enum patch_cell k = patch_cell(p);
 
 	free_undo(c, p);
+	free_masks(c, p);
 	free_afters(c, p);
 	uncount_kind(c, p);
 	stats_engine(c, -(int64_t)cell_size(k));
@@ -120,6 +135,8 @@ void patch_free_all(struct cache *c)
 					continue;
 				if (patch_has_undo(p))
 					free(p->undo);
+				else if (patch_has_masks(p))
+					free(p->masks);
 				if (p->flags & PF_AFTV)
 					free(p->aft.v);
 			}
@@ -622,8 +639,9 @@ static enum merge can_merge_soft(struct patch *t, enum patch_type type, uint32_t
 	/* A byte change cannot become a bit flip. */
 	if (type == PT_BYTE && t->type != PT_BYTE)
 		return NO_MERGE;
-	/* Bit flips into a bit patch only on the same word. */
-	if (type == PT_BIT && t->type == PT_BIT && t->off != off)
+	/* Bit flips into a bit patch only on a word of its range
+	 * (merge_bit_near() widens one that is the newest of its block). */
+	if (type == PT_BIT && t->type == PT_BIT && (off < t->off || off - t->off > t->lenm1))
 		return NO_MERGE;
 	for (i = 0; i < ds->n; i++) {
 		struct patch *d = ds->v[i];
@@ -841,7 +859,7 @@ visit_older(const struct span *x, struct patch *q, struct depset *ov, struct pat
 	/* Flips of distinct bits commute.  Flips of the same bit do not: a
 	 * flip means "set" or "clear" only after the flips of that bit before
 	 * it. */
-	if (x->type == PT_BIT && q->type == PT_BIT && !(q->mask & x->mask))
+	if (x->type == PT_BIT && q->type == PT_BIT && !(patch_bit_mask(q, x->off) & x->mask))
 		return 0;
 	/* An older overlapping patch q itself waits for is implied: without
 	 * this, n rewrites of one range that cannot merge (chained
@@ -860,7 +878,7 @@ visit_older(const struct span *x, struct patch *q, struct depset *ov, struct pat
 static inline bool counts_for(const struct span *x, const struct cblock *b, const struct patch *q)
 {
 	return q->block == b && !(q->flags & PF_HARD) && overlaps(q, x->soff, x->slen) &&
-	       !(x->type == PT_BIT && q->type == PT_BIT && !(q->mask & x->mask));
+	       !(x->type == PT_BIT && q->type == PT_BIT && !(patch_bit_mask(q, x->off) & x->mask));
 }
 
 /* visit_older() for a patch of the index.  The walk ends with the patches
@@ -878,7 +896,7 @@ visit_listed(const struct span *x, const struct cblock *b, struct patch *q, stru
 		return 0;
 	if (overlaps(q, x->off, x->len))
 		*cand = q; /* (the newest one, in the end) */
-	if (x->type == PT_BIT && q->type == PT_BIT && !(q->mask & x->mask))
+	if (x->type == PT_BIT && q->type == PT_BIT && !(patch_bit_mask(q, x->off) & x->mask))
 		return 0;
 	for (i = n; i-- > lo;)
 		if (counts_for(x, b, patch_after(q, i)))
@@ -1009,6 +1027,60 @@ static void txn_keep_own(struct depset *ds, const struct cblock *b, const struct
 	ds->n = n;
 }
 
+/* Flip mask into soft bit patch t at the word off of its range. */
+static void bit_xor(struct patch *t, uint32_t off, uint32_t mask)
+{
+	if (t->lenm1 == 3)
+		t->mask ^= mask;
+	else
+		t->masks[(off - t->off) / 4] ^= mask;
+}
+
+/* Bytes of bitmap a bit patch may span: 512 bits. */
+#define MAX_BIT_SPAN 64
+
+/* Merge the flip of mask at word off, with dependencies ds, into the
+ * block's newest patch if that is a soft bit patch of a nearby word that
+ * already waits for all of ds: its range grows to take the word.  A file's
+ * blocks are freed one by one, each after the same inode clear, and took
+ * a patch per word of the bitmap.  No edge is added, so the graph stays as
+ * it was; nothing on the block is newer than the tail, so rolling it back
+ * restores the words as they were before it, whatever older patches did
+ * to them (flips commute, and an older change of the same bits is in ds,
+ * which the tail already follows).  0 if merged, 1 if not, or -ENOMEM. */
+static int merge_bit_near(struct cache *c, struct cblock *b, uint32_t off, uint32_t mask,
+			  const struct depset *ds)
+{
+	struct patch *t = b->ptail;
+	uint32_t lo, hi, tend, *m;
+	size_t i;
+
+	if (!t || t->type != PT_BIT || (t->flags & (PF_HARD | PF_INFLIGHT | PF_WRITTEN)))
+		return 1;
+	tend = t->off + patch_len(t);
+	lo = t->off < off ? t->off : off;
+	hi = tend > off + 4 ? tend : off + 4;
+	if (hi - lo > MAX_BIT_SPAN || (off >= t->off && off < tend))
+		return 1;
+	for (i = 0; i < ds->n; i++)
+		if (ds->v[i] != t && !already_before(ds->v[i], t))
+			return 1;
+	m = calloc((hi - lo) / 4, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	for (i = t->off; i < tend; i += 4)
+		m[(i - lo) / 4] = patch_bit_mask(t, (uint32_t)i);
+	m[(off - lo) / 4] = mask;
+	stats_engine(c, (int64_t)(hi - lo) - (patch_has_masks(t) ? (int64_t)patch_len(t) : 0));
+	if (patch_has_masks(t))
+		free(t->masks);
+	t->masks = m;
+	set_range(t, lo, hi - lo);
+	b->ovmask |= pmask(c, t);
+	ovix_update(c, b, t);
+	return 0;
+}
+
 /* [soff, soff+slen) contains the change: what overlaps it is ordered
  * before the change (for a plain change, the change's own range). */
 static int make_change(struct cache *c, struct cblock *b, enum patch_type type, uint32_t off,
@@ -1118,7 +1190,7 @@ collected:
 		if (err)
 			goto out;
 		if (cand->type == PT_BIT) {
-			cand->mask ^= mask;
+			bit_xor(cand, off, mask);
 		} else {
 			err = widen(c, b, cand, off, len);
 			if (err)
@@ -1139,6 +1211,19 @@ collected:
 		c->st.patches_merged++;
 		res = cand;
 		goto done;
+	}
+	if (type == PT_BIT) {
+		err = merge_bit_near(c, b, off, mask, &ds);
+		if (err < 0)
+			goto out;
+		if (!err) {
+			apply_change(b, type, off, len, data, mask);
+			if (pinned)
+				b->ptail->flags |= PF_PINNED;
+			c->st.patches_merged++;
+			res = b->ptail;
+			goto done;
+		}
 	}
 	err = new_patch(c, b, type, off, len, mask, &ds, pinned, &res);
 	if (err)

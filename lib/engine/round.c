@@ -16,12 +16,15 @@ static void rollback(uint8_t *copy, const struct patch *p)
 	if (p->type == PT_BYTE) {
 		memcpy(copy + p->off, p->undo, patch_len(p));
 	} else {
-		uint8_t *w = copy + p->off;
+		for (uint32_t off = p->off; off < p->off + patch_len(p); off += 4) {
+			uint32_t m = patch_bit_mask(p, off);
+			uint8_t *w = copy + off;
 
-		w[0] ^= (uint8_t)p->mask;
-		w[1] ^= (uint8_t)(p->mask >> 8);
-		w[2] ^= (uint8_t)(p->mask >> 16);
-		w[3] ^= (uint8_t)(p->mask >> 24);
+			w[0] ^= (uint8_t)m;
+			w[1] ^= (uint8_t)(m >> 8);
+			w[2] ^= (uint8_t)(m >> 16);
+			w[3] ^= (uint8_t)(m >> 24);
+		}
 	}
 }
 

@@ -1219,6 +1219,71 @@ static void test_same_bit_flips(void **state)
 	env_close(&e);
 }
 
+/* Flips on nearby words after the same patch (a file's blocks freed after
+ * its inode clear) go into one bit patch, which is rolled back whole and
+ * written whole; a flip that would need a new edge or is far away gets a
+ * patch of its own. */
+static void test_bit_near_words_merge(void **state)
+{
+	struct env e;
+	struct cblock *b;
+	struct patch *clear, *other, *h, *f[4], *far, *alone;
+	struct cache_stats st;
+
+	env_open(&e, NULL);
+	b = get(&e, 1);
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &clear), 0);
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &other), 0);
+	/* an allocation on one of the words: hard, written at once */
+	assert_int_equal(patch_create_bit(e.c, b, 12, 0x80, NULL, 0, NULL, &h), 0);
+	assert_int_equal(patch_create_bit(e.c, b, 8, 0x1, &clear, 1, NULL, &f[0]), 0);
+	assert_int_equal(patch_create_bit(e.c, b, 12, 0x2, &clear, 1, NULL, &f[1]), 0);
+	assert_int_equal(patch_create_bit(e.c, b, 20, 0x4, &clear, 1, NULL, &f[2]), 0);
+	assert_int_equal(patch_create_bit(e.c, b, 4, 0x8, &clear, 1, NULL, &f[3]), 0);
+	for (int i = 1; i < 4; i++)
+		assert_ptr_equal(f[i], f[0]);
+	st = stats(&e);
+	assert_int_equal(st.patches_soft, 1);
+	/* beyond the span a bit patch may cover */
+	assert_int_equal(patch_create_bit(e.c, b, 200, 0x10, &clear, 1, NULL, &far), 0);
+	assert_ptr_not_equal(far, f[0]);
+	/* after another patch: the tail would gain an edge */
+	assert_int_equal(patch_create_bit(e.c, b, 196, 0x20, &other, 1, NULL, &alone), 0);
+	assert_ptr_not_equal(alone, far);
+	st = stats(&e);
+	assert_int_equal(st.patches_soft, 3);
+	assert_int_equal(cache_sync(e.c), -EAGAIN);
+	/* on disk: the allocation only */
+	assert_int_equal(mem_block(&e, 1)[4], 0x00);
+	assert_int_equal(mem_block(&e, 1)[8], 0x00);
+	assert_int_equal(mem_block(&e, 1)[12], 0x80);
+	assert_int_equal(mem_block(&e, 1)[20], 0x00);
+	assert_int_equal(mem_block(&e, 1)[200], 0x00);
+	patch_unhold(e.c, clear);
+	assert_int_equal(cache_sync(e.c), -EAGAIN);
+	assert_true(patch_committed(f[0]));
+	assert_true(patch_committed(far));
+	assert_false(patch_committed(alone));
+	assert_int_equal(mem_block(&e, 1)[4], 0x08);
+	assert_int_equal(mem_block(&e, 1)[8], 0x01);
+	assert_int_equal(mem_block(&e, 1)[12], 0x82);
+	assert_int_equal(mem_block(&e, 1)[20], 0x04);
+	assert_int_equal(mem_block(&e, 1)[196], 0x00);
+	assert_int_equal(mem_block(&e, 1)[200], 0x10);
+	patch_unhold(e.c, other);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_memory_equal(cblock_data(b), mem_block(&e, 1), BS);
+	patch_release(e.c, clear);
+	patch_release(e.c, other);
+	patch_release(e.c, h);
+	for (int i = 0; i < 4; i++)
+		patch_release(e.c, f[i]);
+	patch_release(e.c, far);
+	patch_release(e.c, alone);
+	cache_put(e.c, b);
+	env_close(&e);
+}
+
 /* cache_sync_patch writes what the patch needs, not everything dirty. */
 static void test_sync_patch_targeted(void **state)
 {
@@ -1620,6 +1685,7 @@ int main(void)
 		cmocka_unit_test(test_round_limit),
 		cmocka_unit_test(test_bit_byte_overlap),
 		cmocka_unit_test(test_same_bit_flips),
+		cmocka_unit_test(test_bit_near_words_merge),
 		cmocka_unit_test(test_sync_patch_targeted),
 		cmocka_unit_test(test_changes_during_round),
 		cmocka_unit_test(test_span_ordering),
