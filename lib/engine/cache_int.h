@@ -65,18 +65,21 @@ enum patch_flags {
 	PF_SMALL = 1 << 13,    /* in an empty patch's cell: the fields from
 				* bnext on do not exist */
 	PF_MID = 1 << 14,      /* in a hard patch's cell: the fields from
+				* off on do not exist */
+	PF_NOUNDO = 1 << 15,   /* in an NRB patch's cell: the fields from
 				* undo on do not exist */
 };
 
-/* Patches come in three sizes of cell (patch.c, patch_alloc()): empty
- * patches never use the fields from bnext on, and hard ones never those
- * from undo on, so their slabs hold only the fields before
- * (PATCH_EMPTY_SIZE and PATCH_HARD_SIZE bytes, against sizeof(struct
- * patch)).  Their flags say which (PF_SMALL, PF_MID).  Code that may meet
- * an empty patch reads no field from bnext on unless its block is set, nor
- * one from undo on of a hard patch (patch_npend_blk()).  A patch turned
- * empty by a discard stays in its cell. */
-enum patch_cell { CELL_EMPTY, CELL_HARD, CELL_FULL, NCELLS };
+/* Patches come in four sizes of cell (patch.c, patch_alloc()): empty
+ * patches never use the fields from bnext on, hard ones never those from
+ * off on, and NRB ones never undo, so their slabs hold only the fields
+ * before (PATCH_EMPTY_SIZE, PATCH_HARD_SIZE and PATCH_NRB_SIZE bytes,
+ * against sizeof(struct patch)).  Their flags say which (PF_SMALL, PF_MID,
+ * PF_NOUNDO).  Code that may meet an empty patch reads no field from bnext
+ * on unless its block is set, nor one from off on of a hard patch
+ * (patch_npend_blk()), nor undo of an NRB one (patch_has_undo()).  A patch
+ * turned empty by a discard stays in its cell. */
+enum patch_cell { CELL_EMPTY, CELL_HARD, CELL_NRB, CELL_FULL, NCELLS };
 
 struct patch {
 	struct cblock *block;        /* NULL for empty patches */
@@ -95,23 +98,27 @@ struct patch {
 	/* ---- block patches only (see above) ---- */
 	struct patch *bnext;         /* block list */
 	/* ---- soft patches only ---- */
+	uint16_t off, lenm1;         /* byte range in the block: [off, off+len) */
+	uint32_t npend_blk;          /* uncommitted befores on this block */
+	/* ---- soft patches that may be rolled back only ---- */
 	union {
 		uint8_t *undo;       /* soft byte patch (not NRB): len bytes */
 		uint32_t mask;       /* bit patch of one word */
 		uint32_t *masks;     /* bit patch of several words: one mask
 				      * per word (patch_bit_mask()) */
 	};
-	uint16_t off, lenm1;         /* byte range in the block: [off, off+len) */
-	uint32_t npend_blk;          /* uncommitted befores on this block */
 };
 
 #define PATCH_EMPTY_SIZE offsetof(struct patch, bnext)
-#define PATCH_HARD_SIZE offsetof(struct patch, undo)
+#define PATCH_HARD_SIZE offsetof(struct patch, off)
+#define PATCH_NRB_SIZE offsetof(struct patch, undo)
 
 static inline size_t cell_size(enum patch_cell k)
 {
-	return k == CELL_EMPTY ? PATCH_EMPTY_SIZE : k == CELL_HARD ? PATCH_HARD_SIZE
-								   : sizeof(struct patch);
+	static const size_t size[NCELLS] = { PATCH_EMPTY_SIZE, PATCH_HARD_SIZE, PATCH_NRB_SIZE,
+					     sizeof(struct patch) };
+
+	return size[k];
 }
 
 /* Room in aft.v holding n afters: 2, then half as much again each time
@@ -304,7 +311,7 @@ static inline uint32_t patch_len(const struct patch *p)
 /* Whether the patch keeps undo bytes: hard and NRB patches never do. */
 static inline bool patch_has_undo(const struct patch *p)
 {
-	return p->type == PT_BYTE && !(p->flags & (PF_HARD | PF_NRB)) && p->undo;
+	return p->type == PT_BYTE && !(p->flags & (PF_HARD | PF_NRB | PF_NOUNDO)) && p->undo;
 }
 
 /* Whether p is a bit patch over several words, with a mask array
@@ -353,7 +360,10 @@ static inline uint64_t pmask(const struct cache *c, const struct patch *p)
 
 static inline enum patch_cell patch_cell(const struct patch *p)
 {
-	return (p->flags & PF_SMALL) ? CELL_EMPTY : (p->flags & PF_MID) ? CELL_HARD : CELL_FULL;
+	return (p->flags & PF_SMALL)	? CELL_EMPTY
+	       : (p->flags & PF_MID)	? CELL_HARD
+	       : (p->flags & PF_NOUNDO) ? CELL_NRB
+					: CELL_FULL;
 }
 
 /* npend_blk, which empty and hard patches have not (always 0). */

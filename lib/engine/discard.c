@@ -139,8 +139,9 @@ static void make_empty_patch(struct cache *c, struct patch *p)
 	/* Edges from the block's other patches count as edges from
 	 * elsewhere now: commit_one() of an empty patch decrements that. */
 	p->npend_ext += patch_npend_blk(p);
-	if (patch_cell(p) == CELL_FULL) {
+	if (patch_cell(p) == CELL_FULL)
 		p->undo = NULL;
+	if (patch_cell(p) == CELL_FULL || patch_cell(p) == CELL_NRB) {
 		p->npend_blk = 0;
 		p->off = 0;
 		p->lenm1 = 0;

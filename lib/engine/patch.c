@@ -12,11 +12,11 @@
 /* Patches come from slabs: one malloc per thousand patches instead of one
  * per patch, no allocator header per patch, and cache_destroy() can find
  * every patch (including empty and committed ones no list points to).
- * Empty and hard patches, which most patches are under soft updates,
+ * Empty, hard and NRB patches, which most patches are under soft updates,
  * have slabs of their own with smaller cells (cache_int.h). */
-static struct patch *patch_alloc(struct cache *c, enum patch_type type, bool hard)
+static struct patch *patch_alloc(struct cache *c, enum patch_type type, enum patch_cell k)
 {
-	enum patch_cell k = type == PT_EMPTY ? CELL_EMPTY : hard ? CELL_HARD : CELL_FULL;
+	static const uint16_t cell_flag[NCELLS] = { PF_SMALL, PF_MID, PF_NOUNDO, 0 };
 	struct patch **freep = &c->pfree[k], *p;
 	size_t size = cell_size(k);
 
@@ -39,7 +39,7 @@ static struct patch *patch_alloc(struct cache *c, enum patch_type type, bool har
 	p = *freep;
 	*freep = p->aft.one;
 	memset(p, 0, size);
-	p->flags = PF_ALLOC | (k == CELL_EMPTY ? PF_SMALL : k == CELL_HARD ? PF_MID : 0);
+	p->flags = PF_ALLOC | cell_flag[k];
 	p->type = (uint8_t)type;
 	p->seq = ++c->seq;
 	if (type == PT_BYTE)
@@ -772,11 +772,17 @@ static int new_patch(struct cache *c, struct cblock *b, enum patch_type type, ui
 		     uint32_t len, uint32_t mask, const struct depset *ds, bool pinned,
 		     struct patch **out)
 {
+	/* The block has nothing else to write: rather than keep undo data,
+	 * hold back every later change of the block until this one can be
+	 * written.  If that may take a held patch's time, only for a change
+	 * of the whole block (a freshly written data block, whose later
+	 * changes are its owner's). */
+	bool nrb = ds->n && type == PT_BYTE && b->npatches == 0 && (!pinned || len == c->bs);
 	struct patch *p;
 	size_t i;
 	int err;
 
-	p = patch_alloc(c, type, ds->n == 0);
+	p = patch_alloc(c, type, ds->n == 0 ? CELL_HARD : nrb ? CELL_NRB : CELL_FULL);
 	if (!p)
 		return -ENOMEM;
 	if (ds->n == 0) {
@@ -792,13 +798,7 @@ static int new_patch(struct cache *c, struct cblock *b, enum patch_type type, ui
 			p->flags |= PF_PINNED;
 		if (type == PT_BIT) {
 			p->mask = mask;
-		} else if (b->npatches == 0 && (!pinned || len == c->bs)) {
-			/* The block has nothing else to write: rather than
-			 * keep undo data, hold back every later change of
-			 * the block until this one can be written.  If that
-			 * may take a held patch's time, only for a change of
-			 * the whole block (a freshly written data block, whose
-			 * later changes are its owner's). */
+		} else if (nrb) {
 			p->flags |= PF_NRB;
 			c->st.patches_nrb++;
 		} else {
@@ -1291,7 +1291,7 @@ int patch_create_bit(struct cache *c, struct cblock *b, uint32_t off, uint32_t x
 static int empty_after(struct cache *c, const struct depset *ds, bool held,
 		       struct patch **out)
 {
-	struct patch *p = patch_alloc(c, PT_EMPTY, false);
+	struct patch *p = patch_alloc(c, PT_EMPTY, CELL_EMPTY);
 	int err;
 
 	if (!p)
