@@ -210,7 +210,7 @@ void patch_release(struct cache *c, struct patch *p);
 /* True once the patch is durable (its round's barrier returned). */
 bool patch_committed(const struct patch *p);
 /* Where a block patch not yet durable lies: its block's number and its
- * range of bytes there (a bit patch: its 32-bit word), which grows when
+ * range of bytes there (a bit patch: its 32-bit words), which grows when
  * later changes merge into it.  -ENOENT for a durable or empty patch. */
 int patch_where(struct cache *c, const struct patch *p, uint64_t *blkno, uint32_t *off,
 		uint32_t *len);

@@ -1027,6 +1027,15 @@ static void txn_keep_own(struct depset *ds, const struct cblock *b, const struct
 	ds->n = n;
 }
 
+/* Whether t already waits for every member of ds (or is one). */
+static bool waits_for_all(const struct depset *ds, const struct patch *t)
+{
+	for (size_t i = 0; i < ds->n; i++)
+		if (ds->v[i] != t && !already_before(ds->v[i], t))
+			return false;
+	return true;
+}
+
 /* Flip mask into soft bit patch t at the word off of its range. */
 static void bit_xor(struct patch *t, uint32_t off, uint32_t mask)
 {
@@ -1062,9 +1071,8 @@ static int merge_bit_near(struct cache *c, struct cblock *b, uint32_t off, uint3
 	hi = tend > off + 4 ? tend : off + 4;
 	if (hi - lo > MAX_BIT_SPAN || (off >= t->off && off < tend))
 		return 1;
-	for (i = 0; i < ds->n; i++)
-		if (ds->v[i] != t && !already_before(ds->v[i], t))
-			return 1;
+	if (!waits_for_all(ds, t))
+		return 1;
 	m = calloc((hi - lo) / 4, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
@@ -1172,14 +1180,18 @@ collected:
 	 * change merged into an unrelated one that waits for a chain of
 	 * other blocks would wait for that chain too (a park in lost+found
 	 * behind the removal of the one before it cost a round per rename).
-	 * (Nothing is newer than the tail, so the change is in order there
-	 * too.) */
+	 * A change joined to the running transaction merges into the newest
+	 * patch also when that already waits for all the change waits for:
+	 * both wait for the transaction's hold, and so go home in the same
+	 * round (a file's pointers, stored in its indirect block one append
+	 * at a time, took a patch each).  (Nothing is newer than the tail,
+	 * so the change is in order there too.) */
 	if (!cand)
 		cand = b->nrb;
 	if (cand)
 		how = can_merge_soft(cand, type, off, len, &ds);
-	if (how == NO_MERGE && b->ptail && b->ptail != cand && is_root(b->ptail) &&
-	    cheap_widen(b->ptail, off, len)) {
+	if (how == NO_MERGE && b->ptail && b->ptail != cand && cheap_widen(b->ptail, off, len) &&
+	    (is_root(b->ptail) || (joined && waits_for_all(&ds, b->ptail)))) {
 		cand = b->ptail;
 		how = can_merge_soft(cand, type, off, len, &ds);
 	}

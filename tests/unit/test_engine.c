@@ -1658,6 +1658,77 @@ static void test_txn_one_round_home(void **state)
 	txn_cross_block(false);
 }
 
+/* Changes of one transaction next to each other on a block (pointers
+ * stored in an indirect block one append at a time) share a patch: the
+ * newest patch of the block already waits for all they wait for.  A
+ * change of the next transaction gets its own, rolled back from the
+ * write of the first; so does a change of the same bytes without a
+ * transaction, whose tail waits for something it does not. */
+static void txn_tail_merge(bool txn)
+{
+	struct txn_env x = {.ops = {.join = txn_join_all, .outside = txn_outside}};
+	struct patch *h1, *d7, *d8, *soft, *p1, *p2, *p3 = NULL;
+	struct cblock *b5, *b7, *b8;
+	struct env e;
+
+	env_open(&e, NULL);
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &h1), 0);
+	x.hold = h1;
+	b5 = get(&e, 5);
+	b7 = get(&e, 7);
+	b8 = get(&e, 8);
+	d7 = put_byte(&e, b7, 0, 7, 8, NULL, 0);
+	d8 = put_byte(&e, b8, 0, 8, 8, NULL, 0);
+	/* (a patch of block 5, so that the next ones keep undo data) */
+	soft = put_byte(&e, b5, 200, 1, 4, &h1, 1);
+	if (txn)
+		cache_set_txn(e.c, &x.ops);
+	p1 = put_byte(&e, b5, 0, 5, 4, &d7, 1);
+	p2 = put_byte(&e, b5, 4, 6, 4, &d8, 1);
+	if (!txn) {
+		assert_ptr_not_equal(p2, p1);
+		cache_set_txn(e.c, NULL);
+		patch_unhold(e.c, h1);
+		assert_int_equal(cache_sync(e.c), 0);
+		goto out;
+	}
+	assert_ptr_equal(p2, p1);
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &x.hold), 0);
+	p3 = put_byte(&e, b5, 8, 9, 4, NULL, 0);
+	assert_ptr_not_equal(p3, p1);
+	patch_unhold(e.c, h1);
+	assert_int_equal(cache_sync_patch(e.c, p1), 0);
+	assert_false(patch_committed(p3));
+	assert_int_equal(mem_block(&e, 5)[0], 5);
+	assert_int_equal(mem_block(&e, 5)[4], 6);
+	assert_int_equal(mem_block(&e, 5)[8], 0); /* rolled back */
+	patch_unhold(e.c, x.hold);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_int_equal(mem_block(&e, 5)[8], 9);
+	cache_set_txn(e.c, NULL);
+	patch_release(e.c, x.hold);
+	patch_release(e.c, p3);
+out:
+	assert_memory_equal(cblock_data(b5), mem_block(&e, 5), BS);
+	patch_release(e.c, h1);
+	patch_release(e.c, d7);
+	patch_release(e.c, d8);
+	patch_release(e.c, soft);
+	patch_release(e.c, p1);
+	patch_release(e.c, p2);
+	cache_put(e.c, b5);
+	cache_put(e.c, b7);
+	cache_put(e.c, b8);
+	env_close(&e);
+}
+
+static void test_txn_tail_merge(void **state)
+{
+	(void)state;
+	txn_tail_merge(true);
+	txn_tail_merge(false);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1691,6 +1762,7 @@ int main(void)
 		cmocka_unit_test(test_span_ordering),
 		cmocka_unit_test(test_txn_hook_unhold_after),
 		cmocka_unit_test(test_txn_one_round_home),
+		cmocka_unit_test(test_txn_tail_merge),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
