@@ -990,7 +990,18 @@ int e2_dir_retarget(struct e2fs *fs, struct e2_inode *dir, const char *name, siz
  * at ino and remove name, in one patch.  A block write is atomic, so the
  * disk holds either the old names or the new one: the renamed inode never
  * has both names there, and its count need not cover two.  1 (nothing
- * done) when the two entries are in different blocks. */
+ * done) when the two entries are in different blocks.
+ *
+ * Under soft updates the old entry is freed in place (inode number 0, its
+ * record kept), not merged into the one before it, and the patch is
+ * remembered as a pending removal (e2_dir_removal_pending), so that a new
+ * name goes past it rather than over the bytes it wrote.  The patch waits
+ * for the renamed inode's count, which waits for the entry of its create;
+ * a new name written over the patch would make the next create in this
+ * directory wait for all that, and a loop of atomic replaces (create a
+ * temporary name, rename it over a file) would cost two write rounds a
+ * replace instead of a few in all.  The freed record is reused like any
+ * other once the patch is on disk. */
 int e2_dir_move_in_block(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
 			 const char *newname, size_t newlen, uint32_t ino, mode_t mode,
 			 struct e2_deps *deps, struct patch **out)
@@ -1018,7 +1029,9 @@ int e2_dir_move_in_block(struct e2fs *fs, struct e2_inode *dir, const char *name
 	memcpy(buf, cblock_data(b), fs->bs);
 	off = dn->pos % fs->bs;
 	toff = tn->pos % fs->bs;
-	/* the removal, as e2_dir_remove makes it */
+	/* the removal, as e2_dir_remove makes it, or in place */
+	if (fs->opts.consistency == CONSISTENCY_SOFTUPDATES)
+		prev = UINT32_MAX;
 	if (prev != UINT32_MAX) {
 		uint16_t rl = merged_rec_len(fs, dir, buf, dn->pos, prev, &de);
 
@@ -1051,8 +1064,10 @@ int e2_dir_move_in_block(struct e2fs *fs, struct e2_inode *dir, const char *name
 	r = patch_create_byte_span(fs->c, b, lo, hi - lo, buf + lo, slo, shi - slo,
 				   deps ? deps->p : NULL, deps ? deps->n : 0, fs->scope, out);
 	cache_put(fs->c, b);
-	if (!r && out && *out)
+	if (!r && out && *out) {
 		r = e2_pset_add(fs, &dir->rmset, *out);
+		e2_dir_removal_pending(fs, dir, *out);
+	}
 	if (r)
 		return r;
 	tn->ino = ino;
