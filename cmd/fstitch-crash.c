@@ -49,12 +49,11 @@ static struct {
 	enum crash_fsck fsck;
 	bool no_mount, list, rw;
 	size_t show;
-} A = { .jobs = 1, .plan = { .seed = 1 }, .show = 5 };
+} A = {.jobs = 1, .plan = {.seed = 1}, .show = 5};
 
 static const struct argp_option options[] = {
     {NULL, 0, NULL, 0, "run:", 1},
-    {"options", 'o', "OPTS", 0, "fstitch-mount options for both mounts (e.g. consistency=none)",
-     1},
+    {"options", 'o', "OPTS", 0, "fstitch-mount options for both mounts (e.g. consistency=none)", 1},
     {"image", KEY_IMAGE, "IMG", 0, "Start from a copy of IMG (IMG itself is not changed)", 1},
     {"size", KEY_SIZE, "SIZE", 0, "Start from a new file system of SIZE (default 8M)", 1},
     {"setup", KEY_SETUP, "CMD", 0, "Run sh -c CMD on a plain mount before recording", 1},
@@ -72,22 +71,19 @@ static const struct argp_option options[] = {
      "repair (e2fsck -fy, the default), preen (e2fsck -p must be enough) or none", 3},
     {"no-mount", KEY_NO_MOUNT, NULL, 0, "Give CHECK only the image, in $FSTITCH_IMAGE", 3},
     {"rw", KEY_RW, NULL, 0,
-     "Mount each state read-write, for a check that must write (its changes are thrown away)",
-     3},
+     "Mount each state read-write, for a check that must write (its changes are thrown away)", 3},
     {"show", KEY_SHOW, "N", 0, "Describe the first N failed states (default 5)", 3},
     {0}};
 
-static const struct argp_child children[] = {
-    {&cliopt_json_argp, 0, NULL, 4},
-    {0}};
+static const struct argp_child children[] = {{&cliopt_json_argp, 0, NULL, 4}, {0}};
 
 static int parse_num(const char *s, uint64_t max, uint64_t *out)
 {
 	return num_parse(s, 0, max, out) < 0 ? -EINVAL : 0;
 }
 
-static const char *const sub_names[] = { NULL, "run", "states", "check", "image" };
-static const int sub_npos[] = { 0, 0, 1, 1, 3 };
+static const char *const sub_names[] = {NULL, "run", "states", "check", "image"};
+static const int sub_npos[] = {0, 0, 1, 1, 3};
 
 static error_t parse(int key, char *arg, struct argp_state *state)
 {
@@ -126,7 +122,8 @@ static error_t parse(int key, char *arg, struct argp_state *state)
 		return 0;
 	case KEY_EXHAUSTIVE:
 		if (parse_num(arg, 20, &v) || !v)
-			argp_error(state, "--exhaustive takes a number from 1 to 20, not '%s'", arg);
+			argp_error(state, "--exhaustive takes a number from 1 to 20, not '%s'",
+				   arg);
 		A.plan.exhaustive = (unsigned)v;
 		return 0;
 	case KEY_SAMPLES:
@@ -145,7 +142,8 @@ static error_t parse(int key, char *arg, struct argp_state *state)
 		else if (!strcmp(arg, "none"))
 			A.fsck = CRASH_FSCK_NONE;
 		else
-			argp_error(state, "--fsck takes 'repair', 'preen' or 'none', not '%s'", arg);
+			argp_error(state, "--fsck takes 'repair', 'preen' or 'none', not '%s'",
+				   arg);
 		return 0;
 	case KEY_NO_MOUNT:
 		A.no_mount = true;
@@ -200,18 +198,20 @@ static error_t parse(int key, char *arg, struct argp_state *state)
 CLI_VERSION("fstitch-crash");
 
 static const struct argp argp = {
-	options, parse,
-	"run [-o OPTS] [--image IMG | --size SIZE] [--setup CMD] --rec DIR -- COMMAND...\n"
-	"states [--seed S] [--max N] [--list] DIR\n"
-	"check [--jobs N] [--seed S] [--max N] [--fsck HOW] [--no-mount | --rw] DIR -- CHECK...\n"
-	"image [--seed S] DIR N OUT",
-	"Crash-test a command: record its run on an fstitch mount, then check "
-	"every disk state a power failure during that run could leave.\v"
-	"Exit status: run: COMMAND's own (125 when fstitch-crash fails); check: "
-	"0 when every state passed, 1 when a state failed or on an error; "
-	"states and image: 0, or 1 on an error; 64 for a usage error.",
-	children, NULL, NULL
-};
+    options,
+    parse,
+    "run [-o OPTS] [--image IMG | --size SIZE] [--setup CMD] --rec DIR -- COMMAND...\n"
+    "states [--seed S] [--max N] [--list] DIR\n"
+    "check [--jobs N] [--seed S] [--max N] [--fsck HOW] [--no-mount | --rw] DIR -- CHECK...\n"
+    "image [--seed S] DIR N OUT",
+    "Crash-test a command: record its run on an fstitch mount, then check "
+    "every disk state a power failure during that run could leave.\v"
+    "Exit status: run: COMMAND's own (125 when fstitch-crash fails); check: "
+    "0 when every state passed, 1 when a state failed or on an error; "
+    "states and image: 0, or 1 on an error; 64 for a usage error.",
+    children,
+    NULL,
+    NULL};
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -243,7 +243,7 @@ static const char *tool(const char *name)
 /* e2fsprogs live in /sbin, which a user's PATH may lack. */
 static const char *sbin(const char *name)
 {
-	static const char *const dirs[] = { "/usr/sbin", "/sbin" };
+	static const char *const dirs[] = {"/usr/sbin", "/sbin"};
 	static char buf[2][64];
 	static int k;
 
@@ -327,8 +327,13 @@ static struct crash_tools tools;
 static int do_run(void)
 {
 	struct crash_run_opts o = {
-		.tools = &tools, .dir = A.rec, .image = A.image, .size = A.size,
-		.mount_opts = A.opts, .setup = A.setup, .argv = A.cmd,
+	    .tools = &tools,
+	    .dir = A.rec,
+	    .image = A.image,
+	    .size = A.size,
+	    .mount_opts = A.opts,
+	    .setup = A.setup,
+	    .argv = A.cmd,
 	};
 	struct crash_err e;
 	char *abs = NULL, cwd[PATH_MAX];
@@ -493,7 +498,8 @@ static void print_text(const struct crash_plan *p, const struct crash_result *re
 			print_findings(r->fsck_out, "    ");
 		}
 		if (r->check_out && *r->check_out) {
-			printf("  %s:\n", r->why == CRASH_FAIL_MOUNT ? "fstitch-mount said" : "output");
+			printf("  %s:\n",
+			       r->why == CRASH_FAIL_MOUNT ? "fstitch-mount said" : "output");
 			print_findings(r->check_out, "    ");
 		}
 	}
@@ -541,10 +547,14 @@ static void print_json(const struct crash_plan *p, const struct crash_result *re
 static int do_check(void)
 {
 	struct crash_check_opts o = {
-		.tools = &tools, .jobs = A.jobs, .fsck = A.fsck, .no_mount = A.no_mount, .rw = A.rw,
-		.argv = A.cmd,
+	    .tools = &tools,
+	    .jobs = A.jobs,
+	    .fsck = A.fsck,
+	    .no_mount = A.no_mount,
+	    .rw = A.rw,
+	    .argv = A.cmd,
 	};
-	struct crash_check_stats st = { 0 };
+	struct crash_check_stats st = {0};
 	struct crash_result *res = NULL;
 	struct crash_plan *p;
 	struct crash_err e;

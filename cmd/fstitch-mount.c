@@ -45,9 +45,9 @@
 #define PROG "fstitch-mount"
 
 enum exit_status {
-	EXIT_OK = 0,     /* mounted; in the foreground: unmounted cleanly */
-	EXIT_FAIL = 1,   /* failure while serving, or the final flush failed */
-	EXIT_OPEN = 8,   /* SOURCE cannot be opened as an fstitch file system */
+	EXIT_OK = 0,	 /* mounted; in the foreground: unmounted cleanly */
+	EXIT_FAIL = 1,	 /* failure while serving, or the final flush failed */
+	EXIT_OPEN = 8,	 /* SOURCE cannot be opened as an fstitch file system */
 	EXIT_MOUNT = 32, /* the mount itself failed */
 	EXIT_USAGE = 64, /* bad command line */
 };
@@ -55,9 +55,9 @@ enum exit_status {
 /* The daemon is the only writer of the image, so what the kernel caches
  * can only go stale through requests it sends us itself. */
 #define ENTRY_TIMEOUT 30.0
-#define ATTR_TIMEOUT 30.0
-#define NEG_TIMEOUT 10.0
-#define MAX_WRITE (1U << 20)
+#define ATTR_TIMEOUT  30.0
+#define NEG_TIMEOUT   10.0
+#define MAX_WRITE     (1U << 20)
 /* The ext2 module serialises operations under one lock, so extra threads
  * only let a request that waits outside it (an fsync waits for its rounds
  * with the lock dropped) go on without holding up the others.  More
@@ -93,7 +93,7 @@ static struct {
 	/* corrupt structures found while serving: logged with a limit */
 	struct mountopt_ratelimit eio_rl;
 	struct fuse_session *se;
-	bool panicked; /* errors=panic stopped the daemon */
+	bool panicked;		  /* errors=panic stopped the daemon */
 	struct bdev_claim *claim; /* the source, held until after the final flush */
 	/* the final flush (final_flush()): done once, from FUSE_DESTROY on a
 	 * fuseblk mount, so that the unmount waits for it */
@@ -101,11 +101,11 @@ static struct {
 	const char *source; /* SOURCE as given, for messages */
 	char *stats;	    /* statsfile=, absolute */
 } D = {
-	.lost_lock = PTHREAD_MUTEX_INITIALIZER,
-	.eio_rl = { .burst = 10, .window_ms = 60000 },
-	/* one line per event, but a storm (a bug hitting every write) must
-	 * not flood the log: 10 lines a minute at most */
-	.lost_rl = { .burst = 10, .window_ms = 60000 },
+    .lost_lock = PTHREAD_MUTEX_INITIALIZER,
+    .eio_rl = {.burst = 10, .window_ms = 60000},
+    /* one line per event, but a storm (a bug hitting every write) must
+     * not flood the log: 10 lines a minute at most */
+    .lost_rl = {.burst = 10, .window_ms = 60000},
 };
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -277,7 +277,8 @@ static void leave(struct req_op *rop, const char *op)
 		snprintf(unlogged, sizeof(unlogged), "; %llu not logged",
 			 (unsigned long long)missed);
 	say("patchgroup ordering lost for a change (%s): the engine refused a dependency "
-	    "(%llu so far%s)", op, (unsigned long long)n, unlogged);
+	    "(%llu so far%s)",
+	    op, (unsigned long long)n, unlogged);
 }
 
 /* The owner of a new inode.  In a kernel file system the VFS applies the
@@ -406,15 +407,15 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		int fuse;
 		unsigned e2;
 	} map[] = {
-		{ FUSE_SET_ATTR_MODE, E2_SET_MODE },
-		{ FUSE_SET_ATTR_UID, E2_SET_UID },
-		{ FUSE_SET_ATTR_GID, E2_SET_GID },
-		{ FUSE_SET_ATTR_SIZE, E2_SET_SIZE },
-		{ FUSE_SET_ATTR_ATIME, E2_SET_ATIME },
-		{ FUSE_SET_ATTR_MTIME, E2_SET_MTIME },
-		{ FUSE_SET_ATTR_CTIME, E2_SET_CTIME },
-		{ FUSE_SET_ATTR_ATIME_NOW, E2_SET_ATIME_NOW },
-		{ FUSE_SET_ATTR_MTIME_NOW, E2_SET_MTIME_NOW },
+	    {FUSE_SET_ATTR_MODE, E2_SET_MODE},
+	    {FUSE_SET_ATTR_UID, E2_SET_UID},
+	    {FUSE_SET_ATTR_GID, E2_SET_GID},
+	    {FUSE_SET_ATTR_SIZE, E2_SET_SIZE},
+	    {FUSE_SET_ATTR_ATIME, E2_SET_ATIME},
+	    {FUSE_SET_ATTR_MTIME, E2_SET_MTIME},
+	    {FUSE_SET_ATTR_CTIME, E2_SET_CTIME},
+	    {FUSE_SET_ATTR_ATIME_NOW, E2_SET_ATIME_NOW},
+	    {FUSE_SET_ATTR_MTIME_NOW, E2_SET_MTIME_NOW},
 	};
 	unsigned set = 0;
 	struct stat st;
@@ -445,8 +446,7 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_readlink(req, buf);
 }
 
-static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-		     dev_t rdev)
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
 	struct req_op op;
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
@@ -495,8 +495,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		reply_entry(req, &st);
 }
 
-static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent,
-		       const char *name)
+static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
 {
 	struct req_op op;
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
@@ -552,8 +551,8 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	reply_err(req, r, "rmdir");
 }
 
-static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-		      fuse_ino_t newparent, const char *newname, unsigned int flags)
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags)
 {
 	struct req_op op;
 	unsigned f = 0;
@@ -709,8 +708,7 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	do_fsync(req, ino, datasync);
 }
 
-static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
-			struct fuse_file_info *fi)
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	do_fsync(req, ino, datasync);
 }
@@ -744,8 +742,8 @@ struct dir_ent {
 struct dir_fill {
 	fuse_req_t req;
 	bool plus;
-	size_t size;  /* reply buffer size */
-	size_t used;  /* bytes the collected entries need in the reply */
+	size_t size; /* reply buffer size */
+	size_t used; /* bytes the collected entries need in the reply */
 	struct dir_ent *ents;
 	size_t n, cap;
 	char *names;
@@ -788,8 +786,8 @@ static int dir_collect(const struct e2_dirent *d, void *arg)
 		f->names_cap = cap;
 	}
 	memcpy(f->names + f->names_len, name, len + 1);
-	f->ents[f->n] = (struct dir_ent){ .ino = d->ino, .type = d->type, .next = d->next,
-					  .name_off = f->names_len };
+	f->ents[f->n] = (struct dir_ent){
+	    .ino = d->ino, .type = d->type, .next = d->next, .name_off = f->names_len};
 	f->names_len += len + 1;
 	f->n++;
 	f->used += need;
@@ -806,7 +804,7 @@ static bool is_dot_or_dotdot(const char *name)
 
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
 {
-	struct dir_fill f = { .req = req, .plus = plus, .size = size };
+	struct dir_fill f = {.req = req, .plus = plus, .size = size};
 	uint32_t dir = in_ino(ino);
 	char *buf = NULL;
 	size_t pos = 0, i;
@@ -1150,8 +1148,8 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 		r = D.fs && !D.flushed ? e2_sync(D.fs) : 0;
 		if (r < 0)
 			say("sync failed: %s", strerror(-r));
-		out = (struct fuse_out_header){ .len = sizeof(out), .error = r < 0 ? r : 0,
-						.unique = in->unique };
+		out = (struct fuse_out_header){
+		    .len = sizeof(out), .error = r < 0 ? r : 0, .unique = in->unique};
 		if (write(fd, &out, sizeof(out)) < 0) {
 			/* ENOENT: the caller was interrupted; nobody waits */
 		}
@@ -1164,47 +1162,47 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 	return writev(fd, iov, count);
 }
 
-static const struct fuse_custom_io io = { .read = io_read, .writev = io_writev };
+static const struct fuse_custom_io io = {.read = io_read, .writev = io_writev};
 
 static const struct fuse_lowlevel_ops ops = {
-	.init = op_init,
-	.destroy = op_destroy,
-	.lookup = op_lookup,
-	.forget = op_forget,
-	.forget_multi = op_forget_multi,
-	.getattr = op_getattr,
-	.setattr = op_setattr,
-	.readlink = op_readlink,
-	.mknod = op_mknod,
-	.mkdir = op_mkdir,
-	.unlink = op_unlink,
-	.rmdir = op_rmdir,
-	.symlink = op_symlink,
-	.rename = op_rename,
-	.link = op_link,
-	.open = op_open,
-	.read = op_read,
-	.write = op_write,
-	/* No flush: close() is not a durability point (fsync is), and there
-	 * is nothing to do at one.  libfuse answers ENOSYS, after which the
-	 * kernel stops sending FLUSH, a round trip saved on every close.  It
-	 * still writes back a shared mapping's dirty pages and reports their
-	 * errors at close, as before: only the request goes. */
-	.release = op_release,
-	.fsync = op_fsync,
-	.opendir = op_opendir,
-	.readdir = op_readdir,
-	.readdirplus = op_readdirplus,
-	.releasedir = op_releasedir,
-	.fsyncdir = op_fsyncdir,
-	.statfs = op_statfs,
-	.create = op_create,
-	.getxattr = op_getxattr,
-	.listxattr = op_listxattr,
-	.setxattr = op_setxattr,
-	.removexattr = op_removexattr,
-	.fallocate = op_fallocate,
-	.lseek = op_lseek,
+    .init = op_init,
+    .destroy = op_destroy,
+    .lookup = op_lookup,
+    .forget = op_forget,
+    .forget_multi = op_forget_multi,
+    .getattr = op_getattr,
+    .setattr = op_setattr,
+    .readlink = op_readlink,
+    .mknod = op_mknod,
+    .mkdir = op_mkdir,
+    .unlink = op_unlink,
+    .rmdir = op_rmdir,
+    .symlink = op_symlink,
+    .rename = op_rename,
+    .link = op_link,
+    .open = op_open,
+    .read = op_read,
+    .write = op_write,
+    /* No flush: close() is not a durability point (fsync is), and there
+     * is nothing to do at one.  libfuse answers ENOSYS, after which the
+     * kernel stops sending FLUSH, a round trip saved on every close.  It
+     * still writes back a shared mapping's dirty pages and reports their
+     * errors at close, as before: only the request goes. */
+    .release = op_release,
+    .fsync = op_fsync,
+    .opendir = op_opendir,
+    .readdir = op_readdir,
+    .readdirplus = op_readdirplus,
+    .releasedir = op_releasedir,
+    .fsyncdir = op_fsyncdir,
+    .statfs = op_statfs,
+    .create = op_create,
+    .getxattr = op_getxattr,
+    .listxattr = op_listxattr,
+    .setxattr = op_setxattr,
+    .removexattr = op_removexattr,
+    .fallocate = op_fallocate,
+    .lseek = op_lseek,
 };
 
 /* ---- command line ------------------------------------------------------- */
@@ -1212,35 +1210,35 @@ static const struct fuse_lowlevel_ops ops = {
 CLI_VERSION("fstitch-mount");
 
 static const char doc[] =
-	"Mount the ext2 file system in SOURCE (an image file, a block device, "
-	"LABEL=label, UUID=uuid or an NBD URI) on MOUNTPOINT through FUSE, writing changes "
-	"back in dependency order (soft updates; on an image with a journal, through the "
-	"journal).\v"
-	"Options for -o: consistency=softupdates|none|journal|journal-data (default: journal "
-	"with a journal, softupdates without), commit=SECONDS, "
-	"rename_order=all|process|file, "
-	"errors=continue|remount-ro|panic, "
-	"cache=SIZE (K, M, G), "
-	"flush_interval=SECONDS, lock_wait=SECONDS, max_threads=N, statsfile=PATH, ro, rw, "
-	"nbd_retry=SECONDS, unsafe_no_flush, blkdev, noblkdev, nofail, "
-	"allow_other, fsname=NAME, subtype=NAME, "
-	"and the kernel's mount flags (nosuid, nodev, noexec, noatime, ...).\n\n"
-	"Exit status:\n"
-	"  0   mounted (in the foreground: unmounted and flushed)\n"
-	"  1   failure while serving, the final flush failed, or errors=panic stopped it\n"
-	"  8   SOURCE cannot be opened as an fstitch file system\n"
-	"  32  the mount failed\n"
-	"  64  bad command line";
+    "Mount the ext2 file system in SOURCE (an image file, a block device, "
+    "LABEL=label, UUID=uuid or an NBD URI) on MOUNTPOINT through FUSE, writing changes "
+    "back in dependency order (soft updates; on an image with a journal, through the "
+    "journal).\v"
+    "Options for -o: consistency=softupdates|none|journal|journal-data (default: journal "
+    "with a journal, softupdates without), commit=SECONDS, "
+    "rename_order=all|process|file, "
+    "errors=continue|remount-ro|panic, "
+    "cache=SIZE (K, M, G), "
+    "flush_interval=SECONDS, lock_wait=SECONDS, max_threads=N, statsfile=PATH, ro, rw, "
+    "nbd_retry=SECONDS, unsafe_no_flush, blkdev, noblkdev, nofail, "
+    "allow_other, fsname=NAME, subtype=NAME, "
+    "and the kernel's mount flags (nosuid, nodev, noexec, noatime, ...).\n\n"
+    "Exit status:\n"
+    "  0   mounted (in the foreground: unmounted and flushed)\n"
+    "  1   failure while serving, the final flush failed, or errors=panic stopped it\n"
+    "  8   SOURCE cannot be opened as an fstitch file system\n"
+    "  32  the mount failed\n"
+    "  64  bad command line";
 
 enum { OPT_SINGLE = 's', OPT_MAX_THREADS = 256 };
 
 static const struct argp_option options[] = {
-	{ "options", 'o', "OPTS", 0, "Mount options, comma separated (see below)", 0 },
-	{ "foreground", 'f', NULL, 0, "Stay in the foreground", 0 },
-	{ "debug", 'd', NULL, 0, "Print every FUSE request (implies -f)", 0 },
-	{ "single-thread", OPT_SINGLE, NULL, 0, "Serve one request at a time", 0 },
-	{ "max-threads", OPT_MAX_THREADS, "N", 0, "Serve up to N requests at once (default 2)", 0 },
-	{ NULL, 0, NULL, 0, NULL, 0 },
+    {"options", 'o', "OPTS", 0, "Mount options, comma separated (see below)", 0},
+    {"foreground", 'f', NULL, 0, "Stay in the foreground", 0},
+    {"debug", 'd', NULL, 0, "Print every FUSE request (implies -f)", 0},
+    {"single-thread", OPT_SINGLE, NULL, 0, "Serve one request at a time", 0},
+    {"max-threads", OPT_MAX_THREADS, "N", 0, "Serve up to N requests at once (default 2)", 0},
+    {NULL, 0, NULL, 0, NULL, 0},
 };
 
 static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -1322,8 +1320,9 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		break;
 	case ARGP_KEY_END:
 		if (state->arg_num < 2)
-			argp_error(state, "%s", state->arg_num ? "missing MOUNTPOINT"
-							       : "missing SOURCE and MOUNTPOINT");
+			argp_error(state, "%s",
+				   state->arg_num ? "missing MOUNTPOINT"
+						  : "missing SOURCE and MOUNTPOINT");
 		break;
 	default:
 		return ARGP_ERR_UNKNOWN;
@@ -1470,17 +1469,17 @@ static int open_fs(const struct args *a, const struct source *src)
 {
 	char what[256];
 	struct e2_opts eo = {
-		.consistency = a->mo.consistency,
-		.consistency_auto = !a->mo.has_consistency,
-		.errors = a->mo.errors,
-		.rename_order = a->mo.rename_order,
-		.atime = mountopt_atime(&a->mo),
-		.flush_interval_ms = a->mo.flush_interval_ms,
-		.commit_ms = a->mo.commit_ms,
-		.readonly = a->mo.readonly,
-		.log = log_eio,
+	    .consistency = a->mo.consistency,
+	    .consistency_auto = !a->mo.has_consistency,
+	    .errors = a->mo.errors,
+	    .rename_order = a->mo.rename_order,
+	    .atime = mountopt_atime(&a->mo),
+	    .flush_interval_ms = a->mo.flush_interval_ms,
+	    .commit_ms = a->mo.commit_ms,
+	    .readonly = a->mo.readonly,
+	    .log = log_eio,
 	};
-	struct claim_conflict why = { .who = CLAIM_NONE };
+	struct claim_conflict why = {.who = CLAIM_NONE};
 	uint32_t bs = 0;
 	char err[512];
 	int r;
@@ -1534,15 +1533,17 @@ static int open_fs(const struct args *a, const struct source *src)
 		    a->source, why.dev[0] ? " (through " : "", why.dev, why.dev[0] ? ")" : "");
 	else if (r == -EBUSY && why.who == CLAIM_BUSY)
 		say("'%s' is in use%s%s%s: another program has it open exclusively (a mount, "
-		    "mkfs or e2fsck)", a->source, why.dev[0] ? " (through " : "", why.dev,
-		    why.dev[0] ? ")" : "");
+		    "mkfs or e2fsck)",
+		    a->source, why.dev[0] ? " (through " : "", why.dev, why.dev[0] ? ")" : "");
 	else if (r == -EBUSY && why.who == CLAIM_FSTITCH)
 		say("'%s' is a loop device on '%s', which is in use by another fstitch-mount "
-		    "(mounted, or still writing back after an unmount); %s", a->source, why.image,
+		    "(mounted, or still writing back after an unmount); %s",
+		    a->source, why.image,
 		    a->mo.lock_wait_ms ? "gave up waiting" : "lock_wait=SECONDS waits for it");
 	else if (r == -EBUSY)
 		say("'%s' is in use by another fstitch-mount (mounted, or still writing back after "
-		    "an unmount); %s", a->source,
+		    "an unmount); %s",
+		    a->source,
 		    a->mo.lock_wait_ms ? "gave up waiting" : "lock_wait=SECONDS waits for it");
 	else if (r == -EINVAL && not_ext2(src->path, what, sizeof(what)))
 		say("'%s' holds %s, not ext2", a->source, what);
@@ -1635,7 +1636,8 @@ static int attach_blkdev(struct args *a, const struct source *src, int *loop_fd,
 	struct stat st;
 	int r;
 
-	if (src->nbd || stat(src->path, &st) < 0 || (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))) {
+	if (src->nbd || stat(src->path, &st) < 0 ||
+	    (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))) {
 		say("option 'blkdev' needs an image file or a block device");
 		return -1;
 	}
@@ -1648,8 +1650,8 @@ static int attach_blkdev(struct args *a, const struct source *src, int *loop_fd,
 		}
 		if (r < 0) {
 			say("warning: cannot attach a loop device to '%s': %s; mounted without "
-			    "blkdev, so an unmount returns before the final flush", a->source,
-			    strerror(-r));
+			    "blkdev, so an unmount returns before the final flush",
+			    a->source, strerror(-r));
 			a->mo.blkdev = false;
 		} else {
 			path = dev;
@@ -1676,7 +1678,7 @@ static int statsfile_write(const char *path, const struct insp_snap *snap);
 
 static void final_stats(struct cache *c, void *arg)
 {
-	struct insp_query q = { .view = INSP_SUMMARY };
+	struct insp_query q = {.view = INSP_SUMMARY};
 	struct insp_snap *snap = NULL;
 	int r;
 
@@ -1742,10 +1744,11 @@ static void dead_mount(const struct args *a, const char *mnt)
 		    bdev_loop_backing(st.st_rdev, back, sizeof(back)) == 0)
 			image = back;
 	}
-	say("'%s' is a dead mount: the daemon that served '%s' is gone (%s)", a->mountpoint,
-	    image, strerror(ENOTCONN));
+	say("'%s' is a dead mount: the daemon that served '%s' is gone (%s)", a->mountpoint, image,
+	    strerror(ENOTCONN));
 	say("to recover, unmount it (fusermount3 -u %s, or umount %s as root), check the "
-	    "image (e2fsck -fy %s), then mount again", mnt, mnt, image);
+	    "image (e2fsck -fy %s), then mount again",
+	    mnt, mnt, image);
 }
 
 /* The mount point as an absolute path in *out (malloc'ed), or -1 after a
@@ -1854,15 +1857,14 @@ out:
 
 int main(int argc, char **argv)
 {
-	static struct argp argp = { options, parse_opt, "SOURCE MOUNTPOINT", doc, NULL, NULL,
-				    NULL };
+	static struct argp argp = {options, parse_opt, "SOURCE MOUNTPOINT", doc, NULL, NULL, NULL};
 	struct fuse_args fargs = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_session *se = NULL;
 	struct fuse_loop_config *cfg = NULL;
-	struct source src = { .path = NULL };
-	struct args a = { .source = NULL };
+	struct source src = {.path = NULL};
+	struct args a = {.source = NULL};
 	char *mnt = NULL, *fopts = NULL, *base, *stats = NULL;
-	struct ctl_access acc = { .owner = 0 };
+	struct ctl_access acc = {.owner = 0};
 	int status = EXIT_FAIL, ready_fd = -1, loop_fd = -1, r;
 
 	mountopt_init(&a.mo);
@@ -1968,9 +1970,8 @@ int main(int argc, char **argv)
 	}
 	/* Without the table every request counts as one of no known
 	 * process, which orders as rename_order=all does. */
-	if (a.mo.rename_order == E2_RENAME_ORDER_PROCESS &&
-	    a.mo.consistency != CONSISTENCY_NONE && !a.mo.readonly &&
-	    caller_tab_create(NULL, &D.callers) < 0) {
+	if (a.mo.rename_order == E2_RENAME_ORDER_PROCESS && a.mo.consistency != CONSISTENCY_NONE &&
+	    !a.mo.readonly && caller_tab_create(NULL, &D.callers) < 0) {
 		D.callers = NULL;
 		say("rename_order=process: out of memory; ordering as rename_order=all");
 	}
@@ -2001,7 +2002,7 @@ int main(int argc, char **argv)
 			/* -o max_threads= (fstab gives only -o options) or
 			 * --max-threads, the last one given */
 			fuse_loop_cfg_set_max_threads(cfg, a.mo.max_threads ? a.mo.max_threads
-									     : MAX_THREADS);
+									    : MAX_THREADS);
 			fuse_loop_cfg_set_clone_fd(cfg, 0);
 			r = fuse_session_loop_mt(se, cfg);
 			fuse_loop_cfg_destroy(cfg);

@@ -39,7 +39,7 @@ static struct {
 	double interval;     /* 0: one snapshot */
 	unsigned long count; /* 0: until interrupted */
 	int nviews;
-	int nnum; /* numbers given as arguments */
+	int nnum;      /* numbers given as arguments */
 	int watch_opt; /* --watch gave the interval */
 } A;
 
@@ -137,8 +137,8 @@ static error_t parse(int key, char *arg, struct argp_state *state)
 				return 0;
 			}
 			if (slot > 0)
-				argp_error(state, "invalid %s '%s'", slot == 1 ? "count" : "argument",
-					   arg);
+				argp_error(state, "invalid %s '%s'",
+					   slot == 1 ? "count" : "argument", arg);
 		}
 		if (A.where || A.nnum)
 			argp_error(state, "unexpected argument '%s'", arg);

@@ -5,13 +5,16 @@
 CLI_VERSION("pgclose");
 
 static const struct argp argp = {
-	NULL, pgcli_parse_ids, "ID...",
-	"Close each patchgroup ID: it can no longer be engaged or gain "
-	"befores.  Its changes keep their ordering, and its id may still be "
-	"named as a before (pgrun --after) and synced.\v"
-	"Exit status: 0 done, 1 a group was refused, 64 usage error.",
-	pgcli_children, NULL, NULL
-};
+    NULL,
+    pgcli_parse_ids,
+    "ID...",
+    "Close each patchgroup ID: it can no longer be engaged or gain "
+    "befores.  Its changes keep their ordering, and its id may still be "
+    "named as a before (pgrun --after) and synced.\v"
+    "Exit status: 0 done, 1 a group was refused, 64 usage error.",
+    pgcli_children,
+    NULL,
+    NULL};
 
 int main(int argc, char **argv)
 {

@@ -8,18 +8,16 @@ static pg_t after[PGCLI_AFTER_MAX];
 static int nafter;
 
 static const struct argp_option options[] = {
-	{ "after", 'a', "ID", 0,
-	  "The new group's changes reach disk after those of group ID (repeatable)", 0 },
-	{ 0 }
-};
+    {"after", 'a', "ID", 0,
+     "The new group's changes reach disk after those of group ID (repeatable)", 0},
+    {0}};
 
 static error_t parse(int key, char *arg, struct argp_state *state)
 {
 	switch (key) {
 	case 'a':
 		if (nafter == PGCLI_AFTER_MAX)
-			argp_error(state, "too many --after options (at most %d)",
-				   PGCLI_AFTER_MAX);
+			argp_error(state, "too many --after options (at most %d)", PGCLI_AFTER_MAX);
 		pgcli_argp_id(state, arg, &after[nafter]);
 		nafter++;
 		return 0;
@@ -34,13 +32,16 @@ static error_t parse(int key, char *arg, struct argp_state *state)
 CLI_VERSION("pgcreate");
 
 static const struct argp argp = {
-	options, parse, NULL,
-	"Create a new patchgroup on an fstitch mount, engaged by nobody, and "
-	"print its id.  Use it to build a graph of groups with pgdepend before "
-	"running commands in them with pgrun --group; close it with pgclose.\v"
-	"Exit status: 0 done, 1 failed, 64 usage error.",
-	pgcli_children, NULL, NULL
-};
+    options,
+    parse,
+    NULL,
+    "Create a new patchgroup on an fstitch mount, engaged by nobody, and "
+    "print its id.  Use it to build a graph of groups with pgdepend before "
+    "running commands in them with pgrun --group; close it with pgclose.\v"
+    "Exit status: 0 done, 1 failed, 64 usage error.",
+    pgcli_children,
+    NULL,
+    NULL};
 
 int main(int argc, char **argv)
 {

@@ -22,15 +22,18 @@ static error_t parse(int key, char *arg, struct argp_state *state)
 CLI_VERSION("pgdepend");
 
 static const struct argp argp = {
-	NULL, parse, "BEFORE AFTER",
-	"Make every change of patchgroup AFTER reach disk only after every "
-	"change of patchgroup BEFORE.\v"
-	"AFTER must be open, have no changes yet and no afters of its own; "
-	"BEFORE must not be engaged by any process, and is sealed from then on. "
-	"A closed BEFORE whose changes are all on disk is accepted and ignored.  "
-	"Exit status: 0 done, 1 refused or failed, 64 usage error.",
-	pgcli_children, NULL, NULL
-};
+    NULL,
+    parse,
+    "BEFORE AFTER",
+    "Make every change of patchgroup AFTER reach disk only after every "
+    "change of patchgroup BEFORE.\v"
+    "AFTER must be open, have no changes yet and no afters of its own; "
+    "BEFORE must not be engaged by any process, and is sealed from then on. "
+    "A closed BEFORE whose changes are all on disk is accepted and ignored.  "
+    "Exit status: 0 done, 1 refused or failed, 64 usage error.",
+    pgcli_children,
+    NULL,
+    NULL};
 
 int main(int argc, char **argv)
 {

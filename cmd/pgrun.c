@@ -15,8 +15,8 @@
 
 /* pgrun's own failures: the status env(1) and timeout(1) use, so that a
  * script can tell them from the command's. */
-#define PGRUN_EXIT_FAIL 125
-#define PGRUN_EXIT_NOEXEC 126
+#define PGRUN_EXIT_FAIL	    125
+#define PGRUN_EXIT_NOEXEC   126
 #define PGRUN_EXIT_NOTFOUND 127
 
 extern char **environ;
@@ -33,26 +33,25 @@ static struct {
 	int sync;
 	int fsync_order; /* -1: leave as inherited */
 	char **cmd;
-} o = { .id_fd = -1, .fsync_order = -1 };
+} o = {.id_fd = -1, .fsync_order = -1};
 
 static volatile pid_t child; /* read by the signal handler */
 
 static const struct argp_option options[] = {
-	{ NULL, 0, NULL, 0, "Group:", 1 },
-	{ "group", 'g', "ID", 0, "Engage the existing group ID instead of creating one", 1 },
-	{ "after", 'a', "ID", 0,
-	  "The new group's changes reach disk after those of group ID (repeatable)", 1 },
-	{ "sync", 's', NULL, 0, "Wait until the group's changes are durable before exiting", 1 },
-	{ "fsync", KEY_FSYNC, "order|keep", 0,
-	  "order: an fsync inside COMMAND returns at once and orders later changes "
-	  "after earlier ones; keep: fsync is a real fsync (default)", 1 },
-	{ NULL, 0, NULL, 0, "Group id output:", 2 },
-	{ "print-id", 'p', NULL, 0,
-	  "Print the group id on standard output before running COMMAND", 2 },
-	{ "id-file", KEY_ID_FILE, "FILE", 0, "Write the group id to FILE", 2 },
-	{ "id-fd", KEY_ID_FD, "N", 0, "Write the group id to file descriptor N and close it", 2 },
-	{ 0 }
-};
+    {NULL, 0, NULL, 0, "Group:", 1},
+    {"group", 'g', "ID", 0, "Engage the existing group ID instead of creating one", 1},
+    {"after", 'a', "ID", 0,
+     "The new group's changes reach disk after those of group ID (repeatable)", 1},
+    {"sync", 's', NULL, 0, "Wait until the group's changes are durable before exiting", 1},
+    {"fsync", KEY_FSYNC, "order|keep", 0,
+     "order: an fsync inside COMMAND returns at once and orders later changes "
+     "after earlier ones; keep: fsync is a real fsync (default)",
+     1},
+    {NULL, 0, NULL, 0, "Group id output:", 2},
+    {"print-id", 'p', NULL, 0, "Print the group id on standard output before running COMMAND", 2},
+    {"id-file", KEY_ID_FILE, "FILE", 0, "Write the group id to FILE", 2},
+    {"id-fd", KEY_ID_FD, "N", 0, "Write the group id to file descriptor N and close it", 2},
+    {0}};
 
 static error_t parse(int key, char *arg, struct argp_state *state)
 {
@@ -66,8 +65,7 @@ static error_t parse(int key, char *arg, struct argp_state *state)
 	case 'a':
 		pgcli_argp_id(state, arg, &id);
 		if (o.nafter == PGCLI_AFTER_MAX)
-			argp_error(state, "too many --after options (at most %d)",
-				   PGCLI_AFTER_MAX);
+			argp_error(state, "too many --after options (at most %d)", PGCLI_AFTER_MAX);
 		o.after[o.nafter++] = id;
 		return 0;
 	case 's':
@@ -109,17 +107,20 @@ static error_t parse(int key, char *arg, struct argp_state *state)
 CLI_VERSION("pgrun");
 
 static const struct argp argp = {
-	options, parse, "[--] COMMAND [ARG...]",
-	"Run COMMAND, and every process it starts, inside a patchgroup on an "
-	"fstitch mount: their changes reach disk after those of every --after "
-	"group, and before those of any group that later names this one as a "
-	"before.\v"
-	"Exit status: COMMAND's own (128+N when it was killed by signal N); "
-	"125 when pgrun itself fails, 126 when COMMAND cannot be run, 127 when "
-	"it is not found, 64 for a usage error.  With --print-id the id is the "
-	"first line of standard output, before anything COMMAND prints.",
-	pgcli_children, NULL, NULL
-};
+    options,
+    parse,
+    "[--] COMMAND [ARG...]",
+    "Run COMMAND, and every process it starts, inside a patchgroup on an "
+    "fstitch mount: their changes reach disk after those of every --after "
+    "group, and before those of any group that later names this one as a "
+    "before.\v"
+    "Exit status: COMMAND's own (128+N when it was killed by signal N); "
+    "125 when pgrun itself fails, 126 when COMMAND cannot be run, 127 when "
+    "it is not found, 64 for a usage error.  With --print-id the id is the "
+    "first line of standard output, before anything COMMAND prints.",
+    pgcli_children,
+    NULL,
+    NULL};
 
 static void forward(int sig)
 {
@@ -205,7 +206,7 @@ static pid_t start(void)
  * subreaper).  Returns the exit status pgrun should pass on. */
 static int run(void)
 {
-	struct sigaction sa = { .sa_handler = forward };
+	struct sigaction sa = {.sa_handler = forward};
 	int st = 0, cst = -1;
 	pid_t pid;
 
@@ -251,8 +252,8 @@ static int engage_slow(pg_t *id, bool *created)
 	}
 	if (pgcli_depend_all(o.after, o.nafter, *id) < 0)
 		goto fail;
-	if (o.fsync_order >= 0 && pg_fsync_policy(o.fsync_order ? PG_FSYNC_ORDER
-								: PG_FSYNC_KEEP) < 0) {
+	if (o.fsync_order >= 0 &&
+	    pg_fsync_policy(o.fsync_order ? PG_FSYNC_ORDER : PG_FSYNC_KEEP) < 0) {
 		pgcli_error(errno, *id, "cannot set the fsync policy");
 		goto fail;
 	}

@@ -69,8 +69,8 @@ static int connect_now(void)
  * transport's failure). */
 static int call_flags(uint16_t op, int64_t a, int64_t b, uint32_t flags, struct ctl_rep *out)
 {
-	struct ctl_req req = { .magic = CTL_MAGIC, .version = CTL_VERSION, .op = op,
-			       .flags = flags, .a = a, .b = b };
+	struct ctl_req req = {
+	    .magic = CTL_MAGIC, .version = CTL_VERSION, .op = op, .flags = flags, .a = a, .b = b};
 	struct ctl_rep rep;
 	int r;
 

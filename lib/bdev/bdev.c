@@ -7,8 +7,7 @@
 
 int bdev_check_block_size(uint32_t block_size)
 {
-	if (block_size < 512 || block_size > (1u << 20) ||
-	    (block_size & (block_size - 1)))
+	if (block_size < 512 || block_size > (1u << 20) || (block_size & (block_size - 1)))
 		return -EINVAL;
 	return 0;
 }

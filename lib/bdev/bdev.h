@@ -36,7 +36,7 @@ struct bdev_write {
 
 /* What a device has done, for fstitch-stat. */
 struct bdev_stats {
-	char kind[16];         /* "file", "blockdev", "nbd", "memory" */
+	char kind[16];	       /* "file", "blockdev", "nbd", "memory" */
 	uint64_t flushes;      /* cache flushes sent: fdatasync, NBD_CMD_FLUSH */
 	uint64_t flush_ns;     /* their total time */
 	uint64_t flush_max_ns; /* the longest */
@@ -101,17 +101,16 @@ int bdev_set_block_size(struct bdev *d, uint32_t block_size);
 
 enum bdev_file_flags {
 	BDEV_RDONLY = 1 << 0,
-	BDEV_DIRECT = 1 << 1,   /* O_DIRECT */
-	BDEV_EXCL = 1 << 2,     /* take an exclusive lock (flock) on the file;
-				 * -EBUSY if another process holds it */
+	BDEV_DIRECT = 1 << 1,	       /* O_DIRECT */
+	BDEV_EXCL = 1 << 2,	       /* take an exclusive lock (flock) on the file;
+					* -EBUSY if another process holds it */
 	BDEV_UNSAFE_NO_FLUSH = 1 << 3, /* NBD: write to an export that cannot
 					* flush (barriers then only wait) */
 };
 
 /* Open an image file or a block device.  The size comes from fstat (files)
  * or BLKGETSIZE64 (block devices).  barrier() is fdatasync(). */
-int bdev_file_open(const char *path, uint32_t block_size, unsigned flags,
-		   struct bdev **out);
+int bdev_file_open(const char *path, uint32_t block_size, unsigned flags, struct bdev **out);
 
 /* ---- NBD exports ------------------------------------------------------- */
 
@@ -142,16 +141,16 @@ int bdev_nbd_open(const char *uri, uint32_t block_size, unsigned flags, unsigned
  * device starts with a copy of image (image_len bytes, rounded down to whole
  * blocks, nblocks = image_len / block_size; the nblocks argument is then
  * ignored). */
-int bdev_mem_create(uint32_t block_size, uint64_t nblocks, const void *image,
-		    size_t image_len, struct bdev **out);
+int bdev_mem_create(uint32_t block_size, uint64_t nblocks, const void *image, size_t image_len,
+		    struct bdev **out);
 /* The memory device's bytes (block_size * nblocks). */
 void *bdev_mem_data(struct bdev *mem);
 
 /* Fault injection on a memory device, for tests: the next `count` calls of
  * the given kind fail with -err, after `skip` successful calls. */
 enum bdev_fault { BDEV_FAULT_WRITE, BDEV_FAULT_BARRIER, BDEV_FAULT_READ };
-void bdev_mem_inject(struct bdev *mem, enum bdev_fault kind, unsigned skip,
-		     unsigned count, int err);
+void bdev_mem_inject(struct bdev *mem, enum bdev_fault kind, unsigned skip, unsigned count,
+		     int err);
 
 /* ---- recorder ---------------------------------------------------------- */
 
@@ -159,8 +158,8 @@ enum rec_kind { REC_WRITE, REC_BARRIER };
 
 struct rec_event {
 	enum rec_kind kind;
-	uint64_t blkno;     /* REC_WRITE only */
-	const void *data;   /* REC_WRITE only: block_size bytes, owned by the log */
+	uint64_t blkno;	  /* REC_WRITE only */
+	const void *data; /* REC_WRITE only: block_size bytes, owned by the log */
 };
 
 /* Wrap inner: every call is passed through, and successful writes and

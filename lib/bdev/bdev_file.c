@@ -275,16 +275,15 @@ static void file_destroy(struct bdev *d)
 }
 
 static const struct bdev_ops file_ops = {
-	.read = file_read,
-	.write = file_write,
-	.barrier = file_barrier,
-	.destroy = file_destroy,
-	.stats = file_stats,
-	.prepare = file_prepare,
+    .read = file_read,
+    .write = file_write,
+    .barrier = file_barrier,
+    .destroy = file_destroy,
+    .stats = file_stats,
+    .prepare = file_prepare,
 };
 
-int bdev_file_open(const char *path, uint32_t block_size, unsigned flags,
-		   struct bdev **out)
+int bdev_file_open(const char *path, uint32_t block_size, unsigned flags, struct bdev **out)
 {
 	struct bdev_file *f = NULL;
 	struct stat st;

@@ -95,15 +95,15 @@ static void mem_destroy(struct bdev *d)
 }
 
 static const struct bdev_ops mem_ops = {
-	.read = mem_read,
-	.write = mem_write,
-	.barrier = mem_barrier,
-	.destroy = mem_destroy,
-	.stats = mem_stats,
+    .read = mem_read,
+    .write = mem_write,
+    .barrier = mem_barrier,
+    .destroy = mem_destroy,
+    .stats = mem_stats,
 };
 
-int bdev_mem_create(uint32_t block_size, uint64_t nblocks, const void *image,
-		    size_t image_len, struct bdev **out)
+int bdev_mem_create(uint32_t block_size, uint64_t nblocks, const void *image, size_t image_len,
+		    struct bdev **out)
 {
 	struct bdev_mem *m;
 	uint64_t bytes;
@@ -141,8 +141,7 @@ void *bdev_mem_data(struct bdev *mem)
 	return ((struct bdev_mem *)mem)->data;
 }
 
-void bdev_mem_inject(struct bdev *mem, enum bdev_fault kind, unsigned skip,
-		     unsigned count, int err)
+void bdev_mem_inject(struct bdev *mem, enum bdev_fault kind, unsigned skip, unsigned count, int err)
 {
 	struct bdev_mem *m = (struct bdev_mem *)mem;
 

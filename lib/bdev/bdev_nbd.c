@@ -33,9 +33,9 @@
 #include <time.h>
 #include "bdev_int.h"
 
-#define WINDOW	     64	       /* requests in flight at most */
-#define MAX_REQUEST  (2u << 20) /* bytes per request at most */
-#define MAX_RESETS   16	       /* -ECONNRESET without a flush between: give up */
+#define WINDOW	       64	  /* requests in flight at most */
+#define MAX_REQUEST    (2u << 20) /* bytes per request at most */
+#define MAX_RESETS     16	  /* -ECONNRESET without a flush between: give up */
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000
 
@@ -72,7 +72,7 @@ struct batch {
 	int err;
 };
 
-static const char *const schemes[] = {"nbd://",	 "nbds://",	  "nbd+unix://",
+static const char *const schemes[] = {"nbd://",	      "nbds://",      "nbd+unix://",
 				      "nbds+unix://", "nbd+vsock://", "nbds+vsock://"};
 
 bool bdev_nbd_is_uri(const char *spec)
@@ -326,8 +326,8 @@ static int lost_writes(struct bdev_nbd *d)
 
 /* Build the requests of a write: runs of consecutive blocks, at most
  * max_request bytes each, copied into d->stage when longer than a block. */
-static int plan_writes(struct bdev_nbd *d, const struct bdev_write *w, size_t n,
-		       struct io **out, size_t *nout)
+static int plan_writes(struct bdev_nbd *d, const struct bdev_write *w, size_t n, struct io **out,
+		       size_t *nout)
 {
 	const struct bdev_write **order = NULL;
 	uint32_t bs = d->base.dev.block_size;
@@ -525,11 +525,11 @@ static void nbd_destroy(struct bdev *dev)
 }
 
 static const struct bdev_ops nbd_ops = {
-	.read = nbd_read,
-	.write = nbd_write,
-	.barrier = nbd_barrier,
-	.destroy = nbd_destroy,
-	.stats = nbd_stats,
+    .read = nbd_read,
+    .write = nbd_write,
+    .barrier = nbd_barrier,
+    .destroy = nbd_destroy,
+    .stats = nbd_stats,
 };
 
 int bdev_nbd_open(const char *uri, uint32_t block_size, unsigned flags, unsigned retry_ms,

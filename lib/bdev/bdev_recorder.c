@@ -23,8 +23,7 @@ static int rec_read(struct bdev *d, uint64_t blkno, uint32_t count, void *buf)
 	return bdev_read(((struct bdev_rec *)d)->inner, blkno, count, buf);
 }
 
-static int rec_append(struct bdev_rec *r, enum rec_kind kind, uint64_t blkno,
-		      const void *data)
+static int rec_append(struct bdev_rec *r, enum rec_kind kind, uint64_t blkno, const void *data)
 {
 	struct rec_event *e;
 
@@ -146,11 +145,11 @@ static int rec_resize(struct bdev *d, uint32_t old_bs)
 }
 
 static const struct bdev_ops rec_ops = {
-	.read = rec_read,
-	.write = rec_write,
-	.barrier = rec_barrier,
-	.destroy = rec_destroy,
-	.stats = rec_stats,
+    .read = rec_read,
+    .write = rec_write,
+    .barrier = rec_barrier,
+    .destroy = rec_destroy,
+    .stats = rec_stats,
 };
 
 /* Read the whole inner device into a fresh buffer. */

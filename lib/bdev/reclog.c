@@ -145,11 +145,11 @@ static int sv_resize(struct bdev *d, uint32_t old_bs)
 }
 
 static const struct bdev_ops sv_ops = {
-	.read = sv_read,
-	.write = sv_write,
-	.barrier = sv_barrier,
-	.destroy = sv_destroy,
-	.stats = sv_stats,
+    .read = sv_read,
+    .write = sv_write,
+    .barrier = sv_barrier,
+    .destroy = sv_destroy,
+    .stats = sv_stats,
 };
 
 int reclog_saver_create(struct bdev *rec, const char *logpath, struct bdev **out)

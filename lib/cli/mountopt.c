@@ -13,26 +13,24 @@
  * listed here, not ours and not mount(8)'s is refused, so that a typo is an
  * error at mount time rather than a libfuse message or a silent no-op. */
 static const char *const fuse_flags[] = {
-	"allow_other", "allow_root", "auto_unmount",
-	"rw", "suid", "nosuid", "dev", "nodev", "exec", "noexec",
-	"async", "sync", "dirsync", "atime", "noatime", "diratime", "nodiratime",
-	"relatime", "norelatime", "strictatime", "nostrictatime",
-	"lazytime", "nolazytime",
+    "allow_other", "allow_root",  "auto_unmount",  "rw",       "suid",	     "nosuid",
+    "dev",	   "nodev",	  "exec",	   "noexec",   "async",	     "sync",
+    "dirsync",	   "atime",	  "noatime",	   "diratime", "nodiratime", "relatime",
+    "norelatime",  "strictatime", "nostrictatime", "lazytime", "nolazytime",
 };
 /* Of those, the ones libfuse does not know: the daemon acts on them (or,
  * for directories and lazytime, has nothing to do) and drops them. */
 static const char *const atime_only[] = {
-	"diratime", "nodiratime", "relatime", "norelatime", "strictatime",
-	"nostrictatime", "lazytime", "nolazytime",
+    "diratime",	   "nodiratime",    "relatime", "norelatime",
+    "strictatime", "nostrictatime", "lazytime", "nolazytime",
 };
-static const char *const fuse_valued[] = { "fsname", "subtype", "max_read" };
+static const char *const fuse_valued[] = {"fsname", "subtype", "max_read"};
 
 /* mount(8) and fstab options that mean nothing to the file system: mount(8)
  * itself acts on them (or mount.fuse3 strips them), but a helper may still
  * see them, so they are accepted and dropped. */
 static const char *const mount_flags[] = {
-	"defaults", "auto", "noauto", "user", "nouser", "users", "owner",
-	"group", "nofail", "_netdev",
+    "defaults", "auto", "noauto", "user", "nouser", "users", "owner", "group", "nofail", "_netdev",
 };
 
 static bool in_list(const char *s, const char *const *list, size_t n)
@@ -53,25 +51,25 @@ struct word {
 };
 
 static const struct word consistency_words[] = {
-	{ "softupdates", CONSISTENCY_SOFTUPDATES },
-	{ "none", CONSISTENCY_NONE },
-	{ "journal", CONSISTENCY_JOURNAL },
-	{ "journal-data", CONSISTENCY_JOURNAL_DATA },
-	{ NULL, 0 },
+    {"softupdates", CONSISTENCY_SOFTUPDATES},
+    {"none", CONSISTENCY_NONE},
+    {"journal", CONSISTENCY_JOURNAL},
+    {"journal-data", CONSISTENCY_JOURNAL_DATA},
+    {NULL, 0},
 };
 
 static const struct word rename_order_words[] = {
-	{ "all", E2_RENAME_ORDER_ALL },
-	{ "file", E2_RENAME_ORDER_FILE },
-	{ "process", E2_RENAME_ORDER_PROCESS },
-	{ NULL, 0 },
+    {"all", E2_RENAME_ORDER_ALL},
+    {"file", E2_RENAME_ORDER_FILE},
+    {"process", E2_RENAME_ORDER_PROCESS},
+    {NULL, 0},
 };
 
 static const struct word errors_words[] = {
-	{ "continue", E2_ERRORS_CONTINUE },
-	{ "remount-ro", E2_ERRORS_RO },
-	{ "panic", E2_ERRORS_PANIC },
-	{ NULL, 0 },
+    {"continue", E2_ERRORS_CONTINUE},
+    {"remount-ro", E2_ERRORS_RO},
+    {"panic", E2_ERRORS_PANIC},
+    {NULL, 0},
 };
 
 /* The value of the word s in words: 0 and *value, or -EINVAL. */
@@ -373,8 +371,7 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 		if (strcmp(opt, "max_read") == 0) {
 			char num[32];
 
-			if (mountopt_parse_size(val, &size) < 0 || size < 4096 ||
-			    size > (1U << 30))
+			if (mountopt_parse_size(val, &size) < 0 || size < 4096 || size > (1U << 30))
 				goto bad_value;
 			/* libfuse wants plain bytes */
 			snprintf(num, sizeof(num), "max_read=%llu", (unsigned long long)size);
@@ -450,7 +447,7 @@ size_t mountopt_cache_blocks(const struct mountopt *mo, uint32_t block_size)
 
 int mountopt_fuse_string(const struct mountopt *mo, const char *fsname, char **out)
 {
-	struct mountopt tmp = { .fuse_opts = NULL };
+	struct mountopt tmp = {.fuse_opts = NULL};
 	int ret;
 
 	if (mo->fuse_opts) {

@@ -16,60 +16,60 @@
 #include "ext2/e2.h"
 
 /* Limits for the values, checked by mountopt_parse(). */
-#define MOUNTOPT_CACHE_MIN (1ULL << 20)            /* 1 MiB */
-#define MOUNTOPT_CACHE_MAX (1ULL << 40)            /* 1 TiB */
+#define MOUNTOPT_CACHE_MIN    (1ULL << 20)	    /* 1 MiB */
+#define MOUNTOPT_CACHE_MAX    (1ULL << 40)	    /* 1 TiB */
 #define MOUNTOPT_FLUSH_MAX_MS (24U * 3600U * 1000U) /* one day */
-#define MOUNTOPT_THREADS_MAX 1024
-#define MOUNTOPT_NBD_RETRY_MS (60U * 1000U)         /* nbd_retry= default */
+#define MOUNTOPT_THREADS_MAX  1024
+#define MOUNTOPT_NBD_RETRY_MS (60U * 1000U) /* nbd_retry= default */
 
 struct mountopt {
-	enum consistency consistency; /* as given; see has_consistency */
-	bool has_consistency;         /* consistency= was given; if not, the
-				       * mode is journal on an image with a
-				       * journal, softupdates otherwise
-				       * (e2_opts.consistency_auto) */
-	enum e2_errors errors;        /* errors=; default: the superblock's */
+	enum consistency consistency;	   /* as given; see has_consistency */
+	bool has_consistency;		   /* consistency= was given; if not, the
+					    * mode is journal on an image with a
+					    * journal, softupdates otherwise
+					    * (e2_opts.consistency_auto) */
+	enum e2_errors errors;		   /* errors=; default: the superblock's */
 	enum e2_rename_order rename_order; /* rename_order=; default all */
-	bool noatime;                 /* noatime (atime clears it) */
-	bool strictatime;             /* strictatime or norelatime (relatime
-				       * and nostrictatime clear it) */
-	uint64_t cache_bytes;         /* 0: the library's default */
-	unsigned flush_interval_ms;   /* 0: the library's default */
-	unsigned commit_ms;           /* commit=SECONDS (journal modes); 0: 5 s */
+	bool noatime;			   /* noatime (atime clears it) */
+	bool strictatime;		   /* strictatime or norelatime (relatime
+					    * and nostrictatime clear it) */
+	uint64_t cache_bytes;		   /* 0: the library's default */
+	unsigned flush_interval_ms;	   /* 0: the library's default */
+	unsigned commit_ms;		   /* commit=SECONDS (journal modes); 0: 5 s */
 	bool readonly;
-	bool debug;                   /* "debug" given as -o debug */
-	bool has_fsname;              /* the user chose fsname= */
-	bool has_subtype;             /* the user chose subtype= */
-	bool allow_other;             /* allow_other: other users may use the
-				       * mount (and its control socket) */
-	bool allow_root;              /* allow_root: root may as well */
-	bool nofail;                  /* nofail: a missing source is not an
-				       * error (fstab's meaning) */
-	bool blkdev;                  /* mount as fuseblk: blkdev, or the daemon's
-				       * choice when the user made none */
-	bool has_blkdev;              /* the user chose blkdev or noblkdev */
-	unsigned max_threads;         /* max_threads=N; 0: the daemon's default */
-	unsigned lock_wait_ms;        /* lock_wait=SECONDS: how long to wait for
-				       * an image in use; 0: refuse at once */
-	unsigned nbd_retry_ms;        /* nbd_retry=SECONDS: how long an NBD
-				       * source reconnects after a loss */
-	bool unsafe_no_flush;         /* write to an NBD export that cannot flush */
-	char *statsfile;              /* statsfile=PATH as given; NULL: none */
-	uint64_t mem_bytes;           /* physical memory, set by mountopt_init():
-				       * a larger cache= is refused (it could
-				       * only end in swapping or the OOM killer);
-				       * 0: unknown, no such check */
-	char *fuse_opts;              /* options for libfuse, comma separated,
-				       * escaped; NULL when none */
+	bool debug;	       /* "debug" given as -o debug */
+	bool has_fsname;       /* the user chose fsname= */
+	bool has_subtype;      /* the user chose subtype= */
+	bool allow_other;      /* allow_other: other users may use the
+				* mount (and its control socket) */
+	bool allow_root;       /* allow_root: root may as well */
+	bool nofail;	       /* nofail: a missing source is not an
+				* error (fstab's meaning) */
+	bool blkdev;	       /* mount as fuseblk: blkdev, or the daemon's
+				* choice when the user made none */
+	bool has_blkdev;       /* the user chose blkdev or noblkdev */
+	unsigned max_threads;  /* max_threads=N; 0: the daemon's default */
+	unsigned lock_wait_ms; /* lock_wait=SECONDS: how long to wait for
+				* an image in use; 0: refuse at once */
+	unsigned nbd_retry_ms; /* nbd_retry=SECONDS: how long an NBD
+				* source reconnects after a loss */
+	bool unsafe_no_flush;  /* write to an NBD export that cannot flush */
+	char *statsfile;       /* statsfile=PATH as given; NULL: none */
+	uint64_t mem_bytes;    /* physical memory, set by mountopt_init():
+				* a larger cache= is refused (it could
+				* only end in swapping or the OOM killer);
+				* 0: unknown, no such check */
+	char *fuse_opts;       /* options for libfuse, comma separated,
+				* escaped; NULL when none */
 };
 
 enum mountopt_err {
 	MOUNTOPT_OK = 0,
-	MOUNTOPT_UNKNOWN,     /* no such option */
-	MOUNTOPT_BAD_VALUE,   /* the value does not parse or is out of range */
-	MOUNTOPT_NEED_VALUE,  /* "cache" without "=..." */
-	MOUNTOPT_NO_VALUE,    /* "ro=1": the option takes no value */
-	MOUNTOPT_TOO_LARGE,   /* a size above what the machine has (limit) */
+	MOUNTOPT_UNKNOWN,    /* no such option */
+	MOUNTOPT_BAD_VALUE,  /* the value does not parse or is out of range */
+	MOUNTOPT_NEED_VALUE, /* "cache" without "=..." */
+	MOUNTOPT_NO_VALUE,   /* "ro=1": the option takes no value */
+	MOUNTOPT_TOO_LARGE,  /* a size above what the machine has (limit) */
 };
 
 /* What went wrong, for the caller's message: the option's name and the value
@@ -122,7 +122,7 @@ const char *mountopt_consistency_name(enum consistency c);
 struct mountopt_ratelimit {
 	unsigned burst, window_ms;
 	uint64_t start_ms;   /* when the current window began */
-	unsigned used;       /* lines logged in it */
+	unsigned used;	     /* lines logged in it */
 	uint64_t suppressed; /* events not logged since the last logged line */
 };
 /* An event at now_ms: true if its line should be logged, with *missed

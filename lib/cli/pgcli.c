@@ -11,10 +11,7 @@
 
 struct pgcli_ids pgcli_ids;
 
-const struct argp_child pgcli_children[] = {
-	{ &cliopt_dir_argp, 0, NULL, 0 },
-	{ 0 }
-};
+const struct argp_child pgcli_children[] = {{&cliopt_dir_argp, 0, NULL, 0}, {0}};
 
 int pgcli_parse_id(const char *s, pg_t *id)
 {

@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *const tags[] = { "LABEL=", "UUID=", "PARTLABEL=", "PARTUUID=" };
+static const char *const tags[] = {"LABEL=", "UUID=", "PARTLABEL=", "PARTUUID="};
 
 bool source_is_tag(const char *spec)
 {
@@ -50,8 +50,7 @@ static int nbd_absolute(const char *spec, char **out)
 		else
 			p = strchr(p, '&');
 	}
-	if (!val || *val == '/' || *val == '&' || !*val ||
-	    strncasecmp(val, "%2f", 3) == 0) {
+	if (!val || *val == '/' || *val == '&' || !*val || strncasecmp(val, "%2f", 3) == 0) {
 		*out = strdup(spec);
 		return *out ? 0 : -ENOMEM;
 	}
@@ -82,7 +81,7 @@ static int nbd_absolute(const char *spec, char **out)
 
 int source_resolve(const char *spec, struct source *out)
 {
-	struct source src = { .path = NULL };
+	struct source src = {.path = NULL};
 	char *dev = NULL;
 	struct stat st;
 	int ret;
@@ -170,9 +169,8 @@ out:
 	return ret;
 }
 
-int source_open_nbd(const struct source *src, const struct mountopt *mo,
-		    const struct e2_opts *eo, const char *record, struct e2fs **out, char *err,
-		    size_t errlen)
+int source_open_nbd(const struct source *src, const struct mountopt *mo, const struct e2_opts *eo,
+		    const char *record, struct e2fs **out, char *err, size_t errlen)
 {
 	struct e2_opts o = *eo;
 	struct bdev *dev = NULL, *rec;
@@ -189,7 +187,8 @@ int source_open_nbd(const struct source *src, const struct mountopt *mo,
 		size_t n = strlen(err);
 
 		snprintf(err + n, errlen - n, "; %s",
-			 r == -EROFS ? "mount it with -o ro" : "-o unsafe_no_flush mounts it anyway");
+			 r == -EROFS ? "mount it with -o ro"
+				     : "-o unsafe_no_flush mounts it anyway");
 	}
 	if (r < 0)
 		return r;

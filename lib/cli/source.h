@@ -38,9 +38,8 @@ int source_resolve(const char *spec, struct source *out);
  * saved there at the close (reclog_e2_open(), for tests).  Returns 0, or
  * -errno with a one-line explanation in err: the device's (bdev_nbd_open())
  * or the file system's (e2_open_error()). */
-int source_open_nbd(const struct source *src, const struct mountopt *mo,
-		    const struct e2_opts *eo, const char *record, struct e2fs **out, char *err,
-		    size_t errlen);
+int source_open_nbd(const struct source *src, const struct mountopt *mo, const struct e2_opts *eo,
+		    const char *record, struct e2fs **out, char *err, size_t errlen);
 void source_free(struct source *src);
 
 /* The block size recorded in the ext2 superblock of path.  Returns 0;

@@ -44,11 +44,11 @@ const char *statfmt_age(char *buf, size_t size, uint64_t ms)
 
 static const char *consistency_name(uint32_t c)
 {
-	return c == CONSISTENCY_SOFTUPDATES ? "softupdates"
-	       : c == CONSISTENCY_NONE	    ? "none"
-	       : c == CONSISTENCY_JOURNAL    ? "journal"
+	return c == CONSISTENCY_SOFTUPDATES    ? "softupdates"
+	       : c == CONSISTENCY_NONE	       ? "none"
+	       : c == CONSISTENCY_JOURNAL      ? "journal"
 	       : c == CONSISTENCY_JOURNAL_DATA ? "journal-data"
-					    : "unknown";
+					       : "unknown";
 }
 
 static const char *type_name(uint32_t t)
@@ -106,8 +106,8 @@ static double flush_mean_ms(const struct bdev_stats *d)
 
 static void text_device(FILE *f, const struct bdev_stats *d)
 {
-	fprintf(f, "%-14s %s; %" PRIu64 " flushes, mean %.3f ms, max %.3f ms", "device:",
-		d->kind[0] ? d->kind : "unknown", d->flushes, flush_mean_ms(d),
+	fprintf(f, "%-14s %s; %" PRIu64 " flushes, mean %.3f ms, max %.3f ms",
+		"device:", d->kind[0] ? d->kind : "unknown", d->flushes, flush_mean_ms(d),
 		ms(d->flush_max_ns));
 	if (d->fua_barriers)
 		fprintf(f, "; %" PRIu64 " rounds by FUA", d->fua_barriers);
@@ -163,8 +163,9 @@ static void text_summary(FILE *f, const struct insp_snap *s)
 			" checkpointing, %" PRIu64 " checkpointed; log %" PRIu64 " of %" PRIu64
 			" blocks used; %" PRIu64 " commits, %" PRIu64 " blocks logged\n",
 			"journal:", m->txn.running_tid, m->txn.running_blocks,
-			m->txn.running_ordered, m->txn.committing, m->txn.held, m->txn.checkpointing,
-			m->txn.checkpointed, m->txn.log_used, m->txn.log_total, m->txn.commits, m->txn.logged_blocks);
+			m->txn.running_ordered, m->txn.committing, m->txn.held,
+			m->txn.checkpointing, m->txn.checkpointed, m->txn.log_used,
+			m->txn.log_total, m->txn.commits, m->txn.logged_blocks);
 	if (m->have_groups)
 		fprintf(f,
 			"%-14s %" PRIu64 " known: %" PRIu64 " open, %" PRIu64 " engaged, %" PRIu64
@@ -327,7 +328,8 @@ static void text_why(FILE *f, const struct insp_snap *s)
 		return;
 	case INSP_WHY_READY:
 		fprintf(f,
-			"%sblock %" PRIu64 " is not held back: all its patches are writable and the "
+			"%sblock %" PRIu64
+			" is not held back: all its patches are writable and the "
 			"next round writes it\n",
 			kind, s->block);
 		return;
@@ -431,8 +433,7 @@ static void json_summary(FILE *f, const struct insp_snap *s)
 		",\"engine_dirty_ratio\":%.6f,\"engine_cache_ratio\":%.6f"
 		",\"peak_engine_bytes\":%" PRIu64 ",\"peak_dirty_bytes\":%" PRIu64 "},",
 		st->undo_bytes, st->engine_bytes, st->dirty_bytes, ratio(m) / 100.0,
-		cache_ratio(m) / 100.0,
-		st->peak_engine_bytes, st->peak_dirty_bytes);
+		cache_ratio(m) / 100.0, st->peak_engine_bytes, st->peak_dirty_bytes);
 	fprintf(f,
 		"\"io\":{\"rounds\":%" PRIu64 ",\"barriers\":%" PRIu64 ",\"block_writes\":%" PRIu64
 		",\"rollback_writes\":%" PRIu64 ",\"write_errors\":%" PRIu64
@@ -704,8 +705,8 @@ int statfmt_rates_line(FILE *f, const struct insp_snap *prev, const struct insp_
 		"%8" PRIu64 " %8" PRIu64 " %6" PRIu64
 		" %10s %6.1f%% %8.0f %7.1f %7.1f %9.0f %9.0f %9.0f\n",
 		cur->sum.st.blocks_dirty, cur->sum.patches_pending, cur->sum.st.blocks_ready,
-		statfmt_bytes(e, sizeof(e), cur->sum.st.engine_bytes), cache_ratio(&cur->sum), r.writes,
-		r.rounds, r.rollbacks, r.created, r.merged, r.committed);
+		statfmt_bytes(e, sizeof(e), cur->sum.st.engine_bytes), cache_ratio(&cur->sum),
+		r.writes, r.rounds, r.rollbacks, r.created, r.merged, r.committed);
 	return done(f);
 }
 

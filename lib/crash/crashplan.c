@@ -11,7 +11,7 @@
 #include "util/grow.h"
 #include "util/splitmix.h"
 
-#define NO_MASK SIZE_MAX
+#define NO_MASK	      SIZE_MAX
 #define RESYNC_BLOCKS 256
 
 struct round {
@@ -165,8 +165,7 @@ out:
 	return ret;
 }
 
-int crash_plan_open(const char *logpath, const struct crash_plan_opts *o,
-		    struct crash_plan **out)
+int crash_plan_open(const char *logpath, const struct crash_plan_opts *o, struct crash_plan **out)
 {
 	struct crash_plan *p = calloc(1, sizeof(*p));
 	size_t nev, i, start, maxw = 0;
@@ -310,16 +309,16 @@ void crash_plan_selected(const struct crash_plan *p, size_t i, struct crash_plan
 struct crash_cursor {
 	const struct crash_plan *p;
 	int fd;
-	uint8_t *base;    /* the image with rounds < round complete */
+	uint8_t *base; /* the image with rounds < round complete */
 	size_t round;
-	size_t cur;       /* the state the file holds */
-	bool valid;       /* false: the file's contents are unknown */
-	uint32_t *stamp;  /* per block: generation it was last queued in */
+	size_t cur;	 /* the state the file holds */
+	bool valid;	 /* false: the file's contents are unknown */
+	uint32_t *stamp; /* per block: generation it was last queued in */
 	uint32_t gen;
 	uint64_t *queue;
 	size_t nqueue;
 	const uint8_t **over; /* resync: a block's data in the partial round */
-	uint8_t *buf;         /* resync: blocks read back */
+	uint8_t *buf;	      /* resync: blocks read back */
 	uint64_t written, full;
 };
 
@@ -540,8 +539,8 @@ int crash_cursor_resync(struct crash_cursor *c)
 		if ((uint64_t)got < n * p->bs)
 			memset(c->buf + got, 0xff, n * p->bs - (size_t)got); /* differs */
 		for (k = 0; k < n; k++) {
-			const uint8_t *want = c->stamp[b + k] == c->gen ? c->over[b + k]
-									 : c->base + (b + k) * p->bs;
+			const uint8_t *want =
+			    c->stamp[b + k] == c->gen ? c->over[b + k] : c->base + (b + k) * p->bs;
 
 			if (!memcmp(c->buf + k * p->bs, want, p->bs))
 				continue;

@@ -30,15 +30,15 @@ struct crash_plan_opts {
 	unsigned exhaustive; /* 0 means 4; at most 20 */
 	unsigned samples;    /* 0 means 16 */
 	uint64_t seed;
-	size_t max;          /* 0 means every state */
+	size_t max; /* 0 means every state */
 };
 
 struct crash_plan_state {
-	size_t state;    /* its number in the model */
-	size_t round;    /* the round in flight */
-	size_t nround;   /* writes in that round */
+	size_t state;	 /* its number in the model */
+	size_t round;	 /* the round in flight */
+	size_t nround;	 /* writes in that round */
 	size_t napplied; /* how many of them are on disk */
-	bool boundary;   /* napplied == 0, or the final state */
+	bool boundary;	 /* napplied == 0, or the final state */
 };
 
 struct crash_plan;
@@ -46,8 +46,7 @@ struct crash_plan;
 /* Load the log at logpath and number its states.  0, -EPROTO for a file
  * that is not a recorder log, -ENOMEM, or another -errno from reading it.
  * The caller frees *out with crash_plan_free(). */
-int crash_plan_open(const char *logpath, const struct crash_plan_opts *o,
-		    struct crash_plan **out);
+int crash_plan_open(const char *logpath, const struct crash_plan_opts *o, struct crash_plan **out);
 void crash_plan_free(struct crash_plan *p);
 
 /* The states the model gives (before max), the selected ones, rounds,

@@ -19,16 +19,16 @@ extern char **environ;
 /* ---- processes --------------------------------------------------------- */
 
 struct spawn {
-	const char *cwd;      /* NULL: ours */
-	const char *out;      /* stdout and stderr to this file, or NULL */
-	bool quiet;           /* stdout and stderr to /dev/null */
-	bool keep_stdin;      /* else /dev/null */
+	const char *cwd;	/* NULL: ours */
+	const char *out;	/* stdout and stderr to this file, or NULL */
+	bool quiet;		/* stdout and stderr to /dev/null */
+	bool keep_stdin;	/* else /dev/null */
 	const char *const *env; /* "NAME=value" to add, NULL-terminated */
 };
 
 static void sleep_ms(unsigned ms)
 {
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
 
 	nanosleep(&ts, NULL);
 }
@@ -241,9 +241,9 @@ static int wait_daemon(pid_t pid)
  * detach it lazily. */
 static int mount_stop(const struct crash_tools *t, struct mount *m)
 {
-	char *um[] = { (char *)t->fusermount, "-u", (char *)m->mnt, NULL };
-	char *lazy[] = { (char *)t->fusermount, "-uz", (char *)m->mnt, NULL };
-	struct spawn q = { .quiet = true };
+	char *um[] = {(char *)t->fusermount, "-u", (char *)m->mnt, NULL};
+	char *lazy[] = {(char *)t->fusermount, "-uz", (char *)m->mnt, NULL};
+	struct spawn q = {.quiet = true};
 	int r = 1;
 
 	for (int i = 0; i < 100 && r; i++) {
@@ -340,9 +340,9 @@ int crash_run(const struct crash_run_opts *o, int *status, struct crash_err *err
 			goto out;
 		}
 	} else {
-		char *mk[] = { (char *)t->mkfs, "-q", "-F", img,
-			       (char *)(o->size ? o->size : "8M"), NULL };
-		struct spawn s = { .quiet = false };
+		char *mk[] = {
+		    (char *)t->mkfs, "-q", "-F", img, (char *)(o->size ? o->size : "8M"), NULL};
+		struct spawn s = {.quiet = false};
 
 		st = run_wait(mk, &s);
 		if (st) {
@@ -352,10 +352,10 @@ int crash_run(const struct crash_run_opts *o, int *status, struct crash_err *err
 		}
 	}
 	if (o->setup) {
-		char *sh[] = { "sh", "-c", (char *)o->setup, NULL };
-		const char *env[] = { mntenv, NULL };
-		struct spawn s = { .cwd = mnt, .keep_stdin = true, .env = env };
-		struct spawn d = { 0 };
+		char *sh[] = {"sh", "-c", (char *)o->setup, NULL};
+		const char *env[] = {mntenv, NULL};
+		struct spawn s = {.cwd = mnt, .keep_stdin = true, .env = env};
+		struct spawn d = {0};
 
 		r = mount_start(t, img, mnt, o->mount_opts, &d, &m);
 		if (r) {
@@ -376,10 +376,10 @@ int crash_run(const struct crash_run_opts *o, int *status, struct crash_err *err
 		}
 	}
 	{
-		const char *denv[] = { recenv, NULL };
-		const char *env[] = { mntenv, NULL };
-		struct spawn d = { .env = denv };
-		struct spawn s = { .cwd = mnt, .keep_stdin = true, .env = env };
+		const char *denv[] = {recenv, NULL};
+		const char *env[] = {mntenv, NULL};
+		struct spawn d = {.env = denv};
+		struct spawn s = {.cwd = mnt, .keep_stdin = true, .env = env};
 
 		r = mount_start(t, img, mnt, o->mount_opts, &d, &m);
 		if (r) {
@@ -424,7 +424,7 @@ struct checker {
 	pthread_mutex_t lock;
 	size_t next, done, failed, repaired;
 	uint64_t blocks, full;
-	int err;            /* first error, -errno */
+	int err; /* first error, -errno */
 	struct crash_err where;
 };
 
@@ -482,7 +482,7 @@ static int check_one(struct worker *w, size_t i)
 	const struct crash_tools *t = o->tools;
 	struct crash_result *res = &c->res[i];
 	char statenv[64];
-	const char *env[] = { w->env_mnt, w->env_img, statenv, NULL };
+	const char *env[] = {w->env_mnt, w->env_img, statenv, NULL};
 	int r;
 
 	crash_plan_selected(c->plan, i, &res->st);
@@ -494,9 +494,9 @@ static int check_one(struct worker *w, size_t i)
 		return r;
 	}
 	if (o->fsck != CRASH_FSCK_NONE) {
-		char *fsck[] = { (char *)t->e2fsck, o->fsck == CRASH_FSCK_PREEN ? "-fp" : "-fy",
-				 w->img, NULL };
-		struct spawn s = { .out = w->fsckout };
+		char *fsck[] = {(char *)t->e2fsck, o->fsck == CRASH_FSCK_PREEN ? "-fp" : "-fy",
+				w->img, NULL};
+		struct spawn s = {.out = w->fsckout};
 
 		res->fsck_status = run_wait(fsck, &s);
 		if (res->fsck_status < 0 || res->fsck_status >= 126) {
@@ -508,8 +508,8 @@ static int check_one(struct worker *w, size_t i)
 			res->why = CRASH_FAIL_FSCK;
 	}
 	if (res->why == CRASH_OK && !o->no_mount) {
-		struct spawn d = { .out = w->mnterr };
-		struct spawn s = { .cwd = w->mnt, .out = w->out, .env = env };
+		struct spawn d = {.out = w->mnterr};
+		struct spawn s = {.cwd = w->mnt, .out = w->out, .env = env};
 		struct mount m;
 
 		r = mount_start(t, w->img, w->mnt, o->rw ? "rw" : "ro", &d, &m);
@@ -520,12 +520,13 @@ static int check_one(struct worker *w, size_t i)
 			res->check_status = run_check(o->argv, &s);
 			r = mount_stop(t, &m);
 			if (r) {
-				fail_with(c, r < 0 ? r : -EIO, "the daemon failed at unmount", NULL);
+				fail_with(c, r < 0 ? r : -EIO, "the daemon failed at unmount",
+					  NULL);
 				return -1;
 			}
 		}
 	} else if (res->why == CRASH_OK) {
-		struct spawn s = { .out = w->out, .env = env };
+		struct spawn s = {.out = w->out, .env = env};
 
 		res->check_status = run_check(o->argv, &s);
 	}
@@ -636,7 +637,7 @@ int crash_check(const struct crash_plan *plan, const struct crash_check_opts *o,
 		struct crash_result **results, size_t *failed, struct crash_check_stats *stats,
 		struct crash_err *err)
 {
-	struct checker c = { .plan = plan, .o = o };
+	struct checker c = {.plan = plan, .o = o};
 	unsigned jobs = o->jobs ? o->jobs : 1, k, started = 0;
 	size_t n = crash_plan_count(plan);
 	struct worker *w;

@@ -22,8 +22,8 @@
 
 /* The programs used, by path or name (searched in PATH). */
 struct crash_tools {
-	const char *mount;      /* fstitch-mount */
-	const char *mkfs;       /* fstitch-mkfs */
+	const char *mount;	/* fstitch-mount */
+	const char *mkfs;	/* fstitch-mkfs */
 	const char *fusermount; /* fusermount3 */
 	const char *e2fsck;
 };
@@ -31,24 +31,24 @@ struct crash_tools {
 /* In DIR, crash_run() keeps "log" (the image before the command, then
  * every block write and barrier: crashplan.h reads it) and "image" (the
  * disk after the command). */
-#define CRASH_LOG "log"
+#define CRASH_LOG   "log"
 #define CRASH_IMAGE "image"
 
 struct crash_run_opts {
 	const struct crash_tools *tools;
-	const char *dir;        /* made if missing */
-	const char *image;      /* copy this image, or */
-	const char *size;       /* make one this size (fstitch-mkfs syntax) */
+	const char *dir;	/* made if missing */
+	const char *image;	/* copy this image, or */
+	const char *size;	/* make one this size (fstitch-mkfs syntax) */
 	const char *mount_opts; /* fstitch-mount -o, or NULL */
-	const char *setup;      /* sh -c SETUP on a plain mount first, or NULL */
-	char *const *argv;      /* the command */
+	const char *setup;	/* sh -c SETUP on a plain mount first, or NULL */
+	char *const *argv;	/* the command */
 };
 
 /* Where crash_run() or crash_check() failed, for the message. */
 struct crash_err {
 	const char *what; /* "cannot mount" */
 	const char *arg;  /* the path or command it is about, or NULL */
-	int status;       /* an exit status that goes with it, or -1 */
+	int status;	  /* an exit status that goes with it, or -1 */
 };
 
 /* Returns 0 and sets *status to the command's exit status (128 + signal
@@ -75,18 +75,18 @@ struct crash_result {
 	enum crash_why why;
 	int fsck_status;  /* e2fsck's exit status, -1 if not run */
 	int check_status; /* the check's exit status, -1 if not run */
-	char *fsck_out;   /* failed states: e2fsck's output (may be NULL) */
+	char *fsck_out;	  /* failed states: e2fsck's output (may be NULL) */
 	char *check_out;  /* failed states: the check's output, its last 4 KiB */
 };
 
 struct crash_check_opts {
 	const struct crash_tools *tools;
-	const char *workdir;  /* an existing empty directory for scratch files */
-	unsigned jobs;        /* states checked at once; 0 means 1 */
+	const char *workdir; /* an existing empty directory for scratch files */
+	unsigned jobs;	     /* states checked at once; 0 means 1 */
 	enum crash_fsck fsck;
-	bool no_mount;        /* the check gets $FSTITCH_IMAGE only */
-	bool rw;              /* mount read-write (the state is rebuilt after) */
-	char *const *argv;    /* the check command */
+	bool no_mount;	   /* the check gets $FSTITCH_IMAGE only */
+	bool rw;	   /* mount read-write (the state is rebuilt after) */
+	char *const *argv; /* the check command */
 	/* Called after each state, from any thread but never two at once. */
 	void (*progress)(size_t done, size_t failed, void *arg);
 	void *arg;
@@ -94,8 +94,8 @@ struct crash_check_opts {
 
 struct crash_check_stats {
 	uint64_t blocks_written; /* by the cursors rebuilding states */
-	uint64_t full_writes;    /* whole-image writes among them */
-	size_t repaired;         /* states e2fsck changed (exit 1) */
+	uint64_t full_writes;	 /* whole-image writes among them */
+	size_t repaired;	 /* states e2fsck changed (exit 1) */
 };
 
 /* Check every selected state of plan.  Returns 0 with *results (one per

@@ -14,12 +14,12 @@
 struct sim {
 	struct bdev *rec;
 	uint32_t bs;
-	uint8_t *image;         /* the state handed to the callback */
+	uint8_t *image; /* the state handed to the callback */
 	size_t image_len;
 	const struct rec_event **w; /* writes of the current round */
 	size_t nw;
 	uint8_t *mask;
-	uint8_t *saved;         /* nw blocks of saved contents */
+	uint8_t *saved; /* nw blocks of saved contents */
 	int (*cb)(const struct crash_state *, void *);
 	void *arg;
 	size_t nstates;
@@ -58,8 +58,7 @@ static int visit(struct sim *s, size_t round)
 	return ret;
 }
 
-static int do_round(struct sim *s, size_t round, const struct crash_opts *o,
-		    uint64_t *rng)
+static int do_round(struct sim *s, size_t round, const struct crash_opts *o, uint64_t *rng)
 {
 	size_t i, j;
 	int ret;
@@ -94,11 +93,10 @@ static int do_round(struct sim *s, size_t round, const struct crash_opts *o,
 }
 
 int crash_enumerate(struct bdev *rec, const struct crash_opts *opts,
-		    int (*cb)(const struct crash_state *st, void *arg), void *arg,
-		    size_t *nstates)
+		    int (*cb)(const struct crash_state *st, void *arg), void *arg, size_t *nstates)
 {
-	struct crash_opts o = { 10, 64, 0 };
-	struct sim s = { 0 };
+	struct crash_opts o = {10, 64, 0};
+	struct sim s = {0};
 	size_t nev = bdev_recorder_count(rec), i, round = 0, start = 0, maxw = 0;
 	uint64_t rng;
 	int ret = 0;

@@ -18,13 +18,13 @@
 
 struct crash_opts {
 	unsigned max_exhaustive; /* 0 means 10 */
-	unsigned samples;        /* 0 means 64 */
-	uint64_t seed;           /* for the random subsets */
+	unsigned samples;	 /* 0 means 64 */
+	uint64_t seed;		 /* for the random subsets */
 };
 
 struct crash_state {
-	size_t round;        /* index of the round in flight */
-	size_t nround;       /* number of writes in that round */
+	size_t round;	     /* index of the round in flight */
+	size_t nround;	     /* number of writes in that round */
 	size_t napplied;     /* how many of them this state contains */
 	const uint8_t *mask; /* nround bytes: 1 if that write is applied */
 	const void *image;   /* block_size * nblocks bytes */
@@ -36,7 +36,6 @@ struct crash_state {
  * returns non-zero.  Returns 0 when all states were visited, or -errno.
  * *nstates (if not NULL) receives the number of states visited. */
 int crash_enumerate(struct bdev *rec, const struct crash_opts *opts,
-		    int (*cb)(const struct crash_state *st, void *arg), void *arg,
-		    size_t *nstates);
+		    int (*cb)(const struct crash_state *st, void *arg), void *arg, size_t *nstates);
 
 #endif

@@ -9,8 +9,7 @@ int reclog_e2_open(const char *image, const char *logpath, const struct e2_opts 
 	struct bdev *file, *rec, *saver;
 	int r;
 
-	r = bdev_file_open(image, 1024, o->readonly ? BDEV_RDONLY | BDEV_EXCL : BDEV_EXCL,
-			   &file);
+	r = bdev_file_open(image, 1024, o->readonly ? BDEV_RDONLY | BDEV_EXCL : BDEV_EXCL, &file);
 	if (r < 0)
 		return r;
 	r = bdev_recorder_create(file, &rec);

@@ -33,7 +33,7 @@ struct patch;
 
 enum consistency {
 	CONSISTENCY_SOFTUPDATES = 0, /* dependencies are honoured */
-	CONSISTENCY_NONE = 1,        /* dependencies are ignored: no ordering */
+	CONSISTENCY_NONE = 1,	     /* dependencies are ignored: no ordering */
 	/* The JBD2 journal modes (the file system runs the transactions
 	 * through cache_set_txn(); to the engine they are softupdates). */
 	CONSISTENCY_JOURNAL = 2,      /* metadata journaling, data ordered */
@@ -41,8 +41,8 @@ enum consistency {
 };
 
 struct cache_opts {
-	size_t max_blocks;          /* cached blocks, clean and dirty; 0: 65536 */
-	size_t dirty_limit;         /* dirty blocks at which writers wait for the
+	size_t max_blocks;	    /* cached blocks, clean and dirty; 0: 65536 */
+	size_t dirty_limit;	    /* dirty blocks at which writers wait for the
 				     * flusher; 0: max_blocks / 2 */
 	unsigned flush_interval_ms; /* how long dirty data may wait before the
 				     * background flusher writes it; 0: 5000 */
@@ -181,13 +181,13 @@ int patch_create_empty_blocks_after(struct cache *c, const uint64_t *blknos, siz
  * outside() is told which patch carries a change that did not join.  Both
  * run under the cache lock and may call only patch_retain().  NULL: none. */
 struct cache_txn_stats {
-	uint64_t running_tid;	  /* the running transaction's number */
-	uint64_t running_blocks;  /* blocks it has */
-	uint64_t running_ordered; /* data changes its commit will wait for */
-	uint64_t committing;	  /* committed, commit block not yet durable */
-	uint64_t held;		  /* commit durable, held for a later checkpoint */
-	uint64_t checkpointing;	  /* let go home, not all written there yet */
-	uint64_t checkpointed;	  /* all home, its log space not yet reused */
+	uint64_t running_tid;	      /* the running transaction's number */
+	uint64_t running_blocks;      /* blocks it has */
+	uint64_t running_ordered;     /* data changes its commit will wait for */
+	uint64_t committing;	      /* committed, commit block not yet durable */
+	uint64_t held;		      /* commit durable, held for a later checkpoint */
+	uint64_t checkpointing;	      /* let go home, not all written there yet */
+	uint64_t checkpointed;	      /* all home, its log space not yet reused */
 	uint64_t log_used, log_total; /* journal blocks */
 	uint64_t commits, logged_blocks;
 };
@@ -239,10 +239,9 @@ int cache_discard(struct cache *c, uint64_t blkno, struct patch *clear);
 /* Run one round: write every block that has ready patches (up to
  * round_max_blocks), one barrier, commit.  (A block that would be written
  * with patches rolled back is put off for up to two rounds while other
- * blocks can be written, since the round may make it wholly ready.)  *nwritten (if not NULL) gets the
- * number of block writes.  Waits if another round is in flight.  On a write
- * or barrier error nothing of the round is committed and the error is
- * returned. */
+ * blocks can be written, since the round may make it wholly ready.)  *nwritten (if not NULL) gets
+ * the number of block writes.  Waits if another round is in flight.  On a write or barrier error
+ * nothing of the round is committed and the error is returned. */
 int cache_flush_round(struct cache *c, size_t *nwritten);
 /* Rounds until nothing is dirty.  Returns the first error (and stops
  * there), or -EAGAIN when what is left dirty waits, directly or not, for a
@@ -264,17 +263,17 @@ int cache_prepare(struct cache *c, const uint64_t *blkno, const uint64_t *count,
 struct cache_stats {
 	uint64_t blocks_cached, blocks_dirty, blocks_inflight, blocks_ready;
 	uint64_t patches_byte, patches_bit, patches_empty; /* live */
-	uint64_t patches_hard, patches_soft;                 /* live */
-	uint64_t undo_bytes;     /* undo data held */
-	uint64_t engine_bytes;   /* patch structures + undo + dependency edges */
-	uint64_t dirty_bytes;    /* blocks_dirty * block_size */
+	uint64_t patches_hard, patches_soft;		   /* live */
+	uint64_t undo_bytes;				   /* undo data held */
+	uint64_t engine_bytes; /* patch structures + undo + dependency edges */
+	uint64_t dirty_bytes;  /* blocks_dirty * block_size */
 	uint64_t patches_created, patches_merged, patches_committed;
 	uint64_t rounds, barriers, block_writes, rollback_writes;
 	uint64_t write_errors, barrier_errors;
 	uint64_t peak_engine_bytes, peak_dirty_bytes;
-	uint64_t patches_nrb;    /* live soft patches without undo (counted in
-				  * patches_soft too): see cache_int.h */
-	uint64_t dirty_waits;    /* times a writer waited for the flusher */
+	uint64_t patches_nrb;	    /* live soft patches without undo (counted in
+				     * patches_soft too): see cache_int.h */
+	uint64_t dirty_waits;	    /* times a writer waited for the flusher */
 	uint64_t blocks_discarded;  /* cache_discard() calls that dropped a block */
 	uint64_t patches_discarded; /* block patches they turned into empty ones */
 };

@@ -42,32 +42,32 @@
 enum patch_type { PT_BYTE, PT_BIT, PT_EMPTY };
 
 enum patch_flags {
-	PF_ALLOC = 1 << 0,     /* slab slot in use */
-	PF_HARD = 1 << 1,      /* no undo, never rolled back */
-	PF_HELD = 1 << 2,      /* empty patch held by its creator */
-	PF_INFLIGHT = 1 << 3,  /* part of the round being written */
-	PF_BLOCKED = 1 << 4,   /* scratch: a same-block before is not written */
+	PF_ALLOC = 1 << 0,    /* slab slot in use */
+	PF_HARD = 1 << 1,     /* no undo, never rolled back */
+	PF_HELD = 1 << 2,     /* empty patch held by its creator */
+	PF_INFLIGHT = 1 << 3, /* part of the round being written */
+	PF_BLOCKED = 1 << 4,  /* scratch: a same-block before is not written */
 	PF_COMMITTED = 1 << 5,
-	PF_NRB = 1 << 7,       /* no undo: made on a clean block, and every
-				* later patch of the block depends on it */
-	PF_PINNED = 1 << 8,    /* may wait for a held empty patch (never
-				* cleared: only used to be careful) */
-	PF_AFTV = 1 << 9,      /* afters are in aft.v (else aft.one) */
-	PF_INSET = 1 << 10,    /* scratch: in the dependency set being built */
-	PF_UNHOLDS = 1 << 11,  /* lets a held patch go when committed
-				* (patch_unhold_after) */
-	PF_WRITTEN = 1 << 6,   /* written in a round whose barrier failed: it
-				* may be on disk, so it must never gain a
-				* dependency (no soft merge into it) */
-	PF_COVERED = 1 << 12,  /* left out of its block's overlap index: a
-				* newer soft byte patch over all its range is
-				* among its 8 newest afters (patch.c) */
-	PF_SMALL = 1 << 13,    /* in an empty patch's cell: the fields from
-				* bnext on do not exist */
-	PF_MID = 1 << 14,      /* in a hard patch's cell: the fields from
-				* off on do not exist */
-	PF_NOUNDO = 1 << 15,   /* in an NRB patch's cell: the fields from
-				* undo on do not exist */
+	PF_NRB = 1 << 7,      /* no undo: made on a clean block, and every
+			       * later patch of the block depends on it */
+	PF_PINNED = 1 << 8,   /* may wait for a held empty patch (never
+			       * cleared: only used to be careful) */
+	PF_AFTV = 1 << 9,     /* afters are in aft.v (else aft.one) */
+	PF_INSET = 1 << 10,   /* scratch: in the dependency set being built */
+	PF_UNHOLDS = 1 << 11, /* lets a held patch go when committed
+			       * (patch_unhold_after) */
+	PF_WRITTEN = 1 << 6,  /* written in a round whose barrier failed: it
+			       * may be on disk, so it must never gain a
+			       * dependency (no soft merge into it) */
+	PF_COVERED = 1 << 12, /* left out of its block's overlap index: a
+			       * newer soft byte patch over all its range is
+			       * among its 8 newest afters (patch.c) */
+	PF_SMALL = 1 << 13,   /* in an empty patch's cell: the fields from
+			       * bnext on do not exist */
+	PF_MID = 1 << 14,     /* in a hard patch's cell: the fields from
+			       * off on do not exist */
+	PF_NOUNDO = 1 << 15,  /* in an NRB patch's cell: the fields from
+			       * undo on do not exist */
 };
 
 /* Patches come in four sizes of cell (patch.c, patch_alloc()): empty
@@ -82,41 +82,41 @@ enum patch_flags {
 enum patch_cell { CELL_EMPTY, CELL_HARD, CELL_NRB, CELL_FULL, NCELLS };
 
 struct patch {
-	struct cblock *block;        /* NULL for empty patches */
+	struct cblock *block; /* NULL for empty patches */
 	union {
-		struct patch *one;   /* without PF_AFTV: nafters <= 1 */
-		struct patch **v;    /* with PF_AFTV: room for afters_cap() */
-	} aft;                       /* patches that depend on this one;
-				      * the slab free list */
+		struct patch *one; /* without PF_AFTV: nafters <= 1 */
+		struct patch **v;  /* with PF_AFTV: room for afters_cap() */
+	} aft;			   /* patches that depend on this one;
+				    * the slab free list */
 	uint64_t seq;
 	uint32_t nafters;
-	uint32_t npend_ext;          /* uncommitted befores elsewhere */
-	uint32_t refs;               /* caller references */
+	uint32_t npend_ext; /* uncommitted befores elsewhere */
+	uint32_t refs;	    /* caller references */
 	uint16_t flags;
 	uint8_t type;
-	uint8_t committed;           /* read without the lock */
+	uint8_t committed; /* read without the lock */
 	/* ---- block patches only (see above) ---- */
-	struct patch *bnext;         /* block list */
+	struct patch *bnext; /* block list */
 	/* ---- soft patches only ---- */
-	uint16_t off, lenm1;         /* byte range in the block: [off, off+len) */
-	uint32_t npend_blk;          /* uncommitted befores on this block */
+	uint16_t off, lenm1; /* byte range in the block: [off, off+len) */
+	uint32_t npend_blk;  /* uncommitted befores on this block */
 	/* ---- soft patches that may be rolled back only ---- */
 	union {
-		uint8_t *undo;       /* soft byte patch (not NRB): len bytes */
-		uint32_t mask;       /* bit patch of one word */
-		uint32_t *masks;     /* bit patch of several words: one mask
-				      * per word (patch_bit_mask()) */
+		uint8_t *undo;	 /* soft byte patch (not NRB): len bytes */
+		uint32_t mask;	 /* bit patch of one word */
+		uint32_t *masks; /* bit patch of several words: one mask
+				  * per word (patch_bit_mask()) */
 	};
 };
 
 #define PATCH_EMPTY_SIZE offsetof(struct patch, bnext)
-#define PATCH_HARD_SIZE offsetof(struct patch, off)
-#define PATCH_NRB_SIZE offsetof(struct patch, undo)
+#define PATCH_HARD_SIZE	 offsetof(struct patch, off)
+#define PATCH_NRB_SIZE	 offsetof(struct patch, undo)
 
 static inline size_t cell_size(enum patch_cell k)
 {
-	static const size_t size[NCELLS] = { PATCH_EMPTY_SIZE, PATCH_HARD_SIZE, PATCH_NRB_SIZE,
-					     sizeof(struct patch) };
+	static const size_t size[NCELLS] = {PATCH_EMPTY_SIZE, PATCH_HARD_SIZE, PATCH_NRB_SIZE,
+					    sizeof(struct patch)};
 
 	return size[k];
 }
@@ -153,41 +153,41 @@ enum block_flags {
 	BF_READING = 1 << 0, /* being read in; wait on io_cond */
 	BF_BADREAD = 1 << 1, /* the read failed: unhashed, to be freed */
 	BF_INFLIGHT = 1 << 2,
-	BF_READY = 1 << 3,   /* on the ready list */
-	BF_LRU = 1 << 4,     /* on the clean LRU list */
-	BF_DEFER = 1 << 5,   /* scratch: to be put off to the next round */
-	BF_LOG = 1 << 6,     /* written once, not read again (cache_get_log):
-			      * first on the LRU list, reused first */
+	BF_READY = 1 << 3, /* on the ready list */
+	BF_LRU = 1 << 4,   /* on the clean LRU list */
+	BF_DEFER = 1 << 5, /* scratch: to be put off to the next round */
+	BF_LOG = 1 << 6,   /* written once, not read again (cache_get_log):
+			    * first on the LRU list, reused first */
 };
 
 struct cblock {
 	uint64_t blkno;
 	uint8_t *data;
 	struct cblock *hnext;
-	struct cblock *lprev, *lnext;    /* LRU list of clean idle blocks */
-	struct cblock *rprev, *rnext;    /* ready list */
-	struct cblock *dprev, *dnext;    /* dirty list, oldest dirtied first */
-	uint64_t dirty_ns;               /* CLOCK_MONOTONIC ns when it became dirty */
-	struct patch *phead, *ptail;     /* uncommitted patches, by seq
-					  * (singly linked) */
-	struct patch *hard;              /* the hard patch changes merge into */
-	struct patch *nrb;               /* the NRB patch, if any */
-	uint64_t ovmask;                 /* 64ths of the block that soft patches
-					  * may cover (a superset) */
-	struct ovslot *ovix;             /* per 64th, the soft patches over it,
-					  * or NULL (patch.c, the overlap index) */
+	struct cblock *lprev, *lnext; /* LRU list of clean idle blocks */
+	struct cblock *rprev, *rnext; /* ready list */
+	struct cblock *dprev, *dnext; /* dirty list, oldest dirtied first */
+	uint64_t dirty_ns;	      /* CLOCK_MONOTONIC ns when it became dirty */
+	struct patch *phead, *ptail;  /* uncommitted patches, by seq
+				       * (singly linked) */
+	struct patch *hard;	      /* the hard patch changes merge into */
+	struct patch *nrb;	      /* the NRB patch, if any */
+	uint64_t ovmask;	      /* 64ths of the block that soft patches
+				       * may cover (a superset) */
+	struct ovslot *ovix;	      /* per 64th, the soft patches over it,
+				       * or NULL (patch.c, the overlap index) */
 	uint32_t refs;
 	uint32_t npatches;
-	uint32_t nroots;                 /* patches with no uncommitted before */
+	uint32_t nroots; /* patches with no uncommitted before */
 	uint16_t flags;
-	uint16_t defers;                 /* put off from the last round it was in */
-	uint16_t kind;                   /* enum cblock_kind, for inspection */
-	uint64_t gen;                    /* cache's change count at its last
-					  * change (cache_discard retries) */
-	uint64_t jhold, jfrom;           /* every patch of the block from
-					  * sequence number jfrom on waits for
-					  * the transaction hold numbered jhold
-					  * (0: none known; see make_change) */
+	uint16_t defers;       /* put off from the last round it was in */
+	uint16_t kind;	       /* enum cblock_kind, for inspection */
+	uint64_t gen;	       /* cache's change count at its last
+				* change (cache_discard retries) */
+	uint64_t jhold, jfrom; /* every patch of the block from
+				* sequence number jfrom on waits for
+				* the transaction hold numbered jhold
+				* (0: none known; see make_change) */
 };
 
 /* One 64th of a block in the overlap index: the soft patches of the block's
@@ -198,7 +198,7 @@ struct ovslot {
 };
 
 #define OVIX_SLOTS 64
-#define OVIX_MIN 16 /* default of cache.ovix_min */
+#define OVIX_MIN   16 /* default of cache.ovix_min */
 
 struct bchunk;
 
@@ -207,7 +207,7 @@ struct bchunk;
 struct settle_slot {
 	struct patch *p;
 	uint32_t left;
-	uint32_t gen;                 /* valid when equal to r_settle_gen */
+	uint32_t gen; /* valid when equal to r_settle_gen */
 };
 
 #define SLAB_PATCHES 1024 /* patches per slab */
@@ -229,9 +229,9 @@ struct cache {
 	uint32_t bs;
 	uint64_t born_ns; /* CLOCK_MONOTONIC ns at cache_create */
 	pthread_mutex_t lock;
-	pthread_cond_t io_cond;       /* a block read finished */
-	pthread_cond_t round_cond;    /* the round in flight finished */
-	pthread_cond_t flush_cond;    /* wakes the flusher */
+	pthread_cond_t io_cond;	   /* a block read finished */
+	pthread_cond_t round_cond; /* the round in flight finished */
+	pthread_cond_t flush_cond; /* wakes the flusher */
 
 	struct cblock **hash;
 	size_t hmask, nblocks;
@@ -240,13 +240,13 @@ struct cache {
 	struct cblock *dirty_head, *dirty_tail;
 	size_t nready, ndirty, ninflight;
 
-	struct bchunk *bchunks;       /* block structures and buffers */
+	struct bchunk *bchunks; /* block structures and buffers */
 	struct cblock *bfree;
-	struct slab *slabs[NCELLS];   /* by enum patch_cell */
-	struct patch *pfree[NCELLS];  /* their free cells (through aft.one) */
+	struct slab *slabs[NCELLS];  /* by enum patch_cell */
+	struct patch *pfree[NCELLS]; /* their free cells (through aft.one) */
 	uint64_t seq;
-	uint32_t ovix_min;            /* patches a block needs for an overlap
-				       * index (OVIX_MIN; tests lower it) */
+	uint32_t ovix_min; /* patches a block needs for an overlap
+			    * index (OVIX_MIN; tests lower it) */
 
 	/* The round: only one at a time, so its scratch is kept. */
 	bool round_busy;
@@ -258,26 +258,26 @@ struct cache {
 	size_t *r_pstart;
 	struct patch **r_patches;
 	size_t r_np, r_cap;
-	struct patch **r_roll;        /* one block's patches to roll back */
+	struct patch **r_roll; /* one block's patches to roll back */
 	size_t r_nroll, r_rollcap;
 	struct settle_slot *r_settle; /* choose_patches()'s scratch table */
-	size_t r_settle_cap;          /* its slots (a power of two) */
-	size_t r_settle_used;         /* slots of this generation */
+	size_t r_settle_cap;	      /* its slots (a power of two) */
+	size_t r_settle_used;	      /* slots of this generation */
 	uint32_t r_settle_gen;
-	struct patch **work;          /* empty patches to commit */
+	struct patch **work; /* empty patches to commit */
 	size_t nwork, cwork;
-	struct patch *dclear;         /* cache_discard(): the clear of the
-				       * blocks in dretry (a reference) */
+	struct patch *dclear; /* cache_discard(): the clear of the
+			       * blocks in dretry (a reference) */
 	struct dretry {
-		uint64_t blkno, gen;  /* gen: the block's at the failed try */
-	} *dretry;                    /* blocks to try discarding again */
-	uint64_t changes;             /* changes made (generation numbers) */
+		uint64_t blkno, gen; /* gen: the block's at the failed try */
+	} * dretry;		     /* blocks to try discarding again */
+	uint64_t changes;	     /* changes made (generation numbers) */
 	size_t ndretry, cdretry;
 
-	struct cache_txn *txn;        /* running transaction, or NULL */
+	struct cache_txn *txn; /* running transaction, or NULL */
 	struct unhold {
 		struct patch *hold, *after;
-	} *unholds;                   /* patch_unhold_after() pairs */
+	} * unholds; /* patch_unhold_after() pairs */
 	size_t nunholds, cunholds;
 
 	pthread_t flusher;
@@ -481,9 +481,9 @@ void ovix_free(struct cache *c, struct cblock *b);
  * the newest soft patch overlapping [off, off+len) or NULL: through the
  * overlap index where it serves, by the whole list if linear (cache lock
  * held; make_change() and the tests). */
-int same_block_befores(struct cache *c, struct cblock *b, enum patch_type type,
-		       uint32_t off, uint32_t len, uint32_t mask, uint32_t soff,
-		       uint32_t slen, bool linear, struct depset *ov, struct patch **cand);
+int same_block_befores(struct cache *c, struct cblock *b, enum patch_type type, uint32_t off,
+		       uint32_t len, uint32_t mask, uint32_t soff, uint32_t slen, bool linear,
+		       struct depset *ov, struct patch **cand);
 
 /* discard.c: cache_discard() is declared in cache.h. */
 

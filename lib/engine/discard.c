@@ -10,16 +10,16 @@
  * has a handful of dependents, and a long chain of empty patches is better
  * left alone than walked. */
 #define DISCARD_BUDGET 64
-#define DISCARD_DEPTH 8
-#define DISCARD_ABSORB 8     /* patches folded into `clear` at most */
-#define DISCARD_RETRY 256    /* blocks remembered for another try */
+#define DISCARD_DEPTH  8
+#define DISCARD_ABSORB 8   /* patches folded into `clear` at most */
+#define DISCARD_RETRY  256 /* blocks remembered for another try */
 
 struct dctx {
-	struct cblock *b;           /* the dead block */
+	struct cblock *b; /* the dead block */
 	struct patch *clear;
 	struct patch *absorb[DISCARD_ABSORB];
 	size_t nabsorb;
-	uint32_t lo, hi;            /* clear's range widened over them */
+	uint32_t lo, hi; /* clear's range widened over them */
 	int budget;
 };
 
@@ -36,7 +36,8 @@ static bool absorbable(struct dctx *d, struct patch *x, int depth)
 	uint32_t i;
 
 	if (!cl || cl->block != x->block || x->seq >= cl->seq || x->type != PT_BYTE ||
-	    !patch_has_undo(x) || (x->flags & (PF_INFLIGHT | PF_WRITTEN | PF_PINNED | PF_HARD | PF_NRB)) ||
+	    !patch_has_undo(x) ||
+	    (x->flags & (PF_INFLIGHT | PF_WRITTEN | PF_PINNED | PF_HARD | PF_NRB)) ||
 	    !overlaps(x, cl->off, patch_len(cl)))
 		return false;
 	for (i = 0; i < d->nabsorb; i++)
@@ -83,8 +84,7 @@ static bool discardable(struct dctx *d)
 	uint64_t low = UINT64_MAX;
 	uint32_t i;
 
-	if (b->refs || (b->flags & (BF_INFLIGHT | BF_READING | BF_BADREAD)) || !b->phead ||
-	    cb == b)
+	if (b->refs || (b->flags & (BF_INFLIGHT | BF_READING | BF_BADREAD)) || !b->phead || cb == b)
 		return false;
 	for (p = b->phead; p; p = p->bnext) {
 		/* in flight or written by a failed round: may be on disk */
@@ -339,8 +339,7 @@ int cache_discard(struct cache *c, uint64_t blkno, struct patch *clear)
 	if (!c)
 		return 0;
 	cache_lock(c, &taken);
-	if (c->opts.consistency == CONSISTENCY_NONE || !clear ||
-	    (clear->flags & PF_COMMITTED))
+	if (c->opts.consistency == CONSISTENCY_NONE || !clear || (clear->flags & PF_COMMITTED))
 		goto out;
 	if (clear != c->dclear)
 		retry_reset(c, NULL);
@@ -374,4 +373,3 @@ out:
 	cache_unlock(c, taken);
 	return ret;
 }
-

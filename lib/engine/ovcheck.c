@@ -27,8 +27,8 @@ static bool in_set(struct patch *const *v, size_t n, const struct patch *p)
  * the members of S none of whose newest 8 afters is in S (already_before()'s
  * pruning: a later member waiting for q stands for it); cand = the newest
  * soft patch overlapping the change's own bytes.  -1 if out of memory. */
-static int brute(struct cblock *b, enum patch_type type, uint32_t off, uint32_t len,
-		 uint32_t mask, uint32_t soff, uint32_t slen, struct patch ***outp, size_t *np,
+static int brute(struct cblock *b, enum patch_type type, uint32_t off, uint32_t len, uint32_t mask,
+		 uint32_t soff, uint32_t slen, struct patch ***outp, size_t *np,
 		 struct patch **cand)
 {
 	struct patch **s, **out, *q;

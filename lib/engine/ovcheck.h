@@ -13,11 +13,11 @@
 
 /* What the checks saw, summed over calls. */
 struct ovcheck_seen {
-	size_t compared;      /* changes compared */
-	size_t indexed;       /* of them, answered through an index */
-	size_t nonempty;      /* of them, with at least one before */
-	size_t longest;       /* most patches seen on one block */
-	size_t covered;       /* patches the index left out as covered */
+	size_t compared;       /* changes compared */
+	size_t indexed;	       /* of them, answered through an index */
+	size_t nonempty;       /* of them, with at least one before */
+	size_t longest;	       /* most patches seen on one block */
+	size_t covered;	       /* patches the index left out as covered */
 	size_t blocks_indexed; /* block indexes checked */
 };
 

@@ -16,7 +16,7 @@
  * have slabs of their own with smaller cells (cache_int.h). */
 static struct patch *patch_alloc(struct cache *c, enum patch_type type, enum patch_cell k)
 {
-	static const uint16_t cell_flag[NCELLS] = { PF_SMALL, PF_MID, PF_NOUNDO, 0 };
+	static const uint16_t cell_flag[NCELLS] = {PF_SMALL, PF_MID, PF_NOUNDO, 0};
 	struct patch **freep = &c->pfree[k], *p;
 	size_t size = cell_size(k);
 
@@ -604,8 +604,8 @@ void block_prune_committed(struct cache *c, struct cblock *b, struct patch *cons
 
 /* ---- changes ----------------------------------------------------------- */
 
-static void apply_change(struct cblock *b, enum patch_type type, uint32_t off,
-			 uint32_t len, const void *data, uint32_t mask)
+static void apply_change(struct cblock *b, enum patch_type type, uint32_t off, uint32_t len,
+			 const void *data, uint32_t mask)
 {
 	if (type == PT_BYTE) {
 		memcpy(b->data + off, data, len);
@@ -625,8 +625,8 @@ enum merge { NO_MERGE, MERGE, MERGE_RENUMBER };
 /* Can the change (type, off, len) with dependencies ds merge into the soft
  * patch t without a cycle and without breaking rollback order?  Nothing
  * newer than t may overlap the change itself (the caller picks t so). */
-static enum merge can_merge_soft(struct patch *t, enum patch_type type, uint32_t off,
-				 uint32_t len, const struct depset *ds)
+static enum merge can_merge_soft(struct patch *t, enum patch_type type, uint32_t off, uint32_t len,
+				 const struct depset *ds)
 {
 	enum merge how = MERGE;
 	uint32_t lo, hi, tend;
@@ -724,8 +724,7 @@ static void renumber(struct cache *c, struct patch *t)
 
 /* Widen t's range (and undo, if it has any) to cover [off, off+len) with
  * the current bytes. */
-static int widen(struct cache *c, struct cblock *b, struct patch *t, uint32_t off,
-		 uint32_t len)
+static int widen(struct cache *c, struct cblock *b, struct patch *t, uint32_t off, uint32_t len)
 {
 	uint32_t lo, hi, tend = t->off + patch_len(t);
 	uint8_t *u;
@@ -847,8 +846,8 @@ struct span {
 /* Look at q, the next older patch of the block in list order, for a
  * change: see same_block_befores().  (Inlined: it runs once for each patch
  * looked at, the engine's hottest loop.) */
-__attribute__((always_inline)) static inline int
-visit_older(const struct span *x, struct patch *q, struct depset *ov, struct patch **cand)
+__attribute__((always_inline)) static inline int visit_older(const struct span *x, struct patch *q,
+							     struct depset *ov, struct patch **cand)
 {
 	size_t i;
 
@@ -886,9 +885,10 @@ static inline bool counts_for(const struct span *x, const struct cblock *b, cons
  * (already_before()): later, since every after is newer.  Here that is
  * asked of each patch's newest afters directly, as the index leaves out
  * covered patches, which the walk would have met. */
-__attribute__((always_inline)) static inline int
-visit_listed(const struct span *x, const struct cblock *b, struct patch *q, struct depset *ov,
-	     struct patch **cand)
+__attribute__((always_inline)) static inline int visit_listed(const struct span *x,
+							      const struct cblock *b,
+							      struct patch *q, struct depset *ov,
+							      struct patch **cand)
 {
 	uint32_t i, n = q->nafters, lo = n > 8 ? n - 8 : 0;
 
@@ -912,12 +912,12 @@ visit_listed(const struct span *x, const struct cblock *b, struct patch *q, stru
  * fewer patches: it leaves out only patches the walk passes over (hard
  * ones, and those under none of the span's 64ths) and covered ones (which
  * never end up in the set, nor as *cand), and it keeps list order. */
-int same_block_befores(struct cache *c, struct cblock *b, enum patch_type type,
-		       uint32_t off, uint32_t len, uint32_t mask, uint32_t soff,
-		       uint32_t slen, bool linear, struct depset *ov, struct patch **cand)
+int same_block_befores(struct cache *c, struct cblock *b, enum patch_type type, uint32_t off,
+		       uint32_t len, uint32_t mask, uint32_t soff, uint32_t slen, bool linear,
+		       struct depset *ov, struct patch **cand)
 {
-	const struct span x = { type, off, len, mask, soff, slen };
-	uint32_t first, last, k, j, pos[OVIX_SPAN] = { 0 };
+	const struct span x = {type, off, len, mask, soff, slen};
+	uint32_t first, last, k, j, pos[OVIX_SPAN] = {0};
 	struct patch *q;
 	int err;
 
@@ -1282,8 +1282,8 @@ int patch_create_byte_span(struct cache *c, struct cblock *b, uint32_t off, uint
 			   struct patch *const *deps, size_t ndeps, struct patch_scope *scope,
 			   struct patch **out)
 {
-	if (!c || !b || !data || len == 0 || off >= c->bs || len > c->bs - off ||
-	    span_off > off || span_len > c->bs - span_off || off + len > span_off + span_len)
+	if (!c || !b || !data || len == 0 || off >= c->bs || len > c->bs - off || span_off > off ||
+	    span_len > c->bs - span_off || off + len > span_off + span_len)
 		return -EINVAL;
 	return make_change(c, b, PT_BYTE, off, len, data, 0, span_off, span_len, deps, ndeps, scope,
 			   out);
@@ -1300,8 +1300,7 @@ int patch_create_bit(struct cache *c, struct cblock *b, uint32_t off, uint32_t x
 
 /* Under the lock: a new empty patch (held or not) after every patch of ds,
  * committed at once if it waits for nothing and is not held. */
-static int empty_after(struct cache *c, const struct depset *ds, bool held,
-		       struct patch **out)
+static int empty_after(struct cache *c, const struct depset *ds, bool held, struct patch **out)
 {
 	struct patch *p = patch_alloc(c, PT_EMPTY, CELL_EMPTY);
 	int err;
@@ -1328,8 +1327,8 @@ static int empty_after(struct cache *c, const struct depset *ds, bool held,
 	return 0;
 }
 
-static int make_empty(struct cache *c, struct patch *const *deps, size_t ndeps,
-		      bool held, struct patch **out)
+static int make_empty(struct cache *c, struct patch *const *deps, size_t ndeps, bool held,
+		      struct patch **out)
 {
 	struct depset ds;
 	bool taken;
@@ -1356,8 +1355,7 @@ out:
 	return err;
 }
 
-int patch_create_empty(struct cache *c, struct patch *const *deps, size_t ndeps,
-		       struct patch **out)
+int patch_create_empty(struct cache *c, struct patch *const *deps, size_t ndeps, struct patch **out)
 {
 	return make_empty(c, deps, ndeps, false, out);
 }
@@ -1414,8 +1412,7 @@ out:
 	return err;
 }
 
-int patch_create_empty_blocks(struct cache *c, const uint64_t *blknos, size_t n,
-			      struct patch **out)
+int patch_create_empty_blocks(struct cache *c, const uint64_t *blknos, size_t n, struct patch **out)
 {
 	return patch_create_empty_blocks_after(c, blknos, n, NULL, out);
 }
@@ -1499,8 +1496,7 @@ void patch_release(struct cache *c, struct patch *p)
 	cache_lock(c, &taken);
 	/* (A round commits and prunes its patches under one hold of the
 	 * lock, so a committed patch seen here is on no block list.) */
-	if (__atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) == 0 &&
-	    (p->flags & PF_COMMITTED))
+	if (__atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) == 0 && (p->flags & PF_COMMITTED))
 		patch_free(c, p);
 	cache_unlock(c, taken);
 }

@@ -12,7 +12,7 @@ struct pg_group {
 	int64_t id;
 	uid_t owner;
 	bool closed, sealed, tail_held;
-	atomic_bool released;  /* set by the scope hook under the cache lock */
+	atomic_bool released; /* set by the scope hook under the cache lock */
 	atomic_bool head_held;
 	unsigned engaged, active;
 	struct patch *head;
@@ -25,9 +25,9 @@ struct pg_group {
 	size_t nbp, capbp;
 	uint32_t nbefores, nafters;
 	atomic_uint_least64_t nchanges;
-	struct pg_group *hnext;          /* hash chain */
-	struct pg_group *prev, *next;    /* every group */
-	struct pg_group *cnext;          /* closed, waiting to be durable */
+	struct pg_group *hnext;	      /* hash chain */
+	struct pg_group *prev, *next; /* every group */
+	struct pg_group *cnext;	      /* closed, waiting to be durable */
 };
 
 struct pg_chain {

@@ -54,19 +54,19 @@ struct pg_chain;
 #define PG_UID_GROUPS 65536
 
 enum pg_state {
-	PG_ST_CLOSED = 1 << 0,   /* the handle was dropped */
-	PG_ST_SEALED = 1 << 1,   /* has afters */
+	PG_ST_CLOSED = 1 << 0,	 /* the handle was dropped */
+	PG_ST_SEALED = 1 << 1,	 /* has afters */
 	PG_ST_RELEASED = 1 << 2, /* has carried a change */
-	PG_ST_RETIRED = 1 << 3,  /* closed and durable: only the id is left */
+	PG_ST_RETIRED = 1 << 3,	 /* closed and durable: only the id is left */
 };
 
 struct pg_info {
 	int64_t id;
 	uid_t owner;
-	unsigned state;     /* enum pg_state bits */
-	uint32_t engaged;   /* scopes that engage it */
+	unsigned state;	  /* enum pg_state bits */
+	uint32_t engaged; /* scopes that engage it */
 	uint32_t nbefores, nafters;
-	uint64_t nchanges;  /* changes (patches created or merged into) */
+	uint64_t nchanges; /* changes (patches created or merged into) */
 };
 
 /* An engine of groups over cache c (the caller keeps c alive until after

@@ -67,8 +67,9 @@ static int grow_vec(struct patch ***v, size_t *cap, size_t need)
  * scratch table, the empty patches whose befores are all committed or in
  * this write, and counting down the waits of b's patches behind them. */
 #define SETTLE_MIN_SLOTS 1024 /* power of two */
-#define SETTLE_BUDGET 512      /* edges looked at per block write, plus
-				* SETTLE_PER_PATCH per patch of the block */
+#define SETTLE_BUDGET                                                                              \
+	512 /* edges looked at per block write, plus                                               \
+	     * SETTLE_PER_PATCH per patch of the block */
 #define SETTLE_PER_PATCH 4
 
 /* The first slot to probe for p in a table of cap slots (a power of two):
@@ -196,8 +197,7 @@ static void settle_reset(struct cache *c)
 /* Mark PF_BLOCKED the same-block afters of the patches left out so far
  * (r_roll from *marked on) that come at or after q in b's list (the list is
  * in sequence order; those before q are decided already). */
-static void mark_blocked(struct cache *c, struct cblock *b, const struct patch *q,
-			 size_t *marked)
+static void mark_blocked(struct cache *c, struct cblock *b, const struct patch *q, size_t *marked)
 {
 	uint32_t i;
 
@@ -232,8 +232,8 @@ static bool choose_patches(struct cache *c, struct cblock *b, uint64_t limit)
 	 * costs each of its patches an edge to its group's tail and one
 	 * from the tail to the next group's change. */
 	int budget = b->npatches < (INT_MAX - SETTLE_BUDGET) / SETTLE_PER_PATCH
-			     ? SETTLE_BUDGET + SETTLE_PER_PATCH * (int)b->npatches
-			     : INT_MAX;
+			 ? SETTLE_BUDGET + SETTLE_PER_PATCH * (int)b->npatches
+			 : INT_MAX;
 	size_t marked = 0;
 
 	c->r_nroll = 0;
@@ -301,8 +301,8 @@ static void settle_round_afters(struct cache *c, const struct patch *p, int *bud
 static bool settle_round(struct cache *c, size_t n)
 {
 	int budget = c->r_np < (size_t)(INT_MAX - SETTLE_BUDGET) / (2 * SETTLE_PER_PATCH)
-			     ? SETTLE_BUDGET + 2 * SETTLE_PER_PATCH * (int)c->r_np
-			     : INT_MAX;
+			 ? SETTLE_BUDGET + 2 * SETTLE_PER_PATCH * (int)c->r_np
+			 : INT_MAX;
 	size_t i, k;
 
 	settle_reset(c);
@@ -740,4 +740,3 @@ void cache_stop_flusher(struct cache *c)
 	c->flusher_stop = false;
 	cache_unlock(c, taken);
 }
-

@@ -731,4 +731,3 @@ int inspect_take(struct cache *c, struct pgeng *e, const struct insp_query *q,
 	*out = s;
 	return 0;
 }
-

@@ -1,5 +1,5 @@
-/* Engine introspection (lib/inspect sends it, fstitch-stat shows it): a consistent snapshot of the patch
- * engine, the block cache and the patchgroups of a running mount.
+/* Engine introspection (lib/inspect sends it, fstitch-stat shows it): a consistent snapshot of the
+ * patch engine, the block cache and the patchgroups of a running mount.
  *
  * A snapshot is taken under the cache lock (and, when groups are wanted,
  * the patchgroup engine lock first: the documented order) and copies out
@@ -61,8 +61,8 @@ struct insp_summary {
 	uint32_t round_busy;  /* a round is being written right now */
 	uint32_t have_groups; /* the mount serves patchgroups */
 	uint32_t reserved;
-	uint64_t age_ms; /* since the cache was made (the mount started):
-			  * the counters above are totals over it */
+	uint64_t age_ms;       /* since the cache was made (the mount started):
+				* the counters above are totals over it */
 	struct bdev_stats dev; /* the device under the cache */
 	uint32_t have_txn;     /* a journal runs transactions: txn is valid */
 	uint32_t reserved2;
@@ -179,6 +179,5 @@ struct insp_snap {
 int inspect_take(struct cache *c, struct pgeng *e, const struct insp_query *q,
 		 struct insp_snap **out);
 void inspect_free(struct insp_snap *s);
-
 
 #endif

@@ -106,12 +106,12 @@ struct e2_opts {
 	enum e2_rename_order rename_order;
 	enum e2_atime atime;
 	enum e2_errors errors;
-	size_t cache_blocks;        /* 0: default */
+	size_t cache_blocks;	    /* 0: default */
 	unsigned flush_interval_ms; /* 0: default (5 s) */
-	unsigned commit_ms;         /* journal modes: commit interval; 0: 5 s */
+	unsigned commit_ms;	    /* journal modes: commit interval; 0: 5 s */
 	bool readonly;
-	bool no_flusher;            /* tests: no background thread */
-	size_t round_max_blocks;    /* 0: default; tests use small values */
+	bool no_flusher;	 /* tests: no background thread */
+	size_t round_max_blocks; /* 0: default; tests use small values */
 	/* Called with the explanation of every EIO (a corrupt structure, a
 	 * failed read) when it happens, on the thread of the failing call and
 	 * with the file system's lock held: it must not call into e2.  NULL:

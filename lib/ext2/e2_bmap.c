@@ -204,8 +204,8 @@ struct wctx {
 	struct e2fs *fs;
 	struct e2_inode *ip;
 	struct ext2_inode_large nw; /* the inode as the write leaves it */
-	bool cow;	      /* pointers go into copies, not in place */
-	uint32_t goal;	      /* allocation goal */
+	bool cow;		    /* pointers go into copies, not in place */
+	uint32_t goal;		    /* allocation goal */
 	struct shadow *sh;
 	size_t nsh, capsh;
 	struct cplist cpd, cps; /* in-place pointers to data / to shadows */
@@ -318,7 +318,7 @@ static int pdep_add(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, struct e
 			r = -ENOMEM;
 		} else {
 			ip->pdeps[i].blk = blk;
-			ip->pdeps[i].set = (struct e2_oset){ 0 };
+			ip->pdeps[i].set = (struct e2_oset){0};
 			ip->npdeps++;
 		}
 	}

@@ -203,7 +203,7 @@ static void dix_set_room(struct e2_dindex *dix, uint32_t l, uint32_t room)
 	dix->tree[i] = room;
 	for (i /= 2; i; i /= 2) {
 		uint32_t m = dix->tree[2 * i] > dix->tree[2 * i + 1] ? dix->tree[2 * i]
-								      : dix->tree[2 * i + 1];
+								     : dix->tree[2 * i + 1];
 
 		if (dix->tree[i] == m)
 			break;

@@ -99,8 +99,7 @@ static void touch_atime(struct e2fs *fs, struct e2_inode *ip)
 	if (fs->opts.atime == E2_ATIME_STRICT) {
 		if (at.tv_sec == now.tv_sec && at.tv_nsec == now.tv_nsec)
 			return;
-	} else if (!ts_before(&at, &mt) && !ts_before(&at, &ct) &&
-		   now.tv_sec - at.tv_sec < 86400) {
+	} else if (!ts_before(&at, &mt) && !ts_before(&at, &ct) && now.tv_sec - at.tv_sec < 86400) {
 		return;
 	}
 	nw = ip->d;

@@ -501,8 +501,7 @@ int e2_ifree(struct e2fs *fs, struct e2_inode *ip)
  * iput, which is what FORGET reports. */
 int e2_iunref(struct e2fs *fs, struct e2_inode *ip)
 {
-	if (!ip->unlinked || ip->freed || ip->nopen || ip->nlookup || e2_ilinks(&ip->d) ||
-	    fs->ro)
+	if (!ip->unlinked || ip->freed || ip->nopen || ip->nlookup || e2_ilinks(&ip->d) || fs->ro)
 		return 0;
 	if (!ip->d.i_mode)
 		return 0;

@@ -53,14 +53,12 @@ struct e2_dindex {
 };
 
 /* A set of patches that others wait for, as what a rename or link waits
- * for under rename_order (e2_order_add): an empty patch that depends on the older members, and the newest members
- * themselves, up to E2_OSET_PEND of them.  Once set has an after it can
- * gain no before, and a member that came then would need a new empty
- * patch chained to it; kept aside instead, a few members are waited for
- * directly, and only the next one seals them into a new set.  Appends
- * (a data write, then a size that waits for the set) had made one empty
- * patch per write, and so had the pointers of each write into an
- * indirect block. */
+ * for under rename_order (e2_order_add): an empty patch that depends on the older members, and the
+ * newest members themselves, up to E2_OSET_PEND of them.  Once set has an after it can gain no
+ * before, and a member that came then would need a new empty patch chained to it; kept aside
+ * instead, a few members are waited for directly, and only the next one seals them into a new set.
+ * Appends (a data write, then a size that waits for the set) had made one empty patch per write,
+ * and so had the pointers of each write into an indirect block. */
 #define E2_OSET_PEND 4
 struct e2_oset {
 	struct patch *set;
@@ -119,12 +117,12 @@ struct e2_inode {
 struct e2_group {
 	uint32_t block_bitmap, inode_bitmap, inode_table;
 	uint32_t free_blocks, free_inodes, used_dirs;
-	uint32_t bhint, ihint;	 /* first bit that may be free */
+	uint32_t bhint, ihint;	   /* first bit that may be free */
 	uint32_t pend_lo, pend_hi; /* bits in which a block search found no
 				    * free but pending frees, */
-	uint64_t pend_gen;	 /* ... while cache_commits() (plus the
-				  * running tid under a journal) was this */
-	uint32_t first, nblocks; /* blocks of the group */
+	uint64_t pend_gen;	   /* ... while cache_commits() (plus the
+				    * running tid under a journal) was this */
+	uint32_t first, nblocks;   /* blocks of the group */
 };
 
 /* freed block -> patch that cleared its last pointer, and freed block or
@@ -139,9 +137,8 @@ struct e2_freed {
 #define E2_FREED_INODE (1ULL << 32)
 
 #define E2_PROCSET_SLOTS 64
-#define E2_RMPEND_MAX 1024
-#define E2_RMPEND_SLOTS 64
-
+#define E2_RMPEND_MAX	 1024
+#define E2_RMPEND_SLOTS	 64
 
 /* rename_order=process: what the next rename or link of process (pid,
  * start) waits for. */
@@ -193,7 +190,7 @@ struct e2fs {
 		struct e2_rmpend *older, *newer;
 		uint32_t dir;
 		struct patch *rm;
-	} *rmtab[E2_RMPEND_SLOTS], *rmold, *rmnew;
+	} * rmtab[E2_RMPEND_SLOTS], *rmold, *rmnew;
 	size_t nrmpend;
 	/* Room reused by every create under lock (e2_dir.c): the removals
 	 * of the directory, and the bytes a new entry must not write. */
@@ -201,12 +198,12 @@ struct e2fs {
 	size_t caprmbuf, capspbuf;
 	/* a file was fsynced: new inodes collect their changes from birth */
 	bool fsync_seen;
-	bool ro;	    /* no changes: mounted read-only, or an error
-			     * turned it so (errors=remount-ro, panic) */
-	bool mounted_ro;    /* opened read-only: nothing is ever written */
-	bool live;	    /* open finished: errors now count (e2_err) */
+	bool ro;	       /* no changes: mounted read-only, or an error
+				* turned it so (errors=remount-ro, panic) */
+	bool mounted_ro;       /* opened read-only: nothing is ever written */
+	bool live;	       /* open finished: errors now count (e2_err) */
 	enum e2_errors errors; /* the behaviour in force */
-	uint64_t nerrors;   /* atomic: corrupt structures found */
+	uint64_t nerrors;      /* atomic: corrupt structures found */
 	char err[256];
 
 	struct ext2_super_block sb; /* in-memory copy of the on-disk fields */
@@ -217,7 +214,7 @@ struct e2fs {
 	uint32_t sb_blk, sb_off; /* where the primary superblock lives */
 	bool filetype, sparse;
 	struct e2_recovery recovery; /* what the open did with the journal */
-	uint64_t *jmap;	  /* journal block -> device block (has_journal) */
+	uint64_t *jmap;		     /* journal block -> device block (has_journal) */
 	uint32_t jmapn;
 	struct e2_jw *jw; /* the journal writer (consistency=journal*) */
 	/* the orphan list in its disk order, head first (e2_orphan.c) */
@@ -227,8 +224,8 @@ struct e2fs {
 	/* i_generation for the next new inode: seeded at random at open and
 	 * counted up, as Linux's ext2 once did (e2_create.c) */
 	uint32_t next_gen;
-	bool jdata;	  /* a file data change is being made (the writer
-			   * may leave it out of the transaction) */
+	bool jdata; /* a file data change is being made (the writer
+		     * may leave it out of the transaction) */
 	struct e2_group *g;
 	uint64_t free_blocks, free_inodes;
 

@@ -101,7 +101,7 @@ struct e2_jw {
 	size_t nrun, caprun;
 	struct patch **ord; /* ordered data changes */
 	size_t nord, capord;
-	uint64_t nfreed; /* blocks freed in the running transaction */
+	uint64_t nfreed;      /* blocks freed in the running transaction */
 	bool broken;	      /* out of memory in a hook */
 	bool debug_nocopies;  /* FSTITCH_JOURNAL_DEBUG=nocopies */
 	bool debug_badcsum;   /* FSTITCH_JOURNAL_DEBUG=badcsum */
@@ -114,9 +114,9 @@ struct e2_jw {
 	size_t nlive, caplive;
 	struct patch *last_commit;
 	struct patch *last_tail; /* the newest transaction's T */
-	uint32_t quarter; /* blocks at which a commit is asked for */
-	uint32_t bound_failed; /* tid + 1 of a bound commit that failed */
-	bool cp_want; /* the cache is short of writable blocks (atomic) */
+	uint32_t quarter;	 /* blocks at which a commit is asked for */
+	uint32_t bound_failed;	 /* tid + 1 of a bound commit that failed */
+	bool cp_want;		 /* the cache is short of writable blocks (atomic) */
 	/* the commit timer */
 	pthread_t thread;
 	bool thread_on, stop, kick;
@@ -983,8 +983,8 @@ int e2_jroom(struct e2fs *fs, uint64_t nblocks, uint64_t *piece)
 	/* Blocks freed in the running transaction are not handed out before
 	 * it commits (e2_alloc.c): if the piece may need them, commit first,
 	 * as ext3 does rather than fail with ENOSPC. */
-	if (jw->nrun && (jw->nrun + est > jw->quarter ||
-			 (jw->nfreed && fs->free_blocks < jw->nfreed + est))) {
+	if (jw->nrun &&
+	    (jw->nrun + est > jw->quarter || (jw->nfreed && fs->free_blocks < jw->nfreed + est))) {
 		/* the commit's own changes belong to no patchgroup */
 		scope = fs->scope;
 		fs->scope = NULL;
@@ -1183,4 +1183,3 @@ void e2_jfree(struct e2fs *fs)
 	free(jw);
 	fs->jw = NULL;
 }
-

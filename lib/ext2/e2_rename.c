@@ -63,8 +63,7 @@ static int park(struct e2fs *fs, struct e2_inode *t, char *pname, size_t *plen,
 	*h = NULL;
 	*plf = NULL;
 	*plen = (size_t)snprintf(pname, 16, "#%u", t->ino);
-	if (e2_get_dir(fs, E2_ROOT_INO, &root) ||
-	    e2_dir_lookup(fs, root, "lost+found", 10, &loc) ||
+	if (e2_get_dir(fs, E2_ROOT_INO, &root) || e2_dir_lookup(fs, root, "lost+found", 10, &loc) ||
 	    e2_entry_inode(fs, root, &loc, "lost+found", &lf) || !e2_idir(lf))
 		return 0;
 	r = e2_dir_lookup(fs, lf, pname, *plen, &loc);

@@ -672,10 +672,10 @@ static int load_fs(struct e2fs *fs)
 	/* The default mode: journal where there is a journal (the writer
 	 * handles every journal the replay accepts). */
 	if (opts->consistency_auto)
-		fs->opts.consistency = le32toh(fs->sb.s_feature_compat) &
-						   EXT3_FEATURE_COMPAT_HAS_JOURNAL
-					       ? CONSISTENCY_JOURNAL
-					       : CONSISTENCY_SOFTUPDATES;
+		fs->opts.consistency =
+		    le32toh(fs->sb.s_feature_compat) & EXT3_FEATURE_COMPAT_HAS_JOURNAL
+			? CONSISTENCY_JOURNAL
+			: CONSISTENCY_SOFTUPDATES;
 	co.consistency = opts->consistency;
 	co.round_max_blocks = opts->round_max_blocks;
 	r = cache_create(dev, &co, &fs->c);
@@ -791,9 +791,15 @@ int e2_open_bdev(struct bdev *dev, const struct e2_opts *opts, struct e2fs **out
 	fs->errors = opts->errors;
 	if (fs->errors == E2_ERRORS_DEFAULT) {
 		switch (le16toh(fs->sb.s_errors)) {
-		case EXT2_ERRORS_RO: fs->errors = E2_ERRORS_RO; break;
-		case EXT2_ERRORS_PANIC: fs->errors = E2_ERRORS_PANIC; break;
-		default: fs->errors = E2_ERRORS_CONTINUE; break;
+		case EXT2_ERRORS_RO:
+			fs->errors = E2_ERRORS_RO;
+			break;
+		case EXT2_ERRORS_PANIC:
+			fs->errors = E2_ERRORS_PANIC;
+			break;
+		default:
+			fs->errors = E2_ERRORS_CONTINUE;
+			break;
 		}
 	}
 	fs->live = true;

@@ -54,11 +54,11 @@ static const struct {
 	const char *prefix;
 	bool whole; /* the prefix is the whole name */
 } xprefix[] = {
-	{XI_USER, "user.", false},
-	{XI_ACL_ACCESS, "system.posix_acl_access", true},
-	{XI_ACL_DEFAULT, "system.posix_acl_default", true},
-	{XI_TRUSTED, "trusted.", false},
-	{XI_SECURITY, "security.", false},
+    {XI_USER, "user.", false},
+    {XI_ACL_ACCESS, "system.posix_acl_access", true},
+    {XI_ACL_DEFAULT, "system.posix_acl_default", true},
+    {XI_TRUSTED, "trusted.", false},
+    {XI_SECURITY, "security.", false},
 };
 
 /* Split a full name into index and suffix: 0, -EOPNOTSUPP for a prefix
@@ -559,8 +559,7 @@ static int place(struct e2fs *fs, struct xaset *s, uint32_t room, size_t *nblock
 
 /* Find a block in the index with exactly these contents (the header's
  * count aside) that can take another inode. */
-static struct e2_xblk *share_find(struct e2fs *fs, const uint8_t *img, uint32_t hash,
-				  uint32_t self)
+static struct e2_xblk *share_find(struct e2fs *fs, const uint8_t *img, uint32_t hash, uint32_t self)
 {
 	if (!fs->xhtab)
 		return NULL;
@@ -572,8 +571,8 @@ static struct e2_xblk *share_find(struct e2fs *fs, const uint8_t *img, uint32_t 
 			continue;
 		if (cache_get(fs->c, x->blk, &b))
 			continue;
-		same = ld_le32(cblock_data(b)) == XA_MAGIC && ld_le32(cblock_data(b) + 4) < XA_REFMAX &&
-		       ld_le32(cblock_data(b) + 4) > 0 &&
+		same = ld_le32(cblock_data(b)) == XA_MAGIC &&
+		       ld_le32(cblock_data(b) + 4) < XA_REFMAX && ld_le32(cblock_data(b) + 4) > 0 &&
 		       memcmp(cblock_data(b) + 8, img + 8, fs->bs - 8) == 0;
 		cache_put(fs->c, b);
 		if (same)
@@ -1234,7 +1233,7 @@ ssize_t e2_acl_to_xattr(const void *e, size_t n, void *out, size_t size)
 		st_le16(o + 4 + 8 * i, ent[i].tag);
 		st_le16(o + 4 + 8 * i + 2, ent[i].perm);
 		st_le32(o + 4 + 8 * i + 4,
-		      ent[i].tag == T_USER || ent[i].tag == T_GROUP ? ent[i].id : XACL_NOID);
+			ent[i].tag == T_USER || ent[i].tag == T_GROUP ? ent[i].id : XACL_NOID);
 	}
 	return 4 + 8 * (ssize_t)k;
 }

@@ -76,9 +76,9 @@ int pg_fsync_policy(enum pg_fsync_policy policy);
 /* ---- several calls in one request to the daemon ------------------------ */
 
 enum pg_switch_flags {
-	PG_SWITCH_ENGAGE = 1 << 0,      /* engage the new group */
+	PG_SWITCH_ENGAGE = 1 << 0,	/* engage the new group */
 	PG_SWITCH_FSYNC_ORDER = 1 << 1, /* then pg_fsync_policy(PG_FSYNC_ORDER) */
-	PG_SWITCH_AUTOCLOSE = 1 << 2,   /* with ENGAGE: the new group is closed
+	PG_SWITCH_AUTOCLOSE = 1 << 2,	/* with ENGAGE: the new group is closed
 					 * when this process's engagement of it
 					 * ends (pg_disengage, a later switch's
 					 * leave, or the process's exit), so a
@@ -105,11 +105,11 @@ enum pg_status_state {
 
 struct pg_status {
 	pg_t id;
-	unsigned owner;      /* uid */
-	unsigned state;      /* enum pg_status_state bits */
-	unsigned engaged;    /* processes that engage it */
+	unsigned owner;	  /* uid */
+	unsigned state;	  /* enum pg_status_state bits */
+	unsigned engaged; /* processes that engage it */
 	unsigned nbefores, nafters;
-	uint64_t nchanges;   /* changes made in it so far */
+	uint64_t nchanges; /* changes made in it so far */
 };
 /* Describe a group (any user may ask). */
 int pg_status(pg_t pg, struct pg_status *st);

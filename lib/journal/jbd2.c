@@ -359,7 +359,8 @@ int jbd2_open(struct bdev *dev, const uint64_t *map, uint32_t nmap, uint64_t fs_
 	s = j->sbblk;
 	r = -EUCLEAN;
 	type = ld_be32(s + 4);
-	if (ld_be32(s) != JBD2_MAGIC || (type != JBD2_SUPERBLOCK_V1 && type != JBD2_SUPERBLOCK_V2)) {
+	if (ld_be32(s) != JBD2_MAGIC ||
+	    (type != JBD2_SUPERBLOCK_V1 && type != JBD2_SUPERBLOCK_V2)) {
 		fail(j, r, "bad journal superblock (magic 0x%08x, type %u)", ld_be32(s), type);
 		goto out;
 	}

@@ -39,7 +39,7 @@ struct pgsrv {
 	pthread_mutex_t lock; /* the contents of every pscope */
 	char sock[108];
 	uint64_t fsync_ordered; /* atomic */
-	uint64_t requests;      /* atomic: requests handled */
+	uint64_t requests;	/* atomic: requests handled */
 };
 
 static void drop_scope(struct pgsrv *srv, struct pscope *ps)
@@ -172,8 +172,7 @@ out:
  * is closed now when autoclose is NULL; otherwise *autoclose says whether
  * it was so engaged and closing it is the caller's job (CTL_SWITCH closes
  * it only once every step has succeeded). */
-static int do_disengage(struct pgsrv *srv, const struct ctl_peer *peer, int64_t id,
-			bool *autoclose)
+static int do_disengage(struct pgsrv *srv, const struct ctl_peer *peer, int64_t id, bool *autoclose)
 {
 	struct pscope *ps;
 	bool ac;

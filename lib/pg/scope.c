@@ -17,7 +17,7 @@
 #include "util/smallfile.h"
 
 #define ANCESTRY_MAX 128
-#define CACHE_SLOTS 256
+#define CACHE_SLOTS  256
 
 struct entry {
 	struct scope_key key;
@@ -34,7 +34,7 @@ struct cslot {
 	uint64_t gen;
 	bool found;
 	struct scope_key key;
-	int pidfd; /* the thread's own pidfd: a hit while it lives reads nothing */
+	int pidfd;   /* the thread's own pidfd: a hit while it lives reads nothing */
 	bool leader; /* the thread leads its thread group (is its process) */
 };
 
@@ -43,16 +43,16 @@ struct scope_tab {
 	pthread_mutex_t lock;
 	struct entry *ht[256];
 	size_t count;
-	atomic_size_t acount;   /* count, readable without the lock */
-	uint64_t gen;           /* bumped on every add and del */
+	atomic_size_t acount; /* count, readable without the lock */
+	uint64_t gen;	      /* bumped on every add and del */
 	/* The earliest `since` of every scope (UINT64_MAX with none): above
 	 * a process started before it, no ancestor's scope can apply. */
 	uint64_t min_since;
 	struct cslot cache[CACHE_SLOTS];
 	bool watch;
-	int evfd;               /* wakes the watcher to stop */
-	int epfd;               /* the evfd and every scope's pidfd */
-	uint32_t serial;        /* the last entry's serial */
+	int evfd;	 /* wakes the watcher to stop */
+	int epfd;	 /* the evfd and every scope's pidfd */
+	uint32_t serial; /* the last entry's serial */
 	pthread_t thread;
 	atomic_bool stop;
 	/* Exits taken off the table whose callbacks have not returned: a
@@ -62,8 +62,8 @@ struct scope_tab {
 	pthread_cond_t settled;
 	scope_exit_fn fn;
 	void *arg;
-	bool real;              /* root is the real /proc: pidfds name its threads */
-	atomic_size_t reads;    /* /proc files read by scope_resolve() */
+	bool real;	     /* root is the real /proc: pidfds name its threads */
+	atomic_size_t reads; /* /proc files read by scope_resolve() */
 };
 
 #ifndef PIDFD_THREAD
@@ -177,7 +177,7 @@ static void *watcher(void *arg)
 				continue; /* the evfd: the loop's test says why */
 			pid = (pid_t)(ev[i].data.u64 >> 32);
 			serial = (uint32_t)ev[i].data.u64;
-			for (e = t->ht[eslot((struct scope_key){ .pid = pid })]; e; e = e->next)
+			for (e = t->ht[eslot((struct scope_key){.pid = pid})]; e; e = e->next)
 				if (e->key.pid == pid && e->serial == serial)
 					break;
 			/* A key deleted meanwhile is not found here, nor by
@@ -227,7 +227,7 @@ int scope_tab_create(const char *root, bool watch, scope_exit_fn fn, void *arg,
 	t->evfd = -1;
 	t->epfd = -1;
 	if (watch) {
-		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = 0 };
+		struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0};
 
 		t->evfd = eventfd(0, EFD_CLOEXEC);
 		t->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -291,7 +291,7 @@ size_t scope_proc_reads(struct scope_tab *t)
 
 bool pidfd_alive(int fd)
 {
-	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	struct pollfd pf = {.fd = fd, .events = POLLIN};
 
 	return poll(&pf, 1, 0) == 0;
 }
@@ -312,8 +312,7 @@ static uint64_t now_ticks(void)
 /* Register a scope.  pidfd: a pidfd of key's process that the caller
  * opened before reading key (scope_key_pin()), taken over whatever the
  * outcome; -1 to open one here and check it against key. */
-static int add(struct scope_tab *t, struct scope_key key, uint64_t since, int pidfd,
-	       void *data)
+static int add(struct scope_tab *t, struct scope_key key, uint64_t since, int pidfd, void *data)
 {
 	struct entry *e;
 	pid_t ppid;
@@ -353,7 +352,7 @@ static int add(struct scope_tab *t, struct scope_key key, uint64_t since, int pi
 		goto fail;
 	}
 	if (e->pidfd >= 0) {
-		struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT };
+		struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT};
 
 		e->serial = ++t->serial ? t->serial : ++t->serial; /* never 0 */
 		ev.data.u64 = ev_tag(e);
@@ -481,8 +480,7 @@ size_t scope_reap(struct scope_tab *t)
 	/* acount first: an exit leaves the table only after its collector
 	 * counted itself in flight, so seeing the table empty and then
 	 * nothing in flight means every exit so far is over. */
-	if (!t->watch ||
-	    (atomic_load(&t->acount) == 0 && atomic_load(&t->inflight) == 0))
+	if (!t->watch || (atomic_load(&t->acount) == 0 && atomic_load(&t->inflight) == 0))
 		return 0;
 	pthread_mutex_lock(&t->lock);
 	keys = calloc(t->count + 1, sizeof(*keys));
@@ -566,8 +564,7 @@ int scope_key_pin(struct scope_tab *t, pid_t pid, struct scope_key *key, int *pi
  * i > 0) started at child_start: its own scope counts for it, and for a
  * descendant only when the way down left it after the scope was made.
  * Called with t->lock held. */
-static bool scope_applies(struct scope_tab *t, struct scope_key key, size_t i,
-			  uint64_t child_start)
+static bool scope_applies(struct scope_tab *t, struct scope_key key, size_t i, uint64_t child_start)
 {
 	struct entry *e = *efind(t, key);
 
@@ -598,7 +595,7 @@ static int live_scope_of(struct scope_tab *t, pid_t pid, uint64_t child_start,
 	if (!t->real)
 		return 0;
 	pthread_mutex_lock(&t->lock);
-	for (e = t->ht[eslot((struct scope_key){ .pid = pid })]; e; e = e->next) {
+	for (e = t->ht[eslot((struct scope_key){.pid = pid})]; e; e = e->next) {
 		if (e->key.pid == pid && e->pidfd >= 0 && e->key.start <= child_start &&
 		    child_start >= e->since && pidfd_alive(e->pidfd)) {
 			*found = e->key;
@@ -617,8 +614,7 @@ static int live_scope_of(struct scope_tab *t, pid_t pid, uint64_t child_start,
  * scope stops the walk at its first ancestor that started before every
  * scope was made: start times only fall on the way up, so no scope higher
  * up can reach down past that ancestor.  1 and *found, or 0. */
-static int walk_up(struct scope_tab *t, struct scope_key key, pid_t ppid,
-		   struct scope_key *found)
+static int walk_up(struct scope_tab *t, struct scope_key key, pid_t ppid, struct scope_key *found)
 {
 	uint64_t child_start = 0, start;
 	pid_t next;

@@ -34,26 +34,26 @@
 /* The virtual extended attribute every path of a mount carries: its value
  * is the path of the mount's control socket.  This is how a client finds
  * its daemon from any path inside the mount. */
-#define CTL_XATTR "user.fstitch.control"
-#define CTL_VERSION 2
+#define CTL_XATTR	"user.fstitch.control"
+#define CTL_VERSION	2
 #define CTL_VERSION_MIN 1
 
 enum ctl_op {
-	CTL_HELLO = 1,    /* nothing: checks the version */
-	CTL_CREATE,       /* -> id */
-	CTL_DEPEND,       /* a: before, b: after */
-	CTL_ENGAGE,       /* a: group, for the calling process */
-	CTL_DISENGAGE,    /* a: group, for the calling process */
-	CTL_SYNC,         /* a: group; the reply waits for durability */
-	CTL_CLOSE,        /* a: group */
-	CTL_INFO,         /* a: group -> info */
+	CTL_HELLO = 1,	  /* nothing: checks the version */
+	CTL_CREATE,	  /* -> id */
+	CTL_DEPEND,	  /* a: before, b: after */
+	CTL_ENGAGE,	  /* a: group, for the calling process */
+	CTL_DISENGAGE,	  /* a: group, for the calling process */
+	CTL_SYNC,	  /* a: group; the reply waits for durability */
+	CTL_CLOSE,	  /* a: group */
+	CTL_INFO,	  /* a: group -> info */
 	CTL_FSYNC_POLICY, /* a: enum ctl_fsync, for the calling process */
-	CTL_SUMMARY,      /* -> summary (for fstitch-stat) */
-	CTL_NEXT,         /* a: id -> info of the known group with the smallest
+	CTL_SUMMARY,	  /* -> summary (for fstitch-stat) */
+	CTL_NEXT,	  /* a: id -> info of the known group with the smallest
 			   * id >= a (ENOENT past the last): lists groups */
-	CTL_STATS,        /* a: view, b: block, flags: limit -> rep.id bytes of
+	CTL_STATS,	  /* a: view, b: block, flags: limit -> rep.id bytes of
 			   * payload follow the reply (fstitch-stat, inspect.h) */
-	CTL_SWITCH,       /* a: group to leave (0: none), b: before of the new
+	CTL_SWITCH,	  /* a: group to leave (0: none), b: before of the new
 			   * group (0: none), flags: enum ctl_switch -> id (0:
 			   * none created).  Several calls in one round trip
 			   * (added late in version 1: a daemon older than it
@@ -102,12 +102,12 @@ struct ctl_info {
 };
 
 struct ctl_summary {
-	uint64_t groups;   /* known: open, or closed and not yet durable */
-	uint64_t closed;   /* of which closed */
-	uint64_t sealed;   /* of which sealed (have afters) */
-	uint64_t engaged;  /* of which engaged by some process */
-	uint64_t scopes;   /* processes with a scope of their own */
-	int64_t last_id;   /* the highest id handed out (0: none yet) */
+	uint64_t groups;	/* known: open, or closed and not yet durable */
+	uint64_t closed;	/* of which closed */
+	uint64_t sealed;	/* of which sealed (have afters) */
+	uint64_t engaged;	/* of which engaged by some process */
+	uint64_t scopes;	/* processes with a scope of their own */
+	int64_t last_id;	/* the highest id handed out (0: none yet) */
 	uint64_t fsync_ordered; /* fsyncs turned into ordering points */
 	/* Version 2 on (the last field, so that a version 1 reply is this
 	 * struct cut short): the requests the daemon answered before this
@@ -119,10 +119,10 @@ struct ctl_rep {
 	uint32_t magic;
 	uint16_t version;
 	uint16_t op;
-	int32_t err;    /* 0 or a positive errno */
+	int32_t err; /* 0 or a positive errno */
 	uint32_t reserved;
-	int64_t id;     /* CTL_CREATE */
-	struct ctl_info info; /* CTL_INFO, CTL_NEXT */
+	int64_t id;		    /* CTL_CREATE */
+	struct ctl_info info;	    /* CTL_INFO, CTL_NEXT */
 	struct ctl_summary summary; /* CTL_SUMMARY */
 };
 

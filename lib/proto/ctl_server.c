@@ -44,14 +44,14 @@ struct ctl_server {
 	struct ctl_access acc;
 	pthread_attr_t attr;
 	pthread_mutex_t lock;
-	pthread_cond_t gone;   /* a thread has ended */
-	pthread_cond_t turn;   /* the listener's turn is free */
+	pthread_cond_t gone; /* a thread has ended */
+	pthread_cond_t turn; /* the listener's turn is free */
 	struct conn *conns;
 	size_t nconns;
 	size_t nthreads;
-	size_t nidle;          /* threads not serving a connection */
-	size_t nstarted;       /* threads started, ever */
-	bool listening;        /* some thread is the listener */
+	size_t nidle;	 /* threads not serving a connection */
+	size_t nstarted; /* threads started, ever */
+	bool listening;	 /* some thread is the listener */
 	bool stopping;
 };
 
@@ -105,8 +105,7 @@ void ctl_dispatch(ctl_handler fn, void *arg, const struct ctl_peer *peer, const 
 
 bool ctl_access_allows(const struct ctl_access *acc, const struct ctl_peer *peer)
 {
-	return acc->allow_other || peer->uid == acc->owner ||
-	       (acc->allow_root && peer->uid == 0);
+	return acc->allow_other || peer->uid == acc->owner || (acc->allow_root && peer->uid == 0);
 }
 
 static void refuse(void *arg, const struct ctl_peer *peer, const struct ctl_req *req,
@@ -135,8 +134,8 @@ static void serve(struct ctl_server *s, struct conn *c)
 			break;
 		/* A refused peer still gets an answer, so that it can say
 		 * why rather than see a connection that just ends. */
-		ctl_dispatch(c->refused ? refuse : s->fn, s->arg, &c->peer, &req, (size_t)n,
-			     &rep, &pl);
+		ctl_dispatch(c->refused ? refuse : s->fn, s->arg, &c->peer, &req, (size_t)n, &rep,
+			     &pl);
 		len = ctl_rep_size(rep.version);
 		if (send(c->fd, &rep, len, MSG_NOSIGNAL) != (ssize_t)len) {
 			send_payload(c->fd, &pl, false);
@@ -159,8 +158,8 @@ static void serve(struct ctl_server *s, struct conn *c)
  * when the server stops.  Called and returns with s->lock held. */
 static struct conn *listen_one(struct ctl_server *s)
 {
-	struct pollfd pf[2] = { { .fd = s->lfd, .events = POLLIN },
-				{ .fd = s->stopfd[0], .events = POLLIN } };
+	struct pollfd pf[2] = {{.fd = s->lfd, .events = POLLIN},
+			       {.fd = s->stopfd[0], .events = POLLIN}};
 	struct ucred cr;
 	socklen_t len;
 	struct conn *c;
@@ -214,7 +213,7 @@ static struct conn *listen_one(struct ctl_server *s)
 		s->conns = c;
 		s->nconns++;
 		return c;
-next:
+	next:
 		pthread_mutex_lock(&s->lock);
 	}
 	return NULL;

@@ -12,18 +12,18 @@
  * pair differs from the others only in its type and the <endian.h>
  * conversion, so one pattern makes all eight: ld_le16, st_le16, ld_le32,
  * st_le32, ld_be16, st_be16, ld_be32, st_be32. */
-#define BYTES_ACCESSORS(order, bits)                                      \
-	static inline uint##bits##_t ld_##order##bits(const uint8_t *p)   \
-	{                                                                 \
-		uint##bits##_t v;                                         \
-                                                                          \
-		memcpy(&v, p, sizeof(v));                                 \
-		return order##bits##toh(v);                               \
-	}                                                                 \
-	static inline void st_##order##bits(uint8_t *p, uint##bits##_t v) \
-	{                                                                 \
-		v = hto##order##bits(v);                                  \
-		memcpy(p, &v, sizeof(v));                                 \
+#define BYTES_ACCESSORS(order, bits)                                                               \
+	static inline uint##bits##_t ld_##order##bits(const uint8_t *p)                            \
+	{                                                                                          \
+		uint##bits##_t v;                                                                  \
+                                                                                                   \
+		memcpy(&v, p, sizeof(v));                                                          \
+		return order##bits##toh(v);                                                        \
+	}                                                                                          \
+	static inline void st_##order##bits(uint8_t *p, uint##bits##_t v)                          \
+	{                                                                                          \
+		v = hto##order##bits(v);                                                           \
+		memcpy(p, &v, sizeof(v));                                                          \
 	}
 
 BYTES_ACCESSORS(le, 16)

@@ -15,8 +15,7 @@ static const char *article(const char *type)
 	return strchr("aeiouxAEIOUX", type[0]) ? "an" : "a";
 }
 
-int fsprobe_describe(const char *path, char *desc, size_t desclen, char *type_out,
-		     size_t typelen)
+int fsprobe_describe(const char *path, char *desc, size_t desclen, char *type_out, size_t typelen)
 {
 	const char *type = NULL, *label = NULL, *usage = NULL, *what;
 	blkid_probe pr;

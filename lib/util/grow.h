@@ -13,12 +13,12 @@ int grow(void **v, size_t *cap, size_t need, size_t elem, size_t first);
 
 /* grow() for a typed pointer: GROW(&p, &cap, need, first).  The pointer
  * goes through a void * of its own, never through a cast of its address. */
-#define GROW(pp, capp, need, first)                                                    \
-	({                                                                             \
-		void *grow_v_ = *(pp);                                                 \
-		int grow_r_ = grow(&grow_v_, (capp), (need), sizeof(**(pp)), (first)); \
-		*(pp) = grow_v_;                                                       \
-		grow_r_;                                                               \
+#define GROW(pp, capp, need, first)                                                                \
+	({                                                                                         \
+		void *grow_v_ = *(pp);                                                             \
+		int grow_r_ = grow(&grow_v_, (capp), (need), sizeof(**(pp)), (first));             \
+		*(pp) = grow_v_;                                                                   \
+		grow_r_;                                                                           \
 	})
 
 #endif

@@ -57,8 +57,7 @@ static int parse_line(char *line, struct mountinfo_ent *e)
 	return 0;
 }
 
-int mountinfo_each(const char *path, int (*fn)(const struct mountinfo_ent *e, void *arg),
-		   void *arg)
+int mountinfo_each(const char *path, int (*fn)(const struct mountinfo_ent *e, void *arg), void *arg)
 {
 	FILE *f = fopen(path ? path : "/proc/self/mountinfo", "re");
 	struct mountinfo_ent e;
@@ -112,8 +111,11 @@ static int find_cb(const struct mountinfo_ent *e, void *arg)
 int mountinfo_find(const char *path, const char *target, char *fstype, size_t fstype_len,
 		   char *source, size_t source_len)
 {
-	struct find q = { .target = target, .fstype = fstype, .fstype_len = fstype_len,
-			  .source = source, .source_len = source_len };
+	struct find q = {.target = target,
+			 .fstype = fstype,
+			 .fstype_len = fstype_len,
+			 .source = source,
+			 .source_len = source_len};
 	int r = mountinfo_each(path, find_cb, &q);
 
 	if (r < 0)

@@ -69,8 +69,8 @@ int size_parse_flags(const char *s, uint64_t unit, unsigned flags, uint64_t *byt
 		if (shift < 0)
 			return -EINVAL;
 		p++;
-		if ((flags & SIZE_PARSE_B) && (strcmp(p, "B") == 0 || strcmp(p, "b") == 0 ||
-					       strcmp(p, "iB") == 0))
+		if ((flags & SIZE_PARSE_B) &&
+		    (strcmp(p, "B") == 0 || strcmp(p, "b") == 0 || strcmp(p, "iB") == 0))
 			p += strlen(p);
 		if (*p != '\0')
 			return -EINVAL;

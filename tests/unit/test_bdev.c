@@ -43,7 +43,7 @@ static void test_file_read_write(void **state)
 	struct bdev *d;
 	static uint8_t blk[8][1024], got[8 * 1024];
 	struct bdev_write w[6];
-	uint64_t nums[6] = { 9, 3, 4, 5, 60, 10 }; /* runs 3-5 and 9-10 */
+	uint64_t nums[6] = {9, 3, 4, 5, 60, 10}; /* runs 3-5 and 9-10 */
 	FILE *f;
 
 	assert_int_equal(bdev_file_open(path, 1024, 0, &d), 0);
@@ -89,7 +89,7 @@ static void test_file_flags(void **state)
 	struct bdev *a, *b, *r;
 	static uint8_t buf[4096] __attribute__((aligned(4096)));
 	uint8_t *unaligned = malloc(4096 + 1);
-	struct bdev_write w = { 2, NULL };
+	struct bdev_write w = {2, NULL};
 
 	assert_non_null(unaligned);
 	assert_int_equal(bdev_file_open(path, 4096, BDEV_EXCL, &a), 0);
@@ -133,18 +133,18 @@ static void test_mem_faults(void **state)
 {
 	struct bdev *m;
 	uint8_t blk[512], got[512];
-	struct bdev_write w = { 1, blk };
+	struct bdev_write w = {1, blk};
 
 	assert_int_equal(bdev_mem_create(512, 4, NULL, 0, &m), 0);
 	fill(blk, 512, 1);
 	bdev_mem_inject(m, BDEV_FAULT_WRITE, 1, 2, EIO);
-	assert_int_equal(bdev_write(m, &w, 1), 0);     /* skipped */
+	assert_int_equal(bdev_write(m, &w, 1), 0); /* skipped */
 	fill(blk, 512, 2);
 	assert_int_equal(bdev_write(m, &w, 1), -EIO);
 	assert_int_equal(bdev_write(m, &w, 1), -EIO);
 	assert_int_equal(bdev_read(m, 1, 1, got), 0);
 	fill(blk, 512, 1);
-	assert_memory_equal(got, blk, 512);            /* failed writes wrote nothing */
+	assert_memory_equal(got, blk, 512); /* failed writes wrote nothing */
 	fill(blk, 512, 2);
 	assert_int_equal(bdev_write(m, &w, 1), 0);
 	assert_memory_equal((uint8_t *)bdev_mem_data(m) + 512, blk, 512);
@@ -171,7 +171,7 @@ static void test_recorder_log(void **state)
 {
 	struct bdev *m, *r;
 	uint8_t a[512], b[512];
-	struct bdev_write w[2] = { { 1, a }, { 2, b } };
+	struct bdev_write w[2] = {{1, a}, {2, b}};
 	const struct rec_event *ev;
 
 	assert_int_equal(bdev_mem_create(512, 4, NULL, 0, &m), 0);
@@ -185,9 +185,9 @@ static void test_recorder_log(void **state)
 	fill(a, 512, 4); /* the log keeps its own copy */
 	assert_int_equal(bdev_barrier(r), 0);
 	bdev_mem_inject(m, BDEV_FAULT_WRITE, 0, 1, EIO);
-	assert_int_equal(bdev_write(r, w, 1), -EIO);   /* not logged */
+	assert_int_equal(bdev_write(r, w, 1), -EIO); /* not logged */
 	bdev_mem_inject(m, BDEV_FAULT_BARRIER, 0, 1, EIO);
-	assert_int_equal(bdev_barrier(r), -EIO);       /* not logged */
+	assert_int_equal(bdev_barrier(r), -EIO); /* not logged */
 	assert_int_equal(bdev_recorder_count(r), 3);
 	ev = bdev_recorder_event(r, 0);
 	assert_int_equal(ev->kind, REC_WRITE);
@@ -224,9 +224,10 @@ static int count_cb(const struct crash_state *st, void *arg)
 	/* the image is consistent with the mask: block k holds round's
 	 * value when applied */
 	for (size_t i = 0; i < st->nround; i++)
-		if (st->mask[i] && st->round < 2 && img[(i + 1) * 512] != (uint8_t)(st->round * 16 + i + 1))
+		if (st->mask[i] && st->round < 2 &&
+		    img[(i + 1) * 512] != (uint8_t)(st->round * 16 + i + 1))
 			return -EFAULT;
-	memcpy(s->last, (const uint8_t[]){ img[0], img[512], img[1024], img[1536] }, 4);
+	memcpy(s->last, (const uint8_t[]){img[0], img[512], img[1024], img[1536]}, 4);
 	return 0;
 }
 
@@ -235,7 +236,7 @@ static void test_crashsim(void **state)
 	struct bdev *m, *r;
 	uint8_t blk[512];
 	struct bdev_write w;
-	struct seen s = { 0 };
+	struct seen s = {0};
 	size_t n;
 
 	assert_int_equal(bdev_mem_create(512, 16, NULL, 0, &m), 0);
@@ -254,7 +255,7 @@ static void test_crashsim(void **state)
 		if (round < 2)
 			assert_int_equal(bdev_barrier(r), 0);
 	}
-	struct crash_opts o = { .max_exhaustive = 10, .samples = 5, .seed = 42 };
+	struct crash_opts o = {.max_exhaustive = 10, .samples = 5, .seed = 42};
 
 	assert_int_equal(crash_enumerate(r, &o, count_cb, &s, &n), 0);
 	/* 4 + 8 + (5 samples + empty + full) + the final image */
@@ -278,8 +279,8 @@ static int stop_cb(const struct crash_state *st, void *arg)
 static void test_crashsim_stop_and_empty(void **state)
 {
 	struct bdev *m, *r;
-	uint8_t blk[512] = { 1 };
-	struct bdev_write w = { 0, blk };
+	uint8_t blk[512] = {1};
+	struct bdev_write w = {0, blk};
 	int calls = 0;
 	size_t n = 99;
 
@@ -332,13 +333,10 @@ static void test_claim_free_image(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_file_read_write),
-		cmocka_unit_test(test_file_flags),
-		cmocka_unit_test(test_mem_faults),
-		cmocka_unit_test(test_recorder_log),
-		cmocka_unit_test(test_crashsim),
-		cmocka_unit_test(test_crashsim_stop_and_empty),
-		cmocka_unit_test(test_claim_free_image),
+	    cmocka_unit_test(test_file_read_write),  cmocka_unit_test(test_file_flags),
+	    cmocka_unit_test(test_mem_faults),	     cmocka_unit_test(test_recorder_log),
+	    cmocka_unit_test(test_crashsim),	     cmocka_unit_test(test_crashsim_stop_and_empty),
+	    cmocka_unit_test(test_claim_free_image),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -26,7 +26,7 @@ static char logpath[128], apath[128], bpath[128];
  * barrier; block 5 is written twice in the 7-write round. */
 static void make_log(void)
 {
-	static const int rounds[] = { 1, 3, 7, 2 };
+	static const int rounds[] = {1, 3, 7, 2};
 	uint8_t *img = calloc(NB, BS), blk[BS];
 	struct bdev *mem, *rec;
 	unsigned k = 0;
@@ -42,8 +42,8 @@ static void make_log(void)
 	assert_int_equal(bdev_recorder_create(mem, &rec), 0);
 	for (int r = 0; r < 4; r++) {
 		for (int i = 0; i < rounds[r]; i++, k++) {
-			struct bdev_write w = { .blkno = (r == 2 && i == 6) ? 5 : 1 + k % 20,
-						.data = blk };
+			struct bdev_write w = {.blkno = (r == 2 && i == 6) ? 5 : 1 + k % 20,
+					       .data = blk};
 
 			memset(blk, 0x80 + (int)k, BS);
 			assert_int_equal(bdev_write(rec, &w, 1), 0);
@@ -84,7 +84,7 @@ static int same_file(const char *a, const char *b)
 
 static void test_numbering(void **state)
 {
-	struct crash_plan_opts o = { .exhaustive = 3, .samples = 5, .seed = 9 };
+	struct crash_plan_opts o = {.exhaustive = 3, .samples = 5, .seed = 9};
 	struct crash_plan *p;
 	struct crash_plan_state s;
 
@@ -120,7 +120,7 @@ static void test_numbering(void **state)
  * states, another seed other samples. */
 static void test_cursor_and_determinism(void **state)
 {
-	struct crash_plan_opts o = { .exhaustive = 2, .samples = 6, .seed = 3 };
+	struct crash_plan_opts o = {.exhaustive = 2, .samples = 6, .seed = 3};
 	struct crash_plan *p, *q;
 	struct crash_cursor *a, *b;
 	size_t n, differ = 0;
@@ -194,7 +194,7 @@ static void test_resync(void **state)
  * same for the same seed. */
 static void test_max(void **state)
 {
-	struct crash_plan_opts o = { .exhaustive = 3, .samples = 5, .seed = 1, .max = 8 };
+	struct crash_plan_opts o = {.exhaustive = 3, .samples = 5, .seed = 1, .max = 8};
 	struct crash_plan *p, *q;
 	struct crash_plan_state s, t;
 	size_t nb = 0, last = 0;
@@ -229,10 +229,10 @@ static void test_max(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_numbering),
-		cmocka_unit_test(test_cursor_and_determinism),
-		cmocka_unit_test(test_resync),
-		cmocka_unit_test(test_max),
+	    cmocka_unit_test(test_numbering),
+	    cmocka_unit_test(test_cursor_and_determinism),
+	    cmocka_unit_test(test_resync),
+	    cmocka_unit_test(test_max),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

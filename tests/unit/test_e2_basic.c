@@ -319,9 +319,9 @@ static void test_generation_new_on_reuse(void **state)
 	assert_int_equal(e2_generation(fs, f, &gen_f), 0);
 	assert_int_equal(e2_forget(fs, f, 1), 0);
 	close_check(fs);
-	assert_int_equal(sh("debugfs -R 'stat <%u>' %s 2>/dev/null | grep -q 'Generation: %u '", f,
-			    img, gen_f),
-			 0);
+	assert_int_equal(
+	    sh("debugfs -R 'stat <%u>' %s 2>/dev/null | grep -q 'Generation: %u '", f, img, gen_f),
+	    0);
 	fs = open_img();
 	assert_int_equal(e2_unlink(fs, NULL, E2_ROOT_INO, "f"), 0);
 	close_check(fs);
@@ -332,9 +332,9 @@ static void test_generation_new_on_reuse(void **state)
 	assert_int_not_equal(gen_g, gen_f);
 	assert_int_equal(e2_forget(fs, g, 1), 0);
 	close_check(fs);
-	assert_int_equal(sh("debugfs -R 'stat <%u>' %s 2>/dev/null | grep -q 'Generation: %u '", g,
-			    img, gen_g),
-			 0);
+	assert_int_equal(
+	    sh("debugfs -R 'stat <%u>' %s 2>/dev/null | grep -q 'Generation: %u '", g, img, gen_g),
+	    0);
 }
 
 static void test_rename(void **state)
@@ -802,7 +802,7 @@ struct jcount {
 	struct bdev *rec, *mem;
 	size_t len;
 	size_t from;
-	uint64_t home;			  /* the block that holds f's inode */
+	uint64_t home; /* the block that holds f's inode */
 	unsigned commits, barriers, home_writes;
 	uint64_t cache_barriers, cache_writes, writes; /* at the close */
 };
@@ -855,8 +855,8 @@ static void jcount_close(struct cache *c, void *arg)
  * checkpoint) match what the device saw. */
 static void test_journal_fsync_goes_home_once(void **state)
 {
-	struct e2_opts o = {.no_flusher = true, .consistency = CONSISTENCY_JOURNAL,
-			    .clock = e2t_fixed_clock};
+	struct e2_opts o = {
+	    .no_flusher = true, .consistency = CONSISTENCY_JOURNAL, .clock = e2t_fixed_clock};
 	struct jcount jc = {0};
 	struct bdev *mem;
 	struct e2fs *fs;
@@ -927,8 +927,8 @@ static void test_journal_fsync_goes_home_once(void **state)
  * nothing at all. */
 static void test_journal_fsync_waits_only_for_what_is_new(void **state)
 {
-	struct e2_opts o = {.no_flusher = true, .consistency = CONSISTENCY_JOURNAL,
-			    .clock = e2t_fixed_clock};
+	struct e2_opts o = {
+	    .no_flusher = true, .consistency = CONSISTENCY_JOURNAL, .clock = e2t_fixed_clock};
 	struct jcount jc = {0};
 	const struct rec_event *ev;
 	char buf[1024];
@@ -1141,9 +1141,8 @@ static void test_timestamps_wide_extra(void **state)
 	f = mk(fs, E2_ROOT_INO, "f", S_IFREG | 0644);
 	assert_int_equal(e2_close(fs), 0);
 	assert_int_equal(sh("debugfs -w -R 'sif /f extra_isize 64' %s >/dev/null 2>&1", img), 0);
-	assert_int_equal(sh("debugfs -R 'stat /f' %s 2>/dev/null | grep -q 'extra inode fields: 64'",
-			    img),
-			 0);
+	assert_int_equal(
+	    sh("debugfs -R 'stat /f' %s 2>/dev/null | grep -q 'extra inode fields: 64'", img), 0);
 	fs = open_img();
 	memset(&a, 0, sizeof(a));
 	a.st_mtim.tv_sec = 2208945600; /* 2040 */

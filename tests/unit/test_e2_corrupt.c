@@ -340,7 +340,7 @@ static void scribble(struct e2fs *fs)
  * so that a loaded machine cannot make a slow but finishing run look like
  * a hang; a generous wall-clock limit (10 min) still catches a hang that
  * sleeps. */
-#define HANG_CPU_S 30
+#define HANG_CPU_S  30
 #define HANG_WALL_S 600
 
 static void on_alarm(int sig)
@@ -1028,8 +1028,8 @@ static void test_journal_rm_held(void **state)
 	assert_int_equal(sv.f_ffree, ffree);
 	assert_int_equal(e2_sync(fs), 0);
 	sb_writes(rec, img, 0, 0, &n, &named, &last);
-	print_message("# rm of a file nobody holds: %u superblock writes, %u naming an orphan\n",
-		      n, named);
+	print_message("# rm of a file nobody holds: %u superblock writes, %u naming an orphan\n", n,
+		      named);
 	assert_int_equal(named, 0);
 
 	/* h keeps the reference e2_mknod takes, as the kernel keeps its
@@ -1441,8 +1441,8 @@ static void test_corrupt_xattr(void **state)
 
 		/* a fresh image: "bad" with two block attributes (or small ones
 		 * in its inode), "good" with its own */
-		assert_int_equal(e2t_mkfs_mem(1024, 1024, c->inode ? "-I 256" : "-I 128", &raw, &len),
-				 0);
+		assert_int_equal(
+		    e2t_mkfs_mem(1024, 1024, c->inode ? "-I 256" : "-I 128", &raw, &len), 0);
 		assert_int_equal(bdev_mem_create(1024, 0, raw, len, &mem), 0);
 		free(raw);
 		assert_int_equal(e2_open_bdev(mem, &o, &fs), 0);

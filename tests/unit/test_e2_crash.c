@@ -2066,8 +2066,8 @@ int main(int argc, char **argv)
 			if (!strcmp(parts[i].name, argv[1]))
 				break;
 		if (i == sizeof(parts) / sizeof(parts[0])) {
-			fprintf(stderr, "%s: no part '%s' (ops, rounds, mixed, controls)\n", argv[0],
-				argv[1]);
+			fprintf(stderr, "%s: no part '%s' (ops, rounds, mixed, controls)\n",
+				argv[0], argv[1]);
 			return 64;
 		}
 		from = parts[i].from;

@@ -292,15 +292,13 @@ static void test_dir_size_beyond_fs(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_no_error_stays_clean, e2t_remove_scratch),
-		cmocka_unit_test_teardown(test_continue_marks_and_goes_on, e2t_remove_scratch),
-		cmocka_unit_test_teardown(test_remount_ro_keeps_earlier_changes,
-					  e2t_remove_scratch),
-		cmocka_unit_test_teardown(test_panic_is_read_only_in_the_library,
-					  e2t_remove_scratch),
-		cmocka_unit_test_teardown(test_default_from_superblock, e2t_remove_scratch),
-		cmocka_unit_test_teardown(test_read_only_mount_writes_nothing, e2t_remove_scratch),
-		cmocka_unit_test_teardown(test_dir_size_beyond_fs, e2t_remove_scratch),
+	    cmocka_unit_test_teardown(test_no_error_stays_clean, e2t_remove_scratch),
+	    cmocka_unit_test_teardown(test_continue_marks_and_goes_on, e2t_remove_scratch),
+	    cmocka_unit_test_teardown(test_remount_ro_keeps_earlier_changes, e2t_remove_scratch),
+	    cmocka_unit_test_teardown(test_panic_is_read_only_in_the_library, e2t_remove_scratch),
+	    cmocka_unit_test_teardown(test_default_from_superblock, e2t_remove_scratch),
+	    cmocka_unit_test_teardown(test_read_only_mount_writes_nothing, e2t_remove_scratch),
+	    cmocka_unit_test_teardown(test_dir_size_beyond_fs, e2t_remove_scratch),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

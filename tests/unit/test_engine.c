@@ -14,7 +14,7 @@
 #include "crash/crashsim.h"
 #include "engine/cache.h"
 
-#define BS 512
+#define BS   512
 #define NBLK 64
 
 struct env {
@@ -240,7 +240,7 @@ static void test_defer_block_waiting_on_round(void **state)
 /* With ordering off the same example is written in one round. */
 static void test_article_none_one_round(void **state)
 {
-	struct cache_opts o = { .consistency = CONSISTENCY_NONE };
+	struct cache_opts o = {.consistency = CONSISTENCY_NONE};
 	struct env e;
 	struct cblock *b1, *b2;
 	struct patch *a, *b, *cc;
@@ -270,7 +270,7 @@ static void test_article_none_one_round(void **state)
 static void test_hard_patch_merging(void **state)
 {
 	struct env e, n;
-	struct cache_opts none = { .consistency = CONSISTENCY_NONE };
+	struct cache_opts none = {.consistency = CONSISTENCY_NONE};
 	struct cblock *b, *o;
 	struct patch *dep, *p;
 	struct cache_stats st;
@@ -278,7 +278,7 @@ static void test_hard_patch_merging(void **state)
 	env_open(&e, NULL);
 	b = get(&e, 5);
 	for (int i = 0; i < 1000; i++) {
-		uint8_t v[4] = { (uint8_t)i, 1, 2, 3 };
+		uint8_t v[4] = {(uint8_t)i, 1, 2, 3};
 
 		assert_int_equal(patch_create_byte(e.c, b, (uint32_t)(i * 7) % (BS - 4), 4, v, NULL,
 						   0, NULL, NULL),
@@ -302,8 +302,8 @@ static void test_hard_patch_merging(void **state)
 	dep = put_byte(&e, o, 0, 1, 4, NULL, 0);
 	p = put_byte(&e, b, 0, 2, 16, &dep, 1);
 	for (int i = 0; i < 100; i++) {
-		struct patch *q = put_byte(&e, b, (uint32_t)(i * 5) % (BS - 4), (uint8_t)i, 4,
-					   NULL, 0);
+		struct patch *q =
+		    put_byte(&e, b, (uint32_t)(i * 5) % (BS - 4), (uint8_t)i, 4, NULL, 0);
 
 		assert_ptr_equal(q, p);
 		patch_release(e.c, q);
@@ -409,14 +409,14 @@ static void test_same_block_overlap_order(void **state)
 	b = get(&e, 1);
 	o = get(&e, 2);
 	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &held), 0);
-	p1 = put_byte(&e, b, 0, 1, 8, &held, 1);  /* waits for the hold */
+	p1 = put_byte(&e, b, 0, 1, 8, &held, 1); /* waits for the hold */
 	dep2 = put_byte(&e, o, 0, 9, 4, NULL, 0);
 	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &held2), 0);
 	/* overlaps p1; waits for another hold, so it cannot merge into p1 */
-	p2 = put_byte(&e, b, 4, 2, 8, (struct patch *[]){ dep2, held2 }, 2);
+	p2 = put_byte(&e, b, 4, 2, 8, (struct patch *[]){dep2, held2}, 2);
 	patch_unhold(e.c, held2);
-	p3 = put_byte(&e, b, 64, 3, 8, NULL, 0);  /* independent: hard */
-	m = put_byte(&e, b, 2, 4, 1, NULL, 0);    /* overlaps only p1: merges */
+	p3 = put_byte(&e, b, 64, 3, 8, NULL, 0); /* independent: hard */
+	m = put_byte(&e, b, 2, 4, 1, NULL, 0);	 /* overlaps only p1: merges */
 	assert_ptr_not_equal(p1, p2);
 	assert_ptr_equal(m, p1);
 	assert_int_equal(cache_sync(e.c), -EAGAIN);
@@ -467,7 +467,7 @@ static void test_settle_through_empties(void **state)
 		bx[i] = get(&e, 10 + i);
 		x[i] = put_byte(&e, bx[i], 0, 0x10 + i, 4, NULL, 0);
 		p[i] = put_byte(&e, b1, 8 * i, 0x40 + i, 4, i ? &em[i - 1] : NULL, i ? 1 : 0);
-		assert_int_equal(patch_create_empty(e.c, (struct patch *[]){ p[i], x[i] }, 2, &em[i]),
+		assert_int_equal(patch_create_empty(e.c, (struct patch *[]){p[i], x[i]}, 2, &em[i]),
 				 0);
 	}
 	assert_int_equal(cache_flush_round(e.c, &nw), 0);
@@ -535,7 +535,7 @@ static int chain_crash_cb(const struct crash_state *st, void *arg)
  * prefix of the chain. */
 static size_t chain_run(enum consistency mode, struct cache_stats *st)
 {
-	struct cache_opts o = { .consistency = mode };
+	struct cache_opts o = {.consistency = mode};
 	struct crash_opts co = {0};
 	struct env e;
 	struct cblock *b[3];
@@ -546,11 +546,11 @@ static size_t chain_run(enum consistency mode, struct cache_stats *st)
 	b[CHAIN_X] = get(&e, CHAIN_X);
 	b[CHAIN_Y] = get(&e, CHAIN_Y);
 	for (k = 0; k < 3 * CHAIN_N; k++) {
-		uint8_t v[2] = { (uint8_t)(k + 1), (uint8_t)((k + 1) >> 8) };
+		uint8_t v[2] = {(uint8_t)(k + 1), (uint8_t)((k + 1) >> 8)};
 		struct patch *p, *t;
 
-		assert_int_equal(patch_create_byte(e.c, b[chain_block(k)], k % CHAIN_SLOTS * 2, 2, v,
-						   &tail, tail ? 1 : 0, NULL, &p),
+		assert_int_equal(patch_create_byte(e.c, b[chain_block(k)], k % CHAIN_SLOTS * 2, 2,
+						   v, &tail, tail ? 1 : 0, NULL, &p),
 				 0);
 		assert_int_equal(patch_create_empty(e.c, &p, 1, &t), 0);
 		patch_release(e.c, p);
@@ -595,7 +595,7 @@ static void test_empty_patches(void **state)
 	assert_true(patch_committed(none));
 	p = put_byte(&e, b, 0, 1, 4, NULL, 0);
 	q = put_byte(&e, b, 8, 1, 4, NULL, 0);
-	assert_int_equal(patch_create_empty(e.c, (struct patch *[]){ p, NULL, none }, 3, &em), 0);
+	assert_int_equal(patch_create_empty(e.c, (struct patch *[]){p, NULL, none}, 3, &em), 0);
 	assert_false(patch_committed(em));
 	assert_int_equal(patch_create_empty_held(e.c, &em, 1, &held), 0);
 	assert_int_equal(patch_create_empty(e.c, NULL, 0, &e2), 0);
@@ -604,9 +604,9 @@ static void test_empty_patches(void **state)
 	patch_release(e.c, e2);
 	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &e2), 0);
 	assert_int_equal(patch_add_depend(e.c, e2, q), 0);
-	assert_int_equal(patch_add_depend(e.c, e2, none), 0);   /* committed: no-op */
+	assert_int_equal(patch_add_depend(e.c, e2, none), 0); /* committed: no-op */
 	assert_int_equal(patch_add_depend(e.c, e2, NULL), 0);
-	assert_int_equal(patch_add_depend(e.c, p, q), -EBUSY);  /* not empty */
+	assert_int_equal(patch_add_depend(e.c, p, q), -EBUSY);	/* not empty */
 	assert_int_equal(patch_add_depend(e.c, em, q), -EBUSY); /* held depends on em */
 	assert_int_equal(cache_sync(e.c), 0);
 	assert_true(patch_committed(em));
@@ -727,7 +727,7 @@ static void test_read_fault(void **state)
 
 static void test_eviction(void **state)
 {
-	struct cache_opts o = { .max_blocks = 8, .dirty_limit = 64 };
+	struct cache_opts o = {.max_blocks = 8, .dirty_limit = 64};
 	struct env e;
 	struct cblock *held, *dirty, *b;
 	struct patch *p;
@@ -788,8 +788,7 @@ static void *writer_main(void *arg)
  * dirty set without bound; without a flusher they flush themselves. */
 static void test_dirty_limit(void **state)
 {
-	struct cache_opts o = { .max_blocks = 64, .dirty_limit = 8,
-				.flush_interval_ms = 60000 };
+	struct cache_opts o = {.max_blocks = 64, .dirty_limit = 8, .flush_interval_ms = 60000};
 	struct env e;
 	struct writer w;
 	pthread_t t;
@@ -797,7 +796,7 @@ static void test_dirty_limit(void **state)
 
 	env_open(&e, &o);
 	assert_int_equal(cache_start_flusher(e.c), 0);
-	w = (struct writer){ &e, NBLK, 0 };
+	w = (struct writer){&e, NBLK, 0};
 	assert_int_equal(pthread_create(&t, NULL, writer_main, &w), 0);
 	assert_int_equal(pthread_join(t, &ret), 0);
 	assert_null(ret);
@@ -811,7 +810,7 @@ static void test_dirty_limit(void **state)
 	env_close(&e);
 
 	env_open(&e, &o);
-	w = (struct writer){ &e, NBLK, 0 };
+	w = (struct writer){&e, NBLK, 0};
 	assert_null(writer_main(&w));
 	assert_true(w.max_dirty <= 8);
 	assert_int_equal(cache_sync(e.c), 0);
@@ -821,7 +820,7 @@ static void test_dirty_limit(void **state)
 /* The flusher writes dirty data by itself after the interval. */
 static void test_flusher_interval(void **state)
 {
-	struct cache_opts o = { .flush_interval_ms = 20 };
+	struct cache_opts o = {.flush_interval_ms = 20};
 	struct env e;
 	struct cblock *b;
 	struct patch *p;
@@ -849,8 +848,7 @@ static void test_flusher_interval(void **state)
 static void test_pressure_rounds_gather(void **state)
 {
 	enum { L = 32, HELD = 14, READY = 2, LATER = 6 };
-	struct cache_opts o = { .max_blocks = NBLK, .dirty_limit = L,
-				.flush_interval_ms = 3600000 };
+	struct cache_opts o = {.max_blocks = NBLK, .dirty_limit = L, .flush_interval_ms = 3600000};
 	struct env e;
 	struct cblock *b;
 	struct patch *h, *h2, *p[HELD + READY + LATER];
@@ -933,8 +931,7 @@ static uint64_t backoff_rounds(uint64_t ms)
 static void test_failed_rounds_back_off(void **state)
 {
 	enum { L = 8, FIRST = 6, MORE = 24 };
-	struct cache_opts o = { .max_blocks = NBLK, .dirty_limit = L,
-				.flush_interval_ms = 3600000 };
+	struct cache_opts o = {.max_blocks = NBLK, .dirty_limit = L, .flush_interval_ms = 3600000};
 	struct env e;
 	struct cblock *b;
 	struct patch *p[FIRST + MORE];
@@ -998,8 +995,7 @@ static void test_failed_rounds_back_off(void **state)
 static void dirty_limit_failing(bool flusher)
 {
 	enum { L = 8 };
-	struct cache_opts o = { .max_blocks = NBLK, .dirty_limit = L,
-				.flush_interval_ms = 3600000 };
+	struct cache_opts o = {.max_blocks = NBLK, .dirty_limit = L, .flush_interval_ms = 3600000};
 	struct env e;
 	struct cblock *b, *held;
 	struct patch *p[L + 1];
@@ -1082,7 +1078,7 @@ static void test_scope_hooks(void **state)
 {
 	struct env e;
 	struct cblock *b1, *b2;
-	struct tscope ts = { .s = { ts_befores, ts_created } };
+	struct tscope ts = {.s = {ts_befores, ts_created}};
 	uint8_t buf[4];
 	struct patch *p;
 
@@ -1118,7 +1114,7 @@ static void test_scope_hooks(void **state)
 
 static void test_round_limit(void **state)
 {
-	struct cache_opts o = { .round_max_blocks = 3 };
+	struct cache_opts o = {.round_max_blocks = 3};
 	struct env e;
 	size_t nw;
 
@@ -1136,7 +1132,6 @@ static void test_round_limit(void **state)
 	assert_int_equal(stats(&e).rounds, 4);
 	env_close(&e);
 }
-
 
 /* Bit flips on one word commute; a byte change over a word with an unready
  * flip waits for it. */
@@ -1362,7 +1357,8 @@ static void gate_destroy(struct bdev *d)
 	(void)d;
 }
 
-static const struct bdev_ops gate_ops = { gate_read, gate_write, gate_barrier, gate_destroy, NULL, NULL };
+static const struct bdev_ops gate_ops = {gate_read,    gate_write, gate_barrier,
+					 gate_destroy, NULL,	   NULL};
 
 /* Changes made while a round is in flight are not part of it, and never
  * merge into a patch in flight. */
@@ -1373,7 +1369,7 @@ static void *round_thread(void *arg)
 
 static void test_changes_during_round(void **state)
 {
-	struct gate_dev g = { .state = 0 };
+	struct gate_dev g = {.state = 0};
 	struct bdev *mem;
 	struct cache *c;
 	struct cblock *b;
@@ -1732,37 +1728,37 @@ static void test_txn_tail_merge(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_basic_write_and_sync),
-		cmocka_unit_test(test_bad_arguments),
-		cmocka_unit_test(test_article_block_cycle),
-		cmocka_unit_test(test_article_none_one_round),
-		cmocka_unit_test(test_defer_block_waiting_on_round),
-		cmocka_unit_test(test_hard_patch_merging),
-		cmocka_unit_test(test_same_block_overlap_order),
-		cmocka_unit_test(test_empty_patches),
-		cmocka_unit_test(test_settle_through_empties),
-		cmocka_unit_test(test_group_chain_one_write_per_turn),
-		cmocka_unit_test(test_held_blocks_sync),
-		cmocka_unit_test(test_write_fault),
-		cmocka_unit_test(test_connection_reset),
-		cmocka_unit_test(test_read_fault),
-		cmocka_unit_test(test_eviction),
-		cmocka_unit_test(test_dirty_limit),
-		cmocka_unit_test(test_dirty_limit_failing_device),
-		cmocka_unit_test(test_flusher_interval),
-		cmocka_unit_test(test_pressure_rounds_gather),
-		cmocka_unit_test(test_failed_rounds_back_off),
-		cmocka_unit_test(test_scope_hooks),
-		cmocka_unit_test(test_round_limit),
-		cmocka_unit_test(test_bit_byte_overlap),
-		cmocka_unit_test(test_same_bit_flips),
-		cmocka_unit_test(test_bit_near_words_merge),
-		cmocka_unit_test(test_sync_patch_targeted),
-		cmocka_unit_test(test_changes_during_round),
-		cmocka_unit_test(test_span_ordering),
-		cmocka_unit_test(test_txn_hook_unhold_after),
-		cmocka_unit_test(test_txn_one_round_home),
-		cmocka_unit_test(test_txn_tail_merge),
+	    cmocka_unit_test(test_basic_write_and_sync),
+	    cmocka_unit_test(test_bad_arguments),
+	    cmocka_unit_test(test_article_block_cycle),
+	    cmocka_unit_test(test_article_none_one_round),
+	    cmocka_unit_test(test_defer_block_waiting_on_round),
+	    cmocka_unit_test(test_hard_patch_merging),
+	    cmocka_unit_test(test_same_block_overlap_order),
+	    cmocka_unit_test(test_empty_patches),
+	    cmocka_unit_test(test_settle_through_empties),
+	    cmocka_unit_test(test_group_chain_one_write_per_turn),
+	    cmocka_unit_test(test_held_blocks_sync),
+	    cmocka_unit_test(test_write_fault),
+	    cmocka_unit_test(test_connection_reset),
+	    cmocka_unit_test(test_read_fault),
+	    cmocka_unit_test(test_eviction),
+	    cmocka_unit_test(test_dirty_limit),
+	    cmocka_unit_test(test_dirty_limit_failing_device),
+	    cmocka_unit_test(test_flusher_interval),
+	    cmocka_unit_test(test_pressure_rounds_gather),
+	    cmocka_unit_test(test_failed_rounds_back_off),
+	    cmocka_unit_test(test_scope_hooks),
+	    cmocka_unit_test(test_round_limit),
+	    cmocka_unit_test(test_bit_byte_overlap),
+	    cmocka_unit_test(test_same_bit_flips),
+	    cmocka_unit_test(test_bit_near_words_merge),
+	    cmocka_unit_test(test_sync_patch_targeted),
+	    cmocka_unit_test(test_changes_during_round),
+	    cmocka_unit_test(test_span_ordering),
+	    cmocka_unit_test(test_txn_hook_unhold_after),
+	    cmocka_unit_test(test_txn_one_round_home),
+	    cmocka_unit_test(test_txn_tail_merge),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -36,16 +36,16 @@
 #include "engine/cache.h"
 #include "engine/ovcheck.h"
 
-#define BS 512   /* 64ths of 8 bytes */
-#define NBLK 4   /* blocks the random changes go to */
+#define BS   512  /* 64ths of 8 bytes */
+#define NBLK 4	  /* blocks the random changes go to */
 #define DEAD NBLK /* a block whose patches get discarded */
-#define NREF 48  /* patches kept referenced, to depend on */
+#define NREF 48	  /* patches kept referenced, to depend on */
 
 struct world {
 	uint64_t rng;
 	struct bdev *mem;
 	struct cache *c;
-	struct patch *refs[NREF];  /* ring of recent patches */
+	struct patch *refs[NREF]; /* ring of recent patches */
 	size_t nref;
 	struct patch *held, *prev_held; /* the chain of held empty patches */
 	struct ovcheck_seen seen;
@@ -71,8 +71,7 @@ static void check(struct world *w, struct cblock *b, bool bit, uint32_t off, uin
 {
 	char err[256];
 
-	if (ovcheck_change(w->c, b, bit, off, len, mask, soff, slen, &w->seen, err,
-			   sizeof(err))) {
+	if (ovcheck_change(w->c, b, bit, off, len, mask, soff, slen, &w->seen, err, sizeof(err))) {
 		fprintf(stderr, "%s\n", err);
 		fail();
 	}
@@ -117,7 +116,7 @@ static void next_group(struct world *w)
  * over the same bytes (a directory's mtime, an inode) as well as apart. */
 static uint32_t pick_off(struct world *w, uint32_t len)
 {
-	static const uint32_t hot[] = { 0, 16, 100, 248, 256, 384 };
+	static const uint32_t hot[] = {0, 16, 100, 248, 256, 384};
 	uint32_t o;
 
 	if (below(w, 3))
@@ -144,7 +143,8 @@ static void one_change(struct world *w)
 		uint32_t k = 1 + below(w, 3);
 
 		for (uint32_t i = 0; i < k && w->nref; i++) {
-			struct patch *d = w->refs[below(w, w->nref < NREF ? (uint32_t)w->nref : NREF)];
+			struct patch *d =
+			    w->refs[below(w, w->nref < NREF ? (uint32_t)w->nref : NREF)];
 
 			if (d)
 				deps[nd++] = d;
@@ -174,9 +174,8 @@ static void one_change(struct world *w)
 		uint32_t sl = (se > BS ? BS : se) - so;
 
 		check(w, b, false, off, len, 0, so, sl);
-		assert_int_equal(patch_create_byte_span(w->c, b, off, len, buf, so, sl, deps, nd,
-							NULL, &p),
-				 0);
+		assert_int_equal(
+		    patch_create_byte_span(w->c, b, off, len, buf, so, sl, deps, nd, NULL, &p), 0);
 	}
 	cache_put(w->c, b);
 	keep(w, p);
@@ -232,7 +231,7 @@ static void dead_block(struct world *w)
 
 static void run(uint64_t seed, size_t steps, struct world *w)
 {
-	struct cache_opts o = { .max_blocks = 64, .dirty_limit = 64 };
+	struct cache_opts o = {.max_blocks = 64, .dirty_limit = 64};
 
 	memset(w, 0, sizeof(*w));
 	w->rng = seed;
@@ -295,7 +294,7 @@ static void test_index_matches_whole_list(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_index_matches_whole_list),
+	    cmocka_unit_test(test_index_matches_whole_list),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

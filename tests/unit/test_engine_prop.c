@@ -32,21 +32,21 @@
 #include "engine/cache.h"
 #include "crash/crashsim.h"
 
-#define BS 512
-#define NB 6
-#define SLOTS 128          /* 2-byte slots in [0, 256) */
-#define BITBASE 256        /* bits live in [256, 512) */
-#define MAXCH 200
-#define MAXDEP 4            /* dependencies picked per change */
-#define MAXD 40             /* dependencies kept per change (collectors) */
+#define BS	512
+#define NB	6
+#define SLOTS	128 /* 2-byte slots in [0, 256) */
+#define BITBASE 256 /* bits live in [256, 512) */
+#define MAXCH	200
+#define MAXDEP	4  /* dependencies picked per change */
+#define MAXD	40 /* dependencies kept per change (collectors) */
 
 enum ctype { C_BYTE, C_BIT, C_EMPTY };
 
 struct change {
 	enum ctype type;
 	int blk;
-	uint32_t slot, nslots;   /* byte */
-	uint32_t word, mask;     /* bit: byte offset of the word, bits */
+	uint32_t slot, nslots; /* byte */
+	uint32_t word, mask;   /* bit: byte offset of the word, bits */
 	int deps[MAXD];
 	int ndeps;
 	bool held;
@@ -54,8 +54,8 @@ struct change {
 };
 
 struct world {
-	struct patch_scope scope;   /* first: the callbacks cast back */
-	int collector;              /* held empty collecting scoped changes */
+	struct patch_scope scope; /* first: the callbacks cast back */
+	int collector;		  /* held empty collecting scoped changes */
 	int scope_ids[2];
 	struct patch *scope_ptrs[2];
 	int nscope, cur, add_errs;
@@ -234,8 +234,8 @@ static void add_change(struct world *w)
 		c->type = C_EMPTY;
 		c->held = below(w, 4) == 0;
 		if (c->held)
-			assert_int_equal(patch_create_empty_held(w->c, ptrs, (size_t)c->ndeps,
-								 &c->p), 0);
+			assert_int_equal(
+			    patch_create_empty_held(w->c, ptrs, (size_t)c->ndeps, &c->p), 0);
 		else
 			assert_int_equal(patch_create_empty(w->c, ptrs, (size_t)c->ndeps, &c->p),
 					 0);
@@ -324,11 +324,16 @@ static void check_log(struct world *w)
 			}
 			/* once durable, always written */
 			if (presence(w, id, durable + blk * BS) == 1 && pr != 1) {
-				if (getenv("PROP_DEBUG"))
-				{
-					fprintf(stderr, "# ev %zu: durable %d (type %d slot %u n %u) unwritten:", e, id, c->type, c->slot, c->nslots);
-					for (uint32_t s = c->slot; c->type == C_BYTE && s < c->slot + c->nslots; s++) {
-						fprintf(stderr, " [%u: img %d dur %d hist", s, slot_val(img, s), slot_val(durable + blk * BS, s));
+				if (getenv("PROP_DEBUG")) {
+					fprintf(stderr,
+						"# ev %zu: durable %d (type %d slot %u n %u) "
+						"unwritten:",
+						e, id, c->type, c->slot, c->nslots);
+					for (uint32_t s = c->slot;
+					     c->type == C_BYTE && s < c->slot + c->nslots; s++) {
+						fprintf(stderr, " [%u: img %d dur %d hist", s,
+							slot_val(img, s),
+							slot_val(durable + blk * BS, s));
 						for (int k = 0; k < w->nhist[blk][s]; k++)
 							fprintf(stderr, " %d", w->hist[blk][s][k]);
 						fprintf(stderr, "]");
@@ -350,7 +355,9 @@ static void check_log(struct world *w)
 				if (d->blk == blk && presence(w, flat[i], img) == 1)
 					continue;
 				if (getenv("PROP_DEBUG"))
-					fprintf(stderr, "# ev %zu blk %d: %d (type %d) without %d (type %d blk %d)\n",
+					fprintf(stderr,
+						"# ev %zu blk %d: %d (type %d) without %d (type %d "
+						"blk %d)\n",
 						e, blk, id, c->type, flat[i], d->type, d->blk);
 				w->log_violations++;
 			}
@@ -388,8 +395,7 @@ static int crash_cb(const struct crash_state *st, void *arg)
 
 static void run_one(struct world *w, bool crash)
 {
-	struct cache_opts o = { .round_max_blocks = 1 + below(w, NB),
-				.consistency = w->mode };
+	struct cache_opts o = {.round_max_blocks = 1 + below(w, NB), .consistency = w->mode};
 	int nch = 10 + (int)below(w, MAXCH - 10);
 
 	w->n = 0;
@@ -460,7 +466,7 @@ static void run_one(struct world *w, bool crash)
 				    (uint8_t *)bdev_mem_data(w->mem) + b * BS, BS);
 	check_log(w);
 	if (crash) {
-		struct crash_opts co = { .max_exhaustive = 6, .samples = 8, .seed = rnd(w) };
+		struct crash_opts co = {.max_exhaustive = 6, .samples = 8, .seed = rnd(w)};
 
 		assert_int_equal(crash_enumerate(w->rec, &co, crash_cb, w, NULL), 0);
 	}
@@ -504,19 +510,20 @@ static void test_random_dags_softupdates(void **state)
 		run_one(w, i % 2 == 0);
 		if (w->log_violations || w->crash_violations || w->torn) {
 			fprintf(stderr, "# seed %llu iteration %ld: log %d crash %d torn %d\n",
-				(unsigned long long)seed, i, w->log_violations,
-				w->crash_violations, w->torn);
+				(unsigned long long)seed, i, w->log_violations, w->crash_violations,
+				w->torn);
 			fail();
 		}
 	}
 	fprintf(stderr, "# %ld runs, %zu crash states, %zu block writes checked\n", iters,
 		w->states, w->writes);
 	fprintf(stderr, "# %llu changes added to collectors\n", (unsigned long long)w->collected);
-	fprintf(stderr, "# %llu rounds, %llu merges, %llu NRB patches, %llu rollback writes, "
+	fprintf(stderr,
+		"# %llu rounds, %llu merges, %llu NRB patches, %llu rollback writes, "
 		"%llu I/O errors\n",
 		(unsigned long long)w->rounds, (unsigned long long)w->merged,
-		(unsigned long long)w->nrb,
-		(unsigned long long)w->rollbacks, (unsigned long long)w->errors);
+		(unsigned long long)w->nrb, (unsigned long long)w->rollbacks,
+		(unsigned long long)w->errors);
 	/* the runs exercise what they are meant to */
 	assert_true(w->states > 1000);
 	assert_true(w->merged > 100);
@@ -547,8 +554,8 @@ static void test_random_dags_none_detected(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_random_dags_softupdates),
-		cmocka_unit_test(test_random_dags_none_detected),
+	    cmocka_unit_test(test_random_dags_softupdates),
+	    cmocka_unit_test(test_random_dags_none_detected),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

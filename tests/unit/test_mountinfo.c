@@ -16,12 +16,12 @@
 #include "util/mountinfo.h"
 
 static const char table[] =
-	"22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
-	"not a mount line\n"
-	"40 22 0:39 / /mnt/dead rw,nosuid,nodev - fuse.fstitch /srv/a.img rw,user_id=0\n"
-	"41 22 7:3 / /mnt/with\\040space rw master:2 shared:7 - fuseblk.fstitch /dev/loop3 rw\n"
-	"42 40 0:45 / /mnt/dead rw - tmpfs tmp\\134fs rw\n"
-	"43 22 0:46 / /short rw\n";
+    "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+    "not a mount line\n"
+    "40 22 0:39 / /mnt/dead rw,nosuid,nodev - fuse.fstitch /srv/a.img rw,user_id=0\n"
+    "41 22 7:3 / /mnt/with\\040space rw master:2 shared:7 - fuseblk.fstitch /dev/loop3 rw\n"
+    "42 40 0:45 / /mnt/dead rw - tmpfs tmp\\134fs rw\n"
+    "43 22 0:46 / /short rw\n";
 
 static char *write_table(char **dir)
 {
@@ -63,7 +63,7 @@ static void test_find_takes_the_topmost_and_unescapes(void **state)
 	assert_string_equal(type, "tmpfs");
 	assert_string_equal(src, "tmp\\fs");
 	assert_int_equal(
-		mountinfo_find(path, "/mnt/with space", type, sizeof(type), src, sizeof(src)), 1);
+	    mountinfo_find(path, "/mnt/with space", type, sizeof(type), src, sizeof(src)), 1);
 	assert_string_equal(type, "fuseblk.fstitch");
 	assert_string_equal(src, "/dev/loop3");
 	assert_int_equal(mountinfo_find(path, "/mnt", NULL, 0, NULL, 0), 0);
@@ -92,9 +92,9 @@ static void test_dev_mounted(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_each_skips_malformed_lines),
-		cmocka_unit_test(test_find_takes_the_topmost_and_unescapes),
-		cmocka_unit_test(test_dev_mounted),
+	    cmocka_unit_test(test_each_skips_malformed_lines),
+	    cmocka_unit_test(test_find_takes_the_topmost_and_unescapes),
+	    cmocka_unit_test(test_dev_mounted),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

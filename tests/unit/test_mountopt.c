@@ -139,25 +139,25 @@ static void test_sizes(void **state)
 		int ret;
 		uint64_t v;
 	} cases[] = {
-		{ "0", 0, 0 },
-		{ "4096", 0, 4096 },
-		{ "64K", 0, 64ULL << 10 },
-		{ "64k", 0, 64ULL << 10 },
-		{ "256M", 0, 256ULL << 20 },
-		{ "256MiB", 0, 256ULL << 20 },
-		{ "2G", 0, 2ULL << 30 },
-		{ "2GB", 0, 2ULL << 30 },
-		{ "1T", 0, 1ULL << 40 },
-		{ "", -EINVAL, 0 },
-		{ "abc", -EINVAL, 0 },
-		{ "-5M", -EINVAL, 0 },
-		{ " 5M", -EINVAL, 0 },
-		{ "5X", -EINVAL, 0 },
-		{ "5MM", -EINVAL, 0 },
-		{ "5Mx", -EINVAL, 0 },
-		{ "1.5M", -EINVAL, 0 },
-		{ "18446744073709551616", -EINVAL, 0 }, /* 2^64 */
-		{ "17179869184G", -EINVAL, 0 },         /* 2^64 bytes */
+	    {"0", 0, 0},
+	    {"4096", 0, 4096},
+	    {"64K", 0, 64ULL << 10},
+	    {"64k", 0, 64ULL << 10},
+	    {"256M", 0, 256ULL << 20},
+	    {"256MiB", 0, 256ULL << 20},
+	    {"2G", 0, 2ULL << 30},
+	    {"2GB", 0, 2ULL << 30},
+	    {"1T", 0, 1ULL << 40},
+	    {"", -EINVAL, 0},
+	    {"abc", -EINVAL, 0},
+	    {"-5M", -EINVAL, 0},
+	    {" 5M", -EINVAL, 0},
+	    {"5X", -EINVAL, 0},
+	    {"5MM", -EINVAL, 0},
+	    {"5Mx", -EINVAL, 0},
+	    {"1.5M", -EINVAL, 0},
+	    {"18446744073709551616", -EINVAL, 0}, /* 2^64 */
+	    {"17179869184G", -EINVAL, 0},	  /* 2^64 bytes */
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -242,22 +242,22 @@ static void test_seconds(void **state)
 		int ret;
 		unsigned ms;
 	} cases[] = {
-		{ "5", 0, 5000 },
-		{ "0.25", 0, 250 },
-		{ "0.001", 0, 1 },
-		{ "1.5", 0, 1500 },
-		{ "3600", 0, 3600000 },
-		{ "86400", 0, 86400000 },
-		{ "0", -EINVAL, 0 },
-		{ "0.0", -EINVAL, 0 },
-		{ "0.0001", -EINVAL, 0 },
-		{ "86401", -EINVAL, 0 },
-		{ "99999999999999999999", -EINVAL, 0 },
-		{ "1.", -EINVAL, 0 },
-		{ ".5", -EINVAL, 0 },
-		{ "5s", -EINVAL, 0 },
-		{ "-1", -EINVAL, 0 },
-		{ "", -EINVAL, 0 },
+	    {"5", 0, 5000},
+	    {"0.25", 0, 250},
+	    {"0.001", 0, 1},
+	    {"1.5", 0, 1500},
+	    {"3600", 0, 3600000},
+	    {"86400", 0, 86400000},
+	    {"0", -EINVAL, 0},
+	    {"0.0", -EINVAL, 0},
+	    {"0.0001", -EINVAL, 0},
+	    {"86401", -EINVAL, 0},
+	    {"99999999999999999999", -EINVAL, 0},
+	    {"1.", -EINVAL, 0},
+	    {".5", -EINVAL, 0},
+	    {"5s", -EINVAL, 0},
+	    {"-1", -EINVAL, 0},
+	    {"", -EINVAL, 0},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -335,8 +335,9 @@ static void test_mount8_options_dropped(void **state)
 	char *s = NULL;
 
 	/* what an fstab line hands a helper: none of it reaches libfuse */
-	assert_int_equal(parse(&mo, "defaults,noauto,user,nofail,_netdev,x-systemd.automount,"
-				    "comment=fstitch",
+	assert_int_equal(parse(&mo,
+			       "defaults,noauto,user,nofail,_netdev,x-systemd.automount,"
+			       "comment=fstitch",
 			       &err),
 			 0);
 	assert_null(mo.fuse_opts);
@@ -397,15 +398,15 @@ static void test_atime(void **state)
 		const char *opts;
 		enum e2_atime want;
 	} cases[] = {
-		{ "rw", E2_ATIME_RELATIME },
-		{ "noatime", E2_ATIME_NOATIME },
-		{ "noatime,relatime", E2_ATIME_NOATIME },
-		{ "noatime,atime", E2_ATIME_RELATIME },
-		{ "strictatime", E2_ATIME_STRICT },
-		{ "norelatime", E2_ATIME_STRICT },
-		{ "strictatime,relatime", E2_ATIME_RELATIME },
-		{ "relatime,nostrictatime", E2_ATIME_RELATIME },
-		{ "strictatime,noatime", E2_ATIME_NOATIME },
+	    {"rw", E2_ATIME_RELATIME},
+	    {"noatime", E2_ATIME_NOATIME},
+	    {"noatime,relatime", E2_ATIME_NOATIME},
+	    {"noatime,atime", E2_ATIME_RELATIME},
+	    {"strictatime", E2_ATIME_STRICT},
+	    {"norelatime", E2_ATIME_STRICT},
+	    {"strictatime,relatime", E2_ATIME_RELATIME},
+	    {"relatime,nostrictatime", E2_ATIME_RELATIME},
+	    {"strictatime,noatime", E2_ATIME_NOATIME},
 	};
 	struct mountopt mo;
 	struct mountopt_error err;
@@ -476,8 +477,8 @@ static void test_max_threads(void **state)
 {
 	struct mountopt mo;
 	struct mountopt_error err;
-	const char *bad[] = { "max_threads=0", "max_threads=1025", "max_threads=-1",
-			      "max_threads=", "max_threads=4x", "max_threads=+4" };
+	const char *bad[] = {"max_threads=0", "max_threads=1025", "max_threads=-1",
+			     "max_threads=",  "max_threads=4x",	  "max_threads=+4"};
 
 	assert_int_equal(parse(&mo, "", NULL), 0);
 	assert_int_equal(mo.max_threads, 0);
@@ -552,7 +553,7 @@ static void test_statsfile(void **state)
 
 static void test_ratelimit(void **state)
 {
-	struct mountopt_ratelimit rl = { .burst = 3, .window_ms = 1000 };
+	struct mountopt_ratelimit rl = {.burst = 3, .window_ms = 1000};
 	uint64_t missed = 99;
 	int logged = 0;
 
@@ -575,28 +576,28 @@ static void test_ratelimit(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_defaults),
-		cmocka_unit_test(test_consistency),
-		cmocka_unit_test(test_rename_order),
-		cmocka_unit_test(test_errors),
-		cmocka_unit_test(test_sizes),
-		cmocka_unit_test(test_cache),
-		cmocka_unit_test(test_cache_above_memory),
-		cmocka_unit_test(test_seconds),
-		cmocka_unit_test(test_flush_interval),
-		cmocka_unit_test(test_ro_rw),
-		cmocka_unit_test(test_unknown),
-		cmocka_unit_test(test_mount8_options_dropped),
-		cmocka_unit_test(test_fuse_passthrough),
-		cmocka_unit_test(test_fsname_escaping),
-		cmocka_unit_test(test_empty_items_and_debug),
-		cmocka_unit_test(test_max_read),
-		cmocka_unit_test(test_max_threads),
-		cmocka_unit_test(test_lock_wait),
-		cmocka_unit_test(test_nbd),
-		cmocka_unit_test(test_statsfile),
-		cmocka_unit_test(test_ratelimit),
-		cmocka_unit_test(test_atime),
+	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_consistency),
+	    cmocka_unit_test(test_rename_order),
+	    cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_sizes),
+	    cmocka_unit_test(test_cache),
+	    cmocka_unit_test(test_cache_above_memory),
+	    cmocka_unit_test(test_seconds),
+	    cmocka_unit_test(test_flush_interval),
+	    cmocka_unit_test(test_ro_rw),
+	    cmocka_unit_test(test_unknown),
+	    cmocka_unit_test(test_mount8_options_dropped),
+	    cmocka_unit_test(test_fuse_passthrough),
+	    cmocka_unit_test(test_fsname_escaping),
+	    cmocka_unit_test(test_empty_items_and_debug),
+	    cmocka_unit_test(test_max_read),
+	    cmocka_unit_test(test_max_threads),
+	    cmocka_unit_test(test_lock_wait),
+	    cmocka_unit_test(test_nbd),
+	    cmocka_unit_test(test_statsfile),
+	    cmocka_unit_test(test_ratelimit),
+	    cmocka_unit_test(test_atime),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

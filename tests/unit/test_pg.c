@@ -35,7 +35,7 @@
 #include "engine/pgeng.h"
 #include "pg/scope.h"
 
-#define BS 1024
+#define BS	1024
 #define NBLOCKS 64
 
 struct fx {
@@ -47,7 +47,7 @@ struct fx {
 static void fx_open(struct fx *f, enum consistency mode)
 {
 	struct bdev *mem;
-	struct cache_opts co = { .consistency = mode, .flush_interval_ms = 60000 };
+	struct cache_opts co = {.consistency = mode, .flush_interval_ms = 60000};
 
 	assert_int_equal(bdev_mem_create(BS, NBLOCKS, NULL, 0, &mem), 0);
 	assert_int_equal(bdev_recorder_create(mem, &f->rec), 0);
@@ -68,7 +68,7 @@ static void fx_close(struct fx *f)
 static void write_in(struct fx *f, struct pg_group **g, size_t ng, uint64_t blk, uint32_t off,
 		     uint8_t v)
 {
-	struct pg_op op = { 0 };
+	struct pg_op op = {0};
 	struct cblock *b;
 
 	pgeng_op_begin(f->e, &op, g, ng, NULL);
@@ -382,7 +382,7 @@ static void test_sync_befores(void **state)
 	pgeng_disengage(f.e, g);
 	assert_int_equal(pgeng_depend(f.e, x, m, 0), 0);
 	assert_int_equal(pgeng_depend(f.e, m, b, 0), 0); /* m has no change */
-	assert_int_equal(pgeng_sync(f.e, b, 0), 0);      /* b has no change */
+	assert_int_equal(pgeng_sync(f.e, b, 0), 0);	 /* b has no change */
 	/* The recorder log shows block 10 written and a barrier after it. */
 	{
 		size_t i, n = bdev_recorder_count(f.rec);
@@ -459,10 +459,10 @@ static void run_dag(enum consistency mode, uint64_t seed, struct dag *d)
 	struct e2t_rng rng;
 	struct pg_group *g;
 	int64_t id[DAG_GROUPS];
-	struct crash_opts co = { .max_exhaustive = 8, .samples = 48, .seed = seed };
+	struct crash_opts co = {.max_exhaustive = 8, .samples = 48, .seed = seed};
 	size_t n;
 	int i, j, k, w;
-	uint32_t used[NBLOCKS] = { 0 };
+	uint32_t used[NBLOCKS] = {0};
 
 	memset(d, 0, sizeof(*d));
 	d->ngroups = DAG_GROUPS;
@@ -551,11 +551,11 @@ static void chain_run(enum consistency mode, struct dag *d)
 {
 	struct fx f;
 	struct pg_chain *ch;
-	struct pg_op op = { 0 };
+	struct pg_op op = {0};
 	struct cblock *b;
 	uint8_t v;
 	int i;
-	struct crash_opts co = { .max_exhaustive = 8, .samples = 48, .seed = 7 };
+	struct crash_opts co = {.max_exhaustive = 8, .samples = 48, .seed = 7};
 
 	memset(d, 0, sizeof(*d));
 	fx_open(&f, mode);
@@ -616,7 +616,7 @@ static void *stress_writer(void *arg)
 	struct stress *st = arg;
 	struct e2t_rng rng;
 	struct pg_group *g;
-	struct pg_op op = { 0 };
+	struct pg_op op = {0};
 	struct cblock *b;
 	int64_t id, prev = 0;
 	uint8_t v;
@@ -716,7 +716,7 @@ static size_t arep_len;
 static int arep_check(const struct crash_state *cs, void *arg)
 {
 	struct arep *a = arg;
-	struct e2_opts o = { .readonly = true, .no_flusher = true };
+	struct e2_opts o = {.readonly = true, .no_flusher = true};
 	static uint8_t buf[NEW_LEN + 1];
 	struct bdev *mem;
 	struct e2fs *fs;
@@ -757,14 +757,14 @@ out:
 
 static void arep_run(enum consistency cons, bool groups, struct arep *a)
 {
-	struct e2_opts o = { .consistency = cons, .no_flusher = true, .clock = e2t_fixed_clock };
-	struct crash_opts co = { .max_exhaustive = 10, .samples = 64, .seed = 11 };
+	struct e2_opts o = {.consistency = cons, .no_flusher = true, .clock = e2t_fixed_clock};
+	struct crash_opts co = {.max_exhaustive = 10, .samples = 64, .seed = 11};
 	static uint8_t data[NEW_LEN];
 	struct bdev *mem, *rec;
 	struct e2fs *fs;
 	struct pgeng *e;
 	struct pg_group *ga, *gb;
-	struct pg_op op = { 0 };
+	struct pg_op op = {0};
 	struct stat st;
 	int64_t ia, ib;
 
@@ -835,7 +835,8 @@ static void test_atomic_replace(void **state)
 	assert_int_equal(a.bad, 0);
 	arep_run(CONSISTENCY_NONE, true, &a);
 	printf("# atomic replace, consistency=none: %zu crash states, %zu bad "
-	       "(%zu without f, %zu torn)\n", a.states, a.bad, a.missing, a.torn);
+	       "(%zu without f, %zu torn)\n",
+	       a.states, a.bad, a.missing, a.torn);
 	assert_true(a.bad > 0);
 	arep_run(CONSISTENCY_SOFTUPDATES, false, &a);
 	printf("# atomic replace, soft updates but no groups: %zu crash states, %zu bad\n",
@@ -863,8 +864,10 @@ static void fake_proc(pid_t pid, pid_t tgid, pid_t ppid, uint64_t start, const c
 		 (int)pid, comm, (int)ppid, (int)tgid, (int)tgid, (unsigned long long)start);
 	assert_int_equal(e2t_write_file(path, buf, strlen(buf)), 0);
 	snprintf(path, sizeof(path), "%s/%d/status", fake_root, (int)pid);
-	snprintf(buf, sizeof(buf), "Name:\t%s\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t%d\n"
-		 "Ngid:\t0\nPid:\t%d\nPPid:\t%d\n", comm, (int)tgid, (int)pid, (int)ppid);
+	snprintf(buf, sizeof(buf),
+		 "Name:\t%s\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t%d\n"
+		 "Ngid:\t0\nPid:\t%d\nPPid:\t%d\n",
+		 comm, (int)tgid, (int)pid, (int)ppid);
 	assert_int_equal(e2t_write_file(path, buf, strlen(buf)), 0);
 }
 
@@ -924,7 +927,7 @@ static void test_scope_resolve(void **state)
 	assert_int_equal(scope_resolve(t, 100, &got), 1); /* itself */
 	assert_int_equal(scope_resolve(t, 400, &got), 0); /* outside */
 	assert_int_equal(scope_resolve(t, 50, &got), 0);  /* the parent */
-	assert_int_equal(scope_resolve(t, 0, &got), 0);   /* writeback */
+	assert_int_equal(scope_resolve(t, 0, &got), 0);	  /* writeback */
 	assert_int_equal(scope_resolve(t, 999, &got), 0); /* gone */
 	/* cached answers agree */
 	assert_int_equal(scope_resolve(t, 300, &got), 1);
@@ -978,7 +981,7 @@ static void test_scope_resolve(void **state)
 static void test_scope_walk_stops_at_scope(void **state)
 {
 	struct scope_tab *t;
-	struct scope_key k = { .pid = 100, .start = 20 }, got;
+	struct scope_key k = {.pid = 100, .start = 20}, got;
 	size_t r0;
 	int data = 1;
 
@@ -1360,8 +1363,8 @@ static void test_ctl_protocol(void **state)
 {
 	char *dir = e2t_tmpdir_new("pgctl"), path[512];
 	struct ctl_server *srv;
-	struct ctl_req req = { .magic = CTL_MAGIC, .version = CTL_VERSION, .op = CTL_HELLO,
-			       .a = 40, .b = 2 };
+	struct ctl_req req = {
+	    .magic = CTL_MAGIC, .version = CTL_VERSION, .op = CTL_HELLO, .a = 40, .b = 2};
 	struct ctl_rep rep, raw;
 	int fd;
 
@@ -1428,10 +1431,10 @@ static void tid_handler(void *arg, const struct ctl_peer *peer, const struct ctl
 static void test_ctl_threads_kept(void **state)
 {
 	char *dir = e2t_tmpdir_new("pgctlthr"), path[512];
-	struct ctl_req req = { .magic = CTL_MAGIC, .version = CTL_VERSION, .op = CTL_HELLO };
+	struct ctl_req req = {.magic = CTL_MAGIC, .version = CTL_VERSION, .op = CTL_HELLO};
 	struct ctl_server *srv;
 	struct ctl_rep rep;
-	int64_t tids[2] = { 0, 0 };
+	int64_t tids[2] = {0, 0};
 	size_t started, idle;
 	int fd, i, k, w;
 
@@ -1469,7 +1472,7 @@ static void test_ctl_threads_kept(void **state)
  * and the socket's permission bits in *mode. */
 static int hello_with(const char *path, const struct ctl_access *acc, mode_t *mode)
 {
-	struct ctl_req req = { .magic = CTL_MAGIC, .version = CTL_VERSION, .op = CTL_HELLO };
+	struct ctl_req req = {.magic = CTL_MAGIC, .version = CTL_VERSION, .op = CTL_HELLO};
 	struct ctl_server *srv;
 	struct ctl_rep rep;
 	struct stat st;
@@ -1491,8 +1494,8 @@ static void test_ctl_access(void **state)
 {
 	char *dir = e2t_tmpdir_new("pgacc"), path[512];
 	uid_t me = geteuid(), other = me == 4242 ? 4343 : 4242;
-	struct ctl_access acc = { .owner = me };
-	struct ctl_peer peer = { .uid = me };
+	struct ctl_access acc = {.owner = me};
+	struct ctl_peer peer = {.uid = me};
 	mode_t mode;
 
 	assert_non_null(dir);
@@ -1515,7 +1518,7 @@ static void test_ctl_access(void **state)
 	assert_int_equal(hello_with(path, &acc, &mode), 0);
 	assert_int_equal(mode, 0666);
 	/* the rule itself */
-	acc = (struct ctl_access){ .owner = 1000 };
+	acc = (struct ctl_access){.owner = 1000};
 	peer.uid = 1000;
 	assert_true(ctl_access_allows(&acc, &peer));
 	peer.uid = 0;
@@ -1534,7 +1537,7 @@ static void test_ctl_access(void **state)
  * requests bracketed by pgsrv_enter/leave land in the caller's groups. */
 static void test_pgsrv_api(void **state)
 {
-	struct e2_opts o = { .no_flusher = true };
+	struct e2_opts o = {.no_flusher = true};
 	char *dir = e2t_tmpdir_new("pgsrv"), path[512];
 	struct bdev *mem;
 	struct e2fs *fs;
@@ -1656,7 +1659,7 @@ static void test_pgsrv_api(void **state)
  * rules as the calls one by one, and a refused step undoing the earlier. */
 static void test_pgsrv_switch(void **state)
 {
-	struct e2_opts o = { .no_flusher = true };
+	struct e2_opts o = {.no_flusher = true};
 	char *dir = e2t_tmpdir_new("pgsw"), path[512];
 	struct bdev *mem;
 	struct e2fs *fs;
@@ -1776,11 +1779,13 @@ static pg_t child_engages(unsigned flags)
  * by exit, and a client that saw the process exit finds it so at once. */
 static void test_pgsrv_autoclose(void **state)
 {
-	struct e2_opts o = { .no_flusher = true };
+	struct e2_opts o = {.no_flusher = true};
 	char *dir = e2t_tmpdir_new("pgac"), path[512];
-	struct ctl_req req = { .magic = CTL_MAGIC, .version = 1, .op = CTL_SWITCH,
-			       .flags = CTL_SW_CREATE | CTL_SW_ENGAGE | CTL_SW_AUTOCLOSE };
-	struct ctl_peer peer = { .pid = getpid(), .uid = getuid(), .gid = getgid() };
+	struct ctl_req req = {.magic = CTL_MAGIC,
+			      .version = 1,
+			      .op = CTL_SWITCH,
+			      .flags = CTL_SW_CREATE | CTL_SW_ENGAGE | CTL_SW_AUTOCLOSE};
+	struct ctl_peer peer = {.pid = getpid(), .uid = getuid(), .gid = getgid()};
 	struct ctl_rep rep;
 	struct bdev *mem;
 	struct e2fs *fs;
@@ -1867,7 +1872,7 @@ static void test_pgsrv_autoclose(void **state)
  * pg_disengage uses for a group not engaged). */
 static void test_dead_daemon_errno(void **state)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	char *dir = e2t_tmpdir_new("deadctl");
 	int fd;
 
@@ -1893,36 +1898,36 @@ static void test_dead_daemon_errno(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_ids),
-		cmocka_unit_test(test_depend_refusals),
-		cmocka_unit_test(test_access),
-		cmocka_unit_test(test_uid_limit),
-		cmocka_unit_test(test_closed_and_retired),
-		cmocka_unit_test(test_forget_after_round),
-		cmocka_unit_test(test_forget_past_engaged),
-		cmocka_unit_test(test_sync_befores),
-		cmocka_unit_test(test_dag_order),
-		cmocka_unit_test(test_dag_order_none_fails),
-		cmocka_unit_test(test_chain_order),
-		cmocka_unit_test(test_threads),
-		cmocka_unit_test(test_atomic_replace),
-		cmocka_unit_test(test_proc_parse),
-		cmocka_unit_test(test_scope_resolve),
-		cmocka_unit_test(test_scope_walk_stops_at_scope),
-		cmocka_unit_test(test_scope_hit_reads_nothing),
-		cmocka_unit_test(test_caller_real),
-		cmocka_unit_test(test_caller_fake),
-		cmocka_unit_test(test_scope_exit_watch),
-		cmocka_unit_test(test_scope_reap_waits_for_watcher),
-		cmocka_unit_test(test_scope_pinned_add_watched),
-		cmocka_unit_test(test_scope_live_parent_read_once),
-		cmocka_unit_test(test_ctl_protocol),
-		cmocka_unit_test(test_ctl_threads_kept),
-		cmocka_unit_test(test_ctl_access),
-		cmocka_unit_test(test_pgsrv_api),
-		cmocka_unit_test(test_pgsrv_switch),
-		cmocka_unit_test(test_pgsrv_autoclose),
-		cmocka_unit_test(test_dead_daemon_errno),
+	    cmocka_unit_test(test_ids),
+	    cmocka_unit_test(test_depend_refusals),
+	    cmocka_unit_test(test_access),
+	    cmocka_unit_test(test_uid_limit),
+	    cmocka_unit_test(test_closed_and_retired),
+	    cmocka_unit_test(test_forget_after_round),
+	    cmocka_unit_test(test_forget_past_engaged),
+	    cmocka_unit_test(test_sync_befores),
+	    cmocka_unit_test(test_dag_order),
+	    cmocka_unit_test(test_dag_order_none_fails),
+	    cmocka_unit_test(test_chain_order),
+	    cmocka_unit_test(test_threads),
+	    cmocka_unit_test(test_atomic_replace),
+	    cmocka_unit_test(test_proc_parse),
+	    cmocka_unit_test(test_scope_resolve),
+	    cmocka_unit_test(test_scope_walk_stops_at_scope),
+	    cmocka_unit_test(test_scope_hit_reads_nothing),
+	    cmocka_unit_test(test_caller_real),
+	    cmocka_unit_test(test_caller_fake),
+	    cmocka_unit_test(test_scope_exit_watch),
+	    cmocka_unit_test(test_scope_reap_waits_for_watcher),
+	    cmocka_unit_test(test_scope_pinned_add_watched),
+	    cmocka_unit_test(test_scope_live_parent_read_once),
+	    cmocka_unit_test(test_ctl_protocol),
+	    cmocka_unit_test(test_ctl_threads_kept),
+	    cmocka_unit_test(test_ctl_access),
+	    cmocka_unit_test(test_pgsrv_api),
+	    cmocka_unit_test(test_pgsrv_switch),
+	    cmocka_unit_test(test_pgsrv_autoclose),
+	    cmocka_unit_test(test_dead_daemon_errno),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -63,7 +63,7 @@ static void test_tags(void **state)
 
 static void test_nbd_uri(void **state)
 {
-	struct source src = { .path = NULL };
+	struct source src = {.path = NULL};
 
 	/* taken as given, without looking for a file of that name */
 	assert_int_equal(source_resolve("nbd+unix:///exp?socket=/run/x.sock", &src), 0);
@@ -97,7 +97,7 @@ static void test_nbd_uri(void **state)
 static void test_file(void **state)
 {
 	char path[PATH_MAX], rel[PATH_MAX], cwd[PATH_MAX];
-	struct source src = { .path = NULL };
+	struct source src = {.path = NULL};
 
 	snprintf(path, sizeof(path), "%s/a.img", dir);
 	make_file(path, 4096, 0);
@@ -119,7 +119,7 @@ static void test_file(void **state)
 
 static void test_errors(void **state)
 {
-	struct source src = { .path = NULL };
+	struct source src = {.path = NULL};
 	char path[PATH_MAX];
 
 	snprintf(path, sizeof(path), "%s/missing.img", dir);
@@ -165,11 +165,9 @@ static void test_block_size(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_tags),
-		cmocka_unit_test(test_nbd_uri),
-		cmocka_unit_test(test_file),
-		cmocka_unit_test(test_errors),
-		cmocka_unit_test(test_block_size),
+	    cmocka_unit_test(test_tags),       cmocka_unit_test(test_nbd_uri),
+	    cmocka_unit_test(test_file),       cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_block_size),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
