@@ -1204,10 +1204,23 @@ static pid_t child_until_closed(int *wfd)
 	return pid;
 }
 
+/* Let the child from child_until_closed() exit (close wfd), and check that
+ * the watched table reported the exit of its key k, once, and dropped it. */
+static void child_exit_seen(int wfd, pid_t pid, struct scope_key k)
+{
+	close(wfd);
+	for (int i = 0; i < 500 && !__atomic_load_n(&exits, __ATOMIC_SEQ_CST); i++)
+		usleep(10000);
+	assert_int_equal(exits, 1);
+	assert_int_equal(exited.pid, pid);
+	assert_int_equal(exited.start, k.start);
+	assert_int_equal(scope_count(watched), 0);
+}
+
 static void test_scope_exit_watch(void **state)
 {
 	struct scope_key k, wrong;
-	int data = 0, i, wfd;
+	int data = 0, wfd;
 	pid_t pid;
 
 	pid = child_until_closed(&wfd);
@@ -1219,13 +1232,7 @@ static void test_scope_exit_watch(void **state)
 	assert_int_equal(scope_add(watched, wrong, &data), -ESRCH);
 	assert_int_equal(scope_add(watched, k, &data), 0);
 	assert_int_equal(scope_count(watched), 1);
-	close(wfd); /* the child exits */
-	for (i = 0; i < 500 && !__atomic_load_n(&exits, __ATOMIC_SEQ_CST); i++)
-		usleep(10000);
-	assert_int_equal(exits, 1);
-	assert_int_equal(exited.pid, pid);
-	assert_int_equal(exited.start, k.start);
-	assert_int_equal(scope_count(watched), 0);
+	child_exit_seen(wfd, pid, k);
 	waitpid(pid, NULL, 0);
 	scope_tab_destroy(watched);
 }
@@ -1277,7 +1284,7 @@ static void test_scope_pinned_add_watched(void **state)
 {
 	struct scope_tab *t;
 	struct scope_key k, k2;
-	int data = 0, i, wfd, fd;
+	int data = 0, wfd, fd;
 	pid_t pid;
 
 	(void)state;
@@ -1290,13 +1297,7 @@ static void test_scope_pinned_add_watched(void **state)
 	assert_int_equal(k.start, k2.start);
 	assert_int_equal(scope_add_pinned(watched, k, fd, &data), 0);
 	assert_ptr_equal(scope_get(watched, k), &data);
-	close(wfd); /* the child exits */
-	for (i = 0; i < 500 && !__atomic_load_n(&exits, __ATOMIC_SEQ_CST); i++)
-		usleep(10000);
-	assert_int_equal(exits, 1);
-	assert_int_equal(exited.pid, pid);
-	assert_int_equal(exited.start, k.start);
-	assert_int_equal(scope_count(watched), 0);
+	child_exit_seen(wfd, pid, k);
 	assert_int_equal(waitpid(pid, NULL, 0), pid);
 	assert_int_equal(scope_key_pin(watched, pid, &k, &fd), -ESRCH);
 	scope_tab_destroy(watched);
