@@ -697,7 +697,8 @@ int e2_dir_add_avoid(struct e2fs *fs, struct e2_inode *dir, const char *name, si
 /* The rmtab slot of directory ino. */
 static unsigned rm_slot(uint32_t ino)
 {
-	return (ino * 2654435761u) >> 26; /* E2_RMPEND_SLOTS is 1 << 6 */
+	/* the product's top bits, as many as the (power of two) slots need */
+	return (uint32_t)(ino * 2654435761u) / (UINT32_MAX / E2_RMPEND_SLOTS + 1);
 }
 
 /* Forget the remembered removal p. */

@@ -508,13 +508,12 @@ size_t scope_reap(struct scope_tab *t)
 	return n;
 }
 
+static int live_scope_of(struct scope_tab *t, pid_t pid, uint64_t child_start,
+			 struct scope_key *found);
+
 int scope_key_of(struct scope_tab *t, pid_t pid, struct scope_key *key)
 {
-	int fd, r = scope_key_pin(t, pid, key, &fd);
-
-	if (r == 0 && fd >= 0)
-		close(fd);
-	return r;
+	return scope_key_pin(t, pid, key, NULL);
 }
 
 int scope_key_pin(struct scope_tab *t, pid_t pid, struct scope_key *key, int *pidfd)
@@ -523,7 +522,8 @@ int scope_key_pin(struct scope_tab *t, pid_t pid, struct scope_key *key, int *pi
 	uint64_t start;
 	int r, fd = -1;
 
-	*pidfd = -1;
+	if (pidfd)
+		*pidfd = -1;
 
 	/* A process whose requests scope_resolve() has seen is in its
 	 * cache with its start time, pinned by a pidfd while it lives: a
@@ -541,10 +541,16 @@ int scope_key_pin(struct scope_tab *t, pid_t pid, struct scope_key *key, int *pi
 		}
 		pthread_mutex_unlock(&t->lock);
 	}
+	/* A process that owns a live watched scope is pinned by that
+	 * scope's pidfd, and its key is the scope's (live_scope_of()); it
+	 * has its scope already, so it needs no pidfd either.  This is
+	 * pgrun's and any API caller's every engage and disengage. */
+	if (pid > 0 && live_scope_of(t, pid, UINT64_MAX, key))
+		return 0;
 	/* Pinned before the read, and still running after it: the read
 	 * was of the process the pidfd names, and scope_add_pinned() need
 	 * not read again to check that. */
-	if (t->watch && t->real && pid > 0)
+	if (pidfd && t->watch && t->real && pid > 0)
 		fd = (int)syscall(SYS_pidfd_open, pid, 0);
 	r = proc_stat(t->root, pid, &ppid, &start);
 	if (r == 0 && fd >= 0 && !pidfd_alive(fd))
@@ -556,7 +562,8 @@ int scope_key_pin(struct scope_tab *t, pid_t pid, struct scope_key *key, int *pi
 	}
 	key->pid = pid;
 	key->start = start;
-	*pidfd = fd;
+	if (pidfd)
+		*pidfd = fd;
 	return 0;
 }
 

@@ -95,9 +95,11 @@ size_t scope_proc_reads(struct scope_tab *t);
 /* Key of process pid as it is now (its current start time). */
 int scope_key_of(struct scope_tab *t, pid_t pid, struct scope_key *key);
 /* scope_key_of(), and with watching on a pidfd of that process, opened
- * before the key was read (else -1), which the caller owns: handed to
+ * before the key was read (else -1; always -1 when the process owns a
+ * live scope already), which the caller owns: handed to
  * scope_add_pinned(), it spares the second /proc read that scope_add()
- * makes to check that the pid still names key's process. */
+ * makes to check that the pid still names key's process.  pidfd NULL:
+ * open none (scope_key_of()). */
 int scope_key_pin(struct scope_tab *t, pid_t pid, struct scope_key *key, int *pidfd);
 /* scope_add() with the pidfd of scope_key_pin(), taken over in every case
  * (-1: as scope_add()). */

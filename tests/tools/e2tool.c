@@ -41,6 +41,7 @@
 #include "ext2/e2.h"
 #include "../support/fsckclass.h"
 #include "../support/scratch.h"
+#include "../support/sum.h"
 
 #define EX_USAGE_ 64
 #define CHUNK	  (64 * 1024)
@@ -654,14 +655,21 @@ out:
 
 /* Compare files an and bn but for s_wtime, a chunk at a time; where they
  * differ, print it as `cmp -l` does (offset from 1, then each byte in
- * octal), at most 10 lines.  0 equal, 1 different, or -errno. */
-static int compare_but_wtime(const char *an, const char *bn)
+ * octal), at most 10 lines.  0 equal, 1 different, or -errno.  With bsum,
+ * when equal, *bsum gets a sum of bn but its s_wtime, taken from what the
+ * comparison read: bn's size, then each chunk's offset, length and bytes
+ * (s_wtime's as zeros).  What was not read is a hole in both files, so
+ * files of the same sum hold the same bytes but for s_wtime; the same
+ * bytes with other holes give another sum, which costs only a verdict
+ * found again (judge_replayed()). */
+static int compare_but_wtime(const char *an, const char *bn, uint64_t *bsum)
 {
 	static char a[1 << 16], b[1 << 16];
 	int fa = open(an, O_RDONLY | O_CLOEXEC), fb = open(bn, O_RDONLY | O_CLOEXEC);
 	struct stat sa, sb;
 	unsigned shown = 0;
 	off_t off = 0, end;
+	uint64_t h;
 	int ret = 0;
 
 	if (fa < 0 || fb < 0 || fstat(fa, &sa) < 0 || fstat(fb, &sb) < 0) {
@@ -669,6 +677,7 @@ static int compare_but_wtime(const char *an, const char *bn)
 		goto out;
 	}
 	end = sa.st_size < sb.st_size ? sa.st_size : sb.st_size;
+	h = e2t_sum_more(E2T_SUM_START, &sb.st_size, sizeof(sb.st_size));
 	while (shown < 10) {
 		ssize_t na, nb;
 		size_t n;
@@ -685,6 +694,13 @@ static int compare_but_wtime(const char *an, const char *bn)
 			break;
 		}
 		n = (size_t)(na < nb ? na : nb);
+		/* (s_wtime is not compared: zeros in it change nothing) */
+		for (off_t at = WTIME_OFF; at < WTIME_OFF + WTIME_LEN; at++)
+			if (at >= off && at < off + nb)
+				b[at - off] = 0;
+		h = e2t_sum_more(h, &off, sizeof(off));
+		h = e2t_sum_more(h, &nb, sizeof(nb));
+		h = e2t_sum_more(h, b, (size_t)nb);
 		if (n == sizeof(a) && !memcmp(a, b, n) && (off >= WTIME_OFF + WTIME_LEN)) {
 			off += (off_t)n;
 			continue;
@@ -713,6 +729,8 @@ static int compare_but_wtime(const char *an, const char *bn)
 	}
 	if (!ret)
 		ret = shown ? 1 : 0;
+	if (!ret && bsum)
+		*bsum = h;
 out:
 	if (fa >= 0)
 		close(fa);
@@ -910,52 +928,6 @@ out:
 	return ret;
 }
 
-/* A sum of the file at path but its s_wtime: FNV-1a (a word at a time,
- * as e2t_hash) over each stretch read (its offset and length, then its
- * bytes, with s_wtime's as zeros), holes left out.  Files with the same
- * sum hold the same bytes but for s_wtime; a hole where another file has
- * zeros gives another sum, which costs only a verdict found again.  0 or
- * -errno. */
-static int sum_but_wtime(const char *path, uint64_t *sum)
-{
-	static char buf[COPY_CHUNK];
-	int fd = open(path, O_RDONLY | O_CLOEXEC), ret = 0;
-	uint64_t h = 0xcbf29ce484222325ull;
-	off_t off = 0;
-
-	if (fd < 0)
-		return -errno;
-	for (;;) {
-		ssize_t n;
-
-		off = next_data(fd, off);
-		if (off == INT64_MAX)
-			break;
-		n = read_at(fd, buf, sizeof(buf), off);
-		if (n <= 0) {
-			ret = (int)n;
-			break;
-		}
-		for (off_t at = WTIME_OFF; at < WTIME_OFF + WTIME_LEN; at++)
-			if (at >= off && at < off + n)
-				buf[at - off] = 0;
-		/* a word at a time: a state's image is read whole for it */
-		h = (h ^ (uint64_t)off) * 0x100000001b3ull;
-		h = (h ^ (uint64_t)n) * 0x100000001b3ull;
-		for (ssize_t i = 0; i < n; i += 8) {
-			uint64_t w = 0;
-
-			memcpy(&w, buf + i, n - i < 8 ? (size_t)(n - i) : 8);
-			h = (h ^ w) * 0x100000001b3ull;
-			h ^= h >> 29;
-		}
-		off += n;
-	}
-	close(fd);
-	*sum = h;
-	return ret;
-}
-
 /* The verdict kept at path (the class, then what to print), or -1 when
  * there is none; *say gets what to print (malloc'd). */
 static int kept_verdict(const char *path, char **say)
@@ -1002,25 +974,19 @@ static void keep_verdict(const char *path, int st, const char *say)
 
 /* With $E2TOOL_SEEN naming a directory, replay-check keeps there the
  * verdict on each result it judges (e2fsck -fn and what follows), by the
- * result's sum (sum_but_wtime), and takes a verdict kept there for a
+ * result's sum (compare_but_wtime()), and takes a verdict kept there for a
  * result of the same sum instead of running e2fsck on it again: most
  * crash states of a recording replay to one of a few results, and a
  * verdict depends on the bytes alone (s_wtime is the time of the replay).
  * With OUT given as well, OUT's sum goes to OUT.sum, in hexadecimal, for
  * the caller's own checks of the result to be kept the same way. */
-static int judge_replayed(const char *path, const char *out, char **say)
+static int judge_replayed(const char *path, uint64_t sum, const char *out, char **say)
 {
 	const char *seen = getenv("E2TOOL_SEEN");
 	char *keep = NULL;
-	uint64_t sum = 0;
-	int st = -1, r;
+	int st = -1;
 
 	if (seen && *seen) {
-		r = sum_but_wtime(path, &sum);
-		if (r) {
-			fprintf(stderr, "%s: cannot read '%s': %s\n", prog, path, strerror(-r));
-			return -1;
-		}
 		if (out) {
 			char *sp;
 			FILE *f;
@@ -1054,6 +1020,7 @@ static int replay_check(const char *image, const char *out)
 	char *text = NULL;
 	char *fpath = e2t_tmpfile("fstitch"), *epath = out ? strdup(out) : e2t_tmpfile("e2fsck");
 	struct e2_recovery rec;
+	uint64_t sum = 0;
 	int ret = 1, r, st;
 
 	if (!fpath || !epath) {
@@ -1127,7 +1094,7 @@ static int replay_check(const char *image, const char *out)
 			goto out;
 		}
 	}
-	r = compare_but_wtime(fpath, epath);
+	r = compare_but_wtime(fpath, epath, &sum);
 	if (r < 0) {
 		fprintf(stderr, "%s: cannot compare the replayed copies: %s\n", prog, strerror(-r));
 		goto out;
@@ -1139,7 +1106,7 @@ static int replay_check(const char *image, const char *out)
 	free(text);
 	text = NULL;
 	/* A journal must leave nothing at all: only a clean verdict passes. */
-	st = judge_replayed(epath, out, &text);
+	st = judge_replayed(epath, sum, out, &text);
 	if (st < 0)
 		goto out;
 	if (st == FSCK_BENIGN)
@@ -1214,7 +1181,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "%s: same-but-wtime needs one other file\n", prog);
 			return EX_USAGE_;
 		}
-		ret = compare_but_wtime(a.argv[0], a.argv[2]);
+		ret = compare_but_wtime(a.argv[0], a.argv[2], NULL);
 		if (ret < 0)
 			fprintf(stderr, "%s: cannot compare '%s' and '%s': %s\n", prog, a.argv[0],
 				a.argv[2], strerror(-ret));

@@ -17,6 +17,7 @@
 
 #include "util/splitmix.h"
 #include "../support/fsckclass.h"
+#include "../support/sum.h"
 #include "e2test_util.h"
 
 extern char **environ;
@@ -459,23 +460,7 @@ void e2t_fixed_clock(struct timespec *now)
 
 uint64_t e2t_hash(const void *data, size_t len)
 {
-	const uint64_t *w = data;
-	const uint8_t *b;
-	uint64_t h = 0xcbf29ce484222325ull;
-	size_t i, nw = len / 8;
-
-	/* Word at a time: images are megabytes and hashed per crash state. */
-	for (i = 0; i < nw; i++) {
-		uint64_t v;
-
-		memcpy(&v, w + i, 8);
-		h = (h ^ v) * 0x100000001b3ull;
-		h ^= h >> 29;
-	}
-	b = (const uint8_t *)data + nw * 8;
-	for (i = 0; i < len % 8; i++)
-		h = (h ^ b[i]) * 0x100000001b3ull;
-	return h;
+	return e2t_sum_more(E2T_SUM_START, data, len);
 }
 
 static char *scratch_path;
