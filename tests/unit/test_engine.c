@@ -1658,8 +1658,8 @@ static void test_txn_one_round_home(void **state)
  * stored in an indirect block one append at a time) share a patch: the
  * newest patch of the block already waits for all they wait for.  A
  * change of the next transaction gets its own, rolled back from the
- * write of the first; so does a change of the same bytes without a
- * transaction, whose tail waits for something it does not. */
+ * write of the first; so does, without a transaction, the change next
+ * to the first, whose tail waits for something it does not. */
 static void txn_tail_merge(bool txn)
 {
 	struct txn_env x = {.ops = {.join = txn_join_all, .outside = txn_outside}};
