@@ -530,7 +530,9 @@ crash_check() {
 	# point) on a tmpfs where there is one, as for the C tests
 	# (e2t_tmpdir): e2fsck fsyncs the image it opens, so on a disk every
 	# state would be written out and waited for.
+	# tests/run.sh names a directory of its own there (E2T_TMPDIR).
 	[ -d /dev/shm ] && [ -w /dev/shm ] && tmp=/dev/shm
+	[ -z "${E2T_TMPDIR:-}" ] || tmp=$E2T_TMPDIR
 	TMPDIR=$tmp "$crash" check --jobs 2 "${opts[@]}" "$rec" "$@" 3>&-
 }
 

@@ -36,6 +36,23 @@ e2fsck_static() {
 }
 e2fsck_static
 
+# Scratch files (crash states and their repairs, image copies) go to a
+# directory of this run's own on a tmpfs where there is one (E2T_TMPDIR:
+# the C tests' e2t_tmpdir() and crash_check use it), removed when the run
+# ends.  A run killed before its end cannot remove its own; the next run
+# removes every such directory whose runner no longer lives, so a tmpfs,
+# which is memory, does not fill up with them.
+scratch_root=${TMPDIR:-/tmp}
+[ -d /dev/shm ] && [ -w /dev/shm ] && scratch_root=/dev/shm
+for d in "$scratch_root"/fstitch-check.*; do
+	[ -d "$d" ] || continue
+	kill -0 "${d##*.}" 2>/dev/null || rm -rf "$d"
+done
+E2T_TMPDIR=$scratch_root/fstitch-check.$$
+mkdir -p "$E2T_TMPDIR" || exit 1
+export E2T_TMPDIR
+trap 'rm -rf "$E2T_TMPDIR"' EXIT
+
 # Unit programs run in parts, each part an item of its own with its name
 # as the program's argument (see the program's main): one program of
 # several minutes would keep one of the two jobs busy long after the other
