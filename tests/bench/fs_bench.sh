@@ -452,6 +452,12 @@ wl_replace() {
 	[ -x "$BUILD/bench/pg_replace" ] &&
 		replace_one fsync-api "$run" "$BUILD/bench/pg_replace" "$d" "$n" fsync 1024
 	has_pg "$CT_NAME" || return 0
+	# fsync-proc's processes without its fsync: the chain below starts
+	# them too, so fsync-proc's time over this one bounds the chain's
+	# ratio to fsync-proc on this machine, however cheap pgrun is.
+	replace_one nosync-proc "$run" bash -c \
+		'for ((i = 0; i < $2; i++)); do "$0" replace "$1" 1 -i $i || exit; done' \
+		"$FSOPS" "$d" "$n"
 	# Each update in its own patchgroup, ordered after the previous one.
 	replace_one pg-chain "$run" bash -c '
 		cd "$2" || exit

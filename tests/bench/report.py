@@ -50,6 +50,8 @@ WHAT = {
     "write temp, fsync, rename",
     ("replace", "nosync"): "atomic replace without fsync (not crash-safe; "
     "upper bound)",
+    ("replace", "nosync-proc"): "fsync-proc without its fsync (not "
+    "crash-safe): the processes a pgrun chain starts too",
     ("replace", "pg-chain"): "atomic replace, one pgrun --after chain link "
     "per update, no fsync",
     ("replace", "pg-order"): "the fsync program under pgrun --fsync=order",
@@ -137,6 +139,10 @@ for _v, _b in [("pg-api", "fsync-api"), ("pg-order", "fsync"),
          f"({_b}), same mount", "ge2",
          "replace", _v, JT, _b, JT, ">=", 10.0))
 ISSUE_TARGETS.append(
+    ("12", "ceiling of the chain's ratio here: nosync-proc (fsync-proc's "
+     "processes, no fsync) ≥10× fsync-proc, journal mode", "ge2",
+     "replace", "nosync-proc", JT, "fsync-proc", JT, ">=", 10.0))
+ISSUE_TARGETS.append(
     ("12", "mail pg-order in journal mode ≥10× mail fsync, same mount",
      "ge2", "mail", "pg-order", JT, "fsync", JT, ">=", 10.0))
 for _v, _b in [("pg-api", "fsync-api"), ("pg-order", "fsync"),
@@ -161,6 +167,12 @@ for _c, _m in [(SU, "softupdates"), (JT, "journal")]:
          "replace", "pg-order", _c, "fsync", _c, ">=", 10.0),
         ("13", f"{_m}: replace pgrun chain ≥5× fsync-proc", "8",
          "replace", "pg-chain", _c, "fsync-proc", _c, ">=", 5.0),
+        # Not a target but the chain's ceiling here: a chain that cost
+        # nothing but its processes would reach this ratio; below 5× the
+        # target above cannot be met on this machine (design.md §7).
+        ("13", f"{_m}: ceiling of the chain's ratio here: nosync-proc "
+         "(fsync-proc's processes, no fsync) ≥5× fsync-proc", "8",
+         "replace", "nosync-proc", _c, "fsync-proc", _c, ">=", 5.0),
         ("13", f"{_m}: mail pg-order ≥5× mail fsync", "8",
          "mail", "pg-order", _c, "fsync", _c, ">=", 5.0),
     ]
@@ -945,7 +957,8 @@ OPT_ROWS = [("untar", "extract"), ("untar", "rm"), ("postmark", "default"),
 # Engine counters per disk for the fsync-sensitive measurements: what a
 # missed ratio costs in barriers, rounds, commits and rollback rewrites.
 DISK_ENGINE_ROWS = [("replace", "fsync"), ("replace", "fsync-api"),
-                    ("replace", "fsync-proc"), ("replace", "pg-api"),
+                    ("replace", "fsync-proc"), ("replace", "nosync-proc"),
+                    ("replace", "pg-api"),
                     ("replace", "pg-order"), ("replace", "pg-chain"),
                     ("replace", "nosync"), ("mail", "fsync"),
                     ("mail", "pg-order"), ("sqlite", "fsync"),
