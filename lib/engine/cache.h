@@ -178,8 +178,17 @@ int patch_create_empty_blocks_after(struct cache *c, const uint64_t *blknos, siz
  * the transaction promises that when its hold goes, whatever the change
  * waited for on other blocks is durable or will be replayed from its log
  * until the change itself is durable (patch.c, txn_keep_own()).
- * outside() is told which patch carries a change that did not join.  Both
- * run under the cache lock and may call only patch_retain().  NULL: none. */
+ * outside() is told which patch carries a change that did not join.
+ * unscoped() is asked first, before the change's dependencies are
+ * gathered: if it returns true, the change leaves out its patch scope's
+ * befores that wait for a held patch (a patchgroup's order over changes
+ * that joined a transaction), so that a data change such a before alone
+ * would pin can stay outside the transaction.  The transaction promises
+ * that no crash state shows the change before a commit that comes after
+ * every change made so far (a block the change initialises, allocated in
+ * the running transaction, is reachable only through that transaction),
+ * and that this commit waits for the change.  All three run under the
+ * cache lock and may call only patch_retain().  NULL: none. */
 struct cache_txn_stats {
 	uint64_t running_tid;	      /* the running transaction's number */
 	uint64_t running_blocks;      /* blocks it has */
@@ -194,6 +203,7 @@ struct cache_txn_stats {
 struct cache_txn {
 	struct patch *(*join)(struct cache_txn *t, uint64_t blkno, bool pinned);
 	void (*outside)(struct cache_txn *t, struct patch *p);
+	bool (*unscoped)(struct cache_txn *t, uint64_t blkno);
 	/* For inspection, under the cache lock (NULL: none). */
 	void (*stats)(struct cache_txn *t, struct cache_txn_stats *out);
 	/* Under the cache lock, from a writer: too much is dirty and nothing

@@ -1101,7 +1101,7 @@ static int make_change(struct cache *c, struct cblock *b, enum patch_type type, 
 	struct depset ds, ov;
 	size_t nsdeps = 0, i;
 	enum merge how = NO_MERGE;
-	bool taken, pinned = false, joined = false;
+	bool taken, pinned = false, joined = false, unscoped = false;
 	int err = 0;
 
 	depset_init(&ds);
@@ -1112,10 +1112,19 @@ static int make_change(struct cache *c, struct cblock *b, enum patch_type type, 
 		nsdeps = scope->befores(scope, &sdeps);
 	if (c->opts.consistency == CONSISTENCY_NONE)
 		goto collected;
+	if (c->txn && c->txn->unscoped && nsdeps)
+		unscoped = c->txn->unscoped(c->txn, b->blkno);
 	for (i = 0; i < ndeps + nsdeps; i++) {
 		struct patch *d = i < ndeps ? deps[i] : sdeps[i - ndeps];
 
 		if (!d || (d->flags & PF_COMMITTED))
+			continue;
+		/* The transaction keeps the scope's order for this change
+		 * (cache.h, unscoped()): a before that waits for a held patch
+		 * would pin it into the transaction, and its data into the
+		 * log.  A change that joins anyway drops it all the same
+		 * (txn_keep_own()). */
+		if (unscoped && i >= ndeps && (d->flags & (PF_HELD | PF_PINNED)))
 			continue;
 		/* A hard patch is in every write of its block. */
 		if (d->block == b && (d->flags & PF_HARD))

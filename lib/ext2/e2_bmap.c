@@ -787,8 +787,10 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 		memset(tmp, 0, fs->bs);
 		memcpy(tmp + boff, (const uint8_t *)buf + (pos - off), len);
 		fs->jdata = !dir;
+		fs->jnew = !dir;
 		r = e2_block_init(fs, pblk, tmp, extra, &p);
 		fs->jdata = false;
+		fs->jnew = false;
 		if (r) {
 			e2_bfree(fs, pblk, NULL);
 			patch_release(fs->c, bit);

@@ -226,6 +226,9 @@ struct e2fs {
 	uint32_t next_gen;
 	bool jdata; /* a file data change is being made (the writer
 		     * may leave it out of the transaction) */
+	bool jnew;  /* ... and it initialises a block the write has just
+		     * allocated: a patchgroup's order alone does not
+		     * make it join (e2_jwrite.c, jw_unscoped()) */
 	struct e2_group *g;
 	uint64_t free_blocks, free_inodes;
 

@@ -108,6 +108,7 @@ struct e2_jw {
 	bool debug_early;     /* FSTITCH_JOURNAL_DEBUG=earlycheckpoint */
 	bool debug_noorphans; /* FSTITCH_JOURNAL_DEBUG=noorphans */
 	bool debug_reuse;     /* FSTITCH_JOURNAL_DEBUG=reuseearly */
+	bool debug_unscoped;  /* FSTITCH_JOURNAL_DEBUG=unscopedall */
 	struct jent *tab;
 	size_t tabsize, tabcount;
 	struct jtxn *live; /* committed, not out of the log, oldest first */
@@ -216,6 +217,27 @@ static struct patch *jw_join(struct cache_txn *t, uint64_t blkno, bool pinned)
 			ask_commit(jw);
 	}
 	return jw->hold;
+}
+
+/* Under the cache lock, as jw_join().  A data change that initialises a
+ * block its write has just allocated leaves out its patchgroup's befores
+ * that wait for a held patch.  Those stand for changes of this
+ * transaction or an earlier one, and for ordered data that this commit
+ * waits for; the block is reachable only once the pointer that this
+ * transaction stores is, so no crash state shows the data before
+ * everything the group ordered before it.  Kept, they would make it
+ * join, and the data would go through the log and home again.  (A block
+ * freed in the running transaction, which the allocator hands out only
+ * on a nearly full disk, is another matter: its initialisation waits for
+ * the free, and that wait of its own still makes it join.)  A write over
+ * a block already reachable keeps them, and joins. */
+static bool jw_unscoped(struct cache_txn *t, uint64_t blkno)
+{
+	struct e2_jw *jw = (struct e2_jw *)t;
+
+	(void)blkno;
+	return !jw->own && jw->hold && !jw->data_all && jw->fs->jdata &&
+	       (jw->fs->jnew || jw->debug_unscoped);
 }
 
 static void jw_outside(struct cache_txn *t, struct patch *p)
@@ -853,6 +875,7 @@ int e2_jw_start(struct e2fs *fs)
 	jw->fs = fs;
 	jw->ops.join = jw_join;
 	jw->ops.outside = jw_outside;
+	jw->ops.unscoped = jw_unscoped;
 	jw->ops.stats = jw_stats;
 	jw->ops.pressure = jw_pressure;
 	jw->data_all = mode == CONSISTENCY_JOURNAL_DATA;
@@ -887,6 +910,8 @@ int e2_jw_start(struct e2fs *fs)
 	/* negative control: no orphan list (e2_orphan.c) */
 	jw->debug_noorphans = dbg && strcmp(dbg, "noorphans") == 0;
 	jw->debug_reuse = dbg && strcmp(dbg, "reuseearly") == 0;
+	/* negative control: a write in place leaves its group's order out */
+	jw->debug_unscoped = dbg && strcmp(dbg, "unscopedall") == 0;
 	if (jw->first < 1 || jw->first >= jw->maxlen || jw->disk_start != 0) {
 		free(jw);
 		e2_set_open_error("consistency=journal: bad journal superblock");

@@ -1725,6 +1725,95 @@ static void test_txn_tail_merge(void **state)
 	txn_tail_merge(false);
 }
 
+/* A data change whose scope's before waits for a held patch (an fsync=order
+ * chain over a change that joined the transaction) joins too, as the
+ * journal writer's join() does with a change that waits for a held patch,
+ * unless unscoped() says the transaction keeps that order for it: then it
+ * leaves the before out, stays outside and is written while the hold is
+ * still held.  A before of its own that waits for the hold still makes it
+ * join. */
+static struct patch *txn_join_pinned(struct cache_txn *t, uint64_t blkno, bool pinned)
+{
+	struct txn_env *x = (struct txn_env *)t;
+
+	if (blkno != 5 && !pinned)
+		return NULL;
+	x->joins++;
+	return x->hold;
+}
+
+static bool txn_unscoped(struct cache_txn *t, uint64_t blkno)
+{
+	(void)t;
+	return blkno == 6 || blkno == 8;
+}
+
+static void txn_unscoped_data(bool unscoped)
+{
+	struct txn_env x = {.ops = {.join = txn_join_pinned,
+				    .outside = txn_outside,
+				    .unscoped = unscoped ? txn_unscoped : NULL}};
+	struct tscope ts = {.s = {ts_befores, ts_created}};
+	struct patch *m, *d6, *d7, *d8;
+	struct cblock *b5, *b6, *b7, *b8;
+	uint8_t buf[8];
+	struct env e;
+
+	env_open(&e, NULL);
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &x.hold), 0);
+	cache_set_txn(e.c, &x.ops);
+	b5 = get(&e, 5);
+	b6 = get(&e, 6);
+	b7 = get(&e, 7);
+	b8 = get(&e, 8);
+	ts.c = e.c;
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &ts.tail), 0);
+	/* the scope's earlier change joins; its order point waits for it */
+	m = put_byte(&e, b5, 0, 5, 8, NULL, 0);
+	assert_int_equal(patch_create_empty(e.c, &m, 1, &ts.before), 0);
+	memset(buf, 6, sizeof(buf));
+	assert_int_equal(patch_create_byte(e.c, b6, 0, 8, buf, NULL, 0, &ts.s, &d6), 0);
+	memset(buf, 7, sizeof(buf));
+	assert_int_equal(patch_create_byte(e.c, b7, 0, 8, buf, NULL, 0, &ts.s, &d7), 0);
+	memset(buf, 8, sizeof(buf));
+	assert_int_equal(patch_create_byte(e.c, b8, 0, 8, buf, &m, 1, &ts.s, &d8), 0);
+	/* block 7 (not unscoped) and block 8 (its own wait) join */
+	assert_int_equal(x.joins, unscoped ? 3 : 4);
+	assert_int_equal(x.outsides, unscoped ? 1 : 0);
+	assert_int_equal(ts.created, 3);
+	assert_int_equal(cache_flush_round(e.c, NULL), 0);
+	assert_int_equal(patch_committed(d6), unscoped);
+	assert_int_equal(mem_block(&e, 6)[0], unscoped ? 6 : 0);
+	assert_false(patch_committed(d7));
+	assert_false(patch_committed(d8));
+	assert_false(patch_committed(m));
+	cache_set_txn(e.c, NULL);
+	patch_unhold(e.c, x.hold);
+	patch_unhold(e.c, ts.tail);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_true(patch_committed(ts.tail));
+	assert_int_equal(mem_block(&e, 7)[0], 7);
+	patch_release(e.c, x.hold);
+	patch_release(e.c, ts.tail);
+	patch_release(e.c, ts.before);
+	patch_release(e.c, m);
+	patch_release(e.c, d6);
+	patch_release(e.c, d7);
+	patch_release(e.c, d8);
+	cache_put(e.c, b5);
+	cache_put(e.c, b6);
+	cache_put(e.c, b7);
+	cache_put(e.c, b8);
+	env_close(&e);
+}
+
+static void test_txn_unscoped_data(void **state)
+{
+	(void)state;
+	txn_unscoped_data(true);
+	txn_unscoped_data(false);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1759,6 +1848,7 @@ int main(void)
 	    cmocka_unit_test(test_txn_hook_unhold_after),
 	    cmocka_unit_test(test_txn_one_round_home),
 	    cmocka_unit_test(test_txn_tail_merge),
+	    cmocka_unit_test(test_txn_unscoped_data),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
