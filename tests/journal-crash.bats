@@ -193,6 +193,55 @@ chain_ok() {
 	done
 }
 
+# Atomic replaces under pgrun --fsync=order, where each fsync is an
+# ordering point: round i writes p.tmp (blocks the write allocates, which
+# go home before the commit, not through the log), renames it over p,
+# then writes i over r in place (that block is reachable: the write waits
+# for the commit of the rename, through the log).  The group's sync
+# commits in the middle of rounds 2, 3 and 5.
+work_orderfsync() {
+	local m=$1
+	printf '0000\n' >"$m/r"
+	sync "$m/r"
+	cd "$m"
+	PGSYNC=$(fstitch_cmd pgsync) ID=$SCRATCH/gid "$(fstitch_cmd pgrun)" --fsync=order \
+		--id-file "$SCRATCH/gid" -- bash -c '
+		for i in 1 2 3 4 5 6; do
+			seq $((i * 300)) >p.tmp
+			sync p.tmp
+			[ $i -ne 3 ] || "$PGSYNC" "$(cat "$ID")"
+			mv p.tmp p
+			sync p
+			printf "%04d\n" $i | dd of=r conv=notrunc status=none
+			sync r
+			[ $i -ne 2 ] && [ $i -ne 5 ] || "$PGSYNC" "$(cat "$ID")"
+		done'
+	cd /
+}
+
+# After a crash: p is whole (seq N*300 for some N), and r, written after
+# round N's rename and before round N+1's data, holds N or N-1.
+orderfsync_ok() {
+	local n=0 k
+	if [ ! -e r ]; then
+		[ ! -e p ] || echo "p is there but r is not"
+		[ ! -e p ]
+		return
+	fi
+	k=$((10#$(head -c 4 r)))
+	if [ -e p ]; then
+		n=$(($(wc -l <p) / 300))
+		cmp -s p <(seq $((n * 300))) || {
+			echo "p is not whole"
+			return 1
+		}
+	fi
+	[ "$k" -le "$n" ] && [ "$n" -le $((k + 1)) ] || {
+		echo "r is round $k's but p is round $n's"
+		return 1
+	}
+}
+
 # Overwrites in place of one 24 KiB file, each a single write and an
 # fsync: the file is all A, all B, all C or all D.
 work_overwrite() {
@@ -644,6 +693,11 @@ jcheck() {
 	echo "$output"
 	[ "$status" -eq 0 ]
 	cp "$SCRATCH/start.img" "$IMG"
+	jrecord work_orderfsync -o consistency=journal
+	run home_writes_ok "$SCRATCH/rec/log"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	cp "$SCRATCH/start.img" "$IMG"
 	jrecord work_tree -o consistency=journal-data
 	run home_writes_ok "$SCRATCH/rec/log"
 	echo "$output"
@@ -751,6 +805,18 @@ jcheck() {
 
 @test "journal: a patchgroup chain keeps its order in every crash state" {
 	jcheck pass journal-chain chain journal
+}
+
+@test "journal: pgrun --fsync=order keeps its order and new data whole in every crash state" {
+	jcheck pass journal-orderfsync orderfsync journal
+}
+
+@test "the --fsync=order replaces under consistency=none are caught" {
+	jcheck fail none-orderfsync orderfsync none
+}
+
+@test "the overwrite after an ordering point is caught when it leaves the order out (unscopedall)" {
+	jcheck fail unscopedall orderfsync journal debug=unscopedall
 }
 
 @test "journal-data: an overwrite in place is all old or all new in every crash state" {
