@@ -248,14 +248,18 @@ int cache_discard(struct cache *c, uint64_t blkno, struct patch *clear);
 
 /* Run one round: write every block that has ready patches (up to
  * round_max_blocks), one barrier, commit.  (A block that would be written
- * with patches rolled back is put off for up to two rounds while other
- * blocks can be written, since the round may make it wholly ready.)  *nwritten (if not NULL) gets
- * the number of block writes.  Waits if another round is in flight.  On a write or barrier error
- * nothing of the round is committed and the error is returned. */
+ * with patches rolled back is put off for one round when everything they
+ * wait for is written in this one, so that it goes once, whole.)
+ * *nwritten (if not NULL) gets the number of block writes.  Waits if
+ * another round is in flight.  On a write or barrier error nothing of the
+ * round is committed and the error is returned. */
 int cache_flush_round(struct cache *c, size_t *nwritten);
-/* Rounds until nothing is dirty.  Returns the first error (and stops
- * there), or -EAGAIN when what is left dirty waits, directly or not, for a
- * held empty patch, so that no round can write it. */
+/* Rounds until nothing is dirty.  A block whose write would roll a patch
+ * back and that no other block waits for is put off while the rounds have
+ * other blocks to write: it goes once, whole, after what it waits for.
+ * Returns the first error (and stops there), or -EAGAIN when what is left
+ * dirty waits, directly or not, for a held empty patch, so that no round
+ * can write it. */
 int cache_sync(struct cache *c);
 /* Rounds until p and everything it depends on are durable.  The rounds
  * write only patches older than p (all p can depend on), not everything

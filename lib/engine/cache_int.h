@@ -158,6 +158,8 @@ enum block_flags {
 	BF_DEFER = 1 << 5, /* scratch: to be put off to the next round */
 	BF_LOG = 1 << 6,   /* written once, not read again (cache_get_log):
 			    * first on the LRU list, reused first */
+	BF_IDLE = 1 << 7,  /* scratch: put off as nothing waits for its
+			    * write (with BF_DEFER) */
 };
 
 struct cblock {
@@ -250,6 +252,7 @@ struct cache {
 
 	/* The round: only one at a time, so its scratch is kept. */
 	bool round_busy;
+	unsigned nsyncs; /* cache_sync() calls writing everything */
 	int last_round_err;
 	struct cblock **r_blocks;
 	struct bdev_write *r_writes;

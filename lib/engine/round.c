@@ -335,37 +335,87 @@ static bool could_go_next(struct cache *c, struct cblock *b, uint64_t limit)
 	return rolled;
 }
 
-/* Put off the round's blocks that could go whole in the next round, and
- * close up the round.  Returns how many blocks were put off. */
+/* Whether b, in this round, rolls back some patch. */
+static bool rolls_back(const struct cblock *b)
+{
+	const struct patch *p;
+
+	for (p = b->phead; p; p = p->bnext)
+		if (!(p->flags & PF_INFLIGHT))
+			return true;
+	return false;
+}
+
+/* Whether nothing elsewhere waits for the patches chosen for b's write,
+ * c->r_patches[s, e): no after on another block, nor an empty one. */
+static bool holds_up_nothing(const struct cache *c, const struct cblock *b, size_t s, size_t e)
+{
+	size_t k;
+	uint32_t i;
+
+	for (k = s; k < e; k++) {
+		const struct patch *p = c->r_patches[k];
+
+		for (i = 0; i < p->nafters; i++)
+			if (patch_after(p, i)->block != b)
+				return false;
+	}
+	return true;
+}
+
+/* Put off the round's blocks that could go whole in the next round, and,
+ * while a sync writes everything, those whose write would roll a patch
+ * back and that nothing else waits for (design.md §3): such a block's
+ * write holds up no other block, so a sync, which goes on until every
+ * patch is written, ends in no more rounds when it goes once, whole,
+ * after its last wait.  Closes up the round.  Returns how many blocks
+ * were put off. */
 static size_t defer_blocks(struct cache *c, size_t *np, size_t *nrolled, uint64_t limit)
 {
-	size_t n = *np, nd = 0, i, j, k;
+	size_t n = *np, nd = 0, nnext = 0, i, j, k;
 
-	if (n < 2 || !settle_round(c, n))
+	if (n < 2)
 		return 0;
-	for (i = 0; i < n; i++) {
+	for (i = 0; c->nsyncs && limit == UINT64_MAX && i < n; i++) {
 		struct cblock *b = c->r_blocks[i];
 
-		if (!b->defers && could_go_next(c, b, limit)) {
-			b->flags |= BF_DEFER;
+		if (rolls_back(b) && holds_up_nothing(c, b, c->r_pstart[i], c->r_pstart[i + 1])) {
+			b->flags |= BF_DEFER | BF_IDLE;
 			nd++;
+		}
+	}
+	/* What the blocks put off so far would write settles nothing
+	 * elsewhere, so settle_round() may leave them out. */
+	if (settle_round(c, n)) {
+		for (i = 0; i < n; i++) {
+			struct cblock *b = c->r_blocks[i];
+
+			if (!(b->flags & BF_DEFER) && !b->defers && could_go_next(c, b, limit)) {
+				b->flags |= BF_DEFER;
+				nnext++;
+			}
 		}
 	}
 	/* Against only the blocks left in the round: leaving out more can
 	 * only make this check fail more, so one pass settles it. */
-	if (nd && !settle_round(c, n))
-		nd = 0;
-	for (i = 0; nd && i < n; i++) {
+	if (nnext && !settle_round(c, n)) {
+		for (i = 0; i < n; i++)
+			if (!(c->r_blocks[i]->flags & BF_IDLE))
+				c->r_blocks[i]->flags &= ~BF_DEFER;
+		nnext = 0;
+	}
+	for (i = 0; nnext && i < n; i++) {
 		struct cblock *b = c->r_blocks[i];
 
-		if ((b->flags & BF_DEFER) && !could_go_next(c, b, limit)) {
+		if ((b->flags & (BF_DEFER | BF_IDLE)) == BF_DEFER && !could_go_next(c, b, limit)) {
 			b->flags &= ~BF_DEFER;
-			nd--;
+			nnext--;
 		}
 	}
+	nd += nnext;
 	if (nd == 0 || nd == n) {
 		for (i = 0; i < n; i++)
-			c->r_blocks[i]->flags &= ~BF_DEFER;
+			c->r_blocks[i]->flags &= ~(BF_DEFER | BF_IDLE);
 		return 0;
 	}
 	c->r_np = 0;
@@ -375,7 +425,7 @@ static size_t defer_blocks(struct cache *c, size_t *np, size_t *nrolled, uint64_
 		uint8_t *copy;
 
 		if (b->flags & BF_DEFER) {
-			b->flags &= ~(BF_DEFER | BF_INFLIGHT);
+			b->flags &= ~(BF_DEFER | BF_IDLE | BF_INFLIGHT);
 			b->defers = 1;
 			for (k = s; k < e; k++)
 				c->r_patches[k]->flags &= ~PF_INFLIGHT;
@@ -604,8 +654,10 @@ int cache_sync(struct cache *c)
 	int err = 0;
 
 	cache_lock(c, &taken);
+	c->nsyncs++;
 	while (c->ndirty > 0 && !err)
 		err = sync_step(c, NULL);
+	c->nsyncs--;
 	cache_unlock(c, taken);
 	return err;
 }

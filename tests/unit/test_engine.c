@@ -237,6 +237,102 @@ static void test_defer_block_waiting_on_round(void **state)
 	env_close(&e);
 }
 
+/* A sync of a chain x0 (block 1) <- y0 (block 2) <- z0 (block 3), with
+ * block 4 holding l0, which waits for nothing (a hard patch), and l1,
+ * which waits for z0.  In the first round block 4 could go with l1
+ * rolled back, but nothing waits for its write and l1 waits for a block
+ * not yet writable: it is put off until z0 is on disk and written once,
+ * whole, in the round that would have written it again anyway. */
+static void test_sync_defers_block_nothing_waits_for(void **state)
+{
+	struct env e;
+	struct cblock *bx, *by, *bz, *bl;
+	struct patch *x0, *y0, *z0, *l0, *l1;
+	struct cache_stats st;
+	size_t w, n = 0;
+
+	env_open(&e, NULL);
+	bx = get(&e, 1);
+	by = get(&e, 2);
+	bz = get(&e, 3);
+	bl = get(&e, 4);
+	x0 = put_byte(&e, bx, 0, 0x10, 8, NULL, 0);
+	y0 = put_byte(&e, by, 0, 0x20, 8, &x0, 1);
+	z0 = put_byte(&e, bz, 0, 0x30, 8, &y0, 1);
+	l0 = put_byte(&e, bl, 0, 0x40, 8, NULL, 0);
+	l1 = put_byte(&e, bl, 100, 0x41, 8, &z0, 1);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_true(patch_committed(l0) && patch_committed(l1));
+	for (w = next_write(e.rec, 0, 4); w != SIZE_MAX; w = next_write(e.rec, w + 1, 4))
+		n++;
+	assert_int_equal(n, 1);
+	w = next_write(e.rec, 0, 4);
+	assert_true(next_write(e.rec, 0, 3) < w);
+	assert_true(barrier_between(e.rec, next_write(e.rec, 0, 3), w));
+	st = stats(&e);
+	assert_int_equal(st.rollback_writes, 0);
+	assert_int_equal(st.block_writes, 4);
+	assert_int_equal(st.rounds, 4); /* as many as the chain needs */
+	assert_device_equals_cache(&e);
+	patch_release(e.c, x0);
+	patch_release(e.c, y0);
+	patch_release(e.c, z0);
+	patch_release(e.c, l0);
+	patch_release(e.c, l1);
+	cache_put(e.c, bx);
+	cache_put(e.c, by);
+	cache_put(e.c, bz);
+	cache_put(e.c, bl);
+	env_close(&e);
+}
+
+/* The same, but with w0 (block 5) waiting for l0: block 4's write holds
+ * up block 5, so it goes at once with l1 rolled back, and again for l1. */
+static void test_sync_writes_block_others_wait_for(void **state)
+{
+	struct env e;
+	struct cblock *bx, *by, *bz, *bl, *bw;
+	struct patch *x0, *y0, *z0, *l0, *l1, *w0;
+	struct cache_stats st;
+	size_t w, n = 0;
+
+	env_open(&e, NULL);
+	bx = get(&e, 1);
+	by = get(&e, 2);
+	bz = get(&e, 3);
+	bl = get(&e, 4);
+	bw = get(&e, 5);
+	x0 = put_byte(&e, bx, 0, 0x10, 8, NULL, 0);
+	y0 = put_byte(&e, by, 0, 0x20, 8, &x0, 1);
+	z0 = put_byte(&e, bz, 0, 0x30, 8, &y0, 1);
+	l0 = put_byte(&e, bl, 0, 0x40, 8, NULL, 0);
+	l1 = put_byte(&e, bl, 100, 0x41, 8, &z0, 1);
+	w0 = put_byte(&e, bw, 0, 0x50, 8, &l0, 1);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_true(patch_committed(l1) && patch_committed(w0));
+	for (w = next_write(e.rec, 0, 4); w != SIZE_MAX; w = next_write(e.rec, w + 1, 4))
+		n++;
+	assert_int_equal(n, 2);
+	/* block 5 went as soon as it could, with block 2 */
+	assert_false(barrier_between(e.rec, next_write(e.rec, 0, 2), next_write(e.rec, 0, 5)));
+	st = stats(&e);
+	assert_int_equal(st.rollback_writes, 1);
+	assert_int_equal(st.rounds, 4);
+	assert_device_equals_cache(&e);
+	patch_release(e.c, x0);
+	patch_release(e.c, y0);
+	patch_release(e.c, z0);
+	patch_release(e.c, l0);
+	patch_release(e.c, l1);
+	patch_release(e.c, w0);
+	cache_put(e.c, bx);
+	cache_put(e.c, by);
+	cache_put(e.c, bz);
+	cache_put(e.c, bl);
+	cache_put(e.c, bw);
+	env_close(&e);
+}
+
 /* With ordering off the same example is written in one round. */
 static void test_article_none_one_round(void **state)
 {
@@ -1822,6 +1918,8 @@ int main(void)
 	    cmocka_unit_test(test_article_block_cycle),
 	    cmocka_unit_test(test_article_none_one_round),
 	    cmocka_unit_test(test_defer_block_waiting_on_round),
+	    cmocka_unit_test(test_sync_defers_block_nothing_waits_for),
+	    cmocka_unit_test(test_sync_writes_block_others_wait_for),
 	    cmocka_unit_test(test_hard_patch_merging),
 	    cmocka_unit_test(test_same_block_overlap_order),
 	    cmocka_unit_test(test_empty_patches),
