@@ -283,8 +283,8 @@ static void hash_remove(struct cache *c, struct cblock *b)
  * the first touch of a new buffer is then one fault per chunk instead of
  * one per 4 KiB page (on the bench machine, a virtual machine, 30-50 us
  * a fault: filling the cache cost more than the file system's work).
- * Without huge pages it is an ordinary mapping. */
-#define CHUNK_BYTES ((size_t)2 << 20)
+ * Without huge pages it is an ordinary mapping.  A round's copies come
+ * from such a mapping too (round.c). */
 
 struct bchunk {
 	struct bchunk *next;
@@ -293,9 +293,7 @@ struct bchunk {
 	struct cblock blocks[];
 };
 
-/* len bytes (a multiple of CHUNK_BYTES) of zeroed memory aligned to
- * CHUNK_BYTES, or NULL. */
-static uint8_t *chunk_map(size_t len)
+uint8_t *chunk_map(size_t len)
 {
 	size_t all = len + CHUNK_BYTES, head;
 	uint8_t *m = mmap(NULL, all, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -619,9 +617,8 @@ void cache_destroy(struct cache *c)
 	free(c->hash);
 	free(c->dretry);
 	patch_free_all(c);
-	if (c->r_copies)
-		for (i = 0; i < c->opts.round_max_blocks; i++)
-			free(c->r_copies[i]);
+	if (c->r_copymem)
+		munmap(c->r_copymem, c->r_copylen);
 	free(c->r_copies);
 	free(c->r_blocks);
 	free(c->r_writes);

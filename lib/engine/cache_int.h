@@ -264,8 +264,9 @@ struct cache {
 	int last_round_err;
 	struct cblock **r_blocks;
 	struct bdev_write *r_writes;
-	uint8_t **r_copies;
-	size_t r_ncopies;
+	uint8_t **r_copies; /* the blocks' copies as written, in r_copymem */
+	uint8_t *r_copymem; /* round_max_blocks of them, from chunk_map() */
+	size_t r_copylen;
 	size_t *r_pstart;
 	struct patch **r_patches;
 	size_t r_np, r_cap;
@@ -468,6 +469,13 @@ static inline bool flush_pressed(const struct cache *c)
 
 /* Block buffers are aligned to the smaller of this and the block size. */
 #define DATA_ALIGN 4096
+
+/* cache.c */
+#define CHUNK_BYTES ((size_t)2 << 20)
+/* len bytes (a multiple of CHUNK_BYTES) of zeroed memory aligned to
+ * CHUNK_BYTES, offered for huge pages; NULL if it cannot be mapped.  Freed
+ * with munmap(). */
+uint8_t *chunk_map(size_t len);
 
 /* round.c */
 /* Write one round of the blocks with patches older than limit (the lock

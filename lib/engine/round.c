@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include "cache_int.h"
 #include "util/grow.h"
@@ -28,17 +29,26 @@ static void rollback(uint8_t *copy, const struct patch *p)
 	}
 }
 
+/* The copies are one mapping of round_max_blocks buffers, touched only as
+ * rounds use them: a buffer of its own per copy, from posix_memalign(),
+ * cost two page faults the first time (its header and its page), and the
+ * first round of a commit or an unmount copies thousands of blocks. */
 static int round_scratch(struct cache *c)
 {
-	size_t n = c->opts.round_max_blocks;
+	size_t n = c->opts.round_max_blocks, i;
 
 	if (c->r_blocks)
 		return 0;
+	c->r_copylen = (n * c->bs + CHUNK_BYTES - 1) / CHUNK_BYTES * CHUNK_BYTES;
+	c->r_copymem = chunk_map(c->r_copylen);
 	c->r_blocks = calloc(n, sizeof(*c->r_blocks));
 	c->r_writes = calloc(n, sizeof(*c->r_writes));
 	c->r_copies = calloc(n, sizeof(*c->r_copies));
 	c->r_pstart = calloc(n + 1, sizeof(*c->r_pstart));
-	if (!c->r_blocks || !c->r_writes || !c->r_copies || !c->r_pstart) {
+	if (!c->r_copymem || !c->r_blocks || !c->r_writes || !c->r_copies || !c->r_pstart) {
+		if (c->r_copymem)
+			munmap(c->r_copymem, c->r_copylen);
+		c->r_copymem = NULL;
 		free(c->r_blocks);
 		free(c->r_writes);
 		free(c->r_copies);
@@ -49,6 +59,8 @@ static int round_scratch(struct cache *c)
 		c->r_pstart = NULL;
 		return -ENOMEM;
 	}
+	for (i = 0; i < n; i++)
+		c->r_copies[i] = c->r_copymem + i * c->bs;
 	return 0;
 }
 
@@ -675,14 +687,6 @@ int round_locked(struct cache *c, size_t *nwritten, uint64_t limit)
 		if (grow_vec(&c->r_patches, &c->r_cap, c->r_np + b->npatches) ||
 		    grow_vec(&c->r_roll, &c->r_rollcap, b->npatches))
 			break;
-		if (!c->r_copies[n]) {
-			void *m;
-
-			if (posix_memalign(&m, c->bs < DATA_ALIGN ? c->bs : DATA_ALIGN, c->bs))
-				break;
-			c->r_copies[n] = m;
-			c->r_ncopies++;
-		}
 		useful = choose_patches(c, b, limit);
 		if (!useful) {
 			/* nothing wanted here: undo the choice */
