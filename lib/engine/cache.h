@@ -210,6 +210,11 @@ struct cache_txn {
 	 * can be written, everything waiting for held transactions; let some
 	 * go soon (NULL: none).  Must not take the file system's locks. */
 	void (*pressure)(struct cache_txn *t);
+	/* Under the cache lock: may changes that join on block blkno merge
+	 * across a gap of a few hundred bytes (NULL: never)?  Only where no
+	 * change outside the transactions will land: it would overlap the
+	 * widened patch and so wait for the hold. */
+	bool (*wide)(struct cache_txn *t, uint64_t blkno);
 };
 void cache_set_txn(struct cache *c, struct cache_txn *t);
 

@@ -687,8 +687,14 @@ static enum merge can_merge_soft(struct patch *t, enum patch_type type, uint32_t
 /* Merging a change that does not overlap t widens t's undo range over the
  * gap; allow that only while it stays small. */
 #define MAX_WIDEN 64
+/* ... or, for a change joined to the running transaction on a block where
+ * the writer allows it (cache_txn.wide), up to one inode of the usual
+ * size: the transaction's changes of a block all go home in one write, and
+ * the inodes cleared by an rm -rf took a patch each (undo, edges, and a
+ * step in every commit, checkpoint and round). */
+#define MAX_WIDEN_TXN 256
 
-static bool cheap_widen(const struct patch *t, uint32_t off, uint32_t len)
+static bool cheap_widen(const struct patch *t, uint32_t off, uint32_t len, uint32_t most)
 {
 	uint32_t lo, hi, tend;
 
@@ -699,7 +705,7 @@ static bool cheap_widen(const struct patch *t, uint32_t off, uint32_t len)
 	tend = t->off + patch_len(t);
 	lo = t->off < off ? t->off : off;
 	hi = tend > off + len ? tend : off + len;
-	return (hi - lo) - patch_len(t) <= MAX_WIDEN;
+	return (hi - lo) - patch_len(t) <= most;
 }
 
 /* Give t the next sequence number and the tail of its block's list.  Only
@@ -1199,8 +1205,13 @@ collected:
 		cand = b->nrb;
 	if (cand)
 		how = can_merge_soft(cand, type, off, len, &ds);
-	if (how == NO_MERGE && b->ptail && b->ptail != cand && cheap_widen(b->ptail, off, len) &&
-	    (is_root(b->ptail) || (joined && waits_for_all(&ds, b->ptail)))) {
+	if (how == NO_MERGE && b->ptail && b->ptail != cand &&
+	    ((cheap_widen(b->ptail, off, len, MAX_WIDEN) && is_root(b->ptail)) ||
+	     (joined &&
+	      cheap_widen(b->ptail, off, len,
+			  c->txn->wide && c->txn->wide(c->txn, b->blkno) ? MAX_WIDEN_TXN
+									 : MAX_WIDEN) &&
+	      waits_for_all(&ds, b->ptail)))) {
 		cand = b->ptail;
 		how = can_merge_soft(cand, type, off, len, &ds);
 	}

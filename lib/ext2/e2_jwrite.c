@@ -264,6 +264,17 @@ static void txn_free(struct e2_jw *jw, struct jtxn *x)
 	patch_release(jw->fs->c, x->tail);
 }
 
+/* Under the cache lock.  The writer's own change of needs_recovery lands
+ * on the superblock's block, whose other changes join: a joined patch
+ * widened over s_feature_incompat would make the commit block wait for
+ * the hold it releases. */
+static bool jw_wide(struct cache_txn *t, uint64_t blkno)
+{
+	struct e2_jw *jw = (struct e2_jw *)t;
+
+	return blkno != jw->fs->sb_blk;
+}
+
 /* Drop the oldest transactions whose checkpoint is durable. */
 static bool retire(struct e2_jw *jw)
 {
@@ -878,6 +889,7 @@ int e2_jw_start(struct e2fs *fs)
 	jw->ops.unscoped = jw_unscoped;
 	jw->ops.stats = jw_stats;
 	jw->ops.pressure = jw_pressure;
+	jw->ops.wide = jw_wide;
 	jw->data_all = mode == CONSISTENCY_JOURNAL_DATA;
 	jw->map = fs->jmap;
 	jw->nmap = fs->jmapn;

@@ -988,6 +988,48 @@ static void test_journal_fsync_waits_only_for_what_is_new(void **state)
 	fsck_clean();
 }
 
+/* Under consistency=journal the inodes an rm -rf clears in one
+ * transaction share their inode table block's patch: a joined change
+ * merges into the block's newest patch across a gap of up to one inode,
+ * since all of the transaction's changes of the block go home together.
+ * With a patch per inode the transaction took one patch (its undo, its
+ * edge to the hold, and a step in the commit, the checkpoint and the
+ * round) per file.  The superblock's block is left out: the writer's own
+ * change of needs_recovery lands there. */
+static void test_journal_rm_shares_inode_block_patches(void **state)
+{
+	struct e2_opts o = {
+	    .no_flusher = true, .consistency = CONSISTENCY_JOURNAL, .clock = e2t_fixed_clock};
+	struct cache_stats a, b;
+	struct e2fs *fs = NULL;
+	uint32_t dir;
+	char name[16];
+	const int n = 64;
+
+	(void)state;
+	mkimg("4M", "-j -I 256");
+	assert_int_equal(e2_open(img, &o, &fs), 0);
+	dir = mk(fs, E2_ROOT_INO, "d", S_IFDIR | 0755);
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		mk(fs, dir, name, S_IFREG | 0644);
+	}
+	assert_int_equal(e2_close(fs), 0);
+
+	assert_int_equal(e2_open(img, &o, &fs), 0);
+	cache_get_stats(e2_cache(fs), &a);
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		assert_int_equal(e2_unlink(fs, NULL, dir, name), 0);
+	}
+	cache_get_stats(e2_cache(fs), &b);
+	/* the n inodes lie in n / 4 blocks (1 KiB, four inodes each); a few
+	 * more for the directory, the bitmaps, the group descriptor and the
+	 * superblock.  A patch per inode made n + 4. */
+	assert_true(b.patches_created - a.patches_created <= (uint64_t)n / 4 + 8);
+	close_check(fs);
+}
+
 /* Crash states of a recording, each replayed twice, by fstitch
  * (e2_recover) and by e2fsck (-E journal_only), and checked by e2fsck
  * -fn: bad counts the states that either leaves unclean. */
@@ -1203,6 +1245,7 @@ int main(void)
 	    cmocka_unit_test(test_shrink_then_grow_reads_zeros_after_crash),
 	    cmocka_unit_test(test_journal_fsync_goes_home_once),
 	    cmocka_unit_test(test_journal_fsync_waits_only_for_what_is_new),
+	    cmocka_unit_test(test_journal_rm_shares_inode_block_patches),
 	    cmocka_unit_test_teardown(test_journal_mount_write_unmount, e2t_remove_scratch),
 	    cmocka_unit_test(test_timestamps),
 	    cmocka_unit_test(test_generation_new_on_reuse),
