@@ -617,12 +617,7 @@ void cache_destroy(struct cache *c)
 	free(c->hash);
 	free(c->dretry);
 	patch_free_all(c);
-	if (c->r_copymem)
-		munmap(c->r_copymem, c->r_copylen);
-	free(c->r_copies);
-	free(c->r_blocks);
-	free(c->r_writes);
-	free(c->r_pstart);
+	round_scratch_free(c);
 	free(c->r_patches);
 	free(c->r_roll);
 	free(c->r_settle);

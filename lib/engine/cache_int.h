@@ -481,6 +481,8 @@ uint8_t *chunk_map(size_t len);
 /* Write one round of the blocks with patches older than limit (the lock
  * held, not re-entered; -EDEADLK if it is). */
 int round_locked(struct cache *c, size_t *nwritten, uint64_t limit);
+/* Free a round's scratch memory, its copies' mapping too (cache_destroy). */
+void round_scratch_free(struct cache *c);
 
 /* patch.c */
 void patch_commit(struct cache *c, struct patch *p);

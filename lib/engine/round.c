@@ -29,39 +29,68 @@ static void rollback(uint8_t *copy, const struct patch *p)
 	}
 }
 
-/* The copies are one mapping of round_max_blocks buffers, touched only as
- * rounds use them: a buffer of its own per copy, from posix_memalign(),
- * cost two page faults the first time (its header and its page), and the
- * first round of a commit or an unmount copies thousands of blocks. */
+/* Under AddressSanitizer each copy is followed by a poisoned gap of its
+ * own alignment: copies side by side in one mapping would let a write past
+ * the end of one land unseen in the next, where a buffer of its own from
+ * the allocator had a red zone. */
+#ifndef __has_feature
+#define __has_feature(x) 0
+#endif
+#if defined(__SANITIZE_ADDRESS__) || __has_feature(address_sanitizer)
+#include <sanitizer/asan_interface.h>
+#define COPY_GAP(c) ((c)->bs < DATA_ALIGN ? (c)->bs : DATA_ALIGN)
+#else
+#define COPY_GAP(c)			  0
+#define ASAN_POISON_MEMORY_REGION(a, n)	  ((void)(a), (void)(n))
+#define ASAN_UNPOISON_MEMORY_REGION(a, n) ((void)(a), (void)(n))
+#endif
+
+/* The copies are one mapping of round_max_blocks buffers (fixed when the
+ * cache is made), touched only as rounds use them: a buffer of its own per
+ * copy, from posix_memalign(), cost two page faults the first time (its
+ * header and its page), and the first round of a commit or an unmount
+ * copies thousands of blocks.  Each copy is aligned to its size or 4 KiB,
+ * as O_DIRECT needs. */
 static int round_scratch(struct cache *c)
 {
-	size_t n = c->opts.round_max_blocks, i;
+	size_t n = c->opts.round_max_blocks, stride = c->bs + COPY_GAP(c), i;
 
 	if (c->r_blocks)
 		return 0;
-	c->r_copylen = (n * c->bs + CHUNK_BYTES - 1) / CHUNK_BYTES * CHUNK_BYTES;
+	c->r_copylen = (n * stride + CHUNK_BYTES - 1) / CHUNK_BYTES * CHUNK_BYTES;
 	c->r_copymem = chunk_map(c->r_copylen);
 	c->r_blocks = calloc(n, sizeof(*c->r_blocks));
 	c->r_writes = calloc(n, sizeof(*c->r_writes));
 	c->r_copies = calloc(n, sizeof(*c->r_copies));
 	c->r_pstart = calloc(n + 1, sizeof(*c->r_pstart));
 	if (!c->r_copymem || !c->r_blocks || !c->r_writes || !c->r_copies || !c->r_pstart) {
-		if (c->r_copymem)
-			munmap(c->r_copymem, c->r_copylen);
-		c->r_copymem = NULL;
-		free(c->r_blocks);
-		free(c->r_writes);
-		free(c->r_copies);
-		free(c->r_pstart);
-		c->r_blocks = NULL;
-		c->r_writes = NULL;
-		c->r_copies = NULL;
-		c->r_pstart = NULL;
+		round_scratch_free(c);
 		return -ENOMEM;
 	}
-	for (i = 0; i < n; i++)
-		c->r_copies[i] = c->r_copymem + i * c->bs;
+	for (i = 0; i < n; i++) {
+		c->r_copies[i] = c->r_copymem + i * stride;
+		ASAN_POISON_MEMORY_REGION(c->r_copies[i] + c->bs, stride - c->bs);
+	}
 	return 0;
+}
+
+void round_scratch_free(struct cache *c)
+{
+	if (c->r_copymem) {
+		/* the shadow outlives the mapping: whatever is mapped here
+		 * next must not find the gaps poisoned */
+		ASAN_UNPOISON_MEMORY_REGION(c->r_copymem, c->r_copylen);
+		munmap(c->r_copymem, c->r_copylen);
+	}
+	free(c->r_blocks);
+	free(c->r_writes);
+	free(c->r_copies);
+	free(c->r_pstart);
+	c->r_copymem = NULL;
+	c->r_blocks = NULL;
+	c->r_writes = NULL;
+	c->r_copies = NULL;
+	c->r_pstart = NULL;
 }
 
 static int grow_vec(struct patch ***v, size_t *cap, size_t need)
