@@ -1930,6 +1930,74 @@ static void test_txn_tail_merge(void **state)
 	txn_tail_merge(false);
 }
 
+/* Where the writer allows it (cache_txn.wide), a joined change merges into
+ * its block's newest patch across up to 256 bytes, here over a change of
+ * the transaction before (an inode table block in an rm -rf).  The undo of
+ * the widened patch keeps that older change: when the first hold goes,
+ * the block is written with the older change and without any of the
+ * newer transaction's, gap included.  Without the writer's leave the gap
+ * is too wide and the change takes a patch of its own; wider than 256
+ * bytes, it does anyway. */
+static bool txn_wide(struct cache_txn *t, uint64_t blkno)
+{
+	(void)t;
+	(void)blkno;
+	return true;
+}
+
+static void txn_wide_merge(bool wide)
+{
+	struct txn_env x = {
+	    .ops = {.join = txn_join_all, .outside = txn_outside, .wide = wide ? txn_wide : NULL}};
+	struct patch *h1, *h2, *old, *q, *r, *far;
+	struct cblock *b5;
+	struct env e;
+
+	env_open(&e, NULL);
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &h1), 0);
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &h2), 0);
+	cache_set_txn(e.c, &x.ops);
+	b5 = get(&e, 5);
+	x.hold = h1;
+	old = put_byte(&e, b5, 100, 0x11, 4, NULL, 0);
+	x.hold = h2;
+	q = put_byte(&e, b5, 0, 0x22, 4, NULL, 0);
+	assert_ptr_not_equal(q, old);
+	r = put_byte(&e, b5, 190, 0x33, 4, NULL, 0);   /* 186 bytes past q */
+	far = put_byte(&e, b5, 480, 0x44, 4, NULL, 0); /* 290 past r */
+	if (wide)
+		assert_ptr_equal(r, q);
+	else
+		assert_ptr_not_equal(r, q);
+	assert_ptr_not_equal(far, r);
+	patch_unhold(e.c, h1);
+	assert_int_equal(cache_sync_patch(e.c, old), 0);
+	assert_false(patch_committed(q));
+	assert_int_equal(mem_block(&e, 5)[100], 0x11);
+	assert_int_equal(mem_block(&e, 5)[0], 0); /* rolled back */
+	assert_int_equal(mem_block(&e, 5)[190], 0);
+	assert_int_equal(mem_block(&e, 5)[480], 0);
+	patch_unhold(e.c, h2);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_memory_equal(cblock_data(b5), mem_block(&e, 5), BS);
+	cache_set_txn(e.c, NULL);
+	patch_release(e.c, h1);
+	patch_release(e.c, h2);
+	patch_release(e.c, old);
+	patch_release(e.c, q);
+	patch_release(e.c, r);
+	patch_release(e.c, far);
+	cache_put(e.c, b5);
+	env_close(&e);
+}
+
+static void test_txn_wide_merge(void **state)
+{
+	(void)state;
+	txn_wide_merge(true);
+	txn_wide_merge(false);
+}
+
 /* A data change whose scope's before waits for a held patch (an fsync=order
  * chain over a change that joined the transaction) joins too, as the
  * journal writer's join() does with a change that waits for a held patch,
@@ -2057,6 +2125,7 @@ int main(void)
 	    cmocka_unit_test(test_txn_hook_unhold_after),
 	    cmocka_unit_test(test_txn_one_round_home),
 	    cmocka_unit_test(test_txn_tail_merge),
+	    cmocka_unit_test(test_txn_wide_merge),
 	    cmocka_unit_test(test_txn_unscoped_data),
 	};
 
