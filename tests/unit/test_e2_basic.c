@@ -1036,7 +1036,7 @@ static void test_journal_rm_shares_inode_block_patches(void **state)
 struct jstates {
 	struct jcount *jc;
 	struct crash_opts co;
-	const char *path;
+	char *path; /* from e2t_scratch_file(): the caller frees it */
 	unsigned states, bad;
 };
 
@@ -1118,6 +1118,8 @@ static void test_journal_mount_write_unmount(void **state)
 	assert_true(jsn.bad > 0);
 	fprintf(stderr, "# journal: %u crash states, all clean; none: %u of %u unclean\n",
 		js.states, jsn.bad, jsn.states);
+	free(js.path);
+	free(jsn.path);
 }
 
 /* Timestamps as Linux keeps them: signed seconds (1969 is not 2105), the
