@@ -94,6 +94,17 @@ static int test_bit(struct e2fs *fs, uint32_t blk, uint32_t bit, bool *set)
 	return 0;
 }
 
+bool e2_block_unused(struct e2fs *fs, uint32_t blk)
+{
+	const struct e2_group *gr;
+	bool set;
+
+	if (!e2_block_ok(fs, blk))
+		return false;
+	gr = &fs->g[(blk - fs->first_data) / fs->bpg];
+	return !test_bit(fs, gr->block_bitmap, blk - gr->first, &set) && !set;
+}
+
 /* Search group g's block bitmap from bit `from`; 0 and *blk on success. */
 static int balloc_group(struct e2fs *fs, uint32_t g, uint32_t from, int reuse, uint32_t *blk,
 			struct patch **bit)

@@ -402,6 +402,10 @@ int e2_bfree(struct e2fs *fs, uint32_t blk, struct patch *clear);
 int e2_ialloc(struct e2fs *fs, uint32_t parent, bool dir, uint32_t *ino, struct patch **bit);
 int e2_ifree_bit(struct e2fs *fs, uint32_t ino, bool dir, struct patch *clear);
 struct patch *e2_freed_dep(struct e2fs *fs, uint32_t blk);
+/* Is blk a data block that the cached bitmap has free (whatever the
+ * running transaction freed counted)?  False for the groups' own metadata,
+ * and if the bitmap cannot be read. */
+bool e2_block_unused(struct e2fs *fs, uint32_t blk);
 void e2_freed_destroy(struct e2fs *fs);
 int e2_block_init(struct e2fs *fs, uint32_t blk, const void *data, struct e2_deps *deps,
 		  struct patch **out);

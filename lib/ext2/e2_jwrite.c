@@ -488,6 +488,40 @@ static void put_tag(struct e2_jw *jw, uint8_t *tag, uint64_t blk, uint32_t flags
 		st_be16(tag + 4, (uint16_t)c);
 }
 
+/* Order the running transaction's blocks so that those its commit logs
+ * come first, and return how many they are: all but the data blocks it
+ * left free that have no copy in the live log.  Such a block's contents
+ * are nobody's once the commit is durable, and until then no replay
+ * writes it and its home write waits for the hold like the others'; a
+ * later reuse in place is safe, as the block has no copy to replay over
+ * it (jw_join()).  A block with a live copy is logged all the same: the
+ * replay of that copy must not meet a newer home write that no copy
+ * stands for.  The directories an rm -rf empties and removes were each
+ * logged for nothing. */
+static size_t order_run(struct e2_jw *jw)
+{
+	uint64_t *skip = NULL;
+	size_t i, n = 0, ns = 0;
+
+	for (i = 0; i < jw->nrun; i++) {
+		uint64_t blk = jw->run[i];
+		struct jent *e = tab_find(jw, blk, false);
+		bool live = e && e->logged && (int32_t)(e->log - oldest_live(jw)) >= 0;
+
+		if (!live && blk <= UINT32_MAX && e2_block_unused(jw->fs, (uint32_t)blk)) {
+			if (!skip && !(skip = malloc((jw->nrun - i) * sizeof(*skip))))
+				return jw->nrun; /* (log them all) */
+			skip[ns++] = blk;
+		} else {
+			jw->run[n++] = blk;
+		}
+	}
+	if (ns)
+		memcpy(jw->run + n, skip, ns * sizeof(*skip));
+	free(skip);
+	return n;
+}
+
 static int commit_locked(struct e2_jw *jw)
 {
 	struct e2fs *fs = jw->fs;
@@ -495,7 +529,7 @@ static int commit_locked(struct e2_jw *jw)
 	struct e2_deps cdeps = {0};
 	struct patch *base[2], *p = NULL, *tail = NULL, *nh = NULL;
 	uint8_t *desc = NULL, *copy = NULL;
-	size_t nbase = 0, i, k;
+	size_t nbase = 0, nlog, i, k;
 	uint32_t crc1 = ~0u, tailsz = jw->csum ? 4 : 0;
 	bool esc, first;
 	int r = 0;
@@ -513,13 +547,14 @@ static int commit_locked(struct e2_jw *jw)
 	if (r)
 		return r;
 	jw->own = true;
+	nlog = order_run(jw);
 	/* tags of one descriptor: its header, the tags, one UUID, the tail */
 	per = (bs - 12 - 16 - tailsz) / jw->tagsz;
-	ndesc = (uint32_t)((jw->nrun + per - 1) / per);
-	need = (uint32_t)jw->nrun + ndesc + 1;
+	ndesc = (uint32_t)((nlog + per - 1) / per);
+	need = (uint32_t)nlog + ndesc + 1;
 	if (need + 1 > jw->maxlen - jw->first) {
 		r = e2_err(fs, -ENOSPC, "journal: a transaction of %zu blocks does not fit the log",
-			   jw->nrun);
+			   nlog);
 		goto out;
 	}
 	retire(jw);
@@ -567,9 +602,9 @@ static int commit_locked(struct e2_jw *jw)
 	if (!desc || !copy)
 		goto out;
 	pos = jw->head;
-	for (i = 0; i < jw->nrun; i += per) {
+	for (i = 0; i < nlog; i += per) {
 		uint32_t off = 12;
-		size_t end = i + per < jw->nrun ? i + per : jw->nrun;
+		size_t end = i + per < nlog ? i + per : nlog;
 
 		/* The descriptor first (version 1 sums it before its copies),
 		 * then the copies, read again from the cache: nothing changes
@@ -707,12 +742,14 @@ static int commit_locked(struct e2_jw *jw)
 
 		if (e) {
 			e->run = 0;
-			e->log = jw->tid;
-			e->logged = true;
+			if (i < nlog) {
+				e->log = jw->tid;
+				e->logged = true;
+			}
 		}
 	}
 	jw->commits++;
-	jw->logged_blocks += jw->nrun;
+	jw->logged_blocks += nlog;
 	jw->nrun = 0;
 	jw->nfreed = 0;
 	/* Open the next transaction: no change can come in between (the

@@ -1030,6 +1030,83 @@ static void test_journal_rm_shares_inode_block_patches(void **state)
 	close_check(fs);
 }
 
+/* Writes in rec of a directory block, told by its "." entry: the
+ * directory's inode, rec_len 12, name_len 1, type 2 (a directory). */
+static unsigned dir_block_writes(struct bdev *rec, uint32_t ino)
+{
+	unsigned n = 0;
+
+	for (size_t i = 0; i < bdev_recorder_count(rec); i++) {
+		const struct rec_event *ev = bdev_recorder_event(rec, i);
+		const uint8_t *d = ev->data;
+
+		if (ev->kind == REC_WRITE && d[0] == (uint8_t)ino && d[1] == (uint8_t)(ino >> 8) &&
+		    d[2] == 0 && d[3] == 0 && d[4] == 12 && d[5] == 0 && d[6] == 1 && d[7] == 2 &&
+		    d[8] == '.')
+			n++;
+	}
+	return n;
+}
+
+/* Under consistency=journal a transaction does not log the blocks it
+ * leaves free: the directories an rm -rf empties and removes.  Each
+ * removed directory's block is written once at most (home, at the
+ * unmount's checkpoint), where the root directory's, changed and kept, is
+ * written twice (its copy in the log, then home).  The removal's log had
+ * a copy of each. */
+struct rmdirs {
+	struct bdev *rec;
+	uint32_t dirs[8];
+	unsigned writes[8], root_writes;
+};
+
+static void rmdirs_close(struct cache *c, void *arg)
+{
+	struct rmdirs *r = arg;
+
+	(void)c;
+	for (int i = 0; i < 8; i++)
+		r->writes[i] = dir_block_writes(r->rec, r->dirs[i]);
+	r->root_writes = dir_block_writes(r->rec, E2_ROOT_INO);
+}
+
+static void test_journal_rm_logs_no_freed_blocks(void **state)
+{
+	struct e2_opts o = {
+	    .no_flusher = true, .consistency = CONSISTENCY_JOURNAL, .clock = e2t_fixed_clock};
+	struct rmdirs r = {0};
+	struct bdev *mem;
+	struct e2fs *fs;
+	char name[16];
+	void *bytes;
+	size_t len;
+
+	(void)state;
+	mkimg("4M", "-j");
+	assert_int_equal(e2_open(img, &o, &fs), 0);
+	for (int i = 0; i < 8; i++) {
+		snprintf(name, sizeof(name), "d%d", i);
+		r.dirs[i] = mk(fs, E2_ROOT_INO, name, S_IFDIR | 0755);
+		mk(fs, r.dirs[i], "f", S_IFREG | 0644);
+	}
+	assert_int_equal(e2_close(fs), 0);
+
+	assert_int_equal(e2t_read_file(img, &bytes, &len), 0);
+	assert_int_equal(bdev_mem_create(1024, 0, bytes, len, &mem), 0);
+	free(bytes);
+	assert_int_equal(bdev_recorder_create(mem, &r.rec), 0);
+	assert_int_equal(e2_open_bdev(r.rec, &o, &fs), 0);
+	for (int i = 0; i < 8; i++) {
+		snprintf(name, sizeof(name), "d%d", i);
+		assert_int_equal(e2_unlink(fs, NULL, r.dirs[i], "f"), 0);
+		assert_int_equal(e2_rmdir(fs, NULL, E2_ROOT_INO, name), 0);
+	}
+	assert_int_equal(e2_close_then(fs, rmdirs_close, &r), 0);
+	assert_int_equal(r.root_writes, 2);
+	for (int i = 0; i < 8; i++)
+		assert_true(r.writes[i] <= 1);
+}
+
 /* Crash states of a recording, each replayed twice, by fstitch
  * (e2_recover) and by e2fsck (-E journal_only), and checked by e2fsck
  * -fn: bad counts the states that either leaves unclean. */
@@ -1248,6 +1325,7 @@ int main(void)
 	    cmocka_unit_test(test_journal_fsync_goes_home_once),
 	    cmocka_unit_test(test_journal_fsync_waits_only_for_what_is_new),
 	    cmocka_unit_test(test_journal_rm_shares_inode_block_patches),
+	    cmocka_unit_test(test_journal_rm_logs_no_freed_blocks),
 	    cmocka_unit_test_teardown(test_journal_mount_write_unmount, e2t_remove_scratch),
 	    cmocka_unit_test(test_timestamps),
 	    cmocka_unit_test(test_generation_new_on_reuse),
