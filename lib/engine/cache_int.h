@@ -280,10 +280,10 @@ struct cache {
 	size_t r_slack_cap, r_slack_used;
 	struct patch **r_slackv; /* the patches it holds, by seq */
 	size_t r_slackcap;
-	uint64_t r_slack_seq, r_slack_disc; /* seq and blocks_discarded
-					     * when it was filled */
-	uint32_t r_slack_max;		    /* the longest chain of rounds left */
-	struct patch **work;		    /* empty patches to commit */
+	/* seq, changes and blocks_discarded when the table was filled */
+	uint64_t r_slack_seq, r_slack_chg, r_slack_disc;
+	uint32_t r_slack_max; /* the longest chain of rounds left */
+	struct patch **work;  /* empty patches to commit */
 	size_t nwork, cwork;
 	struct patch *dclear; /* cache_discard(): the clear of the
 			       * blocks in dretry (a reference) */

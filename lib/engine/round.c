@@ -523,21 +523,22 @@ static bool slack_fill(struct cache *c)
 		slack_find(c, p)->h = h;
 	}
 	c->r_slack_seq = c->seq;
+	c->r_slack_chg = c->changes;
 	c->r_slack_disc = c->st.blocks_discarded;
 	return true;
 }
 
 /* Make the table hold every patch left and r_slack_max the longest chain
- * of rounds left.  The table is filled again only when a patch was made,
- * renumbered or emptied by a discard since: a commit changes no h of what
- * is left, only the longest chain, found again among the patches that
- * wait for nothing. */
+ * of rounds left.  The table is filled again only when a patch was made
+ * or renumbered, a change made (a merge may add befores) or a block
+ * discarded since: a commit changes no h of what is left, only the
+ * longest chain, found again among the patches that wait for nothing. */
 static bool slack_compute(struct cache *c)
 {
 	struct cblock *b;
 	const struct patch *p;
 
-	if ((!c->r_slack || c->r_slack_seq != c->seq ||
+	if ((!c->r_slack || c->r_slack_seq != c->seq || c->r_slack_chg != c->changes ||
 	     c->r_slack_disc != c->st.blocks_discarded) &&
 	    !slack_fill(c))
 		return false;
@@ -547,6 +548,16 @@ static bool slack_compute(struct cache *c)
 			if (is_root(p) && slack_find(c, p)->h > c->r_slack_max)
 				c->r_slack_max = slack_find(c, p)->h;
 	return true;
+}
+
+/* Free the table once no sync needs it: it holds every patch left. */
+static void slack_free(struct cache *c)
+{
+	free(c->r_slack);
+	free(c->r_slackv);
+	c->r_slack = NULL;
+	c->r_slackv = NULL;
+	c->r_slack_cap = c->r_slack_used = c->r_slackcap = 0;
 }
 
 /* The rounds that b's write of c->r_patches[s, e) and what waits for it
@@ -889,7 +900,8 @@ int cache_sync(struct cache *c)
 	c->nsyncs++;
 	while (c->ndirty > 0 && !err)
 		err = sync_step(c, NULL);
-	c->nsyncs--;
+	if (--c->nsyncs == 0)
+		slack_free(c);
 	cache_unlock(c, taken);
 	return err;
 }
