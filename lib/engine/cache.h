@@ -187,8 +187,12 @@ int patch_create_empty_blocks_after(struct cache *c, const uint64_t *blknos, siz
  * that no crash state shows the change before a commit that comes after
  * every change made so far (a block the change initialises, allocated in
  * the running transaction, is reachable only through that transaction),
- * and that this commit waits for the change.  All three run under the
- * cache lock and may call only patch_retain().  NULL: none. */
+ * and that this commit waits for the change.  join() returns the hold
+ * for every change with pinned set, but for the transaction's own writes,
+ * which wait for no empty patch of others: cache_discard() relies on it (a
+ * change that comes to wait for a held patch is one of the running
+ * transaction or a later one).  All three run under the cache lock and may
+ * call only patch_retain().  NULL: none. */
 struct cache_txn_stats {
 	uint64_t running_tid;	      /* the running transaction's number */
 	uint64_t running_blocks;      /* blocks it has */
@@ -232,21 +236,22 @@ int patch_where(struct cache *c, const struct patch *p, uint64_t *blkno, uint32_
 
 /* Block blkno's contents are dead once `clear` is durable: a file system
  * freed the block, and `clear` removed the last pointer to it.  If none of
- * the block's pending patches may be on disk yet, and everything that
- * waits for them is `clear` itself, another of the block's patches, or an
- * empty patch (not held) whose own dependents pass the same test, they are
- * discarded: each becomes an empty patch, keeping its place in the
- * dependency order (what waited for it now waits only for what it waited
- * for) but writing nothing, and the block leaves the cache, so that it
- * reads as what is on disk.  Since `clear` removes the last pointer, no
- * crash state can show the block's unwritten contents through it.  A later
- * reuse of the block must initialise it in full after `clear` (as a
- * reused block always must).  Returns 1 if discarded; 0 if nothing was
- * done (the block is not cached, clean, referenced, in flight, was written
- * in a failed round, may wait for a held patch, or something else needs
- * its data on disk), in which case it is written as usual; never fails.
- * With CONSISTENCY_NONE nothing is discarded (the baseline writes what
- * ext2 mounted async would). */
+ * the block's pending patches may be on disk yet or waits for a held patch,
+ * and everything that waits for them is `clear` itself, another of the
+ * block's patches, or an empty patch (neither held nor waiting for a held
+ * patch; under a transaction that `clear` joined, not held) whose own
+ * dependents pass the same test, they are discarded: each becomes an empty
+ * patch, keeping its place in the dependency order (what waited for it now
+ * waits only for what it waited for) but writing nothing, and the block
+ * leaves the cache, so that it reads as what is on disk.  Since `clear`
+ * removes the last pointer, no crash state can show the block's unwritten
+ * contents through it.  A later reuse of the block must initialise it in
+ * full after `clear` (as a reused block always must).  Returns 1 if
+ * discarded; 0 if nothing was done (the block is not cached, clean,
+ * referenced, in flight, was written in a failed round, may wait for a
+ * held patch, or something else needs its data on disk), in which case it
+ * is written as usual; never fails.  With CONSISTENCY_NONE nothing is
+ * discarded (the baseline writes what ext2 mounted async would). */
 int cache_discard(struct cache *c, uint64_t blkno, struct patch *clear);
 
 /* ---- writing ----------------------------------------------------------- */

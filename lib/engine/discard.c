@@ -21,6 +21,7 @@ struct dctx {
 	size_t nabsorb;
 	uint32_t lo, hi; /* clear's range widened over them */
 	int budget;
+	bool txn; /* clear joined a transaction: see after_ok() */
 };
 
 static bool after_ok(struct dctx *d, struct patch *a, int depth, bool may_absorb);
@@ -58,7 +59,13 @@ static bool absorbable(struct dctx *d, struct patch *x, int depth)
  * whatever clear writes cannot show the block's bytes), for a patch whose
  * bytes can move into clear (absorbable()), and for an empty patch that
  * stands for nothing but such patches.  A held or pinned one stands for a
- * patchgroup, whose later changes were promised these bytes first: no. */
+ * patchgroup, whose later changes were promised these bytes first: no.
+ * Except a pinned one (not held) when clear joined a running transaction
+ * (d->txn): a change that comes to wait for it later waits for a held
+ * patch, so it is one of that transaction or a later one (the promise of
+ * cache_txn's join()), which no crash state shows without clear.  (What
+ * waits for it now is walked as for any empty patch; a commit block that
+ * waits for the data is not empty, so data whose commit has begun stays.) */
 static bool after_ok(struct dctx *d, struct patch *a, int depth, bool may_absorb)
 {
 	uint32_t i;
@@ -69,7 +76,7 @@ static bool after_ok(struct dctx *d, struct patch *a, int depth, bool may_absorb
 		return false;
 	if (a->type != PT_EMPTY)
 		return may_absorb && absorbable(d, a, depth);
-	if (a->flags & (PF_HELD | PF_PINNED))
+	if ((a->flags & PF_HELD) || ((a->flags & PF_PINNED) && !d->txn))
 		return false;
 	for (i = 0; i < a->nafters; i++)
 		if (!after_ok(d, patch_after(a, i), depth + 1, may_absorb))
@@ -87,7 +94,9 @@ static bool discardable(struct dctx *d)
 	if (b->refs || (b->flags & (BF_INFLIGHT | BF_READING | BF_BADREAD)) || !b->phead || cb == b)
 		return false;
 	for (p = b->phead; p; p = p->bnext) {
-		/* in flight or written by a failed round: may be on disk */
+		/* in flight or written by a failed round: may be on disk;
+		 * pinned: waits for a held patch (a patchgroup's, or the
+		 * transaction's whose log will hold the block) */
 		if (p->flags & (PF_INFLIGHT | PF_WRITTEN | PF_PINNED))
 			return false;
 		for (i = 0; i < p->nafters; i++)
@@ -247,6 +256,9 @@ static int discard_one(struct cache *c, struct cblock *b, struct patch *clear)
 	if (!b)
 		return 0;
 	d.b = b;
+	/* (a change that waits for a held patch joins: clear's hold is
+	 * the running transaction's or an earlier one's) */
+	d.txn = c->txn && (clear->flags & PF_PINNED);
 	if (!discardable(&d))
 		return 0;
 	depset_init(&keep);
