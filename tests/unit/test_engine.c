@@ -78,6 +78,18 @@ static struct cache_stats stats(struct env *e)
 	return st;
 }
 
+/* Release the np patches of p and put the nb blocks of b, then close e. */
+static void env_done(struct env *e, struct patch **p, size_t np, struct cblock **b, size_t nb)
+{
+	size_t i;
+
+	for (i = 0; i < np; i++)
+		patch_release(e->c, p[i]);
+	for (i = 0; i < nb; i++)
+		cache_put(e->c, b[i]);
+	env_close(e);
+}
+
 /* ---- tests ------------------------------------------------------------- */
 
 static void test_basic_write_and_sync(void **state)
@@ -274,16 +286,8 @@ static void test_sync_defers_block_nothing_waits_for(void **state)
 	assert_int_equal(st.block_writes, 4);
 	assert_int_equal(st.rounds, 4); /* as many as the chain needs */
 	assert_device_equals_cache(&e);
-	patch_release(e.c, x0);
-	patch_release(e.c, y0);
-	patch_release(e.c, z0);
-	patch_release(e.c, l0);
-	patch_release(e.c, l1);
-	cache_put(e.c, bx);
-	cache_put(e.c, by);
-	cache_put(e.c, bz);
-	cache_put(e.c, bl);
-	env_close(&e);
+	env_done(&e, (struct patch *[]){x0, y0, z0, l0, l1}, 5, (struct cblock *[]){bx, by, bz, bl},
+		 4);
 }
 
 /* The same, but with w0 (block 5) waiting for l0: block 4's write holds
@@ -319,18 +323,8 @@ static void test_sync_writes_block_others_wait_for(void **state)
 	assert_int_equal(st.rollback_writes, 1);
 	assert_int_equal(st.rounds, 4);
 	assert_device_equals_cache(&e);
-	patch_release(e.c, x0);
-	patch_release(e.c, y0);
-	patch_release(e.c, z0);
-	patch_release(e.c, l0);
-	patch_release(e.c, l1);
-	patch_release(e.c, w0);
-	cache_put(e.c, bx);
-	cache_put(e.c, by);
-	cache_put(e.c, bz);
-	cache_put(e.c, bl);
-	cache_put(e.c, bw);
-	env_close(&e);
+	env_done(&e, (struct patch *[]){x0, y0, z0, l0, l1, w0}, 6,
+		 (struct cblock *[]){bx, by, bz, bl, bw}, 5);
 }
 
 /* With ordering off the same example is written in one round. */
