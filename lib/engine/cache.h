@@ -169,6 +169,13 @@ int patch_create_empty_blocks(struct cache *c, const uint64_t *blknos, size_t n,
 int patch_create_empty_blocks_after(struct cache *c, const uint64_t *blknos, size_t n,
 				    struct patch *prev, struct patch **out);
 
+/* An empty patch over every change pending now on block blkno that
+ * overlaps [off, off+len): what must be on disk for those bytes to read
+ * as they do in memory, and every hard change of it (which keeps no
+ * range).  out is required; -EINVAL on a bad range. */
+int patch_create_empty_range(struct cache *c, uint64_t blkno, uint32_t off, uint32_t len,
+			     struct patch **out);
+
 /* A running transaction (the journal modes).  join() is asked, for every
  * byte or bit change of block blkno made after cache_set_txn(), whether
  * the change joins the running transaction: it returns the transaction's

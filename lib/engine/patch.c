@@ -1465,6 +1465,32 @@ int patch_create_empty_blocks_after(struct cache *c, const uint64_t *blknos, siz
 	return err;
 }
 
+int patch_create_empty_range(struct cache *c, uint64_t blkno, uint32_t off, uint32_t len,
+			     struct patch **out)
+{
+	struct depset ds;
+	struct cblock *b;
+	bool taken;
+	int err = 0;
+
+	if (!c || !out || len == 0 || off >= c->bs || len > c->bs - off)
+		return -EINVAL;
+	depset_init(&ds);
+	cache_lock(c, &taken);
+	b = cache_find_locked(c, blkno);
+	/* A hard patch has no range of its own: it may hold any byte. */
+	for (struct patch *q = b ? b->phead : NULL; q && !err; q = q->bnext)
+		if (!(q->flags & PF_COMMITTED) && ((q->flags & PF_HARD) || overlaps(q, off, len)))
+			err = depset_add(&ds, q);
+	if (!err && b && b->nrb && !(b->nrb->flags & PF_COMMITTED))
+		err = depset_add(&ds, b->nrb);
+	if (!err)
+		err = empty_after(c, &ds, false, out);
+	depset_done(&ds);
+	cache_unlock(c, taken);
+	return err;
+}
+
 int patch_add_depend(struct cache *c, struct patch *after, struct patch *before)
 {
 	bool taken;

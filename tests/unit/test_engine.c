@@ -1651,6 +1651,56 @@ static void test_txn_hook_unhold_after(void **state)
 	env_close(&e);
 }
 
+/* patch_create_empty_range() waits for the pending changes of one block
+ * that overlap a range and for no other: block 3 has a change at [0, 8)
+ * that waits for a held patch and one at [100, 108) that waits for block
+ * 4's; a range over the second commits without the first (rolled back
+ * from the write), a range over the first only once the hold goes.  A
+ * hard change (block 5's, with no befores) keeps no range: any range of
+ * its block waits for it. */
+static void test_empty_range(void **state)
+{
+	struct patch *h, *a, *b, *c, *d, *ra, *rb, *rd, *none;
+	struct cblock *blk[3];
+	struct env e;
+
+	(void)state;
+	env_open(&e, NULL);
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &h), 0);
+	blk[0] = get(&e, 3);
+	blk[1] = get(&e, 4);
+	blk[2] = get(&e, 5);
+	c = put_byte(&e, blk[1], 0, 3, 8, NULL, 0);
+	a = put_byte(&e, blk[0], 0, 1, 8, &h, 1);
+	b = put_byte(&e, blk[0], 100, 2, 8, &c, 1);
+	d = put_byte(&e, blk[2], 0, 4, 8, NULL, 0);
+	assert_ptr_not_equal(a, b);
+	assert_int_equal(patch_create_empty_range(e.c, 5, 200, 8, &rd), 0);
+	assert_false(patch_committed(rd));
+	assert_int_equal(patch_create_empty_range(e.c, 3, 104, 30, &rb), 0);
+	assert_int_equal(patch_create_empty_range(e.c, 3, 4, 2, &ra), 0);
+	assert_int_equal(patch_create_empty_range(e.c, 3, 8, 92, &none), 0);
+	assert_true(patch_committed(none));
+	patch_release(e.c, none);
+	assert_int_equal(patch_create_empty_range(e.c, 9, 0, 8, &none), 0);
+	assert_true(patch_committed(none));
+	assert_int_equal(patch_create_empty_range(e.c, 3, BS - 4, 8, &none), -EINVAL);
+	assert_int_equal(patch_create_empty_range(e.c, 3, 0, 0, &none), -EINVAL);
+	assert_int_equal(cache_sync_patch(e.c, rb), 0);
+	assert_true(patch_committed(b));
+	assert_true(patch_committed(rb));
+	assert_false(patch_committed(ra));
+	assert_int_equal(mem_block(&e, 3)[100], 2);
+	assert_int_equal(mem_block(&e, 3)[0], 0);
+	patch_unhold(e.c, h);
+	assert_int_equal(cache_sync_patch(e.c, ra), 0);
+	assert_true(patch_committed(a));
+	assert_int_equal(mem_block(&e, 3)[0], 1);
+	assert_int_equal(cache_sync_patch(e.c, rd), 0);
+	assert_true(patch_committed(d));
+	env_done(&e, (struct patch *[]){h, a, b, c, d, ra, rb, rd, none}, 9, blk, 3);
+}
+
 /* Once a transaction's hold goes, its changes go home in one round: a
  * change that joins keeps its waits on its own block and on the hold only
  * (the commit stands for the others).  Block 5's change waits for block
@@ -2005,6 +2055,7 @@ int main(void)
 	    cmocka_unit_test(test_sync_patch_targeted),
 	    cmocka_unit_test(test_changes_during_round),
 	    cmocka_unit_test(test_span_ordering),
+	    cmocka_unit_test(test_empty_range),
 	    cmocka_unit_test(test_txn_hook_unhold_after),
 	    cmocka_unit_test(test_txn_one_round_home),
 	    cmocka_unit_test(test_txn_tail_merge),
