@@ -7,7 +7,8 @@
 # states, drawn with the fixed seed 1: the recordings are the same every
 # run, so are the states).  Under rename_order=process a rename waits for
 # its own process's data and not for another process's, which the patch
-# graph (fstitch-stat --dot) shows.
+# graph (fstitch-stat --dot) shows.  A file moved over another name in
+# the same directory block shows, in every mode, its new data whole.
 
 load common
 
@@ -64,6 +65,29 @@ git log --oneline >/dev/null'
 	assert_crash_fail rename_order=file file --max 200 -- sh -c "$GIT_CHECK"
 	git_record none consistency=none
 	assert_crash_fail consistency=none none --max 200 -- sh -c "$GIT_CHECK"
+}
+
+# replace_record DIR [fstitch-mount options]: the new version of v is
+# written to v.tmp and moved over v, whose inode keeps a second name
+# (vlink): a rename within one directory block that raises no link count.
+replace_record() {
+	"$CRASH" run -o "flush_interval=86400${2:+,$2}" --size 8M \
+		--setup 'echo old > v; ln v vlink; : > v.tmp' --rec "$1" -- \
+		sh -c 'echo new >> v.tmp && mv v.tmp v' 3>&-
+	[ -s "$1/log" ]
+}
+
+# v is the old version or the new one, never the new file short of its
+# data (empty).
+V_CHECK='v=$(cat v) && case $v in old|new) ;; *) echo "v is \"$v\""; exit 1;; esac'
+
+@test "a rename over a file within one directory block waits for the new file's size" {
+	replace_record all
+	assert_crash_pass rename_order=all all -- sh -c "$V_CHECK"
+	replace_record file rename_order=file
+	assert_crash_pass rename_order=file file -- sh -c "$V_CHECK"
+	replace_record none consistency=none
+	assert_crash_fail consistency=none none -- sh -c "$V_CHECK"
 }
 
 # reaches DOT FROM TO [DOT FROM TO]...: for each triple, "yes" if a

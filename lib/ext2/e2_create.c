@@ -354,7 +354,7 @@ int e2_link(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, uint32_t
 	e2_patch_drop_committed(fs, &dir->init);
 	if ((r = e2_deps_addref(&d, lp)) || (r = e2_deps_addref(&d, ip->init)) ||
 	    (r = e2_deps_addref(&d, linked)) || (r = e2_deps_addref(&d, dir->init)) ||
-	    (r = e2_order_deps(fs, &d)))
+	    (r = e2_order_deps(fs, &d)) || (r = e2_ipending_deps(fs, ip, &d)))
 		goto out;
 	r = e2_dir_add(fs, dir, newname, len, ino, e2_imode(ip), &d, &ent);
 	if (r) {

@@ -221,6 +221,28 @@ void e2_isync_add(struct e2fs *fs, struct e2_inode *ip, struct patch *p)
 	}
 }
 
+int e2_ipending_deps(struct e2fs *fs, struct e2_inode *ip, struct e2_deps *d)
+{
+	struct patch *p = NULL;
+	uint32_t blk, off;
+	int r;
+
+	if (e2_idir(ip) || fs->opts.consistency == CONSISTENCY_NONE)
+		return 0;
+	e2_iloc(fs, ip->ino, &blk, &off);
+	r = patch_create_empty_range(fs->c, blk, off, fs->isize, &p);
+	if (r)
+		return r;
+	if (patch_committed(p)) {
+		patch_release(fs->c, p);
+		return 0;
+	}
+	r = e2_deps_add(d, p);
+	if (r)
+		patch_release(fs->c, p);
+	return r;
+}
+
 /* Initialise a newly allocated inode in full (the bytes past nw's part of
  * a large inode are zeroed, as Linux does for a new inode). */
 int e2_iinit(struct e2fs *fs, struct e2_inode *ip, const struct ext2_inode_large *nw,

@@ -371,6 +371,11 @@ mode_t e2_imode(const struct e2_inode *ip);
 uint16_t e2_ilinks(const struct ext2_inode_large *d);
 void e2_iset_links(struct ext2_inode_large *d, uint16_t n);
 void e2_isync_add(struct e2fs *fs, struct e2_inode *ip, struct patch *p);
+/* Add to d an empty patch over every change of ip's on-disk inode not on
+ * disk yet (its size, times and pointers): a name given to a file waits
+ * for it, so that the name never shows the file shorter than it was.
+ * Nothing for a directory or under consistency=none. */
+int e2_ipending_deps(struct e2fs *fs, struct e2_inode *ip, struct e2_deps *d);
 int e2_itouch(struct e2fs *fs, struct e2_inode *ip, bool mtime, bool ctime);
 /* Free ip if it has no links left and is not open (lookup references only
  * keep its memory). */

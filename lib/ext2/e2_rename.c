@@ -253,12 +253,12 @@ int e2_rename(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, con
 		if (tdir && moved && (r = e2_add_links(fs, p1, +1, NULL, &l1)))
 			goto out;
 		if ((r = deps2(&d, ls, s->init)) || (r = e2_deps_addref(&d, p2->init)) ||
-		    (r = e2_order_deps(fs, &d)) ||
+		    (r = e2_order_deps(fs, &d)) || (r = e2_ipending_deps(fs, s, &d)) ||
 		    (r = e2_dir_retarget(fs, p2, newname, len2, s->ino, e2_imode(s), &d, &o2)))
 			goto out;
 		e2_deps_free(fs, &d);
 		if ((r = deps2(&d, lt, t->init)) || (r = e2_deps_addref(&d, p1->init)) ||
-		    (r = e2_order_deps(fs, &d)) ||
+		    (r = e2_order_deps(fs, &d)) || (r = e2_ipending_deps(fs, t, &d)) ||
 		    (r = e2_dir_retarget(fs, p1, name, len1, t->ino, e2_imode(t), &d, &o1)))
 			goto out;
 		if ((r = e2_order_add(fs, o2)) || (r = e2_order_add(fs, o1)))
@@ -291,11 +291,14 @@ int e2_rename(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, con
 		/* rename_order=all: after every earlier data write, rename and
 		 * link (e2_order_deps).  Over a file named in the same block,
 		 * the retarget and the removal are one patch: never two names
-		 * on disk, so the count is not raised. */
+		 * on disk, so the count is not raised.  In every mode after
+		 * the file's own inode as it stands (e2_ipending_deps): the
+		 * count's patch need not cover the size, and over one block
+		 * there is none. */
 		if (!oneblk && (r = e2_add_links(fs, s, +1, NULL, &ls)))
 			goto out;
 		if ((r = deps2(&d, s->init, linked)) || (r = deps2(&d, ls, p2->init)) ||
-		    (r = e2_order_deps(fs, &d)))
+		    (r = e2_order_deps(fs, &d)) || (r = e2_ipending_deps(fs, s, &d)))
 			goto out;
 		/* A target losing its last name is parked first (see park()). */
 		if (exists && !tdir && e2_ilinks(&t->d) == 1 &&
