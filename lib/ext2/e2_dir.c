@@ -604,6 +604,58 @@ static uint32_t next_room(struct e2_dindex *dix, uint32_t first, uint32_t cur, u
 	return l < first ? l : UINT32_MAX;
 }
 
+/* ---- names removed, not yet on disk ---- */
+
+/* A new entry waits for the removal, still unwritten, of an entry of the
+ * same name in its directory: placed elsewhere, it would otherwise reach
+ * the disk with the old one still there, and the directory hold the name
+ * twice (e2fsck renames one "name~0"). */
+static uint32_t name_hash(const char *name, size_t len)
+{
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (uint8_t)name[i]) * 16777619u;
+	return h;
+}
+
+static int rmname_add(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
+		      struct patch *rm)
+{
+	size_t i, k = 0;
+
+	if (!rm || patch_committed(rm) || fs->opts.consistency == CONSISTENCY_NONE)
+		return 0;
+	if (dir->nrmnames == dir->caprmnames) { /* full: drop those on disk */
+		for (i = 0; i < dir->nrmnames; i++)
+			if (patch_committed(dir->rmnames[i].rm))
+				patch_release(fs->c, dir->rmnames[i].rm);
+			else
+				dir->rmnames[k++] = dir->rmnames[i];
+		dir->nrmnames = k;
+	}
+	if (GROW(&dir->rmnames, &dir->caprmnames, dir->nrmnames + 1, 8))
+		return -ENOMEM;
+	patch_retain(rm);
+	dir->rmnames[dir->nrmnames].hash = name_hash(name, len);
+	dir->rmnames[dir->nrmnames++].rm = rm;
+	return 0;
+}
+
+static int rmname_deps(struct e2_inode *dir, const char *name, size_t len, struct e2_deps *deps)
+{
+	uint32_t h;
+	int r;
+
+	if (!dir->nrmnames)
+		return 0;
+	h = name_hash(name, len);
+	for (size_t i = 0; i < dir->nrmnames; i++)
+		if (dir->rmnames[i].hash == h && (r = e2_deps_addref(deps, dir->rmnames[i].rm)))
+			return r;
+	return 0;
+}
+
 /* Put the name in a block with room where it writes nothing of avoid[]
  * (positions) and rm[] (removals): the first such block from the one
  * find_room picks; with fresh, in a new block if every block with room
@@ -622,6 +674,8 @@ static int dir_add(struct e2fs *fs, struct e2_inode *dir, const char *name, size
 	int r;
 
 	r = dir_to_change(fs, dir, deps);
+	if (!r)
+		r = rmname_deps(dir, name, len, deps);
 	if (r)
 		return r;
 	if (navoid || nrm) {
@@ -945,6 +999,8 @@ int e2_dir_remove_at(struct e2fs *fs, struct e2_inode *dir, const char *name, si
 	 * would leave its inode unattached. */
 	if (!r && out && *out)
 		r = e2_pset_add(fs, &dir->rmset, *out);
+	if (!r && out)
+		r = rmname_add(fs, dir, name, len, *out);
 	if (r)
 		return r;
 	return dix_drop(fs, dir, pp, pblk);
@@ -1067,6 +1123,8 @@ int e2_dir_move_in_block(struct e2fs *fs, struct e2_inode *dir, const char *name
 	cache_put(fs->c, b);
 	if (!r && out && *out) {
 		r = e2_pset_add(fs, &dir->rmset, *out);
+		if (!r)
+			r = rmname_add(fs, dir, name, len, *out);
 		e2_dir_removal_pending(fs, dir, *out);
 	}
 	if (r)

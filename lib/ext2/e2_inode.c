@@ -64,6 +64,11 @@ static void irelease(struct e2fs *fs, struct e2_inode *ip)
 	patch_release(fs->c, ip->clear);
 	patch_release(fs->c, ip->rmset);
 	ip->rmset = NULL;
+	for (size_t i = 0; i < ip->nrmnames; i++)
+		patch_release(fs->c, ip->rmnames[i].rm);
+	free(ip->rmnames);
+	ip->rmnames = NULL;
+	ip->nrmnames = ip->caprmnames = 0;
 	patch_release(fs->c, ip->sync);
 	patch_release(fs->c, ip->sync_last);
 	patch_release(fs->c, ip->tailz);

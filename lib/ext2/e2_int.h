@@ -93,6 +93,13 @@ struct e2_inode {
 	struct patch *rmset;   /* a directory: depends on every removal of an
 				* entry from it not yet on disk, so that its
 				* own clear can wait for them (e2_pset_add) */
+	struct e2_rmname {     /* a directory: the same removals by name (a
+				* hash of it), so that a new entry of that name
+				* waits for the old one to go (e2_dir.c) */
+		uint32_t hash;
+		struct patch *rm;
+	} *rmnames;
+	size_t nrmnames, caprmnames;
 	struct patch *tailz;   /* zeroing of the tail past a shrunk size: any
 				* later size increase must wait for it */
 	struct e2_pdep *pdeps; /* its indirect blocks with pending pointers */
