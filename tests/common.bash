@@ -110,15 +110,17 @@ file_sum() {
 
 # ---------------------------------------------------------------- fsck
 
-# fsck_run IMAGE: judge IMAGE as a boot would (design.md §3): e2fsck -fn
-# on it, and when that finds errors, e2fsck -fp on a copy and e2fsck -fn
+# fsck_run IMAGE: judge IMAGE after a crash (design.md §3): e2fsck -fn
+# on it, and when that finds errors, e2fsck -fy on a copy and e2fsck -fn
 # on the copy after it; the fsckclass tool judges the transcript of these
 # runs by the rules the C tests use too (tests/support/fsckclass.h):
 #   clean      e2fsck -fn IMAGE finds nothing (exit 0)
-#   benign     e2fsck -p repairs it on its own, and e2fsck -fn found
-#              nothing soft updates promise never to leave (a "+" bitmap
-#              difference; a link count, i_blocks or attribute-block
-#              reference count lower than the truth)
+#   benign     e2fsck -fn found only leaks (an unattached inode, "-"
+#              bitmap differences, counts too high), nothing soft updates
+#              promise never to leave (a "+" bitmap difference; a link
+#              count, i_blocks or attribute-block reference count lower
+#              than the truth; an entry naming a deleted or unused inode;
+#              a corrupted directory), and e2fsck -fy repaired it all
 #   dangerous  anything else
 # Sets FSCK_CLASS (the word), FSCK_OUT (a file with the transcript: each
 # run's output after a line "--- e2fsck -fn: exit N") and FSCK_WHY (the
@@ -135,32 +137,32 @@ fsck_run() {
 	fi
 	out=$FSCK_OUT.run
 	: >"$FSCK_OUT"
-	# the steps in fsckclass.h's order: check, then (exit 1 to 7) preen on
-	# a copy, then (exit 0 or 1) after
+	# the steps in fsckclass.h's order: check, then (exit 1 to 7) repair
+	# on a copy, then (exit 0 to 3) after
 	while [ -n "$step" ]; do
 		# (bats runs with errexit: keep the status without tripping it)
 		case $step in
 		check) e2fsck -fn "$img" >"$out" 2>&1 && rc=0 || rc=$? ;;
-		preen)
-			copy=$(mktemp "${BATS_TEST_TMPDIR:-/tmp}/preen.XXXXXX")
+		repair)
+			copy=$(mktemp "${BATS_TEST_TMPDIR:-/tmp}/repair.XXXXXX")
 			cp "$img" "$copy"
-			e2fsck -fp "$copy" >"$out" 2>&1 && rc=0 || rc=$?
+			e2fsck -fy "$copy" >"$out" 2>&1 && rc=0 || rc=$?
 			;;
 		after) e2fsck -fn "$copy" >"$out" 2>&1 && rc=0 || rc=$? ;;
 		esac
 		{
 			case $step in
 			check) echo "--- e2fsck -fn: exit $rc" ;;
-			preen) echo "--- e2fsck -fp: exit $rc" ;;
-			after) echo "--- e2fsck -fn after -fp: exit $rc" ;;
+			repair) echo "--- e2fsck -fy: exit $rc" ;;
+			after) echo "--- e2fsck -fn after -fy: exit $rc" ;;
 			esac
 			# (a last line without its newline would swallow the next
 			# header)
 			sed -e '$a\' "$out"
 		} >>"$FSCK_OUT"
 		case $step:$rc in
-		check:[1-7]) step=preen ;;
-		preen:[01]) step=after ;;
+		check:[1-7]) step=repair ;;
+		repair:[0-3]) step=after ;;
 		*) step= ;;
 		esac
 	done

@@ -323,38 +323,28 @@ int e2_generation(struct e2fs *fs, uint32_t ino, uint32_t *gen)
 	return r;
 }
 
-/* ip's last name, name in dir, goes after `after` (may be NULL): the inode
- * is cleared first (after `after`), then the entry goes, then its blocks
- * and bit are freed (design.md §4).  A crash in between leaves an entry
- * naming a deleted inode, which e2fsck -p removes on its own; the other
- * order would leave an unattached inode that still holds data (or an
- * unconnected directory), which e2fsck -p will not touch.  *rmp (if not
- * NULL) gets the removal.  With posp the entry is freed in place and
- * *posp gets its position (e2_dir_remove_at). */
+/* ip's last name, name in dir, goes after `after` (may be NULL): the entry
+ * is removed first (after `after`), then the inode is cleared, then its
+ * blocks and bit are freed (design.md §4).  A crash in between leaves an
+ * unattached inode (or unconnected directory) that still holds its data:
+ * a leak, which e2fsck -fy puts in lost+found.  The other order would
+ * leave a name for a deleted inode, whose number and blocks may be handed
+ * out again.  *rmp (if not NULL) gets the removal.  With posp the entry is
+ * freed in place and *posp gets its position (e2_dir_remove_at). */
 int e2_remove_last(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
 		   struct e2_inode *ip, struct patch *after, struct patch **rmp, uint32_t *posp)
 {
-	struct ext2_inode_large old = ip->d;
 	struct e2_deps d = {0}, cd = {0};
 	struct patch *c = NULL, *rm = NULL;
 	int r;
 
-	if ((r = e2_deps_addref(&cd, after)) || (r = clear_inode(fs, ip, &cd, &c)))
+	if ((r = e2_deps_addref(&d, after)) ||
+	    (r = e2_dir_remove_at(fs, dir, name, len, &d, &rm, posp)))
 		goto out;
-	r = e2_deps_addref(&d, c);
-	if (!r)
-		r = e2_dir_remove_at(fs, dir, name, len, &d, &rm, posp);
-	if (r) {
-		/* The name stays: so does the inode. */
-		(void)e2_iwrite(fs, ip, &old, NULL, NULL);
-		goto out;
-	}
-	if (rm) {
-		patch_release(fs->c, c);
-		patch_retain(rm);
-		c = rm;
-	}
 	e2_dir_removal_pending(fs, dir, rm);
+	/* (Failing here leaves the inode counted with no name: a leak.) */
+	if ((r = e2_deps_addref(&cd, rm)) || (r = clear_inode(fs, ip, &cd, &c)))
+		goto out;
 	r = forget_inode(fs, ip, c);
 	c = NULL;
 	if (!r && e2_idir(ip))

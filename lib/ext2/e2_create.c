@@ -1,10 +1,8 @@
 /* ext2: operations that make names: mknod, mkdir, symlink, link (and
- * readlink).  The inode is initialised after its bitmap bit and its first
- * block, with a link count of 0; the entry after the initialised inode;
- * the real link count after the entry (design.md §4).  Until its entry is
- * on disk the inode is a deleted one to e2fsck, which it drops without
- * asking, with whatever data it already holds; an entry whose count is
- * still 0 names a deleted inode, which e2fsck -p also clears on its own. */
+ * readlink).  The inode is initialised, with its link count, after its
+ * bitmap bit and its first block; the entry after the initialised inode
+ * (design.md §4).  Until its entry is on disk the inode is an unattached
+ * one to e2fsck: a leak, never a name for an inode that is not there. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +23,7 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 	struct e2_inode *dir, *ip;
 	struct e2_deps ideps = {0}, bdeps = {0}, edeps = {0};
 	struct patch *linked = NULL, *ibit = NULL, *bbit = NULL, *binit = NULL, *init = NULL;
-	struct patch *plink = NULL, *ent = NULL, *lk = NULL;
+	struct patch *plink = NULL, *ent = NULL;
 	struct ext2_inode_large nw;
 	struct e2_dloc loc;
 	bool isdir = S_ISDIR(ni->mode);
@@ -117,7 +115,7 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 	e2_iset_time(fs, &nw, E2_T_MTIME, &now);
 	e2_iset_time(fs, &nw, E2_T_CTIME, &now);
 	e2_iset_time(fs, &nw, E2_T_CRTIME, &now);
-	e2_iset_links(&nw, 0); /* raised once the entry is on disk */
+	e2_iset_links(&nw, isdir ? 2 : 1);
 	/* Never the generation the number had before (ip->d still holds the
 	 * freed inode): a handle to the old file must not reach this one. */
 	nw.i_generation = htole32(fs->next_gen++);
@@ -153,9 +151,8 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 	if (blk)
 		ip->last_pblk = blk;
 	/* The entry waits for the initialised inode, and in a directory that
-	 * is itself new for that directory's link count: while the directory
-	 * is a deleted inode to e2fsck its blocks are not read, and an entry
-	 * in them would leave the new inode unattached. */
+	 * is itself new for that directory's initialisation: until then its
+	 * blocks are not read, and the entry's inode would be unattached. */
 	e2_patch_drop_committed(fs, &dir->init);
 	if ((r = e2_deps_addref(&edeps, init)) || (r = e2_deps_addref(&edeps, linked)) ||
 	    (r = e2_deps_addref(&edeps, dir->init)))
@@ -169,19 +166,13 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 		goto out;
 	}
 	e2_isync_add(fs, ip, ent);
-	/* The count after the entry. */
-	if ((r = e2_add_links_after(fs, ip, isdir ? 2 : 1, ent, NULL, NULL, &lk)))
-		goto out;
 	/* In a directory that is itself new, fsync must make the whole path
 	 * reachable: take the directory's own changes along. */
 	if (dir->init)
 		e2_isync_add(fs, ip, dir->sync);
 	patch_release(fs->c, ip->init);
-	ip->init = lk ? lk : init;
-	if (lk)
-		lk = NULL;
-	else
-		init = NULL;
+	ip->init = init;
+	init = NULL;
 	r = e2_touch_dir(fs, dir);
 	if (r)
 		goto out;
@@ -208,7 +199,6 @@ out:
 	patch_release(fs->c, init);
 	patch_release(fs->c, plink);
 	patch_release(fs->c, ent);
-	patch_release(fs->c, lk);
 	e2_unlock(fs);
 	return r;
 }

@@ -1053,8 +1053,9 @@ int e2_dir_retarget(struct e2fs *fs, struct e2_inode *dir, const char *name, siz
  * record kept), not merged into the one before it, and the patch is
  * remembered as a pending removal (e2_dir_removal_pending), so that a new
  * name goes past it rather than over the bytes it wrote.  The patch waits
- * for the renamed inode's count, which waits for the entry of its create;
- * a new name written over the patch would make the next create in this
+ * for the renamed inode's initialisation and pending changes, which wait
+ * for its data; a new name written over the patch would make the next
+ * create in this
  * directory wait for all that, and a loop of atomic replaces (create a
  * temporary name, rename it over a file) would cost two write rounds a
  * replace instead of a few in all.  The freed record is reused like any

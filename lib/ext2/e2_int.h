@@ -185,10 +185,9 @@ struct e2fs {
 	unsigned nparked;
 	/* Removals of a last name (e2_remove_last) not yet on disk, with
 	 * their directory: a new name (e2_dir_add_new) is not put where one
-	 * of them wrote, or it would wait for the removal and so for the
-	 * clear of the old inode, whose count waited for its own entry:
-	 * under a workload that deletes and creates in one directory that
-	 * made one chain of every file's writes.  Hashed by directory inode
+	 * of them wrote, or it would wait for the removal: under a workload
+	 * that deletes and creates in one directory that made one chain of
+	 * every file's writes.  Hashed by directory inode
 	 * (rmtab), so that a create looks only at its directory's, and also
 	 * in one list from the oldest (rmold) to the newest (rmnew).  At
 	 * most E2_RMPEND_MAX: the oldest is forgotten. */

@@ -45,12 +45,11 @@ static int deps2(struct e2_deps *d, struct patch *a, struct patch *b)
 
 /* A target about to lose its last name to a rename is parked: it gets a
  * second name in lost+found, "#INO" (what e2fsck would call it), before the
- * retarget, and that name goes once the retarget is on disk, with the
- * inode cleared first (e2_remove_last).  So no crash state holds the
- * target unattached with its data, which e2fsck -p refuses to repair
- * (design.md §4).  0 and *h set (the new entry, or NULL when there is no
- * usable lost+found: then the target is cleared after the retarget as
- * before), or -errno. */
+ * retarget, and that name goes once the retarget is on disk, then the
+ * inode is cleared (e2_remove_last).  So the old file stays named until
+ * the rename is on disk (design.md §4).  0 and *h set (the new entry, or
+ * NULL when there is no usable lost+found: then the target is cleared
+ * after the retarget), or -errno. */
 static int park(struct e2fs *fs, struct e2_inode *t, char *pname, size_t *plen,
 		struct e2_inode **plf, struct patch **h)
 {
@@ -78,9 +77,9 @@ static int park(struct e2fs *fs, struct e2_inode *t, char *pname, size_t *plen,
 		unsigned n = 0;
 
 		/* Not in the place of a parked name whose removal is still
-		 * unwritten: the removal waits for a clear that waits for an
-		 * earlier rename, and so a chain of renames over one name
-		 * would cost write rounds in proportion to its length. */
+		 * unwritten: the removal waits for an earlier rename, and so
+		 * a chain of renames over one name would cost write rounds
+		 * in proportion to its length. */
 		for (unsigned i = 0; i < fs->nparked; i++)
 			if (!patch_committed(fs->parked[i].rm))
 				avoid[n++] = fs->parked[i].pos;

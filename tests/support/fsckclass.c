@@ -11,15 +11,15 @@
 
 static const char *const step_name[FSCK_NSTEPS] = {
     [FSCK_CHECK] = "e2fsck -fn",
-    [FSCK_PREEN] = "e2fsck -fp",
-    [FSCK_AFTER] = "e2fsck -fn after -fp",
+    [FSCK_REPAIR] = "e2fsck -fy",
+    [FSCK_AFTER] = "e2fsck -fn after -fy",
 };
 
 enum fsck_step fsck_next_step(enum fsck_step done, int status)
 {
 	if (done == FSCK_CHECK && status > 0 && status < 8)
-		return FSCK_PREEN;
-	if (done == FSCK_PREEN && (status == 0 || status == 1))
+		return FSCK_REPAIR;
+	if (done == FSCK_REPAIR && status >= 0 && status <= 3)
 		return FSCK_AFTER;
 	return FSCK_NSTEPS;
 }
@@ -87,7 +87,7 @@ static void add(struct fsck_verdict *v, struct list *l, char kind, const char *t
 	else if (kind == 'D')
 		v->ndangerous++;
 	else
-		v->npreen++;
+		v->nrepair++;
 	list_add(l, kind, text, n);
 }
 
@@ -218,6 +218,14 @@ static bool forbidden(const char *l, size_t n)
 	const char *a, *b;
 	size_t an, bn;
 
+	/* "Entry 'x' in /d (12) has deleted/unused inode 13.", "Directory
+	 * inode 12, block #0, offset 0: directory corrupted", a block with
+	 * two owners ("Multiply-claimed block(s) in inode 12: 5") or none
+	 * that can be ("Inode 12 has illegal block(s).") */
+	if (holds(l, n, " has deleted/unused inode ") || holds(l, n, "directory corrupted") ||
+	    starts(l, n, "Multiply-claimed block") || holds(l, n, "illegal block") ||
+	    holds(l, n, "Duplicate or bad block"))
+		return true;
 	if (starts(l, n, "Block bitmap differences:") ||
 	    starts(l, n, "Inode bitmap differences:")) {
 		const char *p = l + 25, *e = l + n;
@@ -252,26 +260,14 @@ static void check_line(struct fsck_verdict *v, struct list *l, const char *line,
 		add(v, l, forbidden(line, n) ? 'D' : 'B', line, n);
 }
 
-/* One line of e2fsck -fp on the copy, which starts with the copy's path. */
-static void preen_line(struct fsck_verdict *v, struct list *l, const char *line, size_t n)
+/* One line of e2fsck -fy on the copy, when it left errors. */
+static void repair_line(struct fsck_verdict *v, struct list *l, const char *line, size_t n)
 {
-	if (n && line[0] == '/') {
-		const char *p = line;
-
-		while (p + 1 < line + n && !(p[0] == ':' && p[1] == ' '))
-			p++;
-		if (p + 1 < line + n) {
-			n -= p + 2 - line;
-			line = p + 2;
-		} else if (line[n - 1] == ':') {
-			return; /* the path alone */
-		}
-	}
-	if (!n || starts(line, n, "clean, ") || holds(line, n, " files (") || chatter(line, n))
+	if (chatter(line, n))
 		return;
-	if (holds(line, n, "FIXED.") || holds(line, n, "CLEARED.") || holds(line, n, "SALVAGED."))
-		return; /* repaired on its own */
-	add(v, l, 'P', line, n);
+	n = before_question(line, n);
+	if (n)
+		add(v, l, 'P', line, n);
 }
 
 /* ---- the transcript -------------------------------------------------- */
@@ -416,16 +412,16 @@ int fsck_judge(const char *text, size_t len, struct fsck_verdict *v, char *err, 
 		addf(v, &l, 'D', "e2fsck exit status %d without any finding",
 		     sec[FSCK_CHECK].status);
 
-	/* e2fsck -fp: what stopped it, or what it left */
-	if (sec[FSCK_PREEN].seen && sec[FSCK_PREEN].status >= 2) {
-		unsigned before = v->npreen;
+	/* e2fsck -fy: what it left */
+	if (sec[FSCK_REPAIR].seen && sec[FSCK_REPAIR].status >= 4) {
+		unsigned before = v->nrepair;
 
-		each_line(v, &l, &sec[FSCK_PREEN], preen_line);
-		if (v->npreen == before)
-			add(v, &l, 'P', "e2fsck -p failed without a finding", 34);
+		each_line(v, &l, &sec[FSCK_REPAIR], repair_line);
+		if (v->nrepair == before)
+			add(v, &l, 'P', "e2fsck -fy failed without a finding", 35);
 	}
 	if (sec[FSCK_AFTER].seen && sec[FSCK_AFTER].status != 0)
-		addf(v, &l, 'P', "e2fsck -fn finds errors (exit status %d) after e2fsck -p",
+		addf(v, &l, 'P', "e2fsck -fn finds errors (exit status %d) after e2fsck -fy",
 		     sec[FSCK_AFTER].status);
 
 	if (l.failed) {
@@ -436,7 +432,7 @@ int fsck_judge(const char *text, size_t len, struct fsck_verdict *v, char *err, 
 	v->findings = l.s ? l.s : strdup("");
 	if (!v->findings)
 		return -ENOMEM;
-	if (v->ndangerous || v->npreen)
+	if (v->ndangerous || v->nrepair)
 		v->class = FSCK_DANGEROUS;
 	else if (sec[FSCK_CHECK].status != 0)
 		v->class = FSCK_BENIGN;
@@ -451,15 +447,15 @@ char *fsck_why(const struct fsck_verdict *v)
 	const char *p = v->findings ? v->findings : "";
 
 	if (v->class == FSCK_DANGEROUS) {
-		/* the forbidden findings, then e2fsck -p's */
+		/* the forbidden findings, then what e2fsck -fy left */
 		for (int pass = 0; pass < 2; pass++) {
 			char want = pass ? 'P' : 'D';
 
-			if (pass && v->status[FSCK_PREEN] >= 2) {
+			if (pass && v->status[FSCK_REPAIR] >= 4) {
 				char head[64];
 				int n =
 				    snprintf(head, sizeof(head),
-					     "e2fsck -p exit status %d:", v->status[FSCK_PREEN]);
+					     "e2fsck -fy exit status %d:", v->status[FSCK_REPAIR]);
 
 				list_add(&l, 0, head, (size_t)n);
 			}

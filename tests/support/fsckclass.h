@@ -8,30 +8,34 @@
  *
  *	--- e2fsck -fn: exit 4
  *	(e2fsck -fn on the image)
- *	--- e2fsck -fp: exit 1
- *	(e2fsck -fp on a copy: what a boot runs)
- *	--- e2fsck -fn after -fp: exit 0
- *	(e2fsck -fn on that copy once -fp is done)
+ *	--- e2fsck -fy: exit 1
+ *	(e2fsck -fy on a copy: the repair)
+ *	--- e2fsck -fn after -fy: exit 0
+ *	(e2fsck -fn on that copy once -fy is done)
  *
  * The second step comes when the first exits 1 to 7, the third when the
- * second exits 0 or 1 (fsck_next_step); a transcript with a step missing
+ * second exits 0 to 3 (fsck_next_step); a transcript with a step missing
  * or out of place is refused rather than judged.
  *
  *   clean      e2fsck -fn exits 0.
  *   benign     e2fsck -fn exits 1 to 7 with findings, none of them one
- *              soft updates promise never to leave (below); e2fsck -fp
- *              exits 0 or 1; e2fsck -fn then exits 0.
+ *              soft updates promise never to leave (below); e2fsck -fy
+ *              exits 0 to 3; e2fsck -fn then exits 0.
  *   dangerous  anything else: e2fsck failing (exit status 8 or more, or
- *              killed), errors without a finding, e2fsck -fp stopping, the
- *              errors it leaves, or a forbidden finding of e2fsck -fn.
+ *              killed), errors without a finding, e2fsck -fy leaving
+ *              errors, or a forbidden finding of e2fsck -fn.
  *
- * Forbidden, though e2fsck -fp repairs them, because fstitch or a kernel
- * mounting the image without a check would act on them: a bitmap
- * difference that is not a "-N" leak (a "+N" is something in use that the
- * bitmap calls free, which would be handed out twice), and a link count,
- * i_blocks or attribute-block reference count lower than the truth (which
- * would free something still in use).  Counts too high and "-" bitmap
- * differences are leaks, and benign. */
+ * Allowed are leaks and what a leak brings: "-" bitmap differences and
+ * summary counts, an unattached inode or unconnected directory (an inode
+ * still counted but no longer named), counts higher than the truth.
+ * Forbidden, though e2fsck repairs them, because fstitch or a kernel
+ * mounting the image without a check would act on them: a "+" bitmap
+ * difference (something in use that the bitmap calls free, which would
+ * be handed out twice), a link count, i_blocks or attribute-block
+ * reference count lower than the truth (which would free something still
+ * in use), an entry naming a deleted or unused inode (a name whose inode
+ * may be handed out again), a corrupted directory, and a block claimed
+ * twice or out of range. */
 #ifndef FSTITCH_TESTS_FSCKCLASS_H
 #define FSTITCH_TESTS_FSCKCLASS_H
 
@@ -45,8 +49,8 @@ enum fsck_class {
 
 enum fsck_step {
 	FSCK_CHECK,  /* e2fsck -fn on the image */
-	FSCK_PREEN,  /* e2fsck -fp on a copy */
-	FSCK_AFTER,  /* e2fsck -fn on the copy after -fp */
+	FSCK_REPAIR, /* e2fsck -fy on a copy */
+	FSCK_AFTER,  /* e2fsck -fn on the copy after -fy */
 	FSCK_NSTEPS, /* (no step: the transcript is complete) */
 };
 
@@ -55,12 +59,12 @@ struct fsck_verdict {
 	/* each step's exit status, -1 for a step that did not run (a status
 	 * of 128 + N is a run killed by signal N) */
 	int status[FSCK_NSTEPS];
-	/* findings of e2fsck -fn: allowed, forbidden; lines that stopped
-	 * e2fsck -fp (and what else stopped it) */
-	unsigned nbenign, ndangerous, npreen;
+	/* findings of e2fsck -fn: allowed, forbidden; errors e2fsck -fy
+	 * left (and what else made it fail) */
+	unsigned nbenign, ndangerous, nrepair;
 	/* One finding a line: "B: " allowed, "D: " forbidden or e2fsck -fn
-	 * failing, "P: " what e2fsck -fp left (the image's path cut from the
-	 * front); malloc'd, "" when there is none. */
+	 * failing, "P: " what e2fsck -fy left; malloc'd, "" when there is
+	 * none. */
 	char *findings;
 };
 
@@ -78,8 +82,8 @@ int fsck_header(char *buf, size_t len, enum fsck_step step, int status);
 int fsck_judge(const char *text, size_t len, struct fsck_verdict *v, char *err, size_t errlen);
 
 /* Print why v is dangerous, a reason a line (nothing for another class):
- * the forbidden findings and failures of e2fsck -fn, then what stopped
- * e2fsck -fp after a line "e2fsck -p exit status N:", or the errors left
+ * the forbidden findings and failures of e2fsck -fn, then what e2fsck -fy
+ * left after a line "e2fsck -fy exit status N:", or the errors found
  * after it.  Returns a malloc'd string ("" when there is nothing), or
  * NULL when out of memory. */
 char *fsck_why(const struct fsck_verdict *v);

@@ -797,7 +797,7 @@ static int run_capture(char *const argv[], char **out)
 }
 
 /* Judge path as fsck_run does, by the shared rules (fsckclass.h): e2fsck
- * -fn on it, then the steps fsck_next_step asks for (e2fsck -fp and -fn
+ * -fn on it, then the steps fsck_next_step asks for (e2fsck -fy and -fn
  * on a scratch copy).  FSCK_CLEAN, FSCK_BENIGN or FSCK_DANGEROUS, with
  * what e2fsck said (the transcript) or why (fsck_why) in *say (malloc'd;
  * NULL for a clean one); or -1 having said why e2fsck could not judge. */
@@ -811,15 +811,15 @@ static int fsck_class_of(const char *path, char **say)
 
 	*say = NULL;
 	for (; step != FSCK_NSTEPS; step = fsck_next_step(step, st)) {
-		char *argv[] = {"e2fsck", step == FSCK_PREEN ? "-fp" : "-fn", NULL, NULL};
+		char *argv[] = {"e2fsck", step == FSCK_REPAIR ? "-fy" : "-fn", NULL, NULL};
 		char hdr[64];
 		size_t hn, on;
 		char *t;
 
-		if (step == FSCK_PREEN) {
-			copy = e2t_tmpfile("preen");
+		if (step == FSCK_REPAIR) {
+			copy = e2t_tmpfile("repair");
 			if (!copy || copy_file(path, copy)) {
-				fprintf(stderr, "%s: cannot copy '%s' for e2fsck -fp\n", prog,
+				fprintf(stderr, "%s: cannot copy '%s' for e2fsck -fy\n", prog,
 					path);
 				goto out;
 			}
@@ -1130,7 +1130,7 @@ out:
 /* The judgement of fsck_run (common.bash) in one process, for the crash
  * checks that run it once per state, where fsck_run's dozen commands cost
  * more than e2fsck: the same steps and rules (fsck_class_of), the copy
- * for e2fsck -fp a scratch file.  The image is not changed.  Prints the
+ * for e2fsck -fy a scratch file.  The image is not changed.  Prints the
  * class, then for a benign one e2fsck's transcript and for a dangerous
  * one why; exit 0 clean, 2 benign, 3 dangerous, 1 (saying why) when
  * e2fsck could not judge it. */

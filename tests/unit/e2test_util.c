@@ -331,11 +331,11 @@ static int judge(char *text, struct e2t_fsck *r)
 		return ret;
 	}
 	r->status = v.status[FSCK_CHECK];
-	r->preen_status = v.status[FSCK_PREEN] < 0 ? 0 : v.status[FSCK_PREEN];
+	r->repair_status = v.status[FSCK_REPAIR] < 0 ? 0 : v.status[FSCK_REPAIR];
 	r->verdict = v.class;
 	r->nbenign = v.nbenign;
 	r->ndangerous = v.ndangerous;
-	r->npreen = v.npreen;
+	r->nrepair = v.nrepair;
 	/* as many whole lines as fit */
 	for (const char *l = v.findings; *l;) {
 		const char *nl = strchr(l, '\n');
@@ -358,7 +358,7 @@ static int fsck_file(const char *path, struct e2t_fsck *r, void **fixed, size_t 
 	enum fsck_step step;
 	void *img = NULL;
 	size_t len;
-	int st, pst = 0, ret = 0;
+	int st, ret = 0;
 
 	memset(r, 0, sizeof(*r));
 	if (fixed)
@@ -375,8 +375,8 @@ static int fsck_file(const char *path, struct e2t_fsck *r, void **fixed, size_t 
 	free(out);
 	step = fsck_next_step(FSCK_CHECK, st);
 	if (step != FSCK_NSTEPS) {
-		/* Not clean: what a boot would do, on a copy. */
-		copy = e2t_tmpfile("preen");
+		/* Not clean: the repair, on a copy. */
+		copy = e2t_tmpfile("repair");
 		if (!copy) {
 			free(text);
 			return -ENOMEM;
@@ -386,15 +386,13 @@ static int fsck_file(const char *path, struct e2t_fsck *r, void **fixed, size_t 
 			ret = e2t_write_file(copy, img, len);
 		free(img);
 		for (; !ret && step != FSCK_NSTEPS; step = fsck_next_step(step, st)) {
-			st = fsck_run(step == FSCK_PREEN ? "-fp" : "-fn", copy, &out);
+			st = fsck_run(step == FSCK_REPAIR ? "-fy" : "-fn", copy, &out);
 			if (st < 0) {
 				ret = st;
 				break;
 			}
 			add_step(&text, step, st, out);
 			free(out);
-			if (step == FSCK_PREEN)
-				pst = st;
 		}
 		if (ret) {
 			free(text);
@@ -402,17 +400,8 @@ static int fsck_file(const char *path, struct e2t_fsck *r, void **fixed, size_t 
 		}
 	}
 	ret = judge(text, r);
-	if (!ret && fixed && copy) {
-		/* what the user gets: e2fsck -p's repair, or e2fsck -fy's
-		 * where -p gave up */
-		if (pst >= 2) {
-			char *y = NULL;
-
-			(void)fsck_run("-fy", copy, &y);
-			free(y);
-		}
+	if (!ret && fixed && copy) /* what the user gets: e2fsck -fy's repair */
 		ret = e2t_read_file(copy, fixed, flen);
-	}
 out:
 	if (copy) {
 		unlink(copy);

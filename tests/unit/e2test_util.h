@@ -1,6 +1,6 @@
 /* Helpers for the ext2 module's tests: make images with mke2fs, move them
- * between files and memory, and judge an image as a boot would: clean,
- * benign (e2fsck -p repairs it on its own) or dangerous, by the rules of
+ * between files and memory, and judge an image after a crash: clean,
+ * benign (leaks only, which e2fsck -fy repairs) or dangerous, by the rules of
  * tests/support/fsckclass.h, which the bats tests share.
  *
  * Linked into every unit test binary, so this depends on libc only (the
@@ -78,17 +78,17 @@ int e2t_mkfs_mem(unsigned size_kib, unsigned block_size, const char *extra, void
 
 struct e2t_fsck {
 	int status;	  /* e2fsck -fn exit status */
-	int preen_status; /* e2fsck -fp's on a copy (0 if not run) */
+	int repair_status; /* e2fsck -fy's on a copy (0 if not run) */
 	enum fsck_class verdict;
-	unsigned nbenign, ndangerous, npreen;
+	unsigned nbenign, ndangerous, nrepair;
 	char findings[2048]; /* fsck_verdict's findings: "B: line" (e2fsck
 			      * -fn), "D: line" (e2fsck -fn, forbidden), "P:
-			      * line" (what stopped e2fsck -p), as many whole
+			      * line" (what e2fsck -fy left), as many whole
 			      * lines as fit */
 	char *output;	     /* the transcript (malloc'd); e2t_fsck_free */
 };
 
-/* Judge an image file: e2fsck -fn on it; if not clean, e2fsck -fp on a copy
+/* Judge an image file: e2fsck -fn on it; if not clean, e2fsck -fy on a copy
  * and e2fsck -fn on the repaired copy; the transcript of these runs
  * (fsckclass.h) goes to r->output and to fsck_judge.  0, or -errno if
  * e2fsck could not run. */
@@ -96,8 +96,8 @@ int e2t_fsck_file(const char *path, struct e2t_fsck *r);
 /* Write img to a scratch file, check it, remove it. */
 int e2t_fsck_mem(const void *img, size_t len, struct e2t_fsck *r);
 /* The same, and *fixed (malloc'd, *flen bytes) gets the image as a user
- * finds it after the repair (e2fsck -p's, or e2fsck -fy's where -p gave
- * up), or NULL when the image was clean. */
+ * finds it after the repair (e2fsck -fy's), or NULL when the image was
+ * clean. */
 int e2t_fsck_mem_repair(const void *img, size_t len, struct e2t_fsck *r, void **fixed,
 			size_t *flen);
 void e2t_fsck_free(struct e2t_fsck *r);

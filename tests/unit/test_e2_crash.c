@@ -27,7 +27,8 @@
  * under soft updates), E2_CRASH_MIXED (number of random mixed workloads),
  * E2_CRASH_TRACE (print the mixed workloads' steps), E2_CRASH_LOG (print
  * the blocks written in each round), E2_CRASH_ONLY (run only the
- * soft-updates checks of the workload of that name).  One argument, a part
+ * soft-updates checks of the workload of that name), E2_CRASH_DUMP (a
+ * path: the first dangerous state's image is written there).  One argument, a part
  * (ops, rounds, mixed or controls; see main), runs a part of the tests. */
 #include <errno.h>
 #include <malloc.h>
@@ -311,10 +312,6 @@ struct workload {
 	bool ordering_matters; /* must show dangerous states under NONE */
 	bool tail_fires;       /* must show cut-off bytes back under NONE */
 	bool hole_fires;       /* must show a size over a hole under NONE */
-	bool rename_states;    /* may leave the states of design.md §4 that no
-				* order makes e2fsck -p repair on its own: a
-				* directory moved to another block, a target
-				* replaced by a rename */
 };
 
 static void su_dirs(struct work *w)
@@ -1092,8 +1089,6 @@ struct checker {
 	struct work *w;
 	size_t index, stride, total;
 	size_t checked, distinct, clean, benign, dangerous, semantic;
-	size_t manual;	  /* e2fsck -p stopped on a rename's state (allowed only
-			   * in rename_states workloads; see rename_state()) */
 	size_t foreign;	  /* states where a file showed another file's data */
 	size_t torn;	  /* states where a protected name had neither file */
 	size_t oldtail;	  /* states where cut-off bytes came back */
@@ -1102,40 +1097,8 @@ struct checker {
 	unsigned natomic; /* the workload protects names (rename, exchange) */
 	struct seen seen;
 	char first[3000];
-	char first_manual[3000];
-	bool rename_states; /* the workload's rename_states */
 	bool fail_fast;
 };
-
-/* Not a verdict of e2test_util: a state e2fsck -p stops on that a rename
- * in flight leaves and no order avoids (design.md §4, "What e2fsck -p
- * cannot repair"); e2fsck -fy repairs it, and the files are checked after
- * that repair. */
-#define E2T_MANUAL ((enum fsck_class)3)
-
-/* Whether e2fsck -p stopped only on what a rename in flight may leave: a
- * directory with its old and new name (or its ".." not yet moved), or an
- * unconnected directory, or an unattached inode (the target replaced,
- * its clear not yet on disk), and e2fsck -fn found nothing forbidden. */
-static bool rename_state(const struct e2t_fsck *fr)
-{
-	char copy[sizeof(fr->findings)], *l, *save;
-	bool any = false;
-
-	memcpy(copy, fr->findings, sizeof(copy));
-	for (l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-		if (l[0] == 'D')
-			return false;
-		if (l[0] != 'P')
-			continue;
-		if (!(strstr(l, ") is a link to directory ") || !strncmp(l, "P: '..' in ", 11) ||
-		      !strncmp(l, "P: Unconnected directory inode ", 31) ||
-		      !strncmp(l, "P: Unattached inode ", 20)))
-			return false;
-		any = true;
-	}
-	return any;
-}
 
 struct walkent {
 	char *name;
@@ -1442,14 +1405,6 @@ static int check_cb(const struct crash_state *cs, void *arg)
 	ret = e2t_fsck_mem_repair(cs->image, cs->image_len, &fr, &fixed, &flen);
 	assert_int_equal(ret, 0);
 	v = fr.verdict;
-	if (v == FSCK_DANGEROUS && c->rename_states && rename_state(&fr)) {
-		v = E2T_MANUAL;
-		if (!c->first_manual[0]) {
-			describe_state(cs, desc, sizeof(desc));
-			snprintf(c->first_manual, sizeof(c->first_manual), "%s\n%s", desc,
-				 fr.findings);
-		}
-	}
 	/* The files are judged as a user finds them after the repair. */
 	if (fixed) {
 		repaired = *cs;
@@ -1476,6 +1431,8 @@ static int check_cb(const struct crash_state *cs, void *arg)
 		char *l, *save;
 
 		describe_state(cs, desc, sizeof(desc));
+		if (getenv("E2_CRASH_DUMP"))
+			e2t_write_file(getenv("E2_CRASH_DUMP"), cs->image, cs->image_len);
 		o = (size_t)snprintf(c->first, sizeof(c->first), "%s\n%s%s%s", desc,
 				     why[0] ? "library: " : "", why, why[0] ? "\n" : "");
 		for (int pass = 0; pass < 2; pass++) {
@@ -1496,8 +1453,6 @@ count:
 		c->clean++;
 	else if (v == FSCK_BENIGN)
 		c->benign++;
-	else if (v == E2T_MANUAL)
-		c->manual++;
 	else
 		c->dangerous++;
 	return 0;
@@ -1560,7 +1515,6 @@ static void run_workload(const struct workload *wl, enum consistency cons, uint6
 	memset(c, 0, sizeof(*c));
 	c->w = w;
 	c->natomic = w->natomic;
-	c->rename_states = wl->rename_states;
 	ret = crash_enumerate(rec, &co, count_cb, NULL, &n);
 	assert_int_equal(ret, 0);
 	c->total = n;
@@ -1572,13 +1526,12 @@ static void run_workload(const struct workload *wl, enum consistency cons, uint6
 	g_total_states += c->checked;
 	print_message(
 	    "# %-16s %-11s%s seed %llu: %zu log events, %zu states, %zu checked "
-	    "(%zu distinct): %zu clean, %zu repaired by e2fsck -p, %zu stopping e2fsck -p "
-	    "in a rename, %zu dangerous (%zu by library "
+	    "(%zu distinct): %zu clean, %zu repaired by e2fsck -fy, %zu dangerous (%zu by library "
 	    "checks: %zu foreign data, %zu torn rename, %zu cut-off bytes back, "
 	    "%zu fsynced file incomplete, %zu size over a hole)\n",
 	    wl->name, cons == CONSISTENCY_NONE ? "none" : "softupdates",
 	    g_round_max ? " small-rounds" : "", (unsigned long long)seed, nlog, n, c->checked,
-	    c->distinct, c->clean, c->benign, c->manual, c->dangerous, c->semantic, c->foreign,
+	    c->distinct, c->clean, c->benign, c->dangerous, c->semantic, c->foreign,
 	    c->torn, c->oldtail, c->undurable, c->holes);
 	free(c->seen.h);
 	free(c->seen.v);
@@ -1606,29 +1559,29 @@ static void run_replace_chain(struct work *w)
 }
 
 static const struct workload workloads[] = {
-    {"create", NULL, run_create, true, false, false, false},
-    {"mkdir", NULL, run_mkdir, true, false, false, false},
-    {"write-append", NULL, run_append, true, false, true, false},
-    {"truncate", su_truncate, run_truncate, true, false, false, false},
-    {"shrink-grow", su_shrink_grow, run_shrink_grow, true, true, false, false},
-    {"unlink", su_unlink, run_unlink, true, false, false, false},
-    {"rmdir", su_rmdir, run_rmdir, true, false, false, false},
-    {"rename", su_rename, run_rename, true, false, false, true},
-    {"rename-over", su_rename_over, run_rename_over, true, false, false, true},
-    {"rename-over-dirs", su_rename_over_dirs, run_rename_over_dirs, true, false, false, true},
-    {"exchange", su_exchange, run_exchange, true, false, false, true},
-    {"rename-over-big", su_rename_over_dirs, run_rename_over_big, true, false, false, true},
-    {"replace-chain", su_rename_over, run_replace_chain, true, false, false, true},
-    {"dir-grow", su_dir_grow, run_dir_grow, true, false, false, false},
-    {"holes", su_holes, run_holes, true, false, false, false},
-    {"punch", su_punch, run_punch, true, false, false, false},
-    {"link", su_link, run_link, true, false, false, false},
-    {"symlink", NULL, run_symlink, true, false, false, false},
-    {"reuse", NULL, run_reuse, true, false, false, false},
-    {"dir-churn", su_churn, run_churn, true, false, false, true},
-    {"unlink-create", su_unlink_create, run_unlink_create, true, false, false, false},
-    {"fsync", NULL, run_fsync, false, false, false, false},
-    {"fsync-new", NULL, run_fsync_new, false, false, false, false},
+    {"create", NULL, run_create, true, false, false},
+    {"mkdir", NULL, run_mkdir, true, false, false},
+    {"write-append", NULL, run_append, true, false, true},
+    {"truncate", su_truncate, run_truncate, true, false, false},
+    {"shrink-grow", su_shrink_grow, run_shrink_grow, true, true, false},
+    {"unlink", su_unlink, run_unlink, true, false, false},
+    {"rmdir", su_rmdir, run_rmdir, true, false, false},
+    {"rename", su_rename, run_rename, true, false, false},
+    {"rename-over", su_rename_over, run_rename_over, true, false, false},
+    {"rename-over-dirs", su_rename_over_dirs, run_rename_over_dirs, true, false, false},
+    {"exchange", su_exchange, run_exchange, true, false, false},
+    {"rename-over-big", su_rename_over_dirs, run_rename_over_big, true, false, false},
+    {"replace-chain", su_rename_over, run_replace_chain, true, false, false},
+    {"dir-grow", su_dir_grow, run_dir_grow, true, false, false},
+    {"holes", su_holes, run_holes, true, false, false},
+    {"punch", su_punch, run_punch, true, false, false},
+    {"link", su_link, run_link, true, false, false},
+    {"symlink", NULL, run_symlink, true, false, false},
+    {"reuse", NULL, run_reuse, true, false, false},
+    {"dir-churn", su_churn, run_churn, true, false, false},
+    {"unlink-create", su_unlink_create, run_unlink_create, true, false, false},
+    {"fsync", NULL, run_fsync, false, false, false},
+    {"fsync-new", NULL, run_fsync_new, false, false, false},
 };
 #define NWORK (sizeof(workloads) / sizeof(workloads[0]))
 
@@ -1672,12 +1625,6 @@ static bool check_softupdates(const struct workload *wl, uint64_t seed)
 			      wl->name, (unsigned long long)seed, c.dangerous);
 		print_comment(c.first);
 		return false;
-	}
-	if (c.manual) {
-		print_message("# workload %s seed %llu: %zu states stop e2fsck -p in a rename; "
-			      "the first:\n",
-			      wl->name, (unsigned long long)seed, c.manual);
-		print_comment(c.first_manual);
 	}
 	return true;
 }
@@ -1723,7 +1670,7 @@ static void test_crash_mixed(void **state)
 	uint64_t seed = e2t_seed("E2_CRASH_SEED", 1);
 	long n = e2t_env_long("E2_CRASH_MIXED", 8);
 	size_t before = g_total_states;
-	const struct workload wl = {"mixed", NULL, run_mixed, true, false, false, true};
+	const struct workload wl = {"mixed", NULL, run_mixed, true, false, false};
 	char bad[256] = "";
 
 	for (long i = 0; i < n; i++) {
@@ -1752,7 +1699,7 @@ static void test_crash_mixed_tiny_cache(void **state)
 	uint64_t seed = e2t_seed("E2_CRASH_SEED", 1);
 	long n = e2t_env_long("E2_CRASH_MIXED", 8) / 2;
 	size_t before = g_total_states;
-	const struct workload wl = {"mixed-tiny-cache", NULL, run_mixed, true, false, false, true};
+	const struct workload wl = {"mixed-tiny-cache", NULL, run_mixed, true, false, false};
 	char bad[256] = "";
 
 	g_cache_blocks = 24;
@@ -1776,7 +1723,7 @@ static void test_crash_mixed_four_groups(void **state)
 	uint64_t seed = e2t_seed("E2_CRASH_SEED", 1);
 	long n = e2t_env_long("E2_CRASH_MIXED", 8) / 2;
 	size_t before = g_total_states;
-	const struct workload wl = {"mixed-4-groups", NULL, run_mixed, true, false, false, true};
+	const struct workload wl = {"mixed-4-groups", NULL, run_mixed, true, false, false};
 	char bad[256] = "";
 
 	g_img = g_img4;
@@ -1862,8 +1809,8 @@ static void test_crash_fsync_check_fires(void **state)
 {
 	uint64_t seed = e2t_seed("E2_CRASH_SEED", 1);
 	const struct workload wl[] = {
-	    {"fsync-skipped", NULL, run_fsync_skipped, false, false, false, false},
-	    {"fsync-new-skipped", NULL, run_fsync_new_skipped, false, false, false, false},
+	    {"fsync-skipped", NULL, run_fsync_skipped, false, false, false},
+	    {"fsync-new-skipped", NULL, run_fsync_new_skipped, false, false, false},
 	};
 	struct checker c;
 
@@ -1882,7 +1829,7 @@ static void test_crash_fsync_check_fires(void **state)
 static void test_crash_none_variants(void **state)
 {
 	uint64_t seed = e2t_seed("E2_CRASH_SEED", 1);
-	const struct workload mixed = {"mixed", NULL, run_mixed, true, false, false, true};
+	const struct workload mixed = {"mixed", NULL, run_mixed, true, false, false};
 	char missed[256] = "";
 	struct checker c;
 	size_t torn = 0;
@@ -1936,16 +1883,16 @@ static void test_fsck_classifier(void **state)
 	    {"", FSCK_CLEAN},
 	    {"setb 1500 5", FSCK_BENIGN},	   /* leaked blocks */
 	    {"sif /f links_count 3", FSCK_BENIGN}, /* link count too high */
-	    {"sif /f links_count 0", FSCK_BENIGN}, /* entry naming a deleted inode */
-	    {"clri /f", FSCK_BENIGN},		   /* entry to a cleared inode */
-	    {"unlink /z", FSCK_BENIGN},		   /* unattached, zero length */
-	    {"unlink /f", FSCK_DANGEROUS},	   /* unattached, holding data */
-	    {"unlink /d", FSCK_DANGEROUS},	   /* unconnected directory */
+	    {"sif /f links_count 0", FSCK_DANGEROUS}, /* entry naming a deleted inode */
+	    {"clri /f", FSCK_DANGEROUS},	      /* entry to a cleared inode */
+	    {"unlink /z", FSCK_BENIGN},		      /* unattached, zero length */
+	    {"unlink /f", FSCK_BENIGN},		      /* unattached, holding data */
+	    {"unlink /d", FSCK_BENIGN},		      /* unconnected directory */
 	    {"ln /f /d/f", FSCK_DANGEROUS},	   /* link count too low */
 	    {"freeb 12", FSCK_DANGEROUS},	   /* used block marked free */
 	    {"freei /f", FSCK_DANGEROUS},	   /* used inode marked free */
 	    {"sif /f block[0] 5", FSCK_DANGEROUS}, /* block shared with metadata */
-	    {"sif /d size 0", FSCK_BENIGN},	   /* a directory size e2fsck -p fixes */
+	    {"sif /d size 0", FSCK_BENIGN},	   /* a directory size e2fsck fixes */
 	};
 	char *path = e2t_tmpfile("classify");
 	void *img;

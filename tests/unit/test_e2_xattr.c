@@ -602,7 +602,7 @@ static void crash_run(enum consistency cons, unsigned isize, struct cwork *w)
 }
 
 /* The class of a transcript in which e2fsck -fn finds only this, and
- * e2fsck -p repairs it. */
+ * e2fsck -fy repairs it. */
 static enum fsck_class judge_alone(const char *finding)
 {
 	struct fsck_verdict v;
@@ -610,8 +610,8 @@ static enum fsck_class judge_alone(const char *finding)
 	char *t;
 
 	assert_true(asprintf(&t,
-			     "--- e2fsck -fn: exit 4\n%s\n--- e2fsck -fp: exit 1\n"
-			     "--- e2fsck -fn after -fp: exit 0\n",
+			     "--- e2fsck -fn: exit 4\n%s\n--- e2fsck -fy: exit 1\n"
+			     "--- e2fsck -fn after -fy: exit 0\n",
 			     finding) > 0);
 	assert_int_equal(fsck_judge(t, strlen(t), &v, NULL, 0), 0);
 	c = v.class;

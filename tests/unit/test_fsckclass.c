@@ -21,14 +21,15 @@
 #define TAIL                                                                                       \
 	"\n/tmp/t/img: ********** WARNING: Filesystem still has errors **********\n\n"             \
 	"/tmp/t/img: 14/2048 files (0.0% non-contiguous), 565/8192 blocks\n"
-/* e2fsck -fp repairing on its own, and e2fsck -fn then finding nothing */
-#define PREEN_OK                                                                                   \
-	"--- e2fsck -fp: exit 1\n"                                                                 \
+/* e2fsck -fy repairing, and e2fsck -fn then finding nothing */
+#define REPAIR_OK                                                                                  \
+	"--- e2fsck -fy: exit 1\n" HEAD "Pass 5: Checking group summary information\n"             \
+	"\n/tmp/t/copy: ***** FILE SYSTEM WAS MODIFIED *****\n"                                     \
 	"/tmp/t/copy: 14/2048 files (0.0% non-contiguous), 565/8192 blocks\n"                      \
-	"--- e2fsck -fn after -fp: exit 0\n" HEAD "Pass 5: Checking group summary information\n"   \
+	"--- e2fsck -fn after -fy: exit 0\n" HEAD "Pass 5: Checking group summary information\n"   \
 	"/tmp/t/copy: 14/2048 files (0.0% non-contiguous), 565/8192 blocks\n"
-/* a transcript of e2fsck -fn exiting 4 with these findings, then PREEN_OK */
-#define FOUND(findings) "--- e2fsck -fn: exit 4\n" HEAD findings TAIL PREEN_OK
+/* a transcript of e2fsck -fn exiting 4 with these findings, then REPAIR_OK */
+#define FOUND(findings) "--- e2fsck -fn: exit 4\n" HEAD findings TAIL REPAIR_OK
 
 /* Judge text; fail unless it is want, and (when not NULL) unless why, the
  * reasons fsck_why gives, is exactly that. */
@@ -56,7 +57,7 @@ static void test_clean(void **state)
 	       FSCK_CLEAN, "");
 }
 
-/* ---- benign: leaks, and what e2fsck -p removes quietly ---- */
+/* ---- benign: leaks ---- */
 
 static void test_leaked_block_and_inode(void **state)
 {
@@ -78,19 +79,24 @@ static void test_counts_too_high(void **state)
 	       FSCK_BENIGN, "");
 }
 
-static void test_entry_to_deleted_inode(void **state)
-{
-	expect(FOUND("Pass 2: Checking directory structure\n"
-		     "Entry 'f1' in / (2) has deleted/unused inode 12.  Clear? no\n\n"
-		     "Entry 'f1' in / (2) has an incorrect filetype (was 1, should be 0).\n"
-		     "Fix? no\n\n"),
-	       FSCK_BENIGN, "");
-}
-
 static void test_unattached_zero_length(void **state)
 {
 	expect(FOUND("Pass 4: Checking reference counts\n"
 		     "Unattached zero-length inode 13.  Clear? no\n\n"),
+	       FSCK_BENIGN, "");
+}
+
+/* An inode counted but no longer named (an unlink in flight), with its
+ * data, or a directory: lost+found gets it. */
+static void test_unattached_inode(void **state)
+{
+	expect(FOUND("Pass 4: Checking reference counts\n"
+		     "Unattached inode 12\nConnect to /lost+found? no\n\n"
+		     "Inode 12 ref count is 1, should be 0.  Fix? no\n\n"),
+	       FSCK_BENIGN, "");
+	expect(FOUND("Pass 3: Checking directory connectivity\n"
+		     "Unconnected directory inode 13 (/\?\?\?)\nConnect to /lost+found? no\n\n"
+		     "'..' in ... (13) is / (2), should be <The NULL inode> (0).\nFix? no\n\n"),
 	       FSCK_BENIGN, "");
 }
 
@@ -100,6 +106,25 @@ static void test_deleted_inode_zero_dtime(void **state)
 }
 
 /* ---- dangerous: what soft updates promise never to leave ---- */
+
+/* A name for an inode that is not there: the number may be handed out
+ * again under the old name. */
+static void test_entry_to_deleted_inode(void **state)
+{
+	expect(FOUND("Pass 2: Checking directory structure\n"
+		     "Entry 'f1' in / (2) has deleted/unused inode 12.  Clear? no\n\n"
+		     "Entry 'f1' in / (2) has an incorrect filetype (was 1, should be 0).\n"
+		     "Fix? no\n\n"),
+	       FSCK_DANGEROUS, "Entry 'f1' in / (2) has deleted/unused inode 12.\n");
+}
+
+static void test_directory_corrupted(void **state)
+{
+	expect(FOUND("Pass 2: Checking directory structure\n"
+		     "Directory inode 12, block #0, offset 12: directory corrupted\n"
+		     "Salvage? no\n\n"),
+	       FSCK_DANGEROUS, "Directory inode 12, block #0, offset 12: directory corrupted\n");
+}
 
 static void test_plus_block_bitmap(void **state)
 {
@@ -147,35 +172,30 @@ static void test_counts_compared_as_numbers(void **state)
 	expect(FOUND("Inode 12, i_blocks is 0008, should be 8.  Fix? no\n"), FSCK_BENIGN, NULL);
 }
 
-/* e2fsck -p stops: what stopped it is the reason. */
-static void test_preen_stops(void **state)
+/* e2fsck -fy leaves errors: they are the reason. */
+static void test_repair_fails(void **state)
 {
 	expect("--- e2fsck -fn: exit 4\n" HEAD "Pass 4: Checking reference counts\n"
-	       "Unattached inode 12\nConnect to /lost+found? no\n\n" TAIL "--- e2fsck -fp: exit 4\n"
-	       "/tmp/t/copy: Unattached inode 12\n\n\n"
-	       "/tmp/t/copy: UNEXPECTED INCONSISTENCY; RUN fsck MANUALLY.\n"
-	       "\t(i.e., without -a or -p options)\n",
-	       FSCK_DANGEROUS, "e2fsck -p exit status 4:\nUnattached inode 12\n");
-	/* what e2fsck -p repaired before it stopped is not a reason */
-	expect("--- e2fsck -fn: exit 4\n" HEAD "Unconnected directory inode 13 (/\?\?\?)\n"
-	       "Connect to /lost+found? no\n\n" TAIL "--- e2fsck -fp: exit 4\n"
-	       "/tmp/t/copy: Inode 12 ref count is 2, should be 1.  FIXED.\n"
-	       "/tmp/t/copy: Unconnected directory inode 13 (/\?\?\?)\n\n\n"
-	       "/tmp/t/copy: UNEXPECTED INCONSISTENCY; RUN fsck MANUALLY.\n"
-	       "\t(i.e., without -a or -p options)\n",
+	       "Unattached inode 12\nConnect to /lost+found? no\n\n" TAIL "--- e2fsck -fy: exit 4\n"
+	       HEAD "Pass 4: Checking reference counts\n"
+	       "Unattached inode 12\nConnect to /lost+found? yes\n\n"
+	       "/lost+found not found.  Create? yes\n\n"
+	       "Cannot allocate space for /lost+found.\nPlace lost files in root directory instead? "
+	       "yes\n\n" TAIL,
 	       FSCK_DANGEROUS,
-	       "e2fsck -p exit status 4:\nUnconnected directory inode 13 (/\?\?\?)\n");
+	       "e2fsck -fy exit status 4:\nUnattached inode 12\n/lost+found not found.\n"
+	       "Cannot allocate space for /lost+found.\n");
 	expect("--- e2fsck -fn: exit 4\n" HEAD "Deleted inode 13 has zero dtime.  Fix? no\n" TAIL
-	       "--- e2fsck -fp: exit 8\n",
-	       FSCK_DANGEROUS, "e2fsck -p exit status 8:\ne2fsck -p failed without a finding\n");
+	       "--- e2fsck -fy: exit 8\n",
+	       FSCK_DANGEROUS, "e2fsck -fy exit status 8:\ne2fsck -fy failed without a finding\n");
 }
 
-static void test_errors_left_after_preen(void **state)
+static void test_errors_left_after_repair(void **state)
 {
 	expect("--- e2fsck -fn: exit 4\n" HEAD "Deleted inode 13 has zero dtime.  Fix? no\n" TAIL
-	       "--- e2fsck -fp: exit 1\n--- e2fsck -fn after -fp: exit 4\n" HEAD
+	       "--- e2fsck -fy: exit 1\n--- e2fsck -fn after -fy: exit 4\n" HEAD
 	       "Block bitmap differences:  -20\nFix? no\n",
-	       FSCK_DANGEROUS, "e2fsck -fn finds errors (exit status 4) after e2fsck -p\n");
+	       FSCK_DANGEROUS, "e2fsck -fn finds errors (exit status 4) after e2fsck -fy\n");
 }
 
 static void test_e2fsck_fails(void **state)
@@ -188,7 +208,7 @@ static void test_e2fsck_fails(void **state)
 	expect("--- e2fsck -fn: exit 137\n" HEAD, FSCK_DANGEROUS, "e2fsck exit status 137\n");
 	/* errors reported, but nothing that says what */
 	expect("--- e2fsck -fn: exit 4\n" HEAD
-	       "Pass 5: Checking group summary information\n" TAIL PREEN_OK,
+	       "Pass 5: Checking group summary information\n" TAIL REPAIR_OK,
 	       FSCK_DANGEROUS, "e2fsck exit status 4 without any finding\n");
 }
 
@@ -218,10 +238,11 @@ static void test_question_findings_are_what_is_kept(void **state)
 
 	assert_int_equal(fsck_judge(t, strlen(t), &v, NULL, 0), 0);
 	assert_string_equal(v.findings, "B: Deleted inode 13 has zero dtime.\n"
-					"B: Entry 'f1' in / (2) has deleted/unused inode 12.\n");
-	assert_int_equal(v.nbenign, 2);
+					"D: Entry 'f1' in / (2) has deleted/unused inode 12.\n");
+	assert_int_equal(v.nbenign, 1);
+	assert_int_equal(v.ndangerous, 1);
 	assert_int_equal(v.status[FSCK_CHECK], 4);
-	assert_int_equal(v.status[FSCK_PREEN], 1);
+	assert_int_equal(v.status[FSCK_REPAIR], 1);
 	assert_int_equal(v.status[FSCK_AFTER], 0);
 	fsck_verdict_free(&v);
 }
@@ -251,12 +272,12 @@ static void test_long_bitmap_line(void **state)
 	assert_true(n > 2000);
 	n += snprintf(line + n, sizeof(line) - n, " +9999\nFix? no\n");
 	assert_true(n < sizeof(line));
-	assert_true(asprintf(&t, "--- e2fsck -fn: exit 4\n%s%s", line, PREEN_OK) > 0);
+	assert_true(asprintf(&t, "--- e2fsck -fn: exit 4\n%s%s", line, REPAIR_OK) > 0);
 	expect(t, FSCK_DANGEROUS, NULL);
 	free(t);
 	/* and the same without it is only a leak */
 	assert_true(asprintf(&t, "--- e2fsck -fn: exit 4\n%.*s\nFix? no\n%s",
-			     (int)(strstr(line, " +9999") - line), line, PREEN_OK) > 0);
+			     (int)(strstr(line, " +9999") - line), line, REPAIR_OK) > 0);
 	expect(t, FSCK_BENIGN, NULL);
 	free(t);
 }
@@ -279,27 +300,28 @@ static void test_transcript_steps(void **state)
 	char buf[64];
 
 	assert_int_equal(fsck_next_step(FSCK_CHECK, 0), FSCK_NSTEPS);
-	assert_int_equal(fsck_next_step(FSCK_CHECK, 1), FSCK_PREEN);
-	assert_int_equal(fsck_next_step(FSCK_CHECK, 4), FSCK_PREEN);
+	assert_int_equal(fsck_next_step(FSCK_CHECK, 1), FSCK_REPAIR);
+	assert_int_equal(fsck_next_step(FSCK_CHECK, 4), FSCK_REPAIR);
 	assert_int_equal(fsck_next_step(FSCK_CHECK, 8), FSCK_NSTEPS);
-	assert_int_equal(fsck_next_step(FSCK_PREEN, 1), FSCK_AFTER);
-	assert_int_equal(fsck_next_step(FSCK_PREEN, 4), FSCK_NSTEPS);
+	assert_int_equal(fsck_next_step(FSCK_REPAIR, 1), FSCK_AFTER);
+	assert_int_equal(fsck_next_step(FSCK_REPAIR, 3), FSCK_AFTER);
+	assert_int_equal(fsck_next_step(FSCK_REPAIR, 4), FSCK_NSTEPS);
 	assert_int_equal(fsck_next_step(FSCK_AFTER, 0), FSCK_NSTEPS);
 	fsck_header(buf, sizeof(buf), FSCK_AFTER, 4);
-	assert_string_equal(buf, "--- e2fsck -fn after -fp: exit 4\n");
+	assert_string_equal(buf, "--- e2fsck -fn after -fy: exit 4\n");
 
 	refused("", "ends before its e2fsck -fn step");
 	refused("Pass 1: Checking inodes\n--- e2fsck -fn: exit 0\n", "before the first header");
 	refused("--- e2fsck -fn: exit 4\n" HEAD "Deleted inode 13 has zero dtime.\n",
-		"ends before its e2fsck -fp step");
-	refused("--- e2fsck -fn: exit 4\n--- e2fsck -fp: exit 0\n",
-		"ends before its e2fsck -fn after -fp step");
-	refused("--- e2fsck -fn: exit 0\n--- e2fsck -fp: exit 0\n", "e2fsck -fp where the end");
-	refused("--- e2fsck -fn: exit 4\n--- e2fsck -fn after -fp: exit 0\n",
-		"e2fsck -fn after -fp where e2fsck -fp was due");
+		"ends before its e2fsck -fy step");
+	refused("--- e2fsck -fn: exit 4\n--- e2fsck -fy: exit 0\n",
+		"ends before its e2fsck -fn after -fy step");
+	refused("--- e2fsck -fn: exit 0\n--- e2fsck -fy: exit 0\n", "e2fsck -fy where the end");
+	refused("--- e2fsck -fn: exit 4\n--- e2fsck -fn after -fy: exit 0\n",
+		"e2fsck -fn after -fy where e2fsck -fy was due");
 	refused("--- e2fsck -fn: exit four\n", "not well formed");
 	refused("--- e2fsck -fn: exit 300\n", "not well formed");
-	refused("--- e2fsck -fy: exit 0\n", "not well formed");
+	refused("--- e2fsck -fp: exit 0\n", "not well formed");
 	/* blank lines before the first header, and no newline at the end */
 	expect("\n\n--- e2fsck -fn: exit 0", FSCK_CLEAN, "");
 }
@@ -310,8 +332,10 @@ int main(void)
 	    cmocka_unit_test(test_clean),
 	    cmocka_unit_test(test_leaked_block_and_inode),
 	    cmocka_unit_test(test_counts_too_high),
-	    cmocka_unit_test(test_entry_to_deleted_inode),
 	    cmocka_unit_test(test_unattached_zero_length),
+	    cmocka_unit_test(test_unattached_inode),
+	    cmocka_unit_test(test_entry_to_deleted_inode),
+	    cmocka_unit_test(test_directory_corrupted),
 	    cmocka_unit_test(test_deleted_inode_zero_dtime),
 	    cmocka_unit_test(test_plus_block_bitmap),
 	    cmocka_unit_test(test_plus_inode_bitmap),
@@ -319,8 +343,8 @@ int main(void)
 	    cmocka_unit_test(test_i_blocks_too_low),
 	    cmocka_unit_test(test_attribute_count_too_low),
 	    cmocka_unit_test(test_counts_compared_as_numbers),
-	    cmocka_unit_test(test_preen_stops),
-	    cmocka_unit_test(test_errors_left_after_preen),
+	    cmocka_unit_test(test_repair_fails),
+	    cmocka_unit_test(test_errors_left_after_repair),
 	    cmocka_unit_test(test_e2fsck_fails),
 	    cmocka_unit_test(test_question_on_the_finding_line),
 	    cmocka_unit_test(test_question_findings_are_what_is_kept),
