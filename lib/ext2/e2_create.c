@@ -170,9 +170,18 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 	 * reachable: take the directory's own changes along. */
 	if (dir->init)
 		e2_isync_add(fs, ip, dir->sync);
+	/* What a new name for the inode, or a name put in it (a directory),
+	 * waits for: its entry, which waits for the initialised inode.  A
+	 * file renamed into a new directory is then reachable once its name
+	 * is on disk, as a program publishing it expects (rename_order). */
 	patch_release(fs->c, ip->init);
-	ip->init = init;
-	init = NULL;
+	if (ent && !patch_committed(ent)) {
+		patch_retain(ent);
+		ip->init = ent;
+	} else {
+		ip->init = init;
+		init = NULL;
+	}
 	r = e2_touch_dir(fs, dir);
 	if (r)
 		goto out;
