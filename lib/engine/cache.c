@@ -621,6 +621,8 @@ void cache_destroy(struct cache *c)
 	free(c->r_patches);
 	free(c->r_roll);
 	free(c->r_settle);
+	free(c->r_slack);
+	free(c->r_slackv);
 	free(c->work);
 	free(c->unholds);
 	pthread_cond_destroy(&c->io_cond);

@@ -272,8 +272,10 @@ int cache_discard(struct cache *c, uint64_t blkno, struct patch *clear);
  * round is committed and the error is returned. */
 int cache_flush_round(struct cache *c, size_t *nwritten);
 /* Rounds until nothing is dirty.  A block whose write would roll a patch
- * back and that no other block waits for is put off while the rounds have
- * other blocks to write: it goes once, whole, after what it waits for.
+ * back is put off while the rounds have other blocks to write and no
+ * other block waits for it, or putting it off a round leaves the sync no
+ * longer (design.md §3): it may then go once, whole, after what it waits
+ * for.
  * Returns the first error (and stops there), or -EAGAIN when what is left
  * dirty waits, directly or not, for a held empty patch, so that no round
  * can write it. */

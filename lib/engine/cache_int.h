@@ -158,8 +158,9 @@ enum block_flags {
 	BF_DEFER = 1 << 5, /* scratch: to be put off to the next round */
 	BF_LOG = 1 << 6,   /* written once, not read again (cache_get_log):
 			    * first on the LRU list, reused first */
-	BF_IDLE = 1 << 7,  /* scratch: put off as nothing waits for its
-			    * write (with BF_DEFER) */
+	BF_IDLE = 1 << 7,  /* scratch: put off by a sync, as nothing waits
+			    * for its write or as it has slack (with
+			    * BF_DEFER) */
 };
 
 struct cblock {
@@ -210,6 +211,13 @@ struct settle_slot {
 	struct patch *p;
 	uint32_t left;
 	uint32_t gen; /* valid when equal to r_settle_gen */
+};
+
+/* A patch and the rounds its write and everything waiting for it need
+ * (round.c, slack_compute()). */
+struct slack_slot {
+	struct patch *p;
+	uint32_t h;
 };
 
 #define SLAB_PATCHES 1024 /* patches per slab */
@@ -268,7 +276,14 @@ struct cache {
 	size_t r_settle_cap;	      /* its slots (a power of two) */
 	size_t r_settle_used;	      /* slots of this generation */
 	uint32_t r_settle_gen;
-	struct patch **work; /* empty patches to commit */
+	struct slack_slot *r_slack; /* slack_compute()'s table (round.c) */
+	size_t r_slack_cap, r_slack_used;
+	struct patch **r_slackv; /* the patches it holds, by seq */
+	size_t r_slackcap;
+	/* seq, changes and blocks_discarded when the table was filled */
+	uint64_t r_slack_seq, r_slack_chg, r_slack_disc;
+	uint32_t r_slack_max; /* the longest chain of rounds left */
+	struct patch **work;  /* empty patches to commit */
 	size_t nwork, cwork;
 	struct patch *dclear; /* cache_discard(): the clear of the
 			       * blocks in dretry (a reference) */

@@ -404,20 +404,216 @@ static bool holds_up_nothing(const struct cache *c, const struct cblock *b, size
 	return true;
 }
 
+/* ---- slack: how long a sync may put a block off ----------------------
+ *
+ * A sync needs at least as many more rounds as the longest chain of
+ * waits among the patches left, counting a round for each wait on
+ * another block (an after there goes in a later round than its before;
+ * one on its own block may go in the same write).  A block whose write
+ * would roll a patch back, and whose chosen patches head only shorter
+ * chains, can be put off a round without making the sync any longer
+ * (design.md §3), and when what its rolled-back patches wait for comes
+ * first it goes once, whole.  slack_compute() gives each patch left h,
+ * the rounds that its write and everything waiting for it need: one more
+ * than the most of its afters' (less one for an after on its own block),
+ * while an empty patch passes its afters' most on, and a held one none,
+ * since nothing behind it is written in this sync.  r_slack_max is the
+ * most over the patches that wait for nothing. */
+
+static struct slack_slot *slack_find(const struct cache *c, const struct patch *p)
+{
+	size_t i;
+
+	for (i = settle_home(p, c->r_slack_cap);; i = (i + 1) & (c->r_slack_cap - 1)) {
+		struct slack_slot *s = &c->r_slack[i];
+
+		if (!s->p || s->p == p)
+			return s;
+	}
+}
+
+/* Put p in the table and the list unless it is there; 0 or -ENOMEM. */
+static int slack_add(struct cache *c, struct patch *p)
+{
+	struct slack_slot *s;
+
+	if (2 * (c->r_slack_used + 1) > c->r_slack_cap) {
+		struct slack_slot *old = c->r_slack;
+		size_t ocap = c->r_slack_cap, i;
+		size_t cap = ocap ? 2 * ocap : SETTLE_MIN_SLOTS;
+		struct slack_slot *t = calloc(cap, sizeof(*t));
+
+		if (!t)
+			return -ENOMEM;
+		c->r_slack = t;
+		c->r_slack_cap = cap;
+		for (i = 0; i < ocap; i++)
+			if (old[i].p)
+				*slack_find(c, old[i].p) = old[i];
+		free(old);
+	}
+	s = slack_find(c, p);
+	if (s->p)
+		return 0;
+	if (GROW(&c->r_slackv, &c->r_slackcap, c->r_slack_used + 1, 256))
+		return -ENOMEM;
+	s->p = p;
+	s->h = 0;
+	c->r_slackv[c->r_slack_used++] = p;
+	return 0;
+}
+
+static int newest_first(const void *x, const void *y)
+{
+	const struct patch *p = *(struct patch *const *)x, *q = *(struct patch *const *)y;
+
+	return p->seq < q->seq ? 1 : p->seq > q->seq ? -1 : 0;
+}
+
+/* Fill the table for every patch left; false when memory runs short
+ * (then no block is put off for its slack).  Every edge goes from a newer
+ * patch to an older one, so newest first each after's h is known. */
+static bool slack_fill(struct cache *c)
+{
+	struct cblock *b;
+	struct patch *p;
+	size_t i;
+	uint32_t j;
+
+	if (!c->r_slack) {
+		c->r_slack = calloc(SETTLE_MIN_SLOTS, sizeof(*c->r_slack));
+		if (!c->r_slack)
+			return false;
+		c->r_slack_cap = SETTLE_MIN_SLOTS;
+	}
+	memset(c->r_slack, 0, c->r_slack_cap * sizeof(*c->r_slack));
+	c->r_slack_used = 0;
+	c->r_slack_seq = 0;
+	for (b = c->dirty_head; b; b = b->dnext)
+		for (p = b->phead; p; p = p->bnext)
+			if (slack_add(c, p))
+				return false;
+	/* the empty patches between them, found as the list grows */
+	for (i = 0; i < c->r_slack_used; i++) {
+		p = c->r_slackv[i];
+		for (j = 0; j < p->nafters; j++) {
+			struct patch *a = patch_after(p, j);
+
+			if (!a->block && slack_add(c, a))
+				return false;
+		}
+	}
+	qsort(c->r_slackv, c->r_slack_used, sizeof(*c->r_slackv), newest_first);
+	for (i = 0; i < c->r_slack_used; i++) {
+		uint32_t h = 0;
+
+		p = c->r_slackv[i];
+		if (!(p->flags & PF_HELD)) {
+			for (j = 0; j < p->nafters; j++) {
+				const struct patch *a = patch_after(p, j);
+				uint32_t ha = slack_find(c, a)->h;
+
+				if (p->block && a->block == p->block && ha)
+					ha--;
+				if (ha > h)
+					h = ha;
+			}
+			h += p->block != NULL;
+		}
+		slack_find(c, p)->h = h;
+	}
+	c->r_slack_seq = c->seq;
+	c->r_slack_chg = c->changes;
+	c->r_slack_disc = c->st.blocks_discarded;
+	return true;
+}
+
+/* Make the table hold every patch left and r_slack_max the longest chain
+ * of rounds left.  The table is filled again only when a patch was made
+ * or renumbered, a change made (a merge may add befores) or a block
+ * discarded since: a commit changes no h of what is left, only the
+ * longest chain, found again among the patches that wait for nothing. */
+static bool slack_compute(struct cache *c)
+{
+	struct cblock *b;
+	const struct patch *p;
+
+	if ((!c->r_slack || c->r_slack_seq != c->seq || c->r_slack_chg != c->changes ||
+	     c->r_slack_disc != c->st.blocks_discarded) &&
+	    !slack_fill(c))
+		return false;
+	c->r_slack_max = 0;
+	for (b = c->dirty_head; b; b = b->dnext)
+		for (p = b->phead; p; p = p->bnext)
+			if (is_root(p) && slack_find(c, p)->h > c->r_slack_max)
+				c->r_slack_max = slack_find(c, p)->h;
+	return true;
+}
+
+/* Free the table once no sync needs it: it holds every patch left. */
+static void slack_free(struct cache *c)
+{
+	free(c->r_slack);
+	free(c->r_slackv);
+	c->r_slack = NULL;
+	c->r_slackv = NULL;
+	c->r_slack_cap = c->r_slack_used = c->r_slackcap = 0;
+}
+
+/* The rounds that b's write of c->r_patches[s, e) and what waits for it
+ * elsewhere need (slack_compute() filled the table), or UINT32_MAX when
+ * a block put off to the next round, to go whole there, waits for it. */
+static uint32_t slack_need(const struct cache *c, const struct cblock *b, size_t s, size_t e)
+{
+	uint32_t need = 1, i;
+	size_t k;
+
+	for (k = s; k < e; k++) {
+		const struct patch *p = c->r_patches[k];
+
+		for (i = 0; i < p->nafters; i++) {
+			const struct patch *a = patch_after(p, i);
+
+			if (a->block == b)
+				continue;
+			if (a->block && (a->block->flags & (BF_DEFER | BF_IDLE)) == BF_DEFER)
+				return UINT32_MAX;
+			if (slack_find(c, a)->h + 1 > need)
+				need = slack_find(c, a)->h + 1;
+		}
+	}
+	return need;
+}
+
+/* Whether, in a sync, putting off the round's i-th block for a round
+ * leaves the sync no longer.  *state: 0 before slack_compute(), 1 after,
+ * -1 when it failed (then no block has slack). */
+static bool has_slack(struct cache *c, size_t i, int *state)
+{
+	if (*state == 0)
+		*state = slack_compute(c) ? 1 : -1;
+	return *state > 0 &&
+	       slack_need(c, c->r_blocks[i], c->r_pstart[i], c->r_pstart[i + 1]) < c->r_slack_max;
+}
+
 /* Put off the round's blocks that could go whole in the next round, and,
  * while a sync writes everything, those whose write would roll a patch
  * back and that nothing else waits for (design.md §3): such a block's
  * write holds up no other block, so a sync, which goes on until every
  * patch is written, ends in no more rounds when it goes once, whole,
- * after its last wait.  Closes up the round.  Returns how many blocks
- * were put off. */
+ * after its last wait.  So, too, those whose write others wait for while
+ * putting it off leaves the sync no longer (slack, above).  In a sync a
+ * block is put off for the next round only with slack.  Closes up the
+ * round.  Returns how many blocks were put off. */
 static size_t defer_blocks(struct cache *c, size_t *np, size_t *nrolled, uint64_t limit)
 {
 	size_t n = *np, nd = 0, nnext = 0, i, j, k;
+	bool sync = c->nsyncs && limit == UINT64_MAX;
+	int slack = 0; /* 1: slack_compute() done, -1: it failed */
 
 	if (n < 2)
 		return 0;
-	for (i = 0; c->nsyncs && limit == UINT64_MAX && i < n; i++) {
+	for (i = 0; sync && i < n; i++) {
 		struct cblock *b = c->r_blocks[i];
 
 		if (rolls_back(b) && holds_up_nothing(c, b, c->r_pstart[i], c->r_pstart[i + 1])) {
@@ -431,10 +627,24 @@ static size_t defer_blocks(struct cache *c, size_t *np, size_t *nrolled, uint64_
 		for (i = 0; i < n; i++) {
 			struct cblock *b = c->r_blocks[i];
 
-			if (!(b->flags & BF_DEFER) && !b->defers && could_go_next(c, b, limit)) {
+			/* In a sync only with slack: the patches chosen
+			 * for b's write wait a round as well. */
+			if (!(b->flags & BF_DEFER) && !b->defers && could_go_next(c, b, limit) &&
+			    (!sync || has_slack(c, i, &slack))) {
 				b->flags |= BF_DEFER;
 				nnext++;
 			}
+		}
+	}
+	/* Then, in a sync, the other blocks that would roll a patch back
+	 * and have slack, but none that a block put off to the next round
+	 * waits for directly (slack_need()). */
+	for (i = 0; sync && i < n; i++) {
+		struct cblock *b = c->r_blocks[i];
+
+		if (!(b->flags & BF_DEFER) && rolls_back(b) && has_slack(c, i, &slack)) {
+			b->flags |= BF_DEFER | BF_IDLE;
+			nd++;
 		}
 	}
 	/* Against only the blocks left in the round: leaving out more can
@@ -690,7 +900,8 @@ int cache_sync(struct cache *c)
 	c->nsyncs++;
 	while (c->ndirty > 0 && !err)
 		err = sync_step(c, NULL);
-	c->nsyncs--;
+	if (--c->nsyncs == 0)
+		slack_free(c);
 	cache_unlock(c, taken);
 	return err;
 }

@@ -211,15 +211,60 @@ static void test_article_block_cycle(void **state)
 
 /* X (block 1) has x0 and x1, x1 waiting for y1 (block 2); Y has y1 and y2,
  * y2 waiting for z1 (block 3), which waits for x0.  Both X and Y need a
- * rollback in the first round, but what X rolls back waits only for Y's
- * write in that round: X is put off and written once, whole, while Y,
- * whose rollback waits for a block not yet writable, goes at once. */
+ * rollback in the first of the flusher's rounds, but what X rolls back
+ * waits only for Y's write in that round: X is put off and written once,
+ * whole, while Y, whose rollback waits for a block not yet writable, goes
+ * at once.  (A sync does not put X off: x0 heads the longest chain, so it
+ * would cost a round; see test_sync_keeps_rounds_of_chain_head.) */
 static void test_defer_block_waiting_on_round(void **state)
 {
 	struct env e;
 	struct cblock *bx, *by, *bz;
 	struct patch *x0, *x1, *y1, *y2, *z1;
-	size_t w, n = 0;
+	size_t w, n = 0, nw;
+
+	env_open(&e, NULL);
+	bx = get(&e, 1);
+	by = get(&e, 2);
+	bz = get(&e, 3);
+	x0 = put_byte(&e, bx, 0, 0x10, 8, NULL, 0);
+	y1 = put_byte(&e, by, 0, 0x21, 8, NULL, 0);
+	x1 = put_byte(&e, bx, 100, 0x11, 8, &y1, 1);
+	z1 = put_byte(&e, bz, 0, 0x31, 8, &x0, 1);
+	y2 = put_byte(&e, by, 100, 0x22, 8, &z1, 1);
+	do
+		assert_int_equal(cache_flush_round(e.c, &nw), 0);
+	while (nw > 0);
+	assert_true(patch_committed(x1) && patch_committed(y2));
+	for (w = next_write(e.rec, 0, 1); w != SIZE_MAX; w = next_write(e.rec, w + 1, 1))
+		n++;
+	assert_int_equal(n, 1);
+	assert_int_equal(stats(&e).rollback_writes, 1); /* Y's first write */
+	assert_int_equal(stats(&e).block_writes, 4);
+	assert_int_equal(stats(&e).rounds, 4);
+	assert_device_equals_cache(&e);
+	patch_release(e.c, x0);
+	patch_release(e.c, x1);
+	patch_release(e.c, y1);
+	patch_release(e.c, y2);
+	patch_release(e.c, z1);
+	cache_put(e.c, bx);
+	cache_put(e.c, by);
+	cache_put(e.c, bz);
+	env_close(&e);
+}
+
+/* The same blocks under a sync.  x0 heads the longest chain (x0 <- z1 <-
+ * y2, three rounds), so X goes at once with x1 rolled back; Y, whose y1
+ * only x1 waits for, has a round of slack and is put off, then goes with
+ * y2 rolled back when it has none left.  Three rounds, as the chain
+ * needs, where putting X off for a whole write took four. */
+static void test_sync_keeps_rounds_of_chain_head(void **state)
+{
+	struct env e;
+	struct cblock *bx, *by, *bz;
+	struct patch *x0, *x1, *y1, *y2, *z1;
+	struct cache_stats st;
 
 	env_open(&e, NULL);
 	bx = get(&e, 1);
@@ -232,11 +277,11 @@ static void test_defer_block_waiting_on_round(void **state)
 	y2 = put_byte(&e, by, 100, 0x22, 8, &z1, 1);
 	assert_int_equal(cache_sync(e.c), 0);
 	assert_true(patch_committed(x1) && patch_committed(y2));
-	for (w = next_write(e.rec, 0, 1); w != SIZE_MAX; w = next_write(e.rec, w + 1, 1))
-		n++;
-	assert_int_equal(n, 1);
-	assert_int_equal(stats(&e).rollback_writes, 1); /* Y's first write */
-	assert_int_equal(stats(&e).block_writes, 4);
+	assert_true(barrier_between(e.rec, next_write(e.rec, 0, 1), next_write(e.rec, 0, 2)));
+	st = stats(&e);
+	assert_int_equal(st.rounds, 3);
+	assert_int_equal(st.block_writes, 5);
+	assert_int_equal(st.rollback_writes, 2);
 	assert_device_equals_cache(&e);
 	patch_release(e.c, x0);
 	patch_release(e.c, x1);
@@ -290,8 +335,17 @@ static void test_sync_defers_block_nothing_waits_for(void **state)
 		 4);
 }
 
+/* Whether the writes at event indices a and b went in one round. */
+static bool same_round(struct bdev *rec, size_t a, size_t b)
+{
+	return a < b ? !barrier_between(rec, a, b) : !barrier_between(rec, b, a);
+}
+
 /* The same, but with w0 (block 5) waiting for l0: block 4's write holds
- * up block 5, so it goes at once with l1 rolled back, and again for l1. */
+ * up block 5, but the chain x0 <- y0 <- z0 <- l1 needs four rounds and
+ * w0 only two, so block 4 is put off while that leaves the sync no
+ * longer.  In the third round it can wait no more: it goes with l1 rolled
+ * back, and again with l1 and w0 in the fourth. */
 static void test_sync_writes_block_others_wait_for(void **state)
 {
 	struct env e;
@@ -317,14 +371,69 @@ static void test_sync_writes_block_others_wait_for(void **state)
 	for (w = next_write(e.rec, 0, 4); w != SIZE_MAX; w = next_write(e.rec, w + 1, 4))
 		n++;
 	assert_int_equal(n, 2);
-	/* block 5 went as soon as it could, with block 2 */
-	assert_false(barrier_between(e.rec, next_write(e.rec, 0, 2), next_write(e.rec, 0, 5)));
+	w = next_write(e.rec, 0, 4);
+	assert_true(same_round(e.rec, next_write(e.rec, 0, 3), w));
+	assert_true(same_round(e.rec, next_write(e.rec, w + 1, 4), next_write(e.rec, 0, 5)));
 	st = stats(&e);
 	assert_int_equal(st.rollback_writes, 1);
+	assert_int_equal(st.block_writes, 6);
 	assert_int_equal(st.rounds, 4);
 	assert_device_equals_cache(&e);
 	env_done(&e, (struct patch *[]){x0, y0, z0, l0, l1, w0}, 6,
 		 (struct cblock *[]){bx, by, bz, bl, bw}, 5);
+}
+
+/* As above, but l1 waits for y0 and the chain goes on to u0 (block 6):
+ * block 4, put off while its slack lasts, finds l1 writable in the third
+ * round and goes once, whole, in the four rounds the chain needs anyway.
+ * Written at once it would go twice (l1 rolled back in the first). */
+static void test_sync_slack_writes_block_whole(void **state)
+{
+	struct env e;
+	struct cblock *bx, *by, *bz, *bl, *bw, *bu;
+	struct patch *x0, *y0, *z0, *u0, *l0, *l1, *w0;
+	struct cache_stats st;
+	size_t w;
+
+	env_open(&e, NULL);
+	bx = get(&e, 1);
+	by = get(&e, 2);
+	bz = get(&e, 3);
+	bl = get(&e, 4);
+	bw = get(&e, 5);
+	bu = get(&e, 6);
+	x0 = put_byte(&e, bx, 0, 0x10, 8, NULL, 0);
+	y0 = put_byte(&e, by, 0, 0x20, 8, &x0, 1);
+	z0 = put_byte(&e, bz, 0, 0x30, 8, &y0, 1);
+	u0 = put_byte(&e, bu, 0, 0x60, 8, &z0, 1);
+	l0 = put_byte(&e, bl, 0, 0x40, 8, NULL, 0);
+	l1 = put_byte(&e, bl, 100, 0x41, 8, &y0, 1);
+	w0 = put_byte(&e, bw, 0, 0x50, 8, &l0, 1);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_true(patch_committed(u0) && patch_committed(l1) && patch_committed(w0));
+	w = next_write(e.rec, 0, 4);
+	assert_int_equal(next_write(e.rec, w + 1, 4), SIZE_MAX);
+	assert_true(same_round(e.rec, next_write(e.rec, 0, 3), w));
+	assert_true(barrier_between(e.rec, w, next_write(e.rec, 0, 5)));
+	st = stats(&e);
+	assert_int_equal(st.rollback_writes, 0);
+	assert_int_equal(st.block_writes, 6);
+	assert_int_equal(st.rounds, 4);
+	assert_device_equals_cache(&e);
+	patch_release(e.c, x0);
+	patch_release(e.c, y0);
+	patch_release(e.c, z0);
+	patch_release(e.c, u0);
+	patch_release(e.c, l0);
+	patch_release(e.c, l1);
+	patch_release(e.c, w0);
+	cache_put(e.c, bx);
+	cache_put(e.c, by);
+	cache_put(e.c, bz);
+	cache_put(e.c, bl);
+	cache_put(e.c, bw);
+	cache_put(e.c, bu);
+	env_close(&e);
 }
 
 /* With ordering off the same example is written in one round. */
@@ -2030,8 +2139,10 @@ int main(void)
 	    cmocka_unit_test(test_article_block_cycle),
 	    cmocka_unit_test(test_article_none_one_round),
 	    cmocka_unit_test(test_defer_block_waiting_on_round),
+	    cmocka_unit_test(test_sync_keeps_rounds_of_chain_head),
 	    cmocka_unit_test(test_sync_defers_block_nothing_waits_for),
 	    cmocka_unit_test(test_sync_writes_block_others_wait_for),
+	    cmocka_unit_test(test_sync_slack_writes_block_whole),
 	    cmocka_unit_test(test_hard_patch_merging),
 	    cmocka_unit_test(test_same_block_overlap_order),
 	    cmocka_unit_test(test_empty_patches),
