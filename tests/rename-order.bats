@@ -8,7 +8,8 @@
 # run, so are the states).  Under rename_order=process a rename waits for
 # its own process's data and not for another process's, which the patch
 # graph (fstitch-stat --dot) shows.  A file moved over another name in
-# the same directory block shows, in every mode, its new data whole.
+# the same directory block shows, in every mode, its new data whole, and
+# a file renamed into a new directory is reachable once published.
 
 load common
 
@@ -88,6 +89,30 @@ V_CHECK='v=$(cat v) && case $v in old|new) ;; *) echo "v is \"$v\""; exit 1;; es
 	assert_crash_pass rename_order=file file -- sh -c "$V_CHECK"
 	replace_record none consistency=none
 	assert_crash_fail consistency=none none -- sh -c "$V_CHECK"
+}
+
+# newdir_record DIR [fstitch-mount options]: a file is renamed into place
+# in a new directory a/x, and a pointer to it (ref) is published by a
+# rename; then another file is renamed into a, whose block then holds a
+# change that must wait for ref.
+newdir_record() {
+	"$CRASH" run -o "flush_interval=86400${2:+,$2}" --size 8M \
+		--setup 'mkdir a; seq 100 > big' --rec "$1" -- \
+		sh -c 'mkdir a/x && echo x > a/x/f.tmp && mv a/x/f.tmp a/x/f &&
+			echo a/x/f > ref.tmp && mv ref.tmp ref &&
+			echo more >> big && mv big a/z' 3>&-
+	[ -s "$1/log" ]
+}
+
+# ref, once there, names a file that holds x.
+REF_CHECK='[ ! -e ref ] || { p=$(cat ref); [ "$(cat "$p" 2>/dev/null)" = x ] ||
+	{ echo "ref names $p, which is not there"; exit 1; }; }'
+
+@test "a file renamed into a new directory is reachable once a rename publishes it" {
+	newdir_record all
+	assert_crash_pass rename_order=all all -- sh -c "$REF_CHECK"
+	newdir_record none consistency=none
+	assert_crash_fail consistency=none none -- sh -c "$REF_CHECK"
 }
 
 # reaches DOT FROM TO [DOT FROM TO]...: for each triple, "yes" if a
