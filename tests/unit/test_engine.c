@@ -243,15 +243,7 @@ static void test_defer_block_waiting_on_round(void **state)
 	assert_int_equal(stats(&e).block_writes, 4);
 	assert_int_equal(stats(&e).rounds, 4);
 	assert_device_equals_cache(&e);
-	patch_release(e.c, x0);
-	patch_release(e.c, x1);
-	patch_release(e.c, y1);
-	patch_release(e.c, y2);
-	patch_release(e.c, z1);
-	cache_put(e.c, bx);
-	cache_put(e.c, by);
-	cache_put(e.c, bz);
-	env_close(&e);
+	env_done(&e, (struct patch *[]){x0, x1, y1, y2, z1}, 5, (struct cblock *[]){bx, by, bz}, 3);
 }
 
 /* The same blocks under a sync.  x0 heads the longest chain (x0 <- z1 <-
@@ -283,15 +275,7 @@ static void test_sync_keeps_rounds_of_chain_head(void **state)
 	assert_int_equal(st.block_writes, 5);
 	assert_int_equal(st.rollback_writes, 2);
 	assert_device_equals_cache(&e);
-	patch_release(e.c, x0);
-	patch_release(e.c, x1);
-	patch_release(e.c, y1);
-	patch_release(e.c, y2);
-	patch_release(e.c, z1);
-	cache_put(e.c, bx);
-	cache_put(e.c, by);
-	cache_put(e.c, bz);
-	env_close(&e);
+	env_done(&e, (struct patch *[]){x0, x1, y1, y2, z1}, 5, (struct cblock *[]){bx, by, bz}, 3);
 }
 
 /* A sync of a chain x0 (block 1) <- y0 (block 2) <- z0 (block 3), with
@@ -420,20 +404,8 @@ static void test_sync_slack_writes_block_whole(void **state)
 	assert_int_equal(st.block_writes, 6);
 	assert_int_equal(st.rounds, 4);
 	assert_device_equals_cache(&e);
-	patch_release(e.c, x0);
-	patch_release(e.c, y0);
-	patch_release(e.c, z0);
-	patch_release(e.c, u0);
-	patch_release(e.c, l0);
-	patch_release(e.c, l1);
-	patch_release(e.c, w0);
-	cache_put(e.c, bx);
-	cache_put(e.c, by);
-	cache_put(e.c, bz);
-	cache_put(e.c, bl);
-	cache_put(e.c, bw);
-	cache_put(e.c, bu);
-	env_close(&e);
+	env_done(&e, (struct patch *[]){x0, y0, z0, u0, l0, l1, w0}, 7,
+		 (struct cblock *[]){bx, by, bz, bl, bw, bu}, 6);
 }
 
 /* With ordering off the same example is written in one round. */
