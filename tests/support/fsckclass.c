@@ -15,11 +15,17 @@ static const char *const step_name[FSCK_NSTEPS] = {
     [FSCK_AFTER] = "e2fsck -fn after -fy",
 };
 
+/* e2fsck -fy's exit status 4 and above: errors left (or it failed). */
+static bool repair_failed(int status)
+{
+	return status >= 4;
+}
+
 enum fsck_step fsck_next_step(enum fsck_step done, int status)
 {
 	if (done == FSCK_CHECK && status > 0 && status < 8)
 		return FSCK_REPAIR;
-	if (done == FSCK_REPAIR && status >= 0 && status <= 3)
+	if (done == FSCK_REPAIR && status >= 0 && !repair_failed(status))
 		return FSCK_AFTER;
 	return FSCK_NSTEPS;
 }
@@ -250,24 +256,16 @@ static bool forbidden(const char *l, size_t n)
 	return false;
 }
 
-/* One line of e2fsck -fn on the image. */
-static void check_line(struct fsck_verdict *v, struct list *l, const char *line, size_t n)
+/* One line of e2fsck -fn on the image (repair false: judged allowed or
+ * forbidden), or of e2fsck -fy on the copy when it left errors. */
+static void finding_line(struct fsck_verdict *v, struct list *l, const char *line, size_t n,
+			 bool repair)
 {
 	if (chatter(line, n))
 		return;
 	n = before_question(line, n);
 	if (n)
-		add(v, l, forbidden(line, n) ? 'D' : 'B', line, n);
-}
-
-/* One line of e2fsck -fy on the copy, when it left errors. */
-static void repair_line(struct fsck_verdict *v, struct list *l, const char *line, size_t n)
-{
-	if (chatter(line, n))
-		return;
-	n = before_question(line, n);
-	if (n)
-		add(v, l, 'P', line, n);
+		add(v, l, repair ? 'P' : forbidden(line, n) ? 'D' : 'B', line, n);
 }
 
 /* ---- the transcript -------------------------------------------------- */
@@ -279,10 +277,9 @@ struct section {
 	size_t len;
 };
 
-/* Call fn on each line of body with trailing blanks cut, skipping blank
- * lines. */
-static void each_line(struct fsck_verdict *v, struct list *l, const struct section *s,
-		      void (*fn)(struct fsck_verdict *, struct list *, const char *, size_t))
+/* finding_line() on each line of body with trailing blanks cut, skipping
+ * blank lines. */
+static void each_line(struct fsck_verdict *v, struct list *l, const struct section *s, bool repair)
 {
 	const char *p = s->body, *e = s->body + s->len;
 
@@ -293,7 +290,7 @@ static void each_line(struct fsck_verdict *v, struct list *l, const struct secti
 		while (n && (p[n - 1] == ' ' || p[n - 1] == '\t' || p[n - 1] == '\r'))
 			n--;
 		if (n)
-			fn(v, l, p, n);
+			finding_line(v, l, p, n, repair);
 		p = nl ? nl + 1 : e;
 	}
 }
@@ -405,7 +402,7 @@ int fsck_judge(const char *text, size_t len, struct fsck_verdict *v, char *err, 
 
 	/* e2fsck -fn on the image: its findings, unless it found nothing */
 	if (sec[FSCK_CHECK].status != 0)
-		each_line(v, &l, &sec[FSCK_CHECK], check_line);
+		each_line(v, &l, &sec[FSCK_CHECK], false);
 	if (sec[FSCK_CHECK].status >= 8)
 		addf(v, &l, 'D', "e2fsck exit status %d", sec[FSCK_CHECK].status);
 	else if (sec[FSCK_CHECK].status != 0 && !v->nbenign && !v->ndangerous)
@@ -413,10 +410,10 @@ int fsck_judge(const char *text, size_t len, struct fsck_verdict *v, char *err, 
 		     sec[FSCK_CHECK].status);
 
 	/* e2fsck -fy: what it left */
-	if (sec[FSCK_REPAIR].seen && sec[FSCK_REPAIR].status >= 4) {
+	if (sec[FSCK_REPAIR].seen && repair_failed(sec[FSCK_REPAIR].status)) {
 		unsigned before = v->nrepair;
 
-		each_line(v, &l, &sec[FSCK_REPAIR], repair_line);
+		each_line(v, &l, &sec[FSCK_REPAIR], true);
 		if (v->nrepair == before)
 			add(v, &l, 'P', "e2fsck -fy failed without a finding", 35);
 	}
@@ -451,7 +448,7 @@ char *fsck_why(const struct fsck_verdict *v)
 		for (int pass = 0; pass < 2; pass++) {
 			char want = pass ? 'P' : 'D';
 
-			if (pass && v->status[FSCK_REPAIR] >= 4) {
+			if (pass && repair_failed(v->status[FSCK_REPAIR])) {
 				char head[64];
 				int n =
 				    snprintf(head, sizeof(head),

@@ -1429,10 +1429,11 @@ static int check_cb(const struct crash_state *cs, void *arg)
 		/* the state, its dangerous findings first, then the rest */
 		size_t o;
 		char *l, *save;
+		const char *dump;
 
 		describe_state(cs, desc, sizeof(desc));
-		if (getenv("E2_CRASH_DUMP"))
-			e2t_write_file(getenv("E2_CRASH_DUMP"), cs->image, cs->image_len);
+		if ((dump = getenv("E2_CRASH_DUMP")))
+			e2t_write_file(dump, cs->image, cs->image_len);
 		o = (size_t)snprintf(c->first, sizeof(c->first), "%s\n%s%s%s", desc,
 				     why[0] ? "library: " : "", why, why[0] ? "\n" : "");
 		for (int pass = 0; pass < 2; pass++) {
@@ -1531,8 +1532,8 @@ static void run_workload(const struct workload *wl, enum consistency cons, uint6
 	    "%zu fsynced file incomplete, %zu size over a hole)\n",
 	    wl->name, cons == CONSISTENCY_NONE ? "none" : "softupdates",
 	    g_round_max ? " small-rounds" : "", (unsigned long long)seed, nlog, n, c->checked,
-	    c->distinct, c->clean, c->benign, c->dangerous, c->semantic, c->foreign,
-	    c->torn, c->oldtail, c->undurable, c->holes);
+	    c->distinct, c->clean, c->benign, c->dangerous, c->semantic, c->foreign, c->torn,
+	    c->oldtail, c->undurable, c->holes);
 	free(c->seen.h);
 	free(c->seen.v);
 	free(w);
@@ -1881,18 +1882,18 @@ static void test_fsck_classifier(void **state)
 		enum fsck_class want;
 	} cases[] = {
 	    {"", FSCK_CLEAN},
-	    {"setb 1500 5", FSCK_BENIGN},	   /* leaked blocks */
-	    {"sif /f links_count 3", FSCK_BENIGN}, /* link count too high */
+	    {"setb 1500 5", FSCK_BENIGN},	      /* leaked blocks */
+	    {"sif /f links_count 3", FSCK_BENIGN},    /* link count too high */
 	    {"sif /f links_count 0", FSCK_DANGEROUS}, /* entry naming a deleted inode */
 	    {"clri /f", FSCK_DANGEROUS},	      /* entry to a cleared inode */
 	    {"unlink /z", FSCK_BENIGN},		      /* unattached, zero length */
 	    {"unlink /f", FSCK_BENIGN},		      /* unattached, holding data */
 	    {"unlink /d", FSCK_BENIGN},		      /* unconnected directory */
-	    {"ln /f /d/f", FSCK_DANGEROUS},	   /* link count too low */
-	    {"freeb 12", FSCK_DANGEROUS},	   /* used block marked free */
-	    {"freei /f", FSCK_DANGEROUS},	   /* used inode marked free */
-	    {"sif /f block[0] 5", FSCK_DANGEROUS}, /* block shared with metadata */
-	    {"sif /d size 0", FSCK_BENIGN},	   /* a directory size e2fsck fixes */
+	    {"ln /f /d/f", FSCK_DANGEROUS},	      /* link count too low */
+	    {"freeb 12", FSCK_DANGEROUS},	      /* used block marked free */
+	    {"freei /f", FSCK_DANGEROUS},	      /* used inode marked free */
+	    {"sif /f block[0] 5", FSCK_DANGEROUS},    /* block shared with metadata */
+	    {"sif /d size 0", FSCK_BENIGN},	      /* a directory size e2fsck fixes */
 	};
 	char *path = e2t_tmpfile("classify");
 	void *img;
