@@ -706,7 +706,7 @@ int round_locked(struct cache *c, size_t *nwritten, uint64_t limit)
 {
 	struct cblock *next;
 	size_t n = 0, nrolled = 0, i;
-	bool useful;
+	bool useful, whole_only;
 	int err, werr;
 
 	if (cache_reentered(c))
@@ -717,6 +717,16 @@ int round_locked(struct cache *c, size_t *nwritten, uint64_t limit)
 	if (err)
 		return err;
 	c->r_np = 0;
+	/* When more blocks are ready than a round holds, it is filled with
+	 * blocks that go whole first.  One whose write would roll a patch
+	 * back is written again later anyway, and what it waits for is
+	 * often ready too but further down the list: left for a later
+	 * round, it may go whole then.  Only if the list runs out before the
+	 * round is full are such blocks taken (a second pass), so a round
+	 * never comes out empty for it.  A targeted round takes what it
+	 * needs as it comes. */
+	whole_only = limit == UINT64_MAX && c->nready > c->opts.round_max_blocks;
+again:
 	for (next = c->ready_head; next && n < c->opts.round_max_blocks;) {
 		struct cblock *b = next;
 		size_t start = c->r_np;
@@ -728,8 +738,9 @@ int round_locked(struct cache *c, size_t *nwritten, uint64_t limit)
 		    grow_vec(&c->r_roll, &c->r_rollcap, b->npatches))
 			break;
 		useful = choose_patches(c, b, limit);
-		if (!useful) {
-			/* nothing wanted here: undo the choice */
+		if (!useful || (whole_only && c->r_nroll)) {
+			/* nothing wanted here (or not in this pass): undo
+			 * the choice */
 			for (i = start; i < c->r_np; i++)
 				c->r_patches[i]->flags &= ~PF_INFLIGHT;
 			c->r_np = start;
@@ -749,6 +760,10 @@ int round_locked(struct cache *c, size_t *nwritten, uint64_t limit)
 		c->r_writes[n].blkno = b->blkno;
 		c->r_writes[n].data = copy;
 		n++;
+	}
+	if (whole_only && n < c->opts.round_max_blocks) {
+		whole_only = false;
+		goto again;
 	}
 	c->r_pstart[n] = c->r_np;
 	defer_blocks(c, &n, &nrolled, limit);

@@ -1304,6 +1304,38 @@ static void test_round_limit(void **state)
 	env_close(&e);
 }
 
+/* With more blocks ready than a round holds, the round is filled with
+ * blocks that go whole first: block 1, whose second change waits for
+ * block 3's, is left for the next round rather than written with that
+ * change rolled back (and written again after block 3). */
+static void test_round_whole_first(void **state)
+{
+	struct cache_opts o = {.round_max_blocks = 2};
+	struct cblock *b[3];
+	struct patch *p[4];
+	struct env e;
+	size_t nw;
+
+	(void)state;
+	env_open(&e, &o);
+	for (int i = 0; i < 3; i++)
+		b[i] = get(&e, (uint64_t)i + 1);
+	p[0] = put_byte(&e, b[0], 0, 0x11, 1, NULL, 0);
+	p[1] = put_byte(&e, b[1], 0, 0x22, 1, NULL, 0);
+	p[2] = put_byte(&e, b[2], 0, 0x33, 1, NULL, 0);
+	p[3] = put_byte(&e, b[0], 8, 0x44, 1, &p[2], 1);
+	assert_int_equal(cache_flush_round(e.c, &nw), 0);
+	assert_int_equal(nw, 2);
+	assert_int_equal(mem_block(&e, 1)[0], 0);
+	assert_int_equal(mem_block(&e, 2)[0], 0x22);
+	assert_int_equal(mem_block(&e, 3)[0], 0x33);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_int_equal(mem_block(&e, 1)[8], 0x44);
+	assert_int_equal(stats(&e).rounds, 2);
+	assert_int_equal(stats(&e).rollback_writes, 0);
+	env_done(&e, p, 4, b, 3);
+}
+
 /* Bit flips on one word commute; a byte change over a word with an unready
  * flip waits for it. */
 static void test_bit_byte_overlap(void **state)
@@ -2132,6 +2164,7 @@ int main(void)
 	    cmocka_unit_test(test_failed_rounds_back_off),
 	    cmocka_unit_test(test_scope_hooks),
 	    cmocka_unit_test(test_round_limit),
+	    cmocka_unit_test(test_round_whole_first),
 	    cmocka_unit_test(test_bit_byte_overlap),
 	    cmocka_unit_test(test_same_bit_flips),
 	    cmocka_unit_test(test_bit_near_words_merge),
