@@ -84,11 +84,15 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 		ip->sync_all = false;
 	}
 	if (isdir) {
-		/* The parent's count goes up before the ".." that counts. */
+		/* The parent's count goes up before the ".." that counts: the
+		 * one in a directory whose inode is in use, since e2fsck
+		 * counts that one even while the directory is unattached.  So
+		 * the inode waits for it (below), not the new block, which
+		 * nobody reads before the inode is on disk.  Were the block
+		 * to wait, each level of a new tree would wait for the level
+		 * above it through its directory block, in a chain of rounds
+		 * as long as the tree is deep. */
 		r = e2_add_links(fs, dir, +1, NULL, &plink);
-		if (r)
-			goto undo;
-		r = e2_deps_addref(&bdeps, plink);
 		if (r)
 			goto undo;
 		e2_dir_new_block(fs, ino, parent, buf);
@@ -141,21 +145,19 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 		else
 			nw.i_block[1] = htole32((mi & 0xff) | (ma << 8) | ((mi & ~0xffu) << 12));
 	}
-	/* The inode waits for its bitmap bit and its block. */
+	/* The inode waits for its bitmap bit and its block, and a
+	 * directory for its parent's count (and so for the parent's own
+	 * first write when the parent is new: the ".." names it). */
 	if ((r = e2_deps_addref(&ideps, ibit)) || (r = e2_deps_addref(&ideps, bbit)) ||
-	    (r = e2_deps_addref(&ideps, binit)))
+	    (r = e2_deps_addref(&ideps, binit)) || (r = e2_deps_addref(&ideps, plink)))
 		goto undo;
 	r = e2_iinit(fs, ip, &nw, &ideps, &init);
 	if (r)
 		goto undo;
 	if (blk)
 		ip->last_pblk = blk;
-	/* The entry waits for the initialised inode, and in a directory that
-	 * is itself new for that directory's initialisation: until then its
-	 * blocks are not read, and the entry's inode would be unattached. */
-	e2_patch_drop_committed(fs, &dir->init);
-	if ((r = e2_deps_addref(&edeps, init)) || (r = e2_deps_addref(&edeps, linked)) ||
-	    (r = e2_deps_addref(&edeps, dir->init)))
+	/* The entry waits for the initialised inode. */
+	if ((r = e2_deps_addref(&edeps, init)) || (r = e2_deps_addref(&edeps, linked)))
 		goto out;
 	r = e2_dir_add_new(fs, dir, name, len, ino, ni->mode, &edeps, &ent);
 	if (r) {
@@ -171,13 +173,26 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 	if (dir->init)
 		e2_isync_add(fs, ip, dir->sync);
 	/* What a new name for the inode, or a name put in it (a directory),
-	 * waits for: its entry, which waits for the initialised inode.  A
-	 * file renamed into a new directory is then reachable once its name
-	 * is on disk, as a program publishing it expects (rename_order). */
+	 * waits for: its entry, which waits for the initialised inode, and,
+	 * in a directory that is itself new, that directory's own init, and
+	 * so on up.  A file renamed or linked into a new directory is then
+	 * reachable once its name is on disk, as a program publishing it
+	 * expects (rename_order).  The entry made here does not wait for the
+	 * directory's: a crash may leave a new tree's lower levels unattached
+	 * (a leak e2fsck puts in lost+found), and its entries do not wait
+	 * for one another a level at a time. */
 	patch_release(fs->c, ip->init);
+	ip->init = NULL;
+	e2_patch_drop_committed(fs, &dir->init);
 	if (ent && !patch_committed(ent)) {
-		patch_retain(ent);
-		ip->init = ent;
+		if (dir->init) {
+			if ((r = e2_pset_add(fs, &ip->init, ent)) ||
+			    (r = e2_pset_add(fs, &ip->init, dir->init)))
+				goto out;
+		} else {
+			patch_retain(ent);
+			ip->init = ent;
+		}
 	} else {
 		ip->init = init;
 		init = NULL;

@@ -1030,6 +1030,38 @@ static void test_journal_rm_shares_inode_block_patches(void **state)
 	close_check(fs);
 }
 
+/* A new tree is written in a round a level at most, plus the few that any
+ * level needs.  A new directory's inode waits for its block and for its
+ * parent's count, which lies in the parent's inode; a name in it waits for
+ * its inode only.  When the new block waited for the parent's count, each
+ * level waited for the one above it through its directory block as well:
+ * two rounds a level, 27 for these 12 levels. */
+static void test_new_tree_rounds(void **state)
+{
+	const int depth = 12;
+	struct cache_stats a, b;
+	struct e2fs *fs;
+	uint32_t dir = E2_ROOT_INO;
+	char name[16];
+
+	(void)state;
+	mkimg("8M", "-I 256");
+	fs = open_img();
+	for (int i = 0; i < depth; i++) {
+		snprintf(name, sizeof(name), "d%d", i);
+		dir = mk(fs, dir, name, S_IFDIR | 0755);
+		mk(fs, dir, "f", S_IFREG | 0644);
+	}
+	cache_get_stats(e2_cache(fs), &a);
+	assert_int_equal(e2_sync(fs), 0);
+	cache_get_stats(e2_cache(fs), &b);
+	printf("# a new tree %d levels deep: %llu rounds, %llu block writes\n", depth,
+	       (unsigned long long)(b.rounds - a.rounds),
+	       (unsigned long long)(b.block_writes - a.block_writes));
+	assert_true(b.rounds - a.rounds <= (uint64_t)depth + 3);
+	close_check(fs);
+}
+
 /* Writes in rec of a directory block, told by its "." entry: the
  * directory's inode, rec_len 12, name_len 1, type 2 (a directory). */
 static unsigned dir_block_writes(struct bdev *rec, uint32_t ino)
@@ -1325,6 +1357,7 @@ int main(void)
 	    cmocka_unit_test(test_journal_fsync_goes_home_once),
 	    cmocka_unit_test(test_journal_fsync_waits_only_for_what_is_new),
 	    cmocka_unit_test(test_journal_rm_shares_inode_block_patches),
+	    cmocka_unit_test(test_new_tree_rounds),
 	    cmocka_unit_test(test_journal_rm_logs_no_freed_blocks),
 	    cmocka_unit_test_teardown(test_journal_mount_write_unmount, e2t_remove_scratch),
 	    cmocka_unit_test(test_timestamps),

@@ -348,6 +348,23 @@ static void run_mkdir(struct work *w)
 	w_rounds(w);
 }
 
+/* A new tree made in one go, a file on each level: a directory's inode
+ * waits for its parent's count, which while the parent is new goes out in
+ * the parent's own first write (e2_create.c). */
+static void run_mkdir_tree(struct work *w)
+{
+	uint32_t d = E2_ROOT_INO;
+	char name[8];
+
+	for (unsigned i = 0; i < 5; i++) {
+		snprintf(name, sizeof(name), "t%u", i);
+		d = w_mkdir(w, d, name);
+		snprintf(name, sizeof(name), "f%u", i);
+		w_file(w, d, name, 20 + i, 1500);
+	}
+	w_rounds(w);
+}
+
 static void run_append(struct work *w)
 {
 	uint32_t a = w_file(w, E2_ROOT_INO, "a1", 1, 3000);
@@ -1562,6 +1579,7 @@ static void run_replace_chain(struct work *w)
 static const struct workload workloads[] = {
     {"create", NULL, run_create, true, false, false},
     {"mkdir", NULL, run_mkdir, true, false, false},
+    {"mkdir-tree", NULL, run_mkdir_tree, true, false, false},
     {"write-append", NULL, run_append, true, false, true},
     {"truncate", su_truncate, run_truncate, true, false, false},
     {"shrink-grow", su_shrink_grow, run_shrink_grow, true, true, false},
