@@ -495,8 +495,50 @@ found:
 	return e2_gd_write(fs, g);
 }
 
-/* Directories spread out (the group with the most free blocks among those
- * with at least average free inodes); files stay with their parent. */
+/* The group a new directory goes in, for a parent in group pg.  Top-level
+ * directories spread out: the group with the most free blocks, less its
+ * directories, among those with at least average free inodes.  A deeper
+ * one stays with its parent, in the first group from the parent's on
+ * whose free inodes and blocks are no more than a quarter of a group
+ * below the average and whose directories not too many above it, as
+ * Linux's Orlov allocator does.  Kept together, a tree's inodes share
+ * inode table blocks: a new tree's levels, each waiting for the count of
+ * the level above, and a removed tree's, each waiting for the clear of
+ * the level below, go out in fewer rounds, each block once. */
+static uint32_t dir_group(const struct e2fs *fs, uint32_t parent, uint32_t pg)
+{
+	uint64_t avgi = fs->free_inodes / fs->ngroups, avgb = fs->free_blocks / fs->ngroups;
+	uint64_t dirs = 0, maxdirs;
+	uint32_t best = pg;
+	int64_t bestv = -1;
+
+	for (uint32_t g = 0; g < fs->ngroups; g++)
+		dirs += fs->g[g].used_dirs;
+	maxdirs = dirs / fs->ngroups + fs->ipg / 16;
+	if (parent != E2_ROOT_INO) {
+		for (uint32_t k = 0; k < fs->ngroups; k++) {
+			const struct e2_group *gr = &fs->g[(pg + k) % fs->ngroups];
+
+			if (gr->free_inodes && gr->used_dirs < maxdirs &&
+			    gr->free_inodes + fs->ipg / 4 >= avgi &&
+			    gr->free_blocks + fs->bpg / 4 >= avgb)
+				return (pg + k) % fs->ngroups;
+		}
+	}
+	for (uint32_t g = 0; g < fs->ngroups; g++) {
+		const struct e2_group *gr = &fs->g[g];
+
+		if (!gr->free_inodes || gr->free_inodes < avgi)
+			continue;
+		if ((int64_t)gr->free_blocks - gr->used_dirs > bestv) {
+			bestv = (int64_t)gr->free_blocks - gr->used_dirs;
+			best = g;
+		}
+	}
+	return best;
+}
+
+/* Directories by dir_group(); files stay with their parent. */
 int e2_ialloc(struct e2fs *fs, uint32_t parent, bool dir, uint32_t *ino, struct patch **bit)
 {
 	uint32_t g0 = (parent - 1) / fs->ipg;
@@ -504,23 +546,8 @@ int e2_ialloc(struct e2fs *fs, uint32_t parent, bool dir, uint32_t *ino, struct 
 
 	if (!fs->free_inodes)
 		return -ENOSPC;
-	if (dir) {
-		uint64_t avg = fs->free_inodes / fs->ngroups;
-		uint32_t best = g0;
-		int64_t bestv = -1;
-
-		for (uint32_t g = 0; g < fs->ngroups; g++) {
-			const struct e2_group *gr = &fs->g[g];
-
-			if (!gr->free_inodes || gr->free_inodes < avg)
-				continue;
-			if ((int64_t)gr->free_blocks - gr->used_dirs > bestv) {
-				bestv = (int64_t)gr->free_blocks - gr->used_dirs;
-				best = g;
-			}
-		}
-		g0 = best;
-	}
+	if (dir)
+		g0 = dir_group(fs, parent, g0);
 	for (int reuse = freed_any(fs) ? FREE_DONE : max_level(fs); reuse <= max_level(fs);
 	     reuse++) {
 		for (uint32_t k = 0; k < fs->ngroups; k++) {

@@ -1062,6 +1062,62 @@ static void test_new_tree_rounds(void **state)
 	close_check(fs);
 }
 
+/* Directories spread out at the top level and stay with their parent
+ * below it (the group with room from the parent's on); a removed tree's
+ * levels, each of whose count waits for the clear of the level below,
+ * then share inode table blocks and go out in a round for several of
+ * them.  Spread over the groups as well, 12 nested directories took 14
+ * rounds to remove. */
+static uint32_t img_inodes_per_group(void)
+{
+	uint8_t sb[4];
+	int fd = open(img, O_RDONLY);
+
+	assert_true(fd >= 0);
+	/* s_inodes_per_group: byte 40 of the superblock, at 1024 */
+	assert_int_equal(pread(fd, sb, 4, 1024 + 40), 4);
+	close(fd);
+	return (uint32_t)sb[0] | (uint32_t)sb[1] << 8 | (uint32_t)sb[2] << 16 |
+	       (uint32_t)sb[3] << 24;
+}
+
+static void test_tree_stays_in_group(void **state)
+{
+	const int depth = 12;
+	struct cache_stats a, b;
+	uint32_t d[12], top2, g0, ipg;
+	struct e2fs *fs;
+	char name[16];
+
+	(void)state;
+	mkimg("8M", "-I 256 -g 1024");
+	ipg = img_inodes_per_group();
+	fs = open_img();
+	d[0] = mk(fs, E2_ROOT_INO, "d0", S_IFDIR | 0755);
+	for (int i = 1; i < depth; i++) {
+		snprintf(name, sizeof(name), "d%d", i);
+		d[i] = mk(fs, d[i - 1], name, S_IFDIR | 0755);
+	}
+	top2 = mk(fs, E2_ROOT_INO, "top2", S_IFDIR | 0755);
+	g0 = (d[0] - 1) / ipg;
+	for (int i = 1; i < depth; i++)
+		assert_int_equal((d[i] - 1) / ipg, g0);
+	assert_int_not_equal((top2 - 1) / ipg, g0);
+	assert_int_equal(e2_sync(fs), 0);
+
+	cache_get_stats(e2_cache(fs), &a);
+	for (int i = depth - 1; i >= 0; i--) {
+		snprintf(name, sizeof(name), "d%d", i);
+		assert_int_equal(e2_rmdir(fs, NULL, i ? d[i - 1] : E2_ROOT_INO, name), 0);
+	}
+	assert_int_equal(e2_sync(fs), 0);
+	cache_get_stats(e2_cache(fs), &b);
+	printf("# a tree %d levels deep removed: %llu rounds\n", depth,
+	       (unsigned long long)(b.rounds - a.rounds));
+	assert_true(b.rounds - a.rounds <= (uint64_t)depth / 2);
+	close_check(fs);
+}
+
 /* Writes in rec of a directory block, told by its "." entry: the
  * directory's inode, rec_len 12, name_len 1, type 2 (a directory). */
 static unsigned dir_block_writes(struct bdev *rec, uint32_t ino)
@@ -1358,6 +1414,7 @@ int main(void)
 	    cmocka_unit_test(test_journal_fsync_waits_only_for_what_is_new),
 	    cmocka_unit_test(test_journal_rm_shares_inode_block_patches),
 	    cmocka_unit_test(test_new_tree_rounds),
+	    cmocka_unit_test(test_tree_stays_in_group),
 	    cmocka_unit_test(test_journal_rm_logs_no_freed_blocks),
 	    cmocka_unit_test_teardown(test_journal_mount_write_unmount, e2t_remove_scratch),
 	    cmocka_unit_test(test_timestamps),
