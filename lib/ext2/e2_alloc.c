@@ -440,6 +440,33 @@ int e2_bfree(struct e2fs *fs, uint32_t blk, struct patch *clear)
 	return e2_gd_write(fs, g);
 }
 
+/* The highest clear bit below end, or UINT32_MAX when there is none. */
+static uint32_t find_zero_down(const uint8_t *map, uint32_t end)
+{
+	uint32_t i = end;
+
+	while (i-- > 0) {
+		if ((i & 7) == 7 && map[i >> 3] == 0xff) {
+			i -= 7;
+			continue;
+		}
+		if (!(map[i >> 3] & (1u << (i & 7))))
+			return i;
+	}
+	return UINT32_MAX;
+}
+
+/* A group's files take inodes upwards from where the last one went (the
+ * hint), its directories downwards from the top of the group.  Nested
+ * directories made together then share inode table blocks with one
+ * another rather than with the files in them: a new directory's inode
+ * waits for its parent's count (e2_create.c), so a new tree's inodes go
+ * out a block, not a level, a round; and the inode block of a new
+ * directory's files is not the one that waits for the directory's own
+ * block, whose entries wait for those files (which would have one of the
+ * two written twice, a change rolled back).  The cost: a directory's
+ * inode and its files' are in different blocks, one more read for a
+ * cold lookup. */
 static int ialloc_group(struct e2fs *fs, uint32_t g, bool dir, int reuse, uint32_t *ino,
 			struct patch **bit)
 {
@@ -456,7 +483,16 @@ static int ialloc_group(struct e2fs *fs, uint32_t g, bool dir, int reuse, uint32
 		return e2_err(fs, r, "cannot read inode bitmap %u", gr->inode_bitmap);
 	if (start >= fs->ipg)
 		start = 0;
-	for (int pass = 0; pass < 2; pass++) {
+	for (i = fs->ipg; dir && (i = find_zero_down(cblock_data(b), i)) != UINT32_MAX;) {
+		if (g * fs->ipg + i + 1 < fs->first_ino)
+			break;
+		if (e2_iheld_free(fs, g * fs->ipg + i + 1))
+			held = true;
+		else if (reuse == max_level(fs) ||
+			 freed_level(fs, E2_FREED_INODE | (g * fs->ipg + i + 1)) <= reuse)
+			goto take;
+	}
+	for (int pass = 0; !dir && pass < 2; pass++) {
 		uint32_t s = pass ? 0 : start, e = pass ? start : fs->ipg;
 
 		for (i = find_zero(cblock_data(b), s, e); i < e;
@@ -482,11 +518,12 @@ static int ialloc_group(struct e2fs *fs, uint32_t g, bool dir, int reuse, uint32
 	gr->free_inodes = 0;
 	return -ENOSPC;
 found:
+	gr->ihint = i + 1;
+take:
 	r = flip_in(fs, b, i, bitclr_dep(fs, E2_FREED_INODE | (g * fs->ipg + i + 1)), bit);
 	cache_put(fs->c, b);
 	if (r)
 		return r;
-	gr->ihint = i + 1;
 	gr->free_inodes--;
 	fs->free_inodes--;
 	if (dir)
