@@ -161,6 +161,9 @@ enum block_flags {
 	BF_IDLE = 1 << 7,  /* scratch: put off by a sync, as nothing waits
 			    * for its write or as it has slack (with
 			    * BF_DEFER) */
+	BF_PASSED = 1 << 8, /* left out of the last round it could have
+			     * gone in, for its write would roll a change
+			     * back (round_locked()) */
 };
 
 struct cblock {

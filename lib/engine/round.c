@@ -723,8 +723,11 @@ int round_locked(struct cache *c, size_t *nwritten, uint64_t limit)
 	 * often ready too but further down the list: left for a later
 	 * round, it may go whole then.  Only if the list runs out before the
 	 * round is full are such blocks taken (a second pass), so a round
-	 * never comes out empty for it.  A targeted round takes what it
-	 * needs as it comes. */
+	 * never comes out empty for it.  A block is left out one round at
+	 * most in a row: left out for longer, a block whose waits are far
+	 * off holds its patches and their undo data all along (PostMark's
+	 * engine memory went from 3.7% to 13% of its dirty data).  A
+	 * targeted round takes what it needs as it comes. */
 	whole_only = limit == UINT64_MAX && c->nready > c->opts.round_max_blocks;
 again:
 	for (next = c->ready_head; next && n < c->opts.round_max_blocks;) {
@@ -738,7 +741,9 @@ again:
 		    grow_vec(&c->r_roll, &c->r_rollcap, b->npatches))
 			break;
 		useful = choose_patches(c, b, limit);
-		if (!useful || (whole_only && c->r_nroll)) {
+		if (!useful || (whole_only && c->r_nroll && !(b->flags & BF_PASSED))) {
+			if (useful)
+				b->flags |= BF_PASSED;
 			/* nothing wanted here (or not in this pass): undo
 			 * the choice */
 			for (i = start; i < c->r_np; i++)
@@ -746,7 +751,7 @@ again:
 			c->r_np = start;
 			continue;
 		}
-		b->flags |= BF_INFLIGHT;
+		b->flags = (uint16_t)((b->flags | BF_INFLIGHT) & ~BF_PASSED);
 		ready_update(c, b);
 		copy = c->r_copies[n];
 		memcpy(copy, b->data, c->bs);

@@ -1336,6 +1336,38 @@ static void test_round_whole_first(void **state)
 	env_done(&e, p, 4, b, 3);
 }
 
+/* A block is left out of one round at most in a row: with a round of one
+ * block and block 1 waiting for block 4, the first round writes block 2,
+ * the second block 1 with its change rolled back. */
+static void test_round_whole_first_once(void **state)
+{
+	struct cache_opts o = {.round_max_blocks = 1};
+	struct cblock *b[4];
+	struct patch *p[5];
+	struct env e;
+	size_t nw;
+
+	(void)state;
+	env_open(&e, &o);
+	for (int i = 0; i < 4; i++) {
+		b[i] = get(&e, (uint64_t)i + 1);
+		p[i] = put_byte(&e, b[i], 0, (uint8_t)(0x11 * (i + 1)), 1, NULL, 0);
+	}
+	p[4] = put_byte(&e, b[0], 8, 0x55, 1, &p[3], 1);
+	assert_int_equal(cache_flush_round(e.c, &nw), 0);
+	assert_int_equal(nw, 1);
+	assert_int_equal(mem_block(&e, 1)[0], 0);
+	assert_int_equal(mem_block(&e, 2)[0], 0x22);
+	assert_int_equal(cache_flush_round(e.c, &nw), 0);
+	assert_int_equal(nw, 1);
+	assert_int_equal(mem_block(&e, 1)[0], 0x11);
+	assert_int_equal(mem_block(&e, 1)[8], 0);
+	assert_int_equal(stats(&e).rollback_writes, 1);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_int_equal(mem_block(&e, 1)[8], 0x55);
+	env_done(&e, p, 5, b, 4);
+}
+
 /* Bit flips on one word commute; a byte change over a word with an unready
  * flip waits for it. */
 static void test_bit_byte_overlap(void **state)
@@ -2165,6 +2197,7 @@ int main(void)
 	    cmocka_unit_test(test_scope_hooks),
 	    cmocka_unit_test(test_round_limit),
 	    cmocka_unit_test(test_round_whole_first),
+	    cmocka_unit_test(test_round_whole_first_once),
 	    cmocka_unit_test(test_bit_byte_overlap),
 	    cmocka_unit_test(test_same_bit_flips),
 	    cmocka_unit_test(test_bit_near_words_merge),
