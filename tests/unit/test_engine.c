@@ -1304,6 +1304,18 @@ static void test_round_limit(void **state)
 	env_close(&e);
 }
 
+/* Blocks 1 to nb, each with a change of byte 0 to 0x11 times its number,
+ * and block 1 with a second one, of byte 8 to 0x55, that waits for the
+ * last block's: in b[0..nb) and p[0..nb]. */
+static void ready_behind(struct env *e, int nb, struct cblock **b, struct patch **p)
+{
+	for (int i = 0; i < nb; i++) {
+		b[i] = get(e, (uint64_t)i + 1);
+		p[i] = put_byte(e, b[i], 0, (uint8_t)(0x11 * (i + 1)), 1, NULL, 0);
+	}
+	p[nb] = put_byte(e, b[0], 8, 0x55, 1, &p[nb - 1], 1);
+}
+
 /* With more blocks ready than a round holds, the round is filled with
  * blocks that go whole first: block 1, whose second change waits for
  * block 3's, is left for the next round rather than written with that
@@ -1318,19 +1330,14 @@ static void test_round_whole_first(void **state)
 
 	(void)state;
 	env_open(&e, &o);
-	for (int i = 0; i < 3; i++)
-		b[i] = get(&e, (uint64_t)i + 1);
-	p[0] = put_byte(&e, b[0], 0, 0x11, 1, NULL, 0);
-	p[1] = put_byte(&e, b[1], 0, 0x22, 1, NULL, 0);
-	p[2] = put_byte(&e, b[2], 0, 0x33, 1, NULL, 0);
-	p[3] = put_byte(&e, b[0], 8, 0x44, 1, &p[2], 1);
+	ready_behind(&e, 3, b, p);
 	assert_int_equal(cache_flush_round(e.c, &nw), 0);
 	assert_int_equal(nw, 2);
 	assert_int_equal(mem_block(&e, 1)[0], 0);
 	assert_int_equal(mem_block(&e, 2)[0], 0x22);
 	assert_int_equal(mem_block(&e, 3)[0], 0x33);
 	assert_int_equal(cache_sync(e.c), 0);
-	assert_int_equal(mem_block(&e, 1)[8], 0x44);
+	assert_int_equal(mem_block(&e, 1)[8], 0x55);
 	assert_int_equal(stats(&e).rounds, 2);
 	assert_int_equal(stats(&e).rollback_writes, 0);
 	env_done(&e, p, 4, b, 3);
@@ -1349,11 +1356,7 @@ static void test_round_whole_first_once(void **state)
 
 	(void)state;
 	env_open(&e, &o);
-	for (int i = 0; i < 4; i++) {
-		b[i] = get(&e, (uint64_t)i + 1);
-		p[i] = put_byte(&e, b[i], 0, (uint8_t)(0x11 * (i + 1)), 1, NULL, 0);
-	}
-	p[4] = put_byte(&e, b[0], 8, 0x55, 1, &p[3], 1);
+	ready_behind(&e, 4, b, p);
 	assert_int_equal(cache_flush_round(e.c, &nw), 0);
 	assert_int_equal(nw, 1);
 	assert_int_equal(mem_block(&e, 1)[0], 0);
