@@ -456,6 +456,20 @@ static uint32_t find_zero_down(const uint8_t *map, uint32_t end)
 	return UINT32_MAX;
 }
 
+/* Whether the free inode ino may be handed out at reuse level `reuse`:
+ * SLOT_HELD while the kernel still knows it by its old number, SLOT_LATER
+ * while its free is not far enough along (freed_level()). */
+enum slot { SLOT_TAKE, SLOT_HELD, SLOT_LATER };
+
+static enum slot inode_slot(struct e2fs *fs, uint32_t ino, int reuse)
+{
+	if (e2_iheld_free(fs, ino))
+		return SLOT_HELD;
+	if (reuse == max_level(fs) || freed_level(fs, E2_FREED_INODE | ino) <= reuse)
+		return SLOT_TAKE;
+	return SLOT_LATER;
+}
+
 /* A group's files take inodes upwards from where the last one went (the
  * hint), its directories downwards from the top of the group.  Nested
  * directories made together then share inode table blocks with one
@@ -484,28 +498,31 @@ static int ialloc_group(struct e2fs *fs, uint32_t g, bool dir, int reuse, uint32
 	if (start >= fs->ipg)
 		start = 0;
 	for (i = fs->ipg; dir && (i = find_zero_down(cblock_data(b), i)) != UINT32_MAX;) {
+		enum slot sl;
+
 		if (g * fs->ipg + i + 1 < fs->first_ino)
 			break;
-		if (e2_iheld_free(fs, g * fs->ipg + i + 1))
-			held = true;
-		else if (reuse == max_level(fs) ||
-			 freed_level(fs, E2_FREED_INODE | (g * fs->ipg + i + 1)) <= reuse)
+		sl = inode_slot(fs, g * fs->ipg + i + 1, reuse);
+		if (sl == SLOT_TAKE)
 			goto take;
+		held |= sl == SLOT_HELD;
 	}
 	for (int pass = 0; !dir && pass < 2; pass++) {
 		uint32_t s = pass ? 0 : start, e = pass ? start : fs->ipg;
 
 		for (i = find_zero(cblock_data(b), s, e); i < e;
 		     i = find_zero(cblock_data(b), i + 1, e)) {
+			enum slot sl;
+
 			if (g * fs->ipg + i + 1 < fs->first_ino)
 				continue;
-			if (e2_iheld_free(fs, g * fs->ipg + i + 1)) {
+			sl = inode_slot(fs, g * fs->ipg + i + 1, reuse);
+			if (sl == SLOT_TAKE)
+				goto found;
+			if (sl == SLOT_HELD) {
 				held = true;
 				continue;
 			}
-			if (reuse == max_level(fs) ||
-			    freed_level(fs, E2_FREED_INODE | (g * fs->ipg + i + 1)) <= reuse)
-				goto found;
 			if (i == gr->ihint)
 				gr->ihint = i + 1; /* as for blocks */
 		}

@@ -21,7 +21,7 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 		  const struct newinode *ni, uid_t uid, gid_t gid, struct stat *st)
 {
 	struct e2_inode *dir, *ip;
-	struct e2_deps ideps = {0}, bdeps = {0}, edeps = {0};
+	struct e2_deps ideps = {0}, edeps = {0};
 	struct patch *linked = NULL, *ibit = NULL, *bbit = NULL, *binit = NULL, *init = NULL;
 	struct patch *plink = NULL, *ent = NULL;
 	struct ext2_inode_large nw;
@@ -100,7 +100,7 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 		memcpy(buf, ni->target, ni->tlen);
 	}
 	if (blk) {
-		r = e2_block_init(fs, blk, buf, &bdeps, &binit);
+		r = e2_block_init(fs, blk, buf, NULL, &binit);
 		if (r)
 			goto undo;
 	}
@@ -170,6 +170,7 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 	e2_isync_add(fs, ip, ent);
 	/* In a directory that is itself new, fsync must make the whole path
 	 * reachable: take the directory's own changes along. */
+	e2_patch_drop_committed(fs, &dir->init);
 	if (dir->init)
 		e2_isync_add(fs, ip, dir->sync);
 	/* What a new name for the inode, or a name put in it (a directory),
@@ -183,7 +184,6 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 	 * for one another a level at a time. */
 	patch_release(fs->c, ip->init);
 	ip->init = NULL;
-	e2_patch_drop_committed(fs, &dir->init);
 	if (ent && !patch_committed(ent)) {
 		if (dir->init) {
 			if ((r = e2_pset_add(fs, &ip->init, ent)) ||
@@ -214,7 +214,6 @@ undo:
 out:
 	free(buf);
 	e2_deps_free(fs, &ideps);
-	e2_deps_free(fs, &bdeps);
 	e2_deps_free(fs, &edeps);
 	patch_release(fs->c, linked);
 	patch_release(fs->c, ibit);

@@ -278,6 +278,19 @@ static void test_sync_keeps_rounds_of_chain_head(void **state)
 	env_done(&e, (struct patch *[]){x0, x1, y1, y2, z1}, 5, (struct cblock *[]){bx, by, bz}, 3);
 }
 
+/* The start of the slack tests below: a chain x0 (block 1) <- y0 (block
+ * 2) <- z0 (block 3), and l0 on block 4, which waits for nothing (a hard
+ * patch); b and p get the blocks and x0, y0, z0, l0. */
+static void sync_chain(struct env *e, struct cblock **b, struct patch **p)
+{
+	for (int i = 0; i < 4; i++)
+		b[i] = get(e, (uint64_t)i + 1);
+	p[0] = put_byte(e, b[0], 0, 0x10, 8, NULL, 0);
+	p[1] = put_byte(e, b[1], 0, 0x20, 8, &p[0], 1);
+	p[2] = put_byte(e, b[2], 0, 0x30, 8, &p[1], 1);
+	p[3] = put_byte(e, b[3], 0, 0x40, 8, NULL, 0);
+}
+
 /* A sync of a chain x0 (block 1) <- y0 (block 2) <- z0 (block 3), with
  * block 4 holding l0, which waits for nothing (a hard patch), and l1,
  * which waits for z0.  In the first round block 4 could go with l1
@@ -287,23 +300,16 @@ static void test_sync_keeps_rounds_of_chain_head(void **state)
 static void test_sync_defers_block_nothing_waits_for(void **state)
 {
 	struct env e;
-	struct cblock *bx, *by, *bz, *bl;
-	struct patch *x0, *y0, *z0, *l0, *l1;
+	struct cblock *b[4];
+	struct patch *p[4], *l1;
 	struct cache_stats st;
 	size_t w, n = 0;
 
 	env_open(&e, NULL);
-	bx = get(&e, 1);
-	by = get(&e, 2);
-	bz = get(&e, 3);
-	bl = get(&e, 4);
-	x0 = put_byte(&e, bx, 0, 0x10, 8, NULL, 0);
-	y0 = put_byte(&e, by, 0, 0x20, 8, &x0, 1);
-	z0 = put_byte(&e, bz, 0, 0x30, 8, &y0, 1);
-	l0 = put_byte(&e, bl, 0, 0x40, 8, NULL, 0);
-	l1 = put_byte(&e, bl, 100, 0x41, 8, &z0, 1);
+	sync_chain(&e, b, p);
+	l1 = put_byte(&e, b[3], 100, 0x41, 8, &p[2], 1);
 	assert_int_equal(cache_sync(e.c), 0);
-	assert_true(patch_committed(l0) && patch_committed(l1));
+	assert_true(patch_committed(p[3]) && patch_committed(l1));
 	for (w = next_write(e.rec, 0, 4); w != SIZE_MAX; w = next_write(e.rec, w + 1, 4))
 		n++;
 	assert_int_equal(n, 1);
@@ -315,8 +321,8 @@ static void test_sync_defers_block_nothing_waits_for(void **state)
 	assert_int_equal(st.block_writes, 4);
 	assert_int_equal(st.rounds, 4); /* as many as the chain needs */
 	assert_device_equals_cache(&e);
-	env_done(&e, (struct patch *[]){x0, y0, z0, l0, l1}, 5, (struct cblock *[]){bx, by, bz, bl},
-		 4);
+	env_done(&e, (struct patch *[]){p[0], p[1], p[2], p[3], l1}, 5,
+		 (struct cblock *[]){b[0], b[1], b[2], b[3]}, 4);
 }
 
 /* Whether the writes at event indices a and b went in one round. */
@@ -333,23 +339,16 @@ static bool same_round(struct bdev *rec, size_t a, size_t b)
 static void test_sync_writes_block_others_wait_for(void **state)
 {
 	struct env e;
-	struct cblock *bx, *by, *bz, *bl, *bw;
-	struct patch *x0, *y0, *z0, *l0, *l1, *w0;
+	struct cblock *b[4], *bw;
+	struct patch *p[4], *l1, *w0;
 	struct cache_stats st;
 	size_t w, n = 0;
 
 	env_open(&e, NULL);
-	bx = get(&e, 1);
-	by = get(&e, 2);
-	bz = get(&e, 3);
-	bl = get(&e, 4);
 	bw = get(&e, 5);
-	x0 = put_byte(&e, bx, 0, 0x10, 8, NULL, 0);
-	y0 = put_byte(&e, by, 0, 0x20, 8, &x0, 1);
-	z0 = put_byte(&e, bz, 0, 0x30, 8, &y0, 1);
-	l0 = put_byte(&e, bl, 0, 0x40, 8, NULL, 0);
-	l1 = put_byte(&e, bl, 100, 0x41, 8, &z0, 1);
-	w0 = put_byte(&e, bw, 0, 0x50, 8, &l0, 1);
+	sync_chain(&e, b, p);
+	l1 = put_byte(&e, b[3], 100, 0x41, 8, &p[2], 1);
+	w0 = put_byte(&e, bw, 0, 0x50, 8, &p[3], 1);
 	assert_int_equal(cache_sync(e.c), 0);
 	assert_true(patch_committed(l1) && patch_committed(w0));
 	for (w = next_write(e.rec, 0, 4); w != SIZE_MAX; w = next_write(e.rec, w + 1, 4))
@@ -363,8 +362,8 @@ static void test_sync_writes_block_others_wait_for(void **state)
 	assert_int_equal(st.block_writes, 6);
 	assert_int_equal(st.rounds, 4);
 	assert_device_equals_cache(&e);
-	env_done(&e, (struct patch *[]){x0, y0, z0, l0, l1, w0}, 6,
-		 (struct cblock *[]){bx, by, bz, bl, bw}, 5);
+	env_done(&e, (struct patch *[]){p[0], p[1], p[2], p[3], l1, w0}, 6,
+		 (struct cblock *[]){b[0], b[1], b[2], b[3], bw}, 5);
 }
 
 /* As above, but l1 waits for y0 and the chain goes on to u0 (block 6):
@@ -374,25 +373,18 @@ static void test_sync_writes_block_others_wait_for(void **state)
 static void test_sync_slack_writes_block_whole(void **state)
 {
 	struct env e;
-	struct cblock *bx, *by, *bz, *bl, *bw, *bu;
-	struct patch *x0, *y0, *z0, *u0, *l0, *l1, *w0;
+	struct cblock *b[4], *bw, *bu;
+	struct patch *p[4], *u0, *l1, *w0;
 	struct cache_stats st;
 	size_t w;
 
 	env_open(&e, NULL);
-	bx = get(&e, 1);
-	by = get(&e, 2);
-	bz = get(&e, 3);
-	bl = get(&e, 4);
 	bw = get(&e, 5);
 	bu = get(&e, 6);
-	x0 = put_byte(&e, bx, 0, 0x10, 8, NULL, 0);
-	y0 = put_byte(&e, by, 0, 0x20, 8, &x0, 1);
-	z0 = put_byte(&e, bz, 0, 0x30, 8, &y0, 1);
-	u0 = put_byte(&e, bu, 0, 0x60, 8, &z0, 1);
-	l0 = put_byte(&e, bl, 0, 0x40, 8, NULL, 0);
-	l1 = put_byte(&e, bl, 100, 0x41, 8, &y0, 1);
-	w0 = put_byte(&e, bw, 0, 0x50, 8, &l0, 1);
+	sync_chain(&e, b, p);
+	u0 = put_byte(&e, bu, 0, 0x60, 8, &p[2], 1);
+	l1 = put_byte(&e, b[3], 100, 0x41, 8, &p[1], 1);
+	w0 = put_byte(&e, bw, 0, 0x50, 8, &p[3], 1);
 	assert_int_equal(cache_sync(e.c), 0);
 	assert_true(patch_committed(u0) && patch_committed(l1) && patch_committed(w0));
 	w = next_write(e.rec, 0, 4);
@@ -404,8 +396,8 @@ static void test_sync_slack_writes_block_whole(void **state)
 	assert_int_equal(st.block_writes, 6);
 	assert_int_equal(st.rounds, 4);
 	assert_device_equals_cache(&e);
-	env_done(&e, (struct patch *[]){x0, y0, z0, u0, l0, l1, w0}, 7,
-		 (struct cblock *[]){bx, by, bz, bl, bw, bu}, 6);
+	env_done(&e, (struct patch *[]){p[0], p[1], p[2], u0, p[3], l1, w0}, 7,
+		 (struct cblock *[]){b[0], b[1], b[2], b[3], bw, bu}, 6);
 }
 
 /* With ordering off the same example is written in one round. */
