@@ -204,7 +204,11 @@ struct ovslot {
 };
 
 #define OVIX_SLOTS 64
-#define OVIX_MIN   16 /* default of cache.ovix_min */
+/* Default of cache.ovix_min.  An index costs a block about 1 KiB, and
+ * more for each patch over several 64ths: kept from 16 patches on, the
+ * inode-table blocks of an untar, at 17 or so each, held a third of the
+ * engine's memory in indexes.  Below 64, walking the list costs little. */
+#define OVIX_MIN 64
 
 struct bchunk;
 
