@@ -309,6 +309,9 @@ struct cache_stats {
 	uint64_t dirty_waits;	    /* times a writer waited for the flusher */
 	uint64_t blocks_discarded;  /* cache_discard() calls that dropped a block */
 	uint64_t patches_discarded; /* block patches they turned into empty ones */
+	uint64_t undo_dropped;	    /* soft byte patches that let their undo go,
+				     * or took none, as no write of their block
+				     * could leave them out */
 };
 void cache_get_stats(struct cache *c, struct cache_stats *st);
 /* The rounds that have committed so far (stats.barriers): while it stays

@@ -340,6 +340,23 @@ static inline bool patch_has_undo(const struct patch *p)
 	return p->type == PT_BYTE && !(p->flags & (PF_HARD | PF_NRB | PF_NOUNDO)) && p->undo;
 }
 
+/* Whether p, a soft byte patch of a block, has let its undo bytes go
+ * (drop_undo()): it waits for nothing elsewhere, nor for anything of its
+ * block that a write of the block may leave out, so it is in every write
+ * of its block, and it never gains a before that could keep it out. */
+static inline bool patch_undo_dropped(const struct patch *p)
+{
+	return p->block && p->type == PT_BYTE &&
+	       !(p->flags & (PF_HARD | PF_NRB | PF_NOUNDO | PF_COMMITTED)) && !p->undo;
+}
+
+/* Whether every write of p's block carries p: a hard patch, an NRB one
+ * (nothing of its block is written without it) or one without undo. */
+static inline bool patch_in_every_write(const struct patch *p)
+{
+	return (p->flags & (PF_HARD | PF_NRB)) || patch_undo_dropped(p);
+}
+
 /* Whether p is a bit patch over several words, with a mask array
  * (make_change() merges a flip into a bit patch of a nearby word). */
 static inline bool patch_has_masks(const struct patch *p)

@@ -496,6 +496,45 @@ static void fire_unholds(struct cache *c, struct patch *p)
 	p->flags &= ~PF_UNHOLDS;
 }
 
+/* Let a's undo bytes go once no write of its block can leave it out: it
+ * waits for nothing elsewhere, and all it waits for on its block is in
+ * every write (a hard patch, the NRB one, or one without undo itself).
+ * Never rolled back from then on, it needs no undo, and it may take on no
+ * before that could change that (can_merge_soft()).  An untar's
+ * inode-table blocks held the undo of each new file's size and pointers
+ * until the next round, long after the data they point to was on disk:
+ * a third of the engine's memory.  Finding a's befores on its block walks
+ * the list up to a; past DROP_WALK patches or afters looked at, the undo
+ * stays. */
+#define DROP_WALK 256
+
+static void drop_undo(struct cache *c, struct patch *a)
+{
+	const struct patch *q;
+	uint32_t left = a->npend_blk, i;
+	int walk = DROP_WALK;
+
+	if (a->npend_ext || !patch_has_undo(a) || (a->flags & (PF_INFLIGHT | PF_WRITTEN)))
+		return;
+	for (q = a->block->phead; left && q && q != a; q = q->bnext) {
+		if ((walk -= 1 + (int)q->nafters) < 0)
+			return;
+		if (q->flags & PF_COMMITTED)
+			continue;
+		for (i = 0; i < q->nafters && patch_after(q, i) != a; i++)
+			;
+		if (i == q->nafters)
+			continue;
+		if (!patch_in_every_write(q))
+			return;
+		left--;
+	}
+	if (left == 0) {
+		free_undo(c, a);
+		c->st.undo_dropped++;
+	}
+}
+
 /* Mark p committed and release what waits for it.  A block patch stays on
  * its block's list (which is singly linked) until the round prunes it. */
 void commit_one(struct cache *c, struct patch *p)
@@ -523,6 +562,8 @@ void commit_one(struct cache *c, struct patch *p)
 			a->npend_blk--;
 		else
 			a->npend_ext--;
+		if (a->block && a->npend_ext == 0)
+			drop_undo(c, a);
 		if (!is_root(a))
 			continue;
 		if (a->block) {
@@ -635,6 +676,16 @@ static enum merge can_merge_soft(struct patch *t, enum patch_type type, uint32_t
 
 	if (t->flags & (PF_INFLIGHT | PF_WRITTEN | PF_HARD))
 		return NO_MERGE;
+	/* Without undo, t must stay in every write of its block: it may
+	 * take on no before that could keep it out. */
+	if (patch_undo_dropped(t))
+		for (i = 0; i < ds->n; i++) {
+			struct patch *d = ds->v[i];
+
+			if (d != t && !already_before(d, t) &&
+			    !(d->block == t->block && patch_in_every_write(d)))
+				return NO_MERGE;
+		}
 	tend = t->off + patch_len(t);
 	/* A byte change cannot become a bit flip. */
 	if (type == PT_BYTE && t->type != PT_BYTE)
@@ -771,6 +822,18 @@ static void append_to_block(struct cache *c, struct cblock *b, struct patch *p)
 		block_became_dirty(c, b);
 }
 
+/* Whether every patch of ds is on b and in every write of it: then so is
+ * a patch that waits for ds alone, and it needs no undo. */
+static bool in_every_write(const struct cblock *b, const struct depset *ds)
+{
+	size_t i;
+
+	for (i = 0; i < ds->n; i++)
+		if (ds->v[i]->block != b || !patch_in_every_write(ds->v[i]))
+			return false;
+	return true;
+}
+
 /* A new patch carrying the change.  Undo data is taken before the change
  * is applied (by the caller). */
 static int new_patch(struct cache *c, struct cblock *b, enum patch_type type, uint32_t off,
@@ -806,6 +869,9 @@ static int new_patch(struct cache *c, struct cblock *b, enum patch_type type, ui
 		} else if (nrb) {
 			p->flags |= PF_NRB;
 			c->st.patches_nrb++;
+		} else if (in_every_write(b, ds)) {
+			/* (undo stays NULL: see drop_undo()) */
+			c->st.undo_dropped++;
 		} else {
 			p->undo = malloc(len);
 			if (!p->undo) {

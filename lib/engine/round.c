@@ -257,7 +257,7 @@ static void mark_blocked(struct cache *c, struct cblock *b, const struct patch *
 /* Choose the patches of b to write now: those whose befores elsewhere are
  * all on disk (or settle within this write, see above) and whose
  * same-block befores are all chosen too, and (for a targeted round) older
- * than limit; hard patches are in every write.  The list is in sequence
+ * than limit; hard patches, and those without undo, are in every write.  The list is in sequence
  * order and same-block edges point backwards, so one pass decides,
  * marking the same-block afters of every patch left out.  Those left out
  * are collected in r_roll, oldest first.  The marking waits until a patch
@@ -281,9 +281,11 @@ static bool choose_patches(struct cache *c, struct cblock *b, uint64_t limit)
 	settle_reset(c);
 	for (p = b->phead; p; p = p->bnext) {
 		/* (a patch of a failed round may be on disk already: keep
-		 * it there rather than roll it back) */
+		 * it there rather than roll it back; one without undo
+		 * cannot be rolled back) */
 		bool in = (p->npend_ext == 0 || settled(c, p)) &&
-			  (p->seq < limit || (p->flags & (PF_HARD | PF_WRITTEN)));
+			  (p->seq < limit || (p->flags & (PF_HARD | PF_WRITTEN)) ||
+			   patch_undo_dropped(p));
 
 		if (in && marked < c->r_nroll && patch_npend_blk(p))
 			mark_blocked(c, b, p, &marked);

@@ -609,6 +609,67 @@ static void test_same_block_overlap_order(void **state)
 	env_close(&e);
 }
 
+/* A soft patch lets its undo go once nothing can keep it out of a write of
+ * its block: here p waits for d elsewhere and for the block's NRB patch,
+ * which waits for a hold and has an after (as an inode-table block's first
+ * patch, new inodes that entries wait for, holds up the size and pointers
+ * written after).  Once d is on disk, p is written with the NRB patch
+ * whenever that goes.  It then takes no change with a before elsewhere:
+ * q, which waits for x, stays apart with undo of its own and is rolled
+ * back to p's bytes in the round that writes p (merged, it would have
+ * made p wait for x, with nothing to roll p back by).  A change that
+ * waits for nothing else still merges. */
+static void test_undo_let_go(void **state)
+{
+	struct env e;
+	struct cblock *b, *o, *bx, *by;
+	struct patch *hold, *nrb, *ent, *d, *p, *x, *y, *q, *m;
+
+	env_open(&e, NULL);
+	b = get(&e, 1);
+	o = get(&e, 2);
+	bx = get(&e, 3);
+	by = get(&e, 4);
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &hold), 0);
+	nrb = put_byte(&e, b, 0, 1, BS, &hold, 1); /* first of a clean block */
+	assert_int_equal(patch_create_empty(e.c, &nrb, 1, &ent), 0);
+	d = put_byte(&e, o, 0, 9, 4, NULL, 0);
+	p = put_byte(&e, b, 100, 2, 16, &d, 1);
+	assert_int_equal(stats(&e).patches_nrb, 1);
+	assert_int_equal(stats(&e).undo_bytes, 16);
+	assert_int_equal(stats(&e).undo_dropped, 0);
+
+	assert_int_equal(cache_sync(e.c), -EAGAIN); /* block 1 waits for hold */
+	assert_true(patch_committed(d));
+	assert_false(patch_committed(p));
+	assert_int_equal(stats(&e).undo_bytes, 0);
+	assert_int_equal(stats(&e).undo_dropped, 1);
+
+	y = put_byte(&e, by, 0, 7, 4, NULL, 0);
+	x = put_byte(&e, bx, 0, 8, 4, &y, 1); /* not ready before y is written */
+	q = put_byte(&e, b, 104, 3, 4, &x, 1);
+	assert_ptr_not_equal(q, p);
+	assert_int_equal(stats(&e).undo_bytes, 4);
+	m = put_byte(&e, b, 100, 4, 2, NULL, 0);
+	assert_ptr_equal(m, p);
+
+	patch_unhold(e.c, hold);
+	assert_int_equal(cache_flush_round(e.c, NULL), 0); /* blocks 1 and 4 */
+	assert_true(patch_committed(p));
+	assert_true(patch_committed(y));
+	assert_false(patch_committed(q));
+	assert_int_equal(mem_block(&e, 1)[0], 1);
+	assert_int_equal(mem_block(&e, 1)[100], 4);
+	assert_int_equal(mem_block(&e, 1)[102], 2);
+	assert_int_equal(mem_block(&e, 1)[104], 2); /* q rolled back */
+	assert_int_equal(mem_block(&e, 1)[115], 2);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_int_equal(mem_block(&e, 1)[104], 3);
+	assert_device_equals_cache(&e);
+	env_done(&e, (struct patch *[]){hold, nrb, ent, d, p, x, y, q, m}, 9,
+		 (struct cblock *[]){b, o, bx, by}, 4);
+}
+
 /* A chain over one block through empty patches (a patchgroup's head and
  * tail): p[i] waits for p[i-1] of the same block through e[i-1], which
  * also waits for x[i-1] on a block of its own.  Once the x are on disk,
@@ -2176,6 +2237,7 @@ int main(void)
 	    cmocka_unit_test(test_sync_slack_writes_block_whole),
 	    cmocka_unit_test(test_hard_patch_merging),
 	    cmocka_unit_test(test_same_block_overlap_order),
+	    cmocka_unit_test(test_undo_let_go),
 	    cmocka_unit_test(test_empty_patches),
 	    cmocka_unit_test(test_settle_through_empties),
 	    cmocka_unit_test(test_group_chain_one_write_per_turn),

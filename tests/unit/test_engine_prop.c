@@ -75,7 +75,7 @@ struct world {
 	int log_violations, crash_violations, torn;
 	size_t states, writes;
 	uint64_t nrb_live;
-	uint64_t merged, rollbacks, errors, rounds, nrb;
+	uint64_t merged, rollbacks, errors, rounds, nrb, dropped;
 };
 
 static uint64_t rnd(struct world *w)
@@ -481,6 +481,7 @@ static void run_one(struct world *w, bool crash)
 		w->merged += st.patches_merged;
 		w->nrb += w->nrb_live;
 		w->rollbacks += st.rollback_writes;
+		w->dropped += st.undo_dropped;
 		w->errors += st.write_errors + st.barrier_errors;
 		w->rounds += st.rounds;
 		assert_int_equal(st.engine_bytes, 0);
@@ -520,10 +521,10 @@ static void test_random_dags_softupdates(void **state)
 	fprintf(stderr, "# %llu changes added to collectors\n", (unsigned long long)w->collected);
 	fprintf(stderr,
 		"# %llu rounds, %llu merges, %llu NRB patches, %llu rollback writes, "
-		"%llu I/O errors\n",
+		"%llu I/O errors, %llu patches without undo before their write\n",
 		(unsigned long long)w->rounds, (unsigned long long)w->merged,
 		(unsigned long long)w->nrb, (unsigned long long)w->rollbacks,
-		(unsigned long long)w->errors);
+		(unsigned long long)w->errors, (unsigned long long)w->dropped);
 	/* the runs exercise what they are meant to */
 	assert_true(w->states > 1000);
 	assert_true(w->merged > 100);
@@ -532,6 +533,7 @@ static void test_random_dags_softupdates(void **state)
 	assert_int_equal(w->add_errs, 0);
 	assert_true(w->rollbacks > 100);
 	assert_true(w->errors > 100);
+	assert_true(w->dropped > 100);
 	free(w);
 }
 
