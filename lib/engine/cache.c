@@ -171,6 +171,22 @@ void ready_update(struct cache *c, struct cblock *b)
 	}
 }
 
+/* Move b, on the ready list, to its tail. */
+void ready_requeue(struct cache *c, struct cblock *b)
+{
+	if (c->ready_tail == b)
+		return;
+	if (b->rprev)
+		b->rprev->rnext = b->rnext;
+	else
+		c->ready_head = b->rnext;
+	b->rnext->rprev = b->rprev;
+	b->rprev = c->ready_tail;
+	b->rnext = NULL;
+	c->ready_tail->rnext = b;
+	c->ready_tail = b;
+}
+
 void block_became_dirty(struct cache *c, struct cblock *b)
 {
 	uint64_t bytes;

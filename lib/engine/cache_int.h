@@ -164,6 +164,8 @@ enum block_flags {
 	BF_PASSED = 1 << 8, /* left out of the last round it could have
 			     * gone in, for its write would roll a change
 			     * back (round_locked()) */
+	BF_REQUEUE = 1 << 9, /* scratch: passed in this round, to go to the
+			      * ready list's tail (round_locked()) */
 };
 
 struct cblock {
@@ -461,6 +463,7 @@ struct cblock *cache_find_locked(struct cache *c, uint64_t blkno);
 void cache_lock(struct cache *c, bool *taken);
 void cache_unlock(struct cache *c, bool taken);
 void ready_update(struct cache *c, struct cblock *b);
+void ready_requeue(struct cache *c, struct cblock *b);
 void block_became_dirty(struct cache *c, struct cblock *b);
 void block_became_clean(struct cache *c, struct cblock *b);
 void stats_engine(struct cache *c, int64_t delta);

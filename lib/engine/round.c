@@ -701,6 +701,64 @@ static size_t defer_blocks(struct cache *c, size_t *np, size_t *nrolled, uint64_
 	return nd;
 }
 
+/* Count off, in the settle table, what b's patches that wait for nothing
+ * elsewhere let go (all of them for a block of this round: chosen). */
+static void count_roots(struct cache *c, const struct cblock *b, int *budget)
+{
+	struct patch *p;
+
+	for (p = b->phead; p && *budget >= 0; p = p->bnext)
+		if (!(p->flags & PF_COMMITTED) && (p->npend_ext == 0 || (p->flags & PF_INFLIGHT)))
+			settle_round_afters(c, p, budget);
+}
+
+/* Whether every patch of b that waits for something elsewhere has had it
+ * all counted off. */
+static bool waits_on_counted(struct cache *c, const struct cblock *b)
+{
+	const struct patch *p;
+
+	for (p = b->phead; p; p = p->bnext)
+		if (!(p->flags & PF_COMMITTED) && p->npend_ext && !settled(c, (struct patch *)p))
+			return false;
+	return true;
+}
+
+/* A block passed in this round (BF_REQUEUE) whose left-out patches wait
+ * only for this round's blocks and for patches of ready blocks that wait
+ * for nothing elsewhere moves to the ready list's tail: by the time it
+ * comes up again those are likely written, and it goes whole.  Taken in
+ * the next round instead, as it was before, an untar's directory blocks
+ * went out with their newest entries rolled back while the inode-table
+ * blocks they waited for were two rounds down the list.  A block whose
+ * waits are further off stays where it is and goes in the next round:
+ * left out longer, it would hold its patches and their undo all along. */
+static void requeue_passed(struct cache *c, size_t n)
+{
+	int budget = SETTLE_BUDGET;
+	struct cblock *b, *next, *end = c->ready_tail;
+	size_t i;
+
+	if (c->nready + n < (size_t)(INT_MAX - SETTLE_BUDGET) / (8 * SETTLE_PER_PATCH))
+		budget += 8 * SETTLE_PER_PATCH * (int)(c->nready + n);
+	settle_reset(c);
+	for (i = 0; i < n && budget >= 0; i++)
+		count_roots(c, c->r_blocks[i], &budget);
+	for (b = c->ready_head; b && budget >= 0; b = b->rnext)
+		if (!(b->flags & BF_REQUEUE))
+			count_roots(c, b, &budget);
+	for (b = c->ready_head; b; b = next) {
+		next = b->rnext;
+		if (b->flags & BF_REQUEUE) {
+			b->flags &= (uint16_t)~BF_REQUEUE;
+			if (budget >= 0 && waits_on_counted(c, b))
+				ready_requeue(c, b);
+		}
+		if (b == end)
+			break;
+	}
+}
+
 /* One round.  With limit < UINT64_MAX, a targeted round: only patches
  * older than limit (everything a patch with that sequence number can
  * depend on) are wanted, and blocks with none of those are left alone. */
@@ -708,7 +766,7 @@ int round_locked(struct cache *c, size_t *nwritten, uint64_t limit)
 {
 	struct cblock *next;
 	size_t n = 0, nrolled = 0, i;
-	bool useful, whole_only;
+	bool useful, whole_only, passed = false;
 	int err, werr;
 
 	if (cache_reentered(c))
@@ -725,11 +783,13 @@ int round_locked(struct cache *c, size_t *nwritten, uint64_t limit)
 	 * often ready too but further down the list: left for a later
 	 * round, it may go whole then.  Only if the list runs out before the
 	 * round is full are such blocks taken (a second pass), so a round
-	 * never comes out empty for it.  A block is left out one round at
-	 * most in a row: left out for longer, a block whose waits are far
-	 * off holds its patches and their undo data all along (PostMark's
-	 * engine memory went from 3.7% to 13% of its dirty data).  A
-	 * targeted round takes what it needs as it comes. */
+	 * never comes out empty for it.  A block left out goes to the
+	 * ready list's tail when what it waits for is ready
+	 * (requeue_passed()); any other is left out one round at most in a
+	 * row: left out for longer, a block whose waits are far off holds
+	 * its patches and their undo data all along (PostMark's engine
+	 * memory went from 3.7% to 13% of its dirty data).  A targeted
+	 * round takes what it needs as it comes. */
 	whole_only = limit == UINT64_MAX && c->nready > c->opts.round_max_blocks;
 again:
 	for (next = c->ready_head; next && n < c->opts.round_max_blocks;) {
@@ -744,8 +804,10 @@ again:
 			break;
 		useful = choose_patches(c, b, limit);
 		if (!useful || (whole_only && c->r_nroll && !(b->flags & BF_PASSED))) {
-			if (useful)
-				b->flags |= BF_PASSED;
+			if (useful) {
+				b->flags |= BF_PASSED | BF_REQUEUE;
+				passed = true;
+			}
 			/* nothing wanted here (or not in this pass): undo
 			 * the choice */
 			for (i = start; i < c->r_np; i++)
@@ -753,7 +815,7 @@ again:
 			c->r_np = start;
 			continue;
 		}
-		b->flags = (uint16_t)((b->flags | BF_INFLIGHT) & ~BF_PASSED);
+		b->flags = (uint16_t)((b->flags | BF_INFLIGHT) & ~(BF_PASSED | BF_REQUEUE));
 		ready_update(c, b);
 		copy = c->r_copies[n];
 		memcpy(copy, b->data, c->bs);
@@ -772,6 +834,8 @@ again:
 		whole_only = false;
 		goto again;
 	}
+	if (passed)
+		requeue_passed(c, n);
 	c->r_pstart[n] = c->r_np;
 	defer_blocks(c, &n, &nrolled, limit);
 	for (i = 0; i < n; i++)

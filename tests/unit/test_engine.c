@@ -1396,10 +1396,11 @@ static void test_round_whole_first(void **state)
 	env_done(&e, p, 4, b, 3);
 }
 
-/* A block is left out of one round at most in a row: with a round of one
- * block and block 1 waiting for block 4, the first round writes block 2,
- * the second block 1 with its change rolled back. */
-static void test_round_whole_first_once(void **state)
+/* A block left out whose waits are on ready blocks goes to the ready
+ * list's tail and comes up whole: with a round of one block and block 1
+ * waiting for block 4, rounds write blocks 2, 3 and 4, then block 1 with
+ * nothing rolled back. */
+static void test_round_passed_requeued(void **state)
 {
 	struct cache_opts o = {.round_max_blocks = 1};
 	struct cblock *b[4];
@@ -1411,6 +1412,40 @@ static void test_round_whole_first_once(void **state)
 	env_open(&e, &o);
 	ready_behind(&e, 4, b, p);
 	assert_int_equal(cache_flush_round(e.c, &nw), 0);
+	assert_int_equal(mem_block(&e, 2)[0], 0x22);
+	assert_int_equal(cache_flush_round(e.c, &nw), 0);
+	assert_int_equal(nw, 1);
+	assert_int_equal(mem_block(&e, 1)[0], 0);
+	assert_int_equal(mem_block(&e, 3)[0], 0x33);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_int_equal(mem_block(&e, 1)[8], 0x55);
+	assert_int_equal(stats(&e).rounds, 4);
+	assert_int_equal(stats(&e).rollback_writes, 0);
+	env_done(&e, p, 5, b, 4);
+}
+
+/* A block whose waits are further off is left out of one round at most in
+ * a row: block 1 waits for block 4, which waits for a hold and so is not
+ * ready.  The first round writes block 2, the second block 1 with its
+ * change rolled back. */
+static void test_round_whole_first_once(void **state)
+{
+	struct cache_opts o = {.round_max_blocks = 1};
+	struct cblock *b[4];
+	struct patch *p[5], *hold;
+	struct env e;
+	size_t nw;
+
+	(void)state;
+	env_open(&e, &o);
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &hold), 0);
+	for (int i = 0; i < 4; i++)
+		b[i] = get(&e, (uint64_t)i + 1);
+	for (int i = 0; i < 3; i++)
+		p[i] = put_byte(&e, b[i], 0, (uint8_t)(0x11 * (i + 1)), 1, NULL, 0);
+	p[3] = put_byte(&e, b[3], 0, 0x44, 1, &hold, 1);
+	p[4] = put_byte(&e, b[0], 8, 0x55, 1, &p[3], 1);
+	assert_int_equal(cache_flush_round(e.c, &nw), 0);
 	assert_int_equal(nw, 1);
 	assert_int_equal(mem_block(&e, 1)[0], 0);
 	assert_int_equal(mem_block(&e, 2)[0], 0x22);
@@ -1419,8 +1454,10 @@ static void test_round_whole_first_once(void **state)
 	assert_int_equal(mem_block(&e, 1)[0], 0x11);
 	assert_int_equal(mem_block(&e, 1)[8], 0);
 	assert_int_equal(stats(&e).rollback_writes, 1);
+	patch_unhold(e.c, hold);
 	assert_int_equal(cache_sync(e.c), 0);
 	assert_int_equal(mem_block(&e, 1)[8], 0x55);
+	patch_release(e.c, hold);
 	env_done(&e, p, 5, b, 4);
 }
 
@@ -2254,6 +2291,7 @@ int main(void)
 	    cmocka_unit_test(test_scope_hooks),
 	    cmocka_unit_test(test_round_limit),
 	    cmocka_unit_test(test_round_whole_first),
+	    cmocka_unit_test(test_round_passed_requeued),
 	    cmocka_unit_test(test_round_whole_first_once),
 	    cmocka_unit_test(test_bit_byte_overlap),
 	    cmocka_unit_test(test_same_bit_flips),
