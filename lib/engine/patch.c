@@ -503,7 +503,7 @@ static void fire_unholds(struct cache *c, struct patch *p)
  * before that could change that (can_merge_soft()).  An untar's
  * inode-table blocks held the undo of each new file's size and pointers
  * until the next round, long after the data they point to was on disk:
- * a third of the engine's memory.  Finding a's befores on its block walks
+ * 0.95 MB of a 6 MB peak.  Finding a's befores on its block walks
  * the list up to a; past DROP_WALK patches or afters looked at, the undo
  * stays. */
 #define DROP_WALK 256
