@@ -153,17 +153,17 @@ enum block_flags {
 	BF_READING = 1 << 0, /* being read in; wait on io_cond */
 	BF_BADREAD = 1 << 1, /* the read failed: unhashed, to be freed */
 	BF_INFLIGHT = 1 << 2,
-	BF_READY = 1 << 3, /* on the ready list */
-	BF_LRU = 1 << 4,   /* on the clean LRU list */
-	BF_DEFER = 1 << 5, /* scratch: to be put off to the next round */
-	BF_LOG = 1 << 6,   /* written once, not read again (cache_get_log):
-			    * first on the LRU list, reused first */
-	BF_IDLE = 1 << 7,  /* scratch: put off by a sync, as nothing waits
-			    * for its write or as it has slack (with
-			    * BF_DEFER) */
-	BF_PASSED = 1 << 8, /* left out of the last round it could have
-			     * gone in, for its write would roll a change
-			     * back (round_locked()) */
+	BF_READY = 1 << 3,   /* on the ready list */
+	BF_LRU = 1 << 4,     /* on the clean LRU list */
+	BF_DEFER = 1 << 5,   /* scratch: to be put off to the next round */
+	BF_LOG = 1 << 6,     /* written once, not read again (cache_get_log):
+			      * first on the LRU list, reused first */
+	BF_IDLE = 1 << 7,    /* scratch: put off by a sync, as nothing waits
+			      * for its write or as it has slack (with
+			      * BF_DEFER) */
+	BF_PASSED = 1 << 8,  /* left out of the last round it could have
+			      * gone in, for its write would roll a change
+			      * back (round_locked()) */
 	BF_REQUEUE = 1 << 9, /* scratch: passed in this round, to go to the
 			      * ready list's tail (round_locked()) */
 };
