@@ -120,6 +120,7 @@ json_get() {
 		.blocks.cached .blocks.dirty .blocks.inflight .blocks.ready .blocks.oldest_dirty_ms \
 		.patches.pending .patches.byte .patches.bit .patches.empty .patches.hard \
 		.patches.soft .patches.created .patches.merged .patches.committed \
+		.patches.undo_dropped \
 		.memory.undo_bytes .memory.engine_bytes .memory.dirty_bytes \
 		.memory.engine_dirty_ratio .memory.engine_cache_ratio .memory.peak_engine_bytes .memory.peak_dirty_bytes \
 		.io.rounds .io.barriers .io.block_writes .io.rollback_writes .io.write_errors \

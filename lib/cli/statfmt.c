@@ -137,8 +137,11 @@ static void text_summary(FILE *f, const struct insp_snap *s)
 		" empty; %" PRIu64 " hard, %" PRIu64 " soft (%" PRIu64 " without undo)\n",
 		"patches:", m->patches_pending, st->patches_byte, st->patches_bit,
 		st->patches_empty, st->patches_hard, st->patches_soft, st->patches_nrb);
-	fprintf(f, "%-14s %" PRIu64 " created, %" PRIu64 " merged, %" PRIu64 " committed\n", "",
-		st->patches_created, st->patches_merged, st->patches_committed);
+	fprintf(f,
+		"%-14s %" PRIu64 " created, %" PRIu64 " merged, %" PRIu64 " committed, %" PRIu64
+		" let their undo go\n",
+		"", st->patches_created, st->patches_merged, st->patches_committed,
+		st->undo_dropped);
 	fprintf(f, "%-14s undo %s, engine %s, dirty data %s, engine/cache %.1f%%\n",
 		"memory:", statfmt_bytes(a, sizeof(a), st->undo_bytes),
 		statfmt_bytes(b, sizeof(b), st->engine_bytes),
@@ -423,10 +426,10 @@ static void json_summary(FILE *f, const struct insp_snap *s)
 		"\"patches\":{\"pending\":%" PRIu64 ",\"byte\":%" PRIu64 ",\"bit\":%" PRIu64
 		",\"empty\":%" PRIu64 ",\"hard\":%" PRIu64 ",\"soft\":%" PRIu64
 		",\"soft_no_undo\":%" PRIu64 ",\"created\":%" PRIu64 ",\"merged\":%" PRIu64
-		",\"committed\":%" PRIu64 "},",
+		",\"committed\":%" PRIu64 ",\"undo_dropped\":%" PRIu64 "},",
 		m->patches_pending, st->patches_byte, st->patches_bit, st->patches_empty,
 		st->patches_hard, st->patches_soft, st->patches_nrb, st->patches_created,
-		st->patches_merged, st->patches_committed);
+		st->patches_merged, st->patches_committed, st->undo_dropped);
 	fprintf(f,
 		"\"memory\":{\"undo_bytes\":%" PRIu64 ",\"engine_bytes\":%" PRIu64
 		",\"dirty_bytes\":%" PRIu64
