@@ -133,6 +133,30 @@ static void kick_flusher(struct cache *c)
 	}
 }
 
+static void ready_append(struct cache *c, struct cblock *b)
+{
+	b->rnext = NULL;
+	b->rprev = c->ready_tail;
+	if (c->ready_tail)
+		c->ready_tail->rnext = b;
+	else
+		c->ready_head = b;
+	c->ready_tail = b;
+}
+
+static void ready_unlink(struct cache *c, struct cblock *b)
+{
+	if (b->rprev)
+		b->rprev->rnext = b->rnext;
+	else
+		c->ready_head = b->rnext;
+	if (b->rnext)
+		b->rnext->rprev = b->rprev;
+	else
+		c->ready_tail = b->rprev;
+	b->rprev = b->rnext = NULL;
+}
+
 /* A block is on the ready list when it has a patch that could be written
  * now and it is not already being written. */
 void ready_update(struct cache *c, struct cblock *b)
@@ -141,13 +165,7 @@ void ready_update(struct cache *c, struct cblock *b)
 
 	if (want && !(b->flags & BF_READY)) {
 		b->flags |= BF_READY;
-		b->rnext = NULL;
-		b->rprev = c->ready_tail;
-		if (c->ready_tail)
-			c->ready_tail->rnext = b;
-		else
-			c->ready_head = b;
-		c->ready_tail = b;
+		ready_append(c, b);
 		c->nready++;
 		/* Under memory pressure, enough writable blocks call for a
 		 * round.  Not from within a round: one that succeeded is
@@ -158,15 +176,7 @@ void ready_update(struct cache *c, struct cblock *b)
 			kick_flusher(c);
 	} else if (!want && (b->flags & BF_READY)) {
 		b->flags &= ~BF_READY;
-		if (b->rprev)
-			b->rprev->rnext = b->rnext;
-		else
-			c->ready_head = b->rnext;
-		if (b->rnext)
-			b->rnext->rprev = b->rprev;
-		else
-			c->ready_tail = b->rprev;
-		b->rprev = b->rnext = NULL;
+		ready_unlink(c, b);
 		c->nready--;
 	}
 }
@@ -174,17 +184,8 @@ void ready_update(struct cache *c, struct cblock *b)
 /* Move b, on the ready list, to its tail. */
 void ready_requeue(struct cache *c, struct cblock *b)
 {
-	if (c->ready_tail == b)
-		return;
-	if (b->rprev)
-		b->rprev->rnext = b->rnext;
-	else
-		c->ready_head = b->rnext;
-	b->rnext->rprev = b->rprev;
-	b->rprev = c->ready_tail;
-	b->rnext = NULL;
-	c->ready_tail->rnext = b;
-	c->ready_tail = b;
+	ready_unlink(c, b);
+	ready_append(c, b);
 }
 
 void block_became_dirty(struct cache *c, struct cblock *b)

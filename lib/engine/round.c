@@ -257,14 +257,14 @@ static void mark_blocked(struct cache *c, struct cblock *b, const struct patch *
 /* Choose the patches of b to write now: those whose befores elsewhere are
  * all on disk (or settle within this write, see above) and whose
  * same-block befores are all chosen too, and (for a targeted round) older
- * than limit; hard patches, and those without undo, are in every write.  The list is in sequence
- * order and same-block edges point backwards, so one pass decides,
- * marking the same-block afters of every patch left out.  Those left out
- * are collected in r_roll, oldest first.  The marking waits until a patch
- * that could go but for it is reached: in a long chain on one block,
- * where every later patch waits for something elsewhere as well, the
- * afters of the patches left out are never looked at.  Returns whether a
- * patch older than limit was chosen. */
+ * than limit; hard patches, and those without undo, are in every write.
+ * The list is in sequence order and same-block edges point backwards, so
+ * one pass decides, marking the same-block afters of every patch left
+ * out.  Those left out are collected in r_roll, oldest first.  The
+ * marking waits until a patch that could go but for it is reached: in a
+ * long chain on one block, where every later patch waits for something
+ * elsewhere as well, the afters of the patches left out are never looked
+ * at.  Returns whether a patch older than limit was chosen. */
 static bool choose_patches(struct cache *c, struct cblock *b, uint64_t limit)
 {
 	struct patch *p;
@@ -361,8 +361,10 @@ static bool settle_round(struct cache *c, size_t n)
 }
 
 /* Whether b, in this round, rolls back some patch, and every patch it
- * rolls back could go in b's next write, were the round's blocks not
- * marked BF_DEFER on disk (and, for a targeted round, is wanted). */
+ * rolls back could go in b's next write, were what the settle table has
+ * counted off on disk: the round's blocks not marked BF_DEFER
+ * (defer_blocks()), or also the roots of ready blocks (requeue_passed());
+ * and, for a targeted round, is wanted. */
 static bool could_go_next(struct cache *c, struct cblock *b, uint64_t limit)
 {
 	const struct patch *p;
@@ -712,18 +714,6 @@ static void count_roots(struct cache *c, const struct cblock *b, int *budget)
 			settle_round_afters(c, p, budget);
 }
 
-/* Whether every patch of b that waits for something elsewhere has had it
- * all counted off. */
-static bool waits_on_counted(struct cache *c, const struct cblock *b)
-{
-	const struct patch *p;
-
-	for (p = b->phead; p; p = p->bnext)
-		if (!(p->flags & PF_COMMITTED) && p->npend_ext && !settled(c, (struct patch *)p))
-			return false;
-	return true;
-}
-
 /* A block passed in this round (BF_REQUEUE) whose left-out patches wait
  * only for this round's blocks and for patches of ready blocks that wait
  * for nothing elsewhere moves to the ready list's tail: by the time it
@@ -751,7 +741,7 @@ static void requeue_passed(struct cache *c, size_t n)
 		next = b->rnext;
 		if (b->flags & BF_REQUEUE) {
 			b->flags &= (uint16_t)~BF_REQUEUE;
-			if (budget >= 0 && waits_on_counted(c, b))
+			if (budget >= 0 && could_go_next(c, b, UINT64_MAX))
 				ready_requeue(c, b);
 		}
 		if (b == end)
