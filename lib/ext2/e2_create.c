@@ -170,8 +170,7 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 	e2_isync_add(fs, ip, ent);
 	/* In a directory that is itself new, fsync must make the whole path
 	 * reachable: take the directory's own changes along. */
-	e2_patch_drop_committed(fs, &dir->init);
-	if (dir->init)
+	if (e2_init_prune(fs, dir))
 		e2_isync_add(fs, ip, dir->sync);
 	/* What a new name for the inode, or a name put in it (a directory),
 	 * waits for: its entry, which waits for the initialised inode, and,
@@ -181,20 +180,21 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 	 * expects (rename_order).  The entry made here does not wait for the
 	 * directory's: a crash may leave a new tree's lower levels unattached
 	 * (a leak e2fsck puts in lost+found), and its entries do not wait
-	 * for one another a level at a time. */
-	patch_release(fs->c, ip->init);
-	ip->init = NULL;
+	 * for one another a level at a time.  The directory's part stays
+	 * apart (init_up) until the inode gets entries of its own. */
 	if (ent && !patch_committed(ent)) {
-		if (dir->init) {
-			if ((r = e2_pset_add(fs, &ip->init, ent)) ||
-			    (r = e2_pset_add(fs, &ip->init, dir->init)))
-				goto out;
-		} else {
-			patch_retain(ent);
-			ip->init = ent;
+		struct patch *up = NULL;
+
+		if ((r = e2_init_one(fs, dir, &up)))
+			goto out;
+		patch_retain(ent);
+		e2_init_set(fs, ip, ent);
+		if (up) {
+			patch_retain(up);
+			ip->init_up = up;
 		}
 	} else {
-		ip->init = init;
+		e2_init_set(fs, ip, init);
 		init = NULL;
 	}
 	r = e2_touch_dir(fs, dir);
@@ -363,10 +363,10 @@ int e2_link(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, uint32_t
 	r = e2_add_links(fs, ip, +1, NULL, &lp);
 	if (r)
 		goto out;
-	e2_patch_drop_committed(fs, &ip->init);
-	e2_patch_drop_committed(fs, &dir->init);
-	if ((r = e2_deps_addref(&d, lp)) || (r = e2_deps_addref(&d, ip->init)) ||
-	    (r = e2_deps_addref(&d, linked)) || (r = e2_deps_addref(&d, dir->init)) ||
+	e2_init_prune(fs, ip);
+	e2_init_prune(fs, dir);
+	if ((r = e2_deps_addref(&d, lp)) || (r = e2_init_deps(&d, ip)) ||
+	    (r = e2_deps_addref(&d, linked)) || (r = e2_init_deps(&d, dir)) ||
 	    (r = e2_order_deps(fs, &d)) || (r = e2_ipending_deps(fs, ip, &d)))
 		goto out;
 	r = e2_dir_add(fs, dir, newname, len, ino, e2_imode(ip), &d, &ent);
@@ -382,8 +382,7 @@ int e2_link(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, uint32_t
 	if (r)
 		goto out;
 	if (lp) {
-		patch_release(fs->c, ip->init);
-		ip->init = lp;
+		e2_init_set(fs, ip, lp);
 		lp = NULL;
 	}
 	r = e2_touch_dir(fs, dir);

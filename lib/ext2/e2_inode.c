@@ -60,7 +60,7 @@ static int iread(struct e2fs *fs, struct e2_inode *ip)
 
 static void irelease(struct e2fs *fs, struct e2_inode *ip)
 {
-	patch_release(fs->c, ip->init);
+	e2_init_set(fs, ip, NULL);
 	patch_release(fs->c, ip->clear);
 	patch_release(fs->c, ip->rmset);
 	ip->rmset = NULL;
@@ -224,6 +224,52 @@ void e2_isync_add(struct e2fs *fs, struct e2_inode *ip, struct patch *p)
 		patch_release(fs->c, ip->sync);
 		ip->sync = np;
 	}
+}
+
+bool e2_init_prune(struct e2fs *fs, struct e2_inode *ip)
+{
+	e2_patch_drop_committed(fs, &ip->init_up);
+	if (ip->init && patch_committed(ip->init)) {
+		patch_release(fs->c, ip->init);
+		ip->init = ip->init_up;
+		ip->init_up = NULL;
+	}
+	return ip->init != NULL;
+}
+
+int e2_init_deps(struct e2_deps *d, struct e2_inode *ip)
+{
+	int r = e2_deps_addref(d, ip->init);
+
+	return r ? r : e2_deps_addref(d, ip->init_up);
+}
+
+void e2_init_set(struct e2fs *fs, struct e2_inode *ip, struct patch *p)
+{
+	patch_release(fs->c, ip->init);
+	patch_release(fs->c, ip->init_up);
+	ip->init = p;
+	ip->init_up = NULL;
+}
+
+int e2_init_one(struct e2fs *fs, struct e2_inode *ip, struct patch **out)
+{
+	struct patch *d[2], *np = NULL;
+	int r;
+
+	*out = NULL;
+	if (!e2_init_prune(fs, ip))
+		return 0;
+	if (ip->init_up) {
+		d[0] = ip->init;
+		d[1] = ip->init_up;
+		r = patch_create_empty(fs->c, d, 2, &np);
+		if (r)
+			return r;
+		e2_init_set(fs, ip, np);
+	}
+	*out = ip->init;
+	return 0;
 }
 
 int e2_ipending_deps(struct e2fs *fs, struct e2_inode *ip, struct e2_deps *d)
@@ -557,7 +603,7 @@ void e2_icache_trim(struct e2fs *fs)
 		while (*pp) {
 			struct e2_inode *ip = *pp;
 
-			e2_patch_drop_committed(fs, &ip->init);
+			e2_init_prune(fs, ip);
 			e2_patch_drop_committed(fs, &ip->clear);
 			e2_patch_drop_committed(fs, &ip->rmset);
 			if (ip->ndfree)

@@ -89,6 +89,8 @@ struct e2_inode {
 				* links 0 on disk, whose blocks may be reused) */
 	bool orphan;	       /* on the orphan list (e2_orphan.c) */
 	struct patch *init;    /* a new entry for this inode must wait for it */
+	struct patch *init_up; /* and for this, when set: the init of the new
+				* directory it was made in (e2_init_*()) */
 	struct patch *clear;   /* the inode-clear patch once links reached 0 */
 	struct patch *rmset;   /* a directory: depends on every removal of an
 				* entry from it not yet on disk, so that its
@@ -377,6 +379,20 @@ mode_t e2_imode(const struct e2_inode *ip);
 uint16_t e2_ilinks(const struct ext2_inode_large *d);
 void e2_iset_links(struct ext2_inode_large *d, uint16_t n);
 void e2_isync_add(struct e2fs *fs, struct e2_inode *ip, struct patch *p);
+/* What a new name for ip waits for is init and init_up (e2_create.c).  A
+ * file made in a new directory keeps the two apart: an empty patch over
+ * both cost 40 bytes and two afters for each of the untar's files, and is
+ * made only when the file is a directory that gets an entry of its own.
+ * Drop what is on disk (init_up moves up when init is); whether any is
+ * left. */
+bool e2_init_prune(struct e2fs *fs, struct e2_inode *ip);
+/* d += ip's init and init_up. */
+int e2_init_deps(struct e2_deps *d, struct e2_inode *ip);
+/* Let go of both, then init = p (the caller's reference passes). */
+void e2_init_set(struct e2fs *fs, struct e2_inode *ip, struct patch *p);
+/* The one patch a name put in directory ip waits for (init and init_up
+ * made one); NULL when none is pending.  0 or -ENOMEM. */
+int e2_init_one(struct e2fs *fs, struct e2_inode *ip, struct patch **out);
 /* Add to d an empty patch over every change of ip's on-disk inode not on
  * disk yet (its size, times and pointers): a name given to a file waits
  * for it, so that the name never shows the file shorter than it was.

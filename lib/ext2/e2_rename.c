@@ -68,11 +68,12 @@ static int park(struct e2fs *fs, struct e2_inode *t, char *pname, size_t *plen,
 	r = e2_dir_lookup(fs, lf, pname, *plen, &loc);
 	if (r != -ENOENT)
 		return 0; /* taken (or unreadable): fall back */
-	e2_patch_drop_committed(fs, &lf->init);
+	e2_init_prune(fs, lf);
 	r = e2_dir_prepare(fs, lf, *plen, &linked);
 	if (!r)
 		r = e2_add_links(fs, t, +1, NULL, &lh);
-	if (!r && !(r = deps2(&d, lh, t->init)) && !(r = deps2(&d, linked, lf->init))) {
+	if (!r && !(r = e2_deps_addref(&d, lh)) && !(r = e2_init_deps(&d, t)) &&
+	    !(r = e2_deps_addref(&d, linked)) && !(r = e2_init_deps(&d, lf))) {
 		uint32_t avoid[sizeof(fs->parked) / sizeof(fs->parked[0])];
 		unsigned n = 0;
 
@@ -233,14 +234,14 @@ int e2_rename(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, con
 		    (tdir && moved && (r = e2_dir_get_dotdot(fs, t, &up))))
 			goto out;
 	}
-	e2_patch_drop_committed(fs, &s->init);
+	e2_init_prune(fs, s);
 	if (t)
-		e2_patch_drop_committed(fs, &t->init);
+		e2_init_prune(fs, t);
 	/* A name put into a directory whose own link count is not on disk yet
 	 * waits for it (design.md §4): until then e2fsck does not read the
 	 * directory's blocks. */
-	e2_patch_drop_committed(fs, &p1->init);
-	e2_patch_drop_committed(fs, &p2->init);
+	e2_init_prune(fs, p1);
+	e2_init_prune(fs, p2);
 
 	if (flags & E2_RENAME_EXCHANGE) {
 		/* Both counts up while both names may name one inode. */
@@ -251,13 +252,15 @@ int e2_rename(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, con
 			goto out;
 		if (tdir && moved && (r = e2_add_links(fs, p1, +1, NULL, &l1)))
 			goto out;
-		if ((r = deps2(&d, ls, s->init)) || (r = e2_deps_addref(&d, p2->init)) ||
-		    (r = e2_order_deps(fs, &d)) || (r = e2_ipending_deps(fs, s, &d)) ||
+		if ((r = e2_deps_addref(&d, ls)) || (r = e2_init_deps(&d, s)) ||
+		    (r = e2_init_deps(&d, p2)) || (r = e2_order_deps(fs, &d)) ||
+		    (r = e2_ipending_deps(fs, s, &d)) ||
 		    (r = e2_dir_retarget(fs, p2, newname, len2, s->ino, e2_imode(s), &d, &o2)))
 			goto out;
 		e2_deps_free(fs, &d);
-		if ((r = deps2(&d, lt, t->init)) || (r = e2_deps_addref(&d, p1->init)) ||
-		    (r = e2_order_deps(fs, &d)) || (r = e2_ipending_deps(fs, t, &d)) ||
+		if ((r = e2_deps_addref(&d, lt)) || (r = e2_init_deps(&d, t)) ||
+		    (r = e2_init_deps(&d, p1)) || (r = e2_order_deps(fs, &d)) ||
+		    (r = e2_ipending_deps(fs, t, &d)) ||
 		    (r = e2_dir_retarget(fs, p1, name, len1, t->ino, e2_imode(t), &d, &o1)))
 			goto out;
 		if ((r = e2_order_add(fs, o2)) || (r = e2_order_add(fs, o1)))
@@ -296,8 +299,9 @@ int e2_rename(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, con
 		 * there is none. */
 		if (!oneblk && (r = e2_add_links(fs, s, +1, NULL, &ls)))
 			goto out;
-		if ((r = deps2(&d, s->init, linked)) || (r = deps2(&d, ls, p2->init)) ||
-		    (r = e2_order_deps(fs, &d)) || (r = e2_ipending_deps(fs, s, &d)))
+		if ((r = e2_init_deps(&d, s)) || (r = deps2(&d, linked, ls)) ||
+		    (r = e2_init_deps(&d, p2)) || (r = e2_order_deps(fs, &d)) ||
+		    (r = e2_ipending_deps(fs, s, &d)))
 			goto out;
 		/* A target losing its last name is parked first (see park()). */
 		if (exists && !tdir && e2_ilinks(&t->d) == 1 &&

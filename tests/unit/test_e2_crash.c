@@ -114,6 +114,9 @@ struct work {
 	unsigned natomic;
 	struct acand atomic[5];
 	unsigned nacand;
+	/* a file renamed (not over a target): at every crash point one of
+	 * these paths from the root names it, whole (a candidate above) */
+	const char *either[2];
 	size_t cache_blocks; /* e2_opts.cache_blocks for the run */
 	/* after e2_fsync returned: from round durable_round on, durable_name
 	 * in durable_dir holds durable_size bytes of pattern durable_id */
@@ -506,6 +509,30 @@ static void run_rename(struct work *w)
 	OK(w, e2_rename(w->fs, NULL, x, "y", w->dirs[1], "y", 0));
 	w_rounds(w);
 	OK(w, e2_rename(w->fs, NULL, w->dirs[2], "n1b", w->dirs[2], "n1c", 0));
+	w_rounds(w);
+}
+
+/* A file moves from /d/e into /x/y, both made in the same session: at
+ * every crash point one of its two paths from the root names it, whole.
+ * Its new entry waits for y's and for x's (e2_init_deps), and the old
+ * entry goes after it. */
+static void su_rename_new_dirs(struct work *w)
+{
+	su_dirs(w);
+	w_file(w, w->dirs[2], "pub", 1, 5000);
+	w->atomic[0] = (struct acand){.id = 1, .size = 5000};
+	w->nacand = 1;
+	w->either[0] = "d/e/pub";
+	w->either[1] = "x/y/pub";
+	name_add(w, "pub", 1);
+}
+
+static void run_rename_new_dirs(struct work *w)
+{
+	uint32_t x = w_mkdir(w, E2_ROOT_INO, "x");
+	uint32_t y = w_mkdir(w, x, "y");
+
+	OK(w, e2_rename(w->fs, NULL, w->dirs[2], "pub", y, "pub", 0));
 	w_rounds(w);
 }
 
@@ -1323,6 +1350,29 @@ static int check_complete(struct e2fs *fs, const char *what, uint32_t dir, const
 	return ret;
 }
 
+/* check_complete() of a path from the root ("a/b/name"): a directory on
+ * the way that is missing (say, put in lost+found by e2fsck) fails it. */
+static int check_path(struct e2fs *fs, const char *path, const struct acand *cand, unsigned ncand,
+		      char *why, size_t whylen)
+{
+	uint32_t dir = E2_ROOT_INO;
+	const char *p = path, *slash;
+	struct stat st;
+	char part[64];
+
+	while ((slash = strchr(p, '/'))) {
+		snprintf(part, sizeof(part), "%.*s", (int)(slash - p), p);
+		if (e2_lookup(fs, dir, part, &st) || !S_ISDIR(st.st_mode)) {
+			snprintf(why, whylen, "rename target '%s': no directory '%s'", path, part);
+			return -1;
+		}
+		e2_forget(fs, st.st_ino, 1);
+		dir = (uint32_t)st.st_ino;
+		p = slash + 1;
+	}
+	return check_complete(fs, "rename target", dir, p, cand, ncand, why, whylen);
+}
+
 /* Open the crash image read only through the library and check it. */
 static int check_semantics(struct work *w, const struct crash_state *cs, char *why, size_t whylen)
 {
@@ -1354,6 +1404,8 @@ static int check_semantics(struct work *w, const struct crash_state *cs, char *w
 	for (unsigned i = 0; !ret && i < w->natomic; i++)
 		ret = check_complete(fs, "rename target", w->atomic_dir[i], w->atomic_name[i],
 				     w->atomic, w->nacand, why, whylen);
+	if (!ret && w->either[0] && check_path(fs, w->either[0], w->atomic, w->nacand, why, whylen))
+		ret = check_path(fs, w->either[1], w->atomic, w->nacand, why, whylen);
 	if (!ret)
 		ret = walk(w, fs, E2_ROOT_INO, 0, why, whylen);
 	e2_abandon(fs);
@@ -1532,7 +1584,7 @@ static void run_workload(const struct workload *wl, enum consistency cons, uint6
 	}
 	memset(c, 0, sizeof(*c));
 	c->w = w;
-	c->natomic = w->natomic;
+	c->natomic = w->natomic + (w->either[0] != NULL);
 	ret = crash_enumerate(rec, &co, count_cb, NULL, &n);
 	assert_int_equal(ret, 0);
 	c->total = n;
@@ -1587,6 +1639,7 @@ static const struct workload workloads[] = {
     {"rmdir", su_rmdir, run_rmdir, true, false, false},
     {"rename", su_rename, run_rename, true, false, false},
     {"rename-over", su_rename_over, run_rename_over, true, false, false},
+    {"rename-new-dirs", su_rename_new_dirs, run_rename_new_dirs, true, false, false},
     {"rename-over-dirs", su_rename_over_dirs, run_rename_over_dirs, true, false, false},
     {"exchange", su_exchange, run_exchange, true, false, false},
     {"rename-over-big", su_rename_over_dirs, run_rename_over_big, true, false, false},
