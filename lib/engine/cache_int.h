@@ -336,6 +336,14 @@ static inline uint32_t patch_len(const struct patch *p)
 	return (uint32_t)p->lenm1 + 1;
 }
 
+/* Undo bytes (undo.c): the shared zeros, packed or a plain copy. */
+extern uint8_t zero_undo[65536];
+
+static inline bool undo_shared(const struct patch *p)
+{
+	return p->undo == zero_undo;
+}
+
 /* Whether the patch keeps undo bytes: hard and NRB patches never do. */
 static inline bool patch_has_undo(const struct patch *p)
 {
@@ -518,6 +526,16 @@ void commit_one(struct cache *c, struct patch *p);
 /* Make room in d for one more after. */
 int reserve_after(struct cache *c, struct patch *d);
 void free_undo(struct cache *c, struct patch *p);
+/* Undo for the len bytes at d, counted in undo_bytes and engine memory;
+ * NULL when out of memory. */
+uint8_t *undo_take(struct cache *c, const uint8_t *d, uint32_t len);
+/* Write p's undo bytes (patch_len(p) of them) to out. */
+void undo_read(const struct patch *p, uint8_t *out);
+/* The memory p's undo holds: 0 for none and for the shared zeros. */
+size_t undo_size(const struct patch *p);
+/* Free undo u, not counted (the counts are the caller's). */
+void undo_release(uint8_t *u);
+bool all_zero(const uint8_t *p, size_t n);
 void free_masks(struct cache *c, struct patch *p);
 /* Take p out of the per-kind patch counts. */
 void uncount_kind(struct cache *c, const struct patch *p);

@@ -173,13 +173,13 @@ static int absorb_all(struct cache *c, struct dctx *d)
 	struct cblock *cb = cl->block;
 	uint32_t lo = d->lo, hi = d->hi;
 	size_t i, j;
-	uint8_t *u;
+	uint8_t *u, *w;
 
-	u = malloc(hi - lo);
-	if (!u)
+	w = malloc(hi - lo);
+	if (!w)
 		return -ENOMEM;
-	memcpy(u, cb->data + lo, hi - lo);
-	memcpy(u + (cl->off - lo), cl->undo, patch_len(cl));
+	memcpy(w, cb->data + lo, hi - lo);
+	undo_read(cl, w + (cl->off - lo));
 	/* newest first (insertion sort by seq, descending: a handful) */
 	for (i = 1; i < d->nabsorb; i++)
 		for (j = i; j > 0 && d->absorb[j - 1]->seq < d->absorb[j]->seq; j--) {
@@ -189,11 +189,13 @@ static int absorb_all(struct cache *c, struct dctx *d)
 		}
 	for (i = 0; i < d->nabsorb; i++) {
 		x = d->absorb[i];
-		memcpy(u + (x->off - lo), x->undo, patch_len(x));
+		undo_read(x, w + (x->off - lo));
 	}
-	c->st.undo_bytes += (hi - lo) - patch_len(cl);
-	stats_engine(c, (int64_t)((hi - lo) - patch_len(cl)));
-	free(cl->undo);
+	u = undo_take(c, w, hi - lo);
+	free(w);
+	if (!u)
+		return -ENOMEM;
+	free_undo(c, cl);
 	cl->undo = u;
 	set_range(cl, lo, hi - lo);
 	cb->ovmask |= pmask(c, cl);

@@ -52,16 +52,6 @@ static struct patch *patch_alloc(struct cache *c, enum patch_type type, enum pat
 	return p;
 }
 
-void free_undo(struct cache *c, struct patch *p)
-{
-	if (!patch_has_undo(p))
-		return;
-	c->st.undo_bytes -= patch_len(p);
-	stats_engine(c, -(int64_t)patch_len(p));
-	free(p->undo);
-	p->undo = NULL;
-}
-
 /* Unlike undo bytes, a bit patch's masks stay until the patch is freed or
  * made empty: a committed patch stays on its block's list (and in its
  * overlap index) until the round takes it off, and changes still look at
@@ -134,7 +124,7 @@ void patch_free_all(struct cache *c)
 				if (!(p->flags & PF_ALLOC))
 					continue;
 				if (patch_has_undo(p))
-					free(p->undo);
+					undo_release(p->undo);
 				else if (patch_has_masks(p))
 					free(p->masks);
 				if (p->flags & PF_AFTV)
@@ -791,16 +781,19 @@ static int widen(struct cache *c, struct cblock *b, struct patch *t, uint32_t of
 	if (lo == t->off && hi == tend)
 		return 0;
 	if (patch_has_undo(t)) {
-		u = malloc(hi - lo);
-		if (!u)
+		uint8_t *w = malloc(hi - lo);
+
+		if (!w)
 			return -ENOMEM;
 		/* Bytes outside t's old range are unchanged by t: their
 		 * value before t is their value now. */
-		memcpy(u, b->data + lo, hi - lo);
-		memcpy(u + (t->off - lo), t->undo, patch_len(t));
-		free(t->undo);
-		c->st.undo_bytes += (hi - lo) - patch_len(t);
-		stats_engine(c, (int64_t)((hi - lo) - patch_len(t)));
+		memcpy(w, b->data + lo, hi - lo);
+		undo_read(t, w + (t->off - lo));
+		u = undo_take(c, w, hi - lo);
+		free(w);
+		if (!u)
+			return -ENOMEM;
+		free_undo(c, t);
 		t->undo = u;
 	}
 	set_range(t, lo, hi - lo);
@@ -873,14 +866,11 @@ static int new_patch(struct cache *c, struct cblock *b, enum patch_type type, ui
 			/* (undo stays NULL: see drop_undo()) */
 			c->st.undo_dropped++;
 		} else {
-			p->undo = malloc(len);
+			p->undo = undo_take(c, b->data + off, len);
 			if (!p->undo) {
 				err = -ENOMEM;
 				goto fail;
 			}
-			memcpy(p->undo, b->data + off, len);
-			c->st.undo_bytes += len;
-			stats_engine(c, len);
 		}
 		err = reserve_all(c, ds, p);
 		if (err)

@@ -15,7 +15,7 @@ static void rollback(uint8_t *copy, const struct patch *p)
 	if (p->flags & (PF_NRB | PF_HARD))
 		return; /* cannot happen: nothing of its block is written without it */
 	if (p->type == PT_BYTE) {
-		memcpy(copy + p->off, p->undo, patch_len(p));
+		undo_read(p, copy + p->off);
 	} else {
 		for (uint32_t off = p->off; off < p->off + patch_len(p); off += 4) {
 			uint32_t m = patch_bit_mask(p, off);

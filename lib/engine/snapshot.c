@@ -105,10 +105,11 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Undo bytes the patch holds (hard and NRB patches keep none). */
+/* Undo bytes the patch holds (hard and NRB patches keep none, nor does
+ * one whose undo is the shared zeros; packed undo holds fewer). */
 static uint32_t undo_of(const struct patch *p)
 {
-	return patch_has_undo(p) ? patch_len(p) : 0;
+	return (uint32_t)undo_size(p);
 }
 
 /* The group a held or group patch stands for, if any. */

@@ -609,6 +609,60 @@ static void test_same_block_overlap_order(void **state)
 	env_close(&e);
 }
 
+/* Undo comes in three forms (undo.c): none kept for bytes that were all
+ * zero, packed for bytes that were mostly zeros, a copy otherwise.  Each
+ * is counted as the memory it holds, and each rolls back exactly. */
+static void test_undo_forms(void **state)
+{
+	struct env e;
+	struct cblock *b;
+	struct patch *held, *old[3], *p[3];
+	uint8_t before[BS];
+
+	(void)state;
+	env_open(&e, NULL);
+	b = get(&e, 4);
+	/* on disk: sparse bytes in [128, 328), dense ones in [400, 500) */
+	old[0] = put_byte(&e, b, 170, 0x11, 1, NULL, 0);
+	old[1] = put_byte(&e, b, 210, 0x22, 2, NULL, 0);
+	old[2] = put_byte(&e, b, 390, 0x33, 120, NULL, 0);
+	assert_int_equal(cache_sync(e.c), 0);
+	memcpy(before, mem_block(&e, 4), BS);
+	assert_int_equal(stats(&e).undo_bytes, 0);
+
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &held), 0);
+	p[0] = put_byte(&e, b, 0, 0xa0, 100, &held, 1);
+	assert_int_equal(stats(&e).undo_bytes, 0);
+	/* skip 42, copy 1, skip 39, copy 2, skip 116: a byte per count */
+	p[1] = put_byte(&e, b, 128, 0xa1, 200, &held, 1);
+	assert_int_equal(stats(&e).undo_bytes, 8);
+	p[2] = put_byte(&e, b, 400, 0xa2, 100, &held, 1);
+	assert_int_equal(stats(&e).undo_bytes, 108);
+
+	/* held back: a write of the block for another change rolls all
+	 * three back */
+	struct patch *h = put_byte(&e, b, 505, 0x44, 4, NULL, 0);
+
+	before[505] = before[506] = before[507] = before[508] = 0x44;
+	assert_int_equal(cache_flush_round(e.c, NULL), 0);
+	assert_true(patch_committed(h));
+	patch_release(e.c, h);
+	assert_int_equal(stats(&e).rollback_writes, 1);
+	assert_memory_equal(mem_block(&e, 4), before, BS);
+	for (int i = 0; i < 3; i++)
+		assert_false(patch_committed(p[i]));
+
+	patch_unhold(e.c, held);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_device_equals_cache(&e);
+	assert_int_equal(mem_block(&e, 4)[170], 0xa1);
+	assert_int_equal(stats(&e).undo_bytes, 0);
+	patch_release(e.c, held);
+	for (int i = 0; i < 3; i++)
+		patch_release(e.c, old[i]);
+	env_done(&e, p, 3, &b, 1);
+}
+
 /* A soft patch lets its undo go once nothing can keep it out of a write of
  * its block: here p waits for d elsewhere and for the block's NRB patch,
  * which waits for a hold and has an after (as an inode-table block's first
@@ -2274,6 +2328,7 @@ int main(void)
 	    cmocka_unit_test(test_sync_slack_writes_block_whole),
 	    cmocka_unit_test(test_hard_patch_merging),
 	    cmocka_unit_test(test_same_block_overlap_order),
+	    cmocka_unit_test(test_undo_forms),
 	    cmocka_unit_test(test_undo_let_go),
 	    cmocka_unit_test(test_empty_patches),
 	    cmocka_unit_test(test_settle_through_empties),
