@@ -90,6 +90,16 @@ json_get() {
 	assert_line --regexp '^memory: +undo .*engine/cache [0-9.]+%$'
 }
 
+@test "the data of a file deleted before the flusher reached it is not written" {
+	dd if=/dev/urandom of=gone bs=64k count=4 status=none
+	[ "$(json_get '.io.blocks_discarded')" = 0 ]
+	rm gone
+	run -0 json_get '.io.blocks_discarded'
+	[ "$output" -ge 64 ]
+	run -0 "$STAT"
+	assert_line --regexp '^writes: .* rollback rewrites \([0-9.]+%\), [1-9][0-9]* blocks freed unwritten$'
+}
+
 @test "after a sync nothing is dirty and no patch is pending" {
 	workload
 	[ "$(json_get .blocks.dirty)" -gt 0 ]
@@ -124,7 +134,7 @@ json_get() {
 		.memory.undo_bytes .memory.engine_bytes .memory.dirty_bytes \
 		.memory.engine_dirty_ratio .memory.engine_cache_ratio .memory.peak_engine_bytes .memory.peak_dirty_bytes \
 		.io.rounds .io.barriers .io.block_writes .io.rollback_writes .io.write_errors \
-		.io.barrier_errors .io.dirty_waits .io.round_in_flight \
+		.io.barrier_errors .io.dirty_waits .io.blocks_discarded .io.round_in_flight \
 		.device.kind .device.flushes .device.flush_mean_ms .device.flush_max_ms \
 		.device.fua_rounds .device.reconnects \
 		.groups.served .groups.known .groups.open .groups.engaged .groups.sealed \

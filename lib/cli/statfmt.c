@@ -151,11 +151,11 @@ static void text_summary(FILE *f, const struct insp_snap *s)
 		statfmt_bytes(d, sizeof(d), st->peak_dirty_bytes));
 	fprintf(f,
 		"%-14s %" PRIu64 " rounds, %" PRIu64 " barriers, %" PRIu64 " block writes, %" PRIu64
-		" rollback rewrites (%.1f%%)%s\n",
+		" rollback rewrites (%.1f%%), %" PRIu64 " blocks freed unwritten%s\n",
 		"writes:", st->rounds, st->barriers, st->block_writes, st->rollback_writes,
 		st->block_writes ? 100.0 * (double)st->rollback_writes / (double)st->block_writes
 				 : 0.0,
-		m->round_busy ? ", a round in flight" : "");
+		st->blocks_discarded, m->round_busy ? ", a round in flight" : "");
 	fprintf(f, "%-14s %" PRIu64 " write, %" PRIu64 " barrier; %" PRIu64 " writer waits\n",
 		"errors:", st->write_errors, st->barrier_errors, m->dirty_waits);
 	text_device(f, &m->dev);
@@ -441,9 +441,10 @@ static void json_summary(FILE *f, const struct insp_snap *s)
 		"\"io\":{\"rounds\":%" PRIu64 ",\"barriers\":%" PRIu64 ",\"block_writes\":%" PRIu64
 		",\"rollback_writes\":%" PRIu64 ",\"write_errors\":%" PRIu64
 		",\"barrier_errors\":%" PRIu64 ",\"dirty_waits\":%" PRIu64
-		",\"round_in_flight\":%s},",
+		",\"blocks_discarded\":%" PRIu64 ",\"round_in_flight\":%s},",
 		st->rounds, st->barriers, st->block_writes, st->rollback_writes, st->write_errors,
-		st->barrier_errors, m->dirty_waits, m->round_busy ? "true" : "false");
+		st->barrier_errors, m->dirty_waits, st->blocks_discarded,
+		m->round_busy ? "true" : "false");
 	/* (the kind is one of a few fixed words: nothing to escape) */
 	fprintf(f,
 		"\"device\":{\"kind\":\"%s\",\"flushes\":%" PRIu64
