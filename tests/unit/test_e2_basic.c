@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "crash/crashsim.h"
+#include "engine/snapshot.h"
 #include "ext2/e2.h"
 #include "e2test_util.h"
 
@@ -335,6 +336,66 @@ static void test_generation_new_on_reuse(void **state)
 	assert_int_equal(
 	    sh("debugfs -R 'stat <%u>' %s 2>/dev/null | grep -q 'Generation: %u '", g, img, gen_g),
 	    0);
+}
+
+/* The root directory's first block, from the image on disk. */
+static uint64_t root_block(void)
+{
+	char cmd[sizeof(img) + 64];
+	unsigned long blk = 0;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "debugfs -R 'bmap / 0' %s 2>/dev/null", img);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	assert_int_equal(fscanf(p, "%lu", &blk), 1);
+	pclose(p);
+	assert_true(blk > 0);
+	return blk;
+}
+
+/* A file moved into /x/y, both new, waits for x's entry in the root as
+ * well as for y's (design.md §4, "and so on up"): else its old name could
+ * go while x is not yet named, and the file be found only in lost+found.
+ * The graph of unwritten patches shows it: an edge from the root's block,
+ * where x's entry is the only change, to the file's new entry. */
+static void test_rename_waits_up_the_new_tree(void **state)
+{
+	struct insp_query q = {.view = INSP_GRAPH, .limit = INSP_LIMIT_MAX};
+	struct insp_snap *s = NULL;
+	struct e2fs *fs;
+	uint64_t root;
+	uint32_t d, x, y;
+	size_t out = 0;
+
+	(void)state;
+	mkimg("8M", "");
+	root = root_block();
+	fs = open_img();
+	d = mk(fs, E2_ROOT_INO, "d", S_IFDIR | 0755);
+	mk(fs, d, "pub", S_IFREG | 0644);
+	assert_int_equal(e2_sync(fs), 0);
+	x = mk(fs, E2_ROOT_INO, "x", S_IFDIR | 0755);
+	y = mk(fs, x, "y", S_IFDIR | 0755);
+	assert_int_equal(e2_rename(fs, NULL, d, "pub", y, "pub", 0), 0);
+	assert_int_equal(inspect_take(e2_cache(fs), NULL, &q, &s), 0);
+	assert_false(s->flags & INSP_S_TRUNCATED);
+	for (size_t i = 0; i < s->nedges; i++) {
+		const struct insp_patch *b = NULL, *a = NULL;
+
+		for (size_t k = 0; k < s->npatches; k++) {
+			if (s->patches[k].seq == s->edges[i].before)
+				b = &s->patches[k];
+			if (s->patches[k].seq == s->edges[i].after)
+				a = &s->patches[k];
+		}
+		assert_non_null(b);
+		assert_non_null(a);
+		out += b->blkno == root && a->blkno != root && a->blkno != UINT64_MAX;
+	}
+	inspect_free(s);
+	assert_int_equal(out, 1);
+	close_check(fs);
 }
 
 static void test_rename(void **state)
@@ -1406,6 +1467,7 @@ int main(void)
 	    cmocka_unit_test(test_read_populated),
 	    cmocka_unit_test(test_create_write_remove),
 	    cmocka_unit_test(test_rename),
+	    cmocka_unit_test(test_rename_waits_up_the_new_tree),
 	    cmocka_unit_test(test_big_directory_and_htree),
 	    cmocka_unit_test(test_dir_reuses_room),
 	    cmocka_unit_test(test_dir_new_name_skips_pending_hole),
