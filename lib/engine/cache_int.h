@@ -529,6 +529,10 @@ void free_undo(struct cache *c, struct patch *p);
 /* Undo for the len bytes at d, counted in undo_bytes and engine memory;
  * NULL when out of memory. */
 uint8_t *undo_take(struct cache *c, const uint8_t *d, uint32_t len);
+/* p's undo becomes the len bytes at w, the old bytes of the range p is
+ * about to take (assembled by the caller, freed here); 0, or -ENOMEM with
+ * p as it was.  Call before set_range(): the old undo's size is p's. */
+int undo_replace(struct cache *c, struct patch *p, uint8_t *w, uint32_t len);
 /* Write p's undo bytes (patch_len(p) of them) to out. */
 void undo_read(const struct patch *p, uint8_t *out);
 /* The memory p's undo holds: 0 for none and for the shared zeros. */

@@ -173,7 +173,7 @@ static int absorb_all(struct cache *c, struct dctx *d)
 	struct cblock *cb = cl->block;
 	uint32_t lo = d->lo, hi = d->hi;
 	size_t i, j;
-	uint8_t *u, *w;
+	uint8_t *w;
 
 	w = malloc(hi - lo);
 	if (!w)
@@ -191,12 +191,8 @@ static int absorb_all(struct cache *c, struct dctx *d)
 		x = d->absorb[i];
 		undo_read(x, w + (x->off - lo));
 	}
-	u = undo_take(c, w, hi - lo);
-	free(w);
-	if (!u)
+	if (undo_replace(c, cl, w, hi - lo))
 		return -ENOMEM;
-	free_undo(c, cl);
-	cl->undo = u;
 	set_range(cl, lo, hi - lo);
 	cb->ovmask |= pmask(c, cl);
 	/* (rare: the next change that wants the index builds it again) */

@@ -774,7 +774,6 @@ static void renumber(struct cache *c, struct patch *t)
 static int widen(struct cache *c, struct cblock *b, struct patch *t, uint32_t off, uint32_t len)
 {
 	uint32_t lo, hi, tend = t->off + patch_len(t);
-	uint8_t *u;
 
 	lo = t->off < off ? t->off : off;
 	hi = tend > off + len ? tend : off + len;
@@ -789,12 +788,8 @@ static int widen(struct cache *c, struct cblock *b, struct patch *t, uint32_t of
 		 * value before t is their value now. */
 		memcpy(w, b->data + lo, hi - lo);
 		undo_read(t, w + (t->off - lo));
-		u = undo_take(c, w, hi - lo);
-		free(w);
-		if (!u)
+		if (undo_replace(c, t, w, hi - lo))
 			return -ENOMEM;
-		free_undo(c, t);
-		t->undo = u;
 	}
 	set_range(t, lo, hi - lo);
 	b->ovmask |= pmask(c, t);

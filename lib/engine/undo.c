@@ -18,6 +18,7 @@
  * go through undo_read(), and undo_size() is the memory it holds, so the
  * undo_bytes and engine memory figures go up and down by the same amount.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,6 +196,18 @@ void undo_read(const struct patch *p, uint8_t *out)
 		i += v;
 		pos += v;
 	}
+}
+
+int undo_replace(struct cache *c, struct patch *p, uint8_t *w, uint32_t len)
+{
+	uint8_t *u = undo_take(c, w, len);
+
+	free(w);
+	if (!u)
+		return -ENOMEM;
+	free_undo(c, p);
+	p->undo = u;
+	return 0;
 }
 
 void undo_release(uint8_t *u)
