@@ -539,7 +539,6 @@ void undo_read(const struct patch *p, uint8_t *out);
 size_t undo_size(const struct patch *p);
 /* Free undo u, not counted (the counts are the caller's). */
 void undo_release(uint8_t *u);
-bool all_zero(const uint8_t *p, size_t n);
 void free_masks(struct cache *c, struct patch *p);
 /* Take p out of the per-kind patch counts. */
 void uncount_kind(struct cache *c, const struct patch *p);

@@ -32,7 +32,7 @@ uint8_t zero_undo[65536];
  * engine_bench, for 1% less undo). */
 #define UNDO_GAP 8
 
-bool all_zero(const uint8_t *p, size_t n)
+static bool all_zero(const uint8_t *p, size_t n)
 {
 	return memcmp(p, zero_undo, n) == 0;
 }
