@@ -148,54 +148,47 @@ uint8_t *undo_take(struct cache *c, const uint8_t *d, uint32_t len)
 	return u;
 }
 
-size_t undo_size(const struct patch *p)
+/* Walk the packed undo at i of a len-byte range: the bytes it covers go
+ * to out unless out is NULL; returns the end of the packing. */
+static const uint8_t *unpack(const uint8_t *i, size_t len, uint8_t *out)
 {
-	const uint8_t *i;
-	size_t len, pos = 0, v;
+	size_t pos = 0, v;
 
-	if (!patch_has_undo(p) || undo_shared(p))
-		return 0;
-	len = patch_len(p);
-	if (!is_packed(p->undo))
-		return len;
-	i = unpacked(p->undo);
 	while (pos < len) {
 		i = varint_get(i, &v);
+		if (out)
+			memset(out + pos, 0, v);
 		pos += v;
 		if (pos == len)
 			break;
 		i = varint_get(i, &v);
+		if (out)
+			memcpy(out + pos, i, v);
 		i += v;
 		pos += v;
 	}
-	return (size_t)(i - unpacked(p->undo));
+	return i;
+}
+
+size_t undo_size(const struct patch *p)
+{
+	if (!patch_has_undo(p) || undo_shared(p))
+		return 0;
+	if (!is_packed(p->undo))
+		return patch_len(p);
+	return (size_t)(unpack(unpacked(p->undo), patch_len(p), NULL) - unpacked(p->undo));
 }
 
 void undo_read(const struct patch *p, uint8_t *out)
 {
-	const uint8_t *i;
-	size_t len = patch_len(p), pos = 0, v;
+	size_t len = patch_len(p);
 
-	if (undo_shared(p)) {
+	if (undo_shared(p))
 		memset(out, 0, len);
-		return;
-	}
-	if (!is_packed(p->undo)) {
+	else if (!is_packed(p->undo))
 		memcpy(out, p->undo, len);
-		return;
-	}
-	i = unpacked(p->undo);
-	while (pos < len) {
-		i = varint_get(i, &v);
-		memset(out + pos, 0, v);
-		pos += v;
-		if (pos == len)
-			break;
-		i = varint_get(i, &v);
-		memcpy(out + pos, i, v);
-		i += v;
-		pos += v;
-	}
+	else
+		unpack(unpacked(p->undo), len, out);
 }
 
 int undo_replace(struct cache *c, struct patch *p, uint8_t *w, uint32_t len)

@@ -72,7 +72,7 @@ static void irelease(struct e2fs *fs, struct e2_inode *ip)
 	patch_release(fs->c, ip->sync);
 	patch_release(fs->c, ip->sync_last);
 	patch_release(fs->c, ip->tailz);
-	ip->init = ip->clear = ip->sync = ip->sync_last = ip->tailz = NULL;
+	ip->clear = ip->sync = ip->sync_last = ip->tailz = NULL;
 	for (size_t i = 0; i < ip->npdeps; i++)
 		e2_oset_release(fs, &ip->pdeps[i].set);
 	free(ip->pdeps);
