@@ -718,6 +718,7 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 	size_t done = 0;
 	uint32_t nnew;
 	int r = 0, stop_r = 0;
+	bool ocov;
 
 	if (fs->ro)
 		return -EROFS;
@@ -751,6 +752,9 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 			w.cow = false;
 	}
 	w.goal = inode_goal(fs, ip);
+	/* A new file's gate (e2_gate.c) that waited for the whole
+	 * rename_order set: so does the size below. */
+	ocov = !dir && e2_gate_order_covered(fs, ip->gate, fs->order_gen);
 	/* Pass A */
 	for (pos = off; pos < end;) {
 		uint64_t lblk = pos / fs->bs;
@@ -819,6 +823,9 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 		done = pos - off;
 	}
 	stop_r = r;
+	/* (only this file's own data joined the set since) */
+	if (ocov)
+		ip->gate->ogen = fs->order_gen;
 	if (r && r != -ENOSPC && r != -EFBIG) {
 		/* Metadata trouble: link nothing new.  Data overwritten in
 		 * place stays; the size does not move. */
@@ -849,7 +856,7 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 		 * a rename publishes a file (an append to a log that names
 		 * other files): after every earlier data write, rename and
 		 * link. */
-		if (!r && !dir)
+		if (!r && !dir && !ocov)
 			r = e2_order_deps(fs, &w.ideps);
 		if (r)
 			goto out;

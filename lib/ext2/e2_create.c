@@ -24,10 +24,13 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 	struct e2_deps ideps = {0}, edeps = {0};
 	struct patch *linked = NULL, *ibit = NULL, *bbit = NULL, *binit = NULL, *init = NULL;
 	struct patch *plink = NULL, *ent = NULL;
+	struct patch_scope *sc = NULL;
 	struct ext2_inode_large nw;
 	struct e2_dloc loc;
 	bool isdir = S_ISDIR(ni->mode);
 	bool slow = S_ISLNK(ni->mode) && ni->tlen > E2_FAST_SYMLINK_MAX;
+	bool gate, quiet = false;
+	uint64_t ogen = 0;
 	uint32_t ino = 0, blk = 0;
 	struct timespec now;
 	uint8_t *buf = NULL;
@@ -38,6 +41,7 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 	if (r)
 		return r;
 	e2_lock_caller(fs, who);
+	gate = S_ISREG(ni->mode) && e2_gating(fs);
 	r = e2_get_dir(fs, parent, &dir);
 	if (r)
 		goto out;
@@ -60,6 +64,12 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 	r = e2_dir_prepare(fs, dir, len, &linked);
 	if (r)
 		goto out;
+	/* A new file's bit and inode are seen only through its entry, which
+	 * keeps the caller's befores: they leave them out (e2_gate.c). */
+	if (gate) {
+		sc = e2_scope_quiet(fs, NULL);
+		quiet = true;
+	}
 	r = e2_ialloc(fs, parent, isdir, &ino, &ibit);
 	if (r)
 		goto out;
@@ -152,12 +162,21 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 	    (r = e2_deps_addref(&ideps, binit)) || (r = e2_deps_addref(&ideps, plink)))
 		goto undo;
 	r = e2_iinit(fs, ip, &nw, &ideps, &init);
+	if (quiet) {
+		e2_scope_restore(fs, sc);
+		quiet = false;
+	}
 	if (r)
 		goto undo;
 	if (blk)
 		ip->last_pblk = blk;
 	/* The entry waits for the initialised inode. */
 	if ((r = e2_deps_addref(&edeps, init)) || (r = e2_deps_addref(&edeps, linked)))
+		goto out;
+	/* and, for a file that gets a gate, for what its later changes would
+	 * (e2_gate.c) */
+	ogen = fs->order_gen;
+	if (gate && (r = e2_gate_entry_deps(fs, &edeps)))
 		goto out;
 	r = e2_dir_add_new(fs, dir, name, len, ino, ni->mode, &edeps, &ent);
 	if (r) {
@@ -168,6 +187,8 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 		goto out;
 	}
 	e2_isync_add(fs, ip, ent);
+	if (gate)
+		e2_gate_set(fs, ip, ent, ogen);
 	/* In a directory that is itself new, fsync must make the whole path
 	 * reachable: take the directory's own changes along. */
 	if (e2_init_prune(fs, dir))
@@ -212,6 +233,8 @@ undo:
 		e2_bfree(fs, blk, bbit);
 	e2_ifree_bit(fs, ino, isdir, ibit);
 out:
+	if (quiet)
+		e2_scope_restore(fs, sc);
 	free(buf);
 	e2_deps_free(fs, &ideps);
 	e2_deps_free(fs, &edeps);
@@ -359,6 +382,8 @@ int e2_link(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, uint32_t
 	r = e2_dir_prepare(fs, dir, len, &linked);
 	if (r)
 		goto out;
+	/* A second name: the first no longer gates what the file shows. */
+	e2_gate_drop(fs, ip);
 	/* The count goes up before the new entry reaches disk. */
 	r = e2_add_links(fs, ip, +1, NULL, &lp);
 	if (r)

@@ -192,6 +192,8 @@ int e2_order_add(struct e2fs *fs, struct patch *p)
 	struct e2_procset *e = NULL;
 	unsigned slot;
 
+	/* (counted even when nothing joins: a gate only compares it) */
+	fs->order_gen++;
 	if (fs->opts.rename_order == E2_RENAME_ORDER_ALL ||
 	    (fs->opts.rename_order == E2_RENAME_ORDER_PROCESS && !fs->caller_pid))
 		return e2_oset_add(fs, &fs->ordset, p);

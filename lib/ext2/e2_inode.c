@@ -61,6 +61,7 @@ static int iread(struct e2fs *fs, struct e2_inode *ip)
 static void irelease(struct e2fs *fs, struct e2_inode *ip)
 {
 	e2_init_set(fs, ip, NULL);
+	e2_gate_drop(fs, ip);
 	patch_release(fs->c, ip->clear);
 	patch_release(fs->c, ip->rmset);
 	ip->rmset = NULL;

@@ -91,6 +91,8 @@ struct e2_inode {
 	struct patch *init;    /* a new entry for this inode must wait for it */
 	struct patch *init_up; /* and for this, when set: the init of the new
 				* directory it was made in (e2_init_*()) */
+	struct e2_gate *gate;  /* a new file made in a patchgroup whose one
+				* name may not be on disk yet (e2_gate.c) */
 	struct patch *clear;   /* the inode-clear patch once links reached 0 */
 	struct patch *rmset;   /* a directory: depends on every removal of an
 				* entry from it not yet on disk, so that its
@@ -158,12 +160,40 @@ struct e2_procset {
 	struct e2_procset *next;
 };
 
+/* A new regular file made by a caller with a patch scope (a patchgroup),
+ * under soft updates, while its one name, ent, may not be on disk: ent
+ * waited for the befores b[0..nb) of that scope and, once ogen was
+ * fs->order_gen, for the rename_order set of process (pid, start).  No
+ * crash state shows a change of the file before ent, so a later change
+ * of it need not wait for what ent waited for (e2_gate.c). */
+#define E2_GATE_BEFORES 4
+struct e2_gate {
+	struct patch *ent;
+	struct patch *b[E2_GATE_BEFORES];
+	unsigned nb;
+	pid_t pid;
+	uint64_t start, ogen;
+};
+
+/* The scope given to changes that leave out (some of) the befores of the
+ * caller's scope, inner, while still joining its groups: all of them
+ * when gate is NULL, else those the gate's entry waited for (e2_gate.c).
+ * keep holds what is left when only some go. */
+#define E2_QSCOPE_KEEP 16
+struct e2_qscope {
+	struct patch_scope ps;
+	struct patch_scope *inner;
+	const struct e2_gate *gate;
+	struct patch *keep[E2_QSCOPE_KEEP];
+};
+
 struct e2fs {
 	pthread_mutex_t lock;
 	/* The caller of the operation holding lock (e2_lock_caller): its
 	 * patch scope (NULL: none) and, for rename_order=process, its
 	 * process (pid 0: not known). */
 	struct patch_scope *scope;
+	struct e2_qscope qs; /* fs->scope while a quieter one is in force */
 	pid_t caller_pid;
 	uint64_t caller_start;
 	struct bdev *dev;
@@ -174,6 +204,7 @@ struct e2fs {
 	 * E2_RENAME_ORDER_PROCESS: the same for the changes of callers not
 	 * known (pid 0) */
 	struct e2_oset ordset;
+	uint64_t order_gen; /* members ever added to ordset or a procset */
 	/* E2_RENAME_ORDER_PROCESS: such a set per process with changes not
 	 * yet on disk, hashed by pid; an entry goes once its set is */
 	struct e2_procset *procsets[E2_PROCSET_SLOTS];
@@ -558,5 +589,27 @@ void e2_order_destroy(struct e2fs *fs);
 int e2_remove_last(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
 		   struct e2_inode *ip, struct patch *after, struct patch **rmp, uint32_t *posp);
 int e2_touch_dir(struct e2fs *fs, struct e2_inode *dir);
+
+/* e2_gate.c: changes a patchgroup need not order.  Whether the caller has
+ * a scope whose befores some changes may leave out (soft updates). */
+bool e2_gating(const struct e2fs *fs);
+/* Until e2_scope_restore(fs, returned), changes leave out the caller's
+ * befores: all of them (g NULL), or those g's entry waited for.  No-op
+ * without e2_gating() or when already in force. */
+struct patch_scope *e2_scope_quiet(struct e2fs *fs, const struct e2_gate *g);
+void e2_scope_restore(struct e2fs *fs, struct patch_scope *old);
+/* d += what the entry of a new file made by this caller waits for besides
+ * its inode, so that it can be the file's gate: the rename_order set. */
+int e2_gate_entry_deps(struct e2fs *fs, struct e2_deps *d);
+/* Make ent (a new regular file's one entry, whose rename_order deps were
+ * taken when fs->order_gen was ogen) ip's gate, if the caller is gating. */
+void e2_gate_set(struct e2fs *fs, struct e2_inode *ip, struct patch *ent, uint64_t ogen);
+/* ip's gate, or NULL (none, or its entry is on disk: then dropped). */
+struct e2_gate *e2_gate_get(struct e2fs *fs, struct e2_inode *ip);
+/* ip gets or loses a name: no gate any more. */
+void e2_gate_drop(struct e2fs *fs, struct e2_inode *ip);
+/* Whether g's entry waited for every member of the caller's rename_order
+ * set while fs->order_gen was gen. */
+bool e2_gate_order_covered(const struct e2fs *fs, const struct e2_gate *g, uint64_t gen);
 
 #endif

@@ -72,8 +72,13 @@ static int park(struct e2fs *fs, struct e2_inode *t, char *pname, size_t *plen,
 	r = e2_dir_prepare(fs, lf, *plen, &linked);
 	if (!r)
 		r = e2_add_links(fs, t, +1, NULL, &lh);
-	if (!r && !(r = e2_deps_addref(&d, lh)) && !(r = e2_init_deps(&d, t)) &&
-	    !(r = e2_deps_addref(&d, linked)) && !(r = e2_init_deps(&d, lf))) {
+	/* The parked name waits for the raised count, and so for the
+	 * initialised inode the count is part of; not for the target's own
+	 * entry (e2_init_deps()), as a name a program uses would.  A crash
+	 * before that entry then finds the target named in lost+found only,
+	 * where it would otherwise find it unattached: a leak either way. */
+	if (!r && !(r = e2_deps_addref(&d, lh)) && !(r = e2_deps_addref(&d, linked)) &&
+	    !(r = e2_init_deps(&d, lf))) {
 		uint32_t avoid[sizeof(fs->parked) / sizeof(fs->parked[0])];
 		unsigned n = 0;
 
@@ -183,6 +188,10 @@ int e2_rename(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, con
 	}
 	if (exists && t == s)
 		goto out; /* two names of one inode: nothing to do */
+	/* Their names change: no gate of one stands for them any more. */
+	e2_gate_drop(fs, s);
+	if (t)
+		e2_gate_drop(fs, t);
 	sdir = e2_idir(s);
 	tdir = exists && e2_idir(t);
 	moved = parent != newparent;
@@ -365,17 +374,20 @@ int e2_rename(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, con
 	}
 	e2_isync_add(fs, s, rm);
 	{
+		/* A time: no patchgroup orders it (e2_gate.c). */
+		struct patch_scope *sc = e2_scope_quiet(fs, NULL);
 		struct ext2_inode_large nw = s->d;
 		struct timespec now;
 
 		e2_now_ts(fs, &now);
 		e2_iset_time(fs, &nw, E2_T_CTIME, &now);
 		r = e2_iwrite(fs, s, &nw, NULL, NULL);
+		e2_scope_restore(fs, sc);
 	}
 	if (!r)
-		r = e2_itouch(fs, p1, true, true);
+		r = e2_touch_dir(fs, p1);
 	if (!r && moved)
-		r = e2_itouch(fs, p2, true, true);
+		r = e2_touch_dir(fs, p2);
 out:
 	e2_deps_free(fs, &d);
 	patch_release(fs->c, l1);

@@ -847,6 +847,216 @@ static void test_atomic_replace(void **state)
 	free(arep_img);
 }
 
+/* ---- replaces under pgrun --fsync=order, at library level --------------- */
+
+/* A program that replaces files a and b in turn under `pgrun --fsync=order`,
+ * each through a new temporary file t written in two halves, logging each
+ * update in file log, with an fsync (an ordering point) after each half:
+ *
+ *   create t, write half 1, append to log | write half 2 | rename t over a,
+ *   create t, ...
+ *
+ * Update k writes byte '0' + k.  Each "|" orders what follows after all
+ * that came before.  So in every crash state the renames on disk are a
+ * prefix of the program's, and a t showing its second half shows the log
+ * record of its own update.  The new file's own changes leave out the
+ * befores its entry waited for (ext2/e2_gate.c); the log record came
+ * after the entry, and the second half must still wait for it. */
+#define ORP_UPDATES 4
+#define ORP_H1 2000
+#define ORP_H2 2500
+#define ORP_REC 100
+
+struct orp {
+	size_t states, bad, renames_torn, t_early, content;
+	size_t t_full; /* states with t's second half (for the record) */
+};
+
+static void *orp_img;
+static size_t orp_len;
+
+/* The version a file shows (-1: missing), and whether it is whole. */
+static int orp_version(struct e2fs *fs, const char *name, bool tmp, bool *whole, bool *full)
+{
+	static uint8_t buf[ORP_H1 + ORP_H2 + 1];
+	struct stat st;
+	ssize_t n;
+
+	*whole = true;
+	*full = false;
+	if (e2_lookup(fs, E2_ROOT_INO, name, &st) != 0)
+		return -1;
+	n = e2_read(fs, (uint32_t)st.st_ino, buf, sizeof(buf), 0);
+	e2_forget(fs, (uint32_t)st.st_ino, 1);
+	if (n <= 0)
+		return tmp ? -1 : (*whole = false, 0);
+	for (ssize_t i = 1; i < n; i++)
+		if (buf[i] != buf[0])
+			*whole = false;
+	if (!tmp && n != ORP_H1 + ORP_H2)
+		*whole = false;
+	if (tmp && n != ORP_H1 && n != ORP_H1 + ORP_H2)
+		*whole = false;
+	*full = n == ORP_H1 + ORP_H2;
+	return buf[0] - '0';
+}
+
+static int orp_check(const struct crash_state *cs, void *arg)
+{
+	struct orp *o = arg;
+	struct e2_opts eo = {.readonly = true, .no_flusher = true};
+	struct bdev *mem;
+	struct e2fs *fs;
+	bool wa, wb, wt, fa, fb, ft, bad = false;
+	int va, vb, vt, m, want_a, want_b;
+	struct stat st;
+
+	o->states++;
+	assert_int_equal(bdev_mem_create(cs->block_size, 0, cs->image, cs->image_len, &mem), 0);
+	if (e2_open_bdev(mem, &eo, &fs) != 0) {
+		o->bad++;
+		return 0;
+	}
+	va = orp_version(fs, "a", false, &wa, &fa);
+	vb = orp_version(fs, "b", false, &wb, &fb);
+	vt = orp_version(fs, "t", true, &wt, &ft);
+	/* (each finding counted on its own, from the first byte's version) */
+	if (va < 0 || vb < 0 || !wa || !wb || !wt) {
+		o->content++;
+		bad = true;
+	}
+	/* renames on disk: a prefix (a takes the odd updates, b the even) */
+	m = va > vb ? va : vb;
+	want_a = m % 2 ? m : m - 1;
+	want_b = m % 2 ? m - 1 : m;
+	if (va != (want_a > 0 ? want_a : 0) || vb != (want_b > 0 ? want_b : 0)) {
+		o->renames_torn++;
+		bad = true;
+	}
+	/* t's second half comes after its update's log record */
+	if (vt > 0 && ft) {
+		o->t_full++;
+		if (e2_lookup(fs, E2_ROOT_INO, "log", &st) != 0 ||
+		    st.st_size < (off_t)vt * ORP_REC) {
+			o->t_early++;
+			bad = true;
+		}
+	}
+	if (bad)
+		o->bad++;
+	e2_abandon(fs);
+	return 0;
+}
+
+static void orp_write(struct e2fs *fs, struct pg_op *op, int k, size_t off, size_t len)
+{
+	static uint8_t data[ORP_H2];
+	struct stat st;
+
+	memset(data, '0' + k, len);
+	assert_int_equal(e2_lookup(fs, E2_ROOT_INO, "t", &st), 0);
+	assert_int_equal(e2_write(fs, &(struct e2_caller){.scope = pgeng_op_scope(op)},
+				  (uint32_t)st.st_ino, data, len, (off_t)off),
+			 (ssize_t)len);
+	e2_forget(fs, (uint32_t)st.st_ino, 1);
+}
+
+static void orp_run(enum consistency cons, struct orp *o)
+{
+	struct e2_opts eo = {.consistency = cons, .no_flusher = true, .clock = e2t_fixed_clock};
+	struct crash_opts co = {.max_exhaustive = 10, .samples = 64, .seed = 13};
+	static uint8_t data[ORP_H1 + ORP_H2];
+	struct bdev *mem, *rec;
+	struct e2fs *fs;
+	struct pgeng *e;
+	struct pg_chain *ch;
+	struct pg_group *g;
+	struct pg_op op = {0};
+	struct stat st;
+	int64_t id;
+	uint32_t logino;
+	const char *names[2] = {"b", "a"};
+
+	memset(o, 0, sizeof(*o));
+	assert_int_equal(bdev_mem_create(BS, 0, orp_img, orp_len, &mem), 0);
+	assert_int_equal(bdev_recorder_create(mem, &rec), 0);
+	assert_int_equal(e2_open_bdev(rec, &eo, &fs), 0);
+	assert_int_equal(pgeng_create(e2_cache(fs), &e), 0);
+	/* a and b at version 0, durable before the log starts */
+	memset(data, '0', sizeof(data));
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(
+		    e2_mknod(fs, NULL, E2_ROOT_INO, names[i], S_IFREG | 0644, 0, 0, 0, &st), 0);
+		assert_int_equal(e2_write(fs, NULL, (uint32_t)st.st_ino, data, sizeof(data), 0),
+				 (ssize_t)sizeof(data));
+		e2_forget(fs, (uint32_t)st.st_ino, 1);
+	}
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "log", S_IFREG | 0644, 0, 0, 0, &st), 0);
+	logino = (uint32_t)st.st_ino;
+	assert_int_equal(e2_sync(fs), 0);
+	assert_int_equal(bdev_recorder_reset(rec), 0);
+
+	/* pgrun --fsync=order: a group of its own, and the chain of fsyncs */
+	assert_int_equal(pgeng_group_create(e, 0, &id), 0);
+	assert_int_equal(pgeng_engage(e, id, 0, &g), 0);
+	assert_int_equal(pgeng_chain_create(e, &ch), 0);
+	for (int k = 1; k <= ORP_UPDATES; k++) {
+		pgeng_op_begin(e, &op, &g, 1, ch);
+		if (k > 1)
+			assert_int_equal(e2_rename(fs, &(struct e2_caller){.scope = pgeng_op_scope(&op)},
+						   E2_ROOT_INO, "t", E2_ROOT_INO, names[(k - 1) % 2], 0),
+					 0);
+		assert_int_equal(e2_mknod(fs, &(struct e2_caller){.scope = pgeng_op_scope(&op)},
+					  E2_ROOT_INO, "t", S_IFREG | 0644, 0, 0, 0, &st),
+				 0);
+		e2_forget(fs, (uint32_t)st.st_ino, 1);
+		orp_write(fs, &op, k, 0, ORP_H1);
+		memset(data, '0' + k, ORP_REC);
+		assert_int_equal(e2_write(fs, &(struct e2_caller){.scope = pgeng_op_scope(&op)},
+					  logino, data, ORP_REC, (off_t)(k - 1) * ORP_REC),
+				 ORP_REC);
+		assert_int_equal(pgeng_op_end(&op), 0);
+		assert_int_equal(pgeng_chain_order(e, ch), 0);
+		pgeng_op_begin(e, &op, &g, 1, ch);
+		orp_write(fs, &op, k, ORP_H1, ORP_H2);
+		assert_int_equal(pgeng_op_end(&op), 0);
+		assert_int_equal(pgeng_chain_order(e, ch), 0);
+	}
+	pgeng_op_begin(e, &op, &g, 1, ch);
+	assert_int_equal(e2_rename(fs, &(struct e2_caller){.scope = pgeng_op_scope(&op)},
+				   E2_ROOT_INO, "t", E2_ROOT_INO, names[ORP_UPDATES % 2], 0),
+			 0);
+	assert_int_equal(pgeng_op_end(&op), 0);
+	pgeng_chain_release(e, ch);
+	pgeng_disengage(e, g);
+	assert_int_equal(pgeng_close(e, id, 0), 0);
+
+	assert_int_equal(e2_sync(fs), 0);
+	assert_int_equal(crash_enumerate(rec, &co, orp_check, o, NULL), 0);
+	pgeng_destroy(e);
+	assert_int_equal(e2_close(fs), 0);
+}
+
+static void test_order_replace_chain(void **state)
+{
+	struct orp o;
+
+	assert_int_equal(e2t_mkfs_mem(2048, BS, NULL, &orp_img, &orp_len), 0);
+	orp_run(CONSISTENCY_SOFTUPDATES, &o);
+	printf("# replaces under fsync=order (seed 13): %zu crash states, %zu bad, %zu with a "
+	       "whole t\n",
+	       o.states, o.bad, o.t_full);
+	assert_true(o.states > 8);
+	assert_true(o.t_full > 0);
+	assert_int_equal(o.bad, 0);
+	orp_run(CONSISTENCY_NONE, &o);
+	printf("# the same, consistency=none: %zu crash states, %zu bad (%zu renames out of "
+	       "order, %zu t ahead of a rename, %zu torn)\n",
+	       o.states, o.bad, o.renames_torn, o.t_early, o.content);
+	assert_true(o.renames_torn > 0);
+	free(orp_img);
+}
+
 /* ---- scopes over a fake /proc ------------------------------------------ */
 
 static char *fake_root;
@@ -1912,6 +2122,7 @@ int main(void)
 	    cmocka_unit_test(test_chain_order),
 	    cmocka_unit_test(test_threads),
 	    cmocka_unit_test(test_atomic_replace),
+	    cmocka_unit_test(test_order_replace_chain),
 	    cmocka_unit_test(test_proc_parse),
 	    cmocka_unit_test(test_scope_resolve),
 	    cmocka_unit_test(test_scope_walk_stops_at_scope),
