@@ -376,6 +376,47 @@ atomic_replace_run() {
 	assert [ "$BAD" -gt 0 ]
 }
 
+# The check run in every state of gated_write_run: once t shows its data,
+# the rename that came before the write (d/x.tmp over d/x) shows too.
+t_data_after_rename() {
+	local size
+	size=$(debugfs -R "stat /t" "$FSTITCH_IMAGE" 2>/dev/null |
+		sed -n 's/.*Size: \([0-9]*\).*/\1/p' | head -n 1)
+	[ "${size:-0}" -gt 0 ] || return 0
+	# (a lookup: the old entry may stay in the block with inode 0)
+	! debugfs -R "stat /d/x.tmp" "$FSTITCH_IMAGE" 2>&1 | grep -q '^Inode:'
+}
+
+# gated_write_run [fstitch-mount options]: in one group, make t, rename
+# d/x.tmp over d/x in another directory, then write t, under a recording
+# daemon.  The group orders nothing among the three; rename_order=all
+# orders the write after the rename, and t's write must keep that wait
+# though its entry (made before the rename) lets it leave out the
+# group's own (fstitch(7), Patchgroups).
+gated_write_run() {
+	mkdir d
+	echo old >d/x
+	echo new >d/x.tmp
+	record_start "$@"
+	run -0 "$PGRUN" -- sh -c 'exec 3>t; mv d/x.tmp d/x; printf "%3000s" x >&3'
+	record_stop
+	export -f t_data_after_rename
+	crash_count "$SCRATCH/rec" --fsck none --no-mount -- bash -c t_data_after_rename
+}
+
+@test "crash states: a new file's write in a group still waits for an earlier rename" {
+	gated_write_run >"$SCRATCH/summary"
+	echo "# write after a rename: $(cat "$SCRATCH/summary")" >&3
+	assert [ "$STATES" -gt 3 ]
+	assert_equal "$BAD" 0
+}
+
+@test "crash states: with consistency=none the write is caught ahead of the rename" {
+	gated_write_run -o consistency=none >"$SCRATCH/summary"
+	echo "# write after a rename, consistency=none: $(cat "$SCRATCH/summary")" >&3
+	assert [ "$BAD" -gt 0 ]
+}
+
 # sqlite_run [fstitch-mount options]: 3 autocommit inserts by one sqlite3
 # under pgrun --fsync=order with a recording daemon; then in every crash
 # state, repaired by e2fsck and mounted read-write (so that sqlite3
