@@ -387,18 +387,26 @@ t_data_after_rename() {
 	! debugfs -R "stat /d/x.tmp" "$FSTITCH_IMAGE" 2>&1 | grep -q '^Inode:'
 }
 
-# gated_write_run [fstitch-mount options]: in one group, make t, rename
-# d/x.tmp over d/x in another directory, then write t, under a recording
-# daemon.  The group orders nothing among the three; rename_order=all
-# orders the write after the rename, and t's write must keep that wait
-# though its entry (made before the rename) lets it leave out the
-# group's own (fstitch(7), Patchgroups).
+# gated_write_run [--no-group] [fstitch-mount options]: in one group, make
+# t, rename d/x.tmp over d/x in another directory, then write t, under a
+# recording daemon.  The group orders nothing among the three;
+# rename_order=all orders the write after the rename, and t's write must
+# keep that wait though its entry (made before the rename) lets it leave
+# out the group's own (fstitch(7), Patchgroups).  With --no-group, in no
+# group but after an fsync, when a new file's entry waits for the
+# rename_order set in its size's place.
 gated_write_run() {
+	local pgrun=("$PGRUN" --) pre=
+	if [ "${1:-}" = --no-group ]; then
+		shift
+		pgrun=()
+		pre='sync d/x; '
+	fi
 	mkdir d
 	echo old >d/x
 	echo new >d/x.tmp
 	record_start "$@"
-	run -0 "$PGRUN" -- sh -c 'exec 3>t; mv d/x.tmp d/x; printf "%3000s" x >&3'
+	run -0 "${pgrun[@]}" sh -c "${pre}"'exec 3>t; mv d/x.tmp d/x; printf "%3000s" x >&3'
 	record_stop
 	export -f t_data_after_rename
 	crash_count "$SCRATCH/rec" --fsck none --no-mount -- bash -c t_data_after_rename
@@ -407,6 +415,13 @@ gated_write_run() {
 @test "crash states: a new file's write in a group still waits for an earlier rename" {
 	gated_write_run >"$SCRATCH/summary"
 	echo "# write after a rename: $(cat "$SCRATCH/summary")" >&3
+	assert [ "$STATES" -gt 3 ]
+	assert_equal "$BAD" 0
+}
+
+@test "crash states: after an fsync a new file's write still waits for an earlier rename" {
+	gated_write_run --no-group >"$SCRATCH/summary"
+	echo "# write after a rename, no group: $(cat "$SCRATCH/summary")" >&3
 	assert [ "$STATES" -gt 3 ]
 	assert_equal "$BAD" 0
 }

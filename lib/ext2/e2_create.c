@@ -29,7 +29,7 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 	struct e2_dloc loc;
 	bool isdir = S_ISDIR(ni->mode);
 	bool slow = S_ISLNK(ni->mode) && ni->tlen > E2_FAST_SYMLINK_MAX;
-	bool gate, quiet = false;
+	bool gate, ordgate, quiet = false;
 	uint64_t ogen = 0;
 	uint32_t ino = 0, blk = 0;
 	struct timespec now;
@@ -42,6 +42,7 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 		return r;
 	e2_lock_caller(fs, who);
 	gate = S_ISREG(ni->mode) && e2_gating(fs);
+	ordgate = S_ISREG(ni->mode) && e2_order_gating(fs);
 	r = e2_get_dir(fs, parent, &dir);
 	if (r)
 		goto out;
@@ -176,7 +177,7 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 	/* and, for a file that gets a gate, for what its later changes would
 	 * (e2_gate.c) */
 	ogen = fs->order_gen;
-	if (gate && (r = e2_gate_entry_deps(fs, &edeps)))
+	if ((gate || ordgate) && (r = e2_gate_entry_deps(fs, &edeps)))
 		goto out;
 	r = e2_dir_add_new(fs, dir, name, len, ino, ni->mode, &edeps, &ent);
 	if (r) {
@@ -187,7 +188,7 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 		goto out;
 	}
 	e2_isync_add(fs, ip, ent);
-	if (gate)
+	if (gate || ordgate)
 		e2_gate_set(fs, ip, ent, ogen);
 	/* In a directory that is itself new, fsync must make the whole path
 	 * reachable: take the directory's own changes along. */

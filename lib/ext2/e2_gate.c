@@ -18,7 +18,7 @@
  *   the befores the entry waited for, and the rename_order set only if the
  *   entry waited for all of it (no member joined since but the file's
  *   own data, which its size waits for anyway).  The entry waits for that
- *   set only here, so that a file written in a group and renamed into
+ *   set only here (and once fsync was used, below), so that a file written in a group and renamed into
  *   place in the next costs no round trip between its inode and its
  *   directory per file.
  * - A directory's times, as a name is added or removed, and the ctime a
@@ -29,6 +29,11 @@
  *
  * In a group a create also writes over pending removals in its directory
  * (e2_dir_add_new()), since what it then waits for is in its own block.
+ *
+ * Once a file was fsynced on the mount, a new file made outside any group
+ * gets a gate too, with no befores: its entry waits for the rename_order
+ * set and its size need not (e2_order_gating()), and its create writes
+ * over pending removals as in a group.
  *
  * Each such change still joins its groups (the group's tail waits for it),
  * so a later group and pg_sync() wait for it as before. */
@@ -76,6 +81,21 @@ bool e2_gating(const struct e2fs *fs)
 	return fs->scope && fs->opts.consistency == CONSISTENCY_SOFTUPDATES;
 }
 
+/* Without a scope, a gate stands for the rename_order set alone: made
+ * once a file was fsynced on this mount.  A new file's size waits for
+ * that set, and in a loop of write, fsync, rename the set holds the last
+ * rename, which waits for its parked name: the fsync of the next file
+ * took four rounds (lost+found, the directory, the inode, the new entry)
+ * where soft updates needs three (data and bits, inode, entry).  With
+ * the entry waiting for the set instead, the directory's two changes go
+ * in one round.  Bulk writers that never fsync keep their creates free
+ * of the set. */
+bool e2_order_gating(const struct e2fs *fs)
+{
+	return fs->fsync_seen && fs->opts.consistency == CONSISTENCY_SOFTUPDATES &&
+	       fs->opts.rename_order != E2_RENAME_ORDER_FILE;
+}
+
 struct patch_scope *e2_scope_quiet(struct e2fs *fs, const struct e2_gate *g)
 {
 	struct patch_scope *old = fs->scope;
@@ -117,7 +137,7 @@ struct e2_gate *e2_gate_get(struct e2fs *fs, struct e2_inode *ip)
 
 int e2_gate_entry_deps(struct e2fs *fs, struct e2_deps *d)
 {
-	return e2_gating(fs) ? e2_order_deps(fs, d) : 0;
+	return fs->opts.consistency == CONSISTENCY_SOFTUPDATES ? e2_order_deps(fs, d) : 0;
 }
 
 void e2_gate_set(struct e2fs *fs, struct e2_inode *ip, struct patch *ent, uint64_t ogen)
@@ -127,9 +147,9 @@ void e2_gate_set(struct e2fs *fs, struct e2_inode *ip, struct patch *ent, uint64
 	size_t n;
 
 	e2_gate_drop(fs, ip);
-	if (!e2_gating(fs) || !ent || patch_committed(ent))
+	if (fs->opts.consistency != CONSISTENCY_SOFTUPDATES || !ent || patch_committed(ent))
 		return;
-	n = fs->scope->befores ? fs->scope->befores(fs->scope, &in) : 0;
+	n = e2_gating(fs) && fs->scope->befores ? fs->scope->befores(fs->scope, &in) : 0;
 	if (n > E2_GATE_BEFORES)
 		return;
 	g = calloc(1, sizeof(*g));

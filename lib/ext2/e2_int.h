@@ -593,6 +593,9 @@ int e2_touch_dir(struct e2fs *fs, struct e2_inode *dir);
 /* e2_gate.c: changes a patchgroup need not order.  Whether the caller has
  * a scope whose befores some changes may leave out (soft updates). */
 bool e2_gating(const struct e2fs *fs);
+/* Whether a new file made now gets a gate for the rename_order set alone
+ * (no scope: e2_gate.c). */
+bool e2_order_gating(const struct e2fs *fs);
 /* Until e2_scope_restore(fs, returned), changes leave out the caller's
  * befores: all of them (g NULL), or those g's entry waited for.  No-op
  * without e2_gating() or when already in force. */
@@ -602,7 +605,8 @@ void e2_scope_restore(struct e2fs *fs, struct patch_scope *old);
  * its inode, so that it can be the file's gate: the rename_order set. */
 int e2_gate_entry_deps(struct e2fs *fs, struct e2_deps *d);
 /* Make ent (a new regular file's one entry, whose rename_order deps were
- * taken when fs->order_gen was ogen) ip's gate, if the caller is gating. */
+ * taken when fs->order_gen was ogen) ip's gate, with the befores of the
+ * caller's scope if it is gating. */
 void e2_gate_set(struct e2fs *fs, struct e2_inode *ip, struct patch *ent, uint64_t ogen);
 /* ip's gate, or NULL (none, or its entry is on disk: then dropped). */
 struct e2_gate *e2_gate_get(struct e2fs *fs, struct e2_inode *ip);
