@@ -179,7 +179,7 @@ ssize_t e2_write(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, con
 	if (!e2_journaling(fs)) {
 		/* A new file seen only through its entry: what that waited
 		 * for, its changes need not (e2_gate.c). */
-		struct e2_gate *g = e2_gating(fs) ? e2_gate_get(fs, ip) : NULL;
+		struct e2_gate *g = e2_gate_get(fs, ip);
 		struct patch_scope *sc = g ? e2_scope_quiet(fs, g) : fs->scope;
 
 		r = e2_write_locked(fs, ip, buf, size, (uint64_t)off, false, NULL, NULL);

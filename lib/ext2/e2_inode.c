@@ -605,6 +605,7 @@ void e2_icache_trim(struct e2fs *fs)
 			struct e2_inode *ip = *pp;
 
 			e2_init_prune(fs, ip);
+			(void)e2_gate_get(fs, ip); /* drops one whose entry is on disk */
 			e2_patch_drop_committed(fs, &ip->clear);
 			e2_patch_drop_committed(fs, &ip->rmset);
 			if (ip->ndfree)
