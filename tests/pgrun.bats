@@ -333,6 +333,15 @@ crash_count() {
 	[ -n "$STATES" ] && [ -n "$BAD" ]
 }
 
+# crash_summary LABEL RUN [ARGS...]: RUN, one of the *_run functions below
+# (which set STATES and BAD), then its summary line in the test's output.
+crash_summary() {
+	local label=$1
+	shift
+	"$@" >"$SCRATCH/summary"
+	echo "# $label: $(cat "$SCRATCH/summary")" >&3
+}
+
 # The check run in every state of the replace, as the crash left it: f is
 # the complete old or the complete new file.  The copy of f goes beside the
 # state and is removed, so that fstitch-crash can remove its directory.
@@ -363,15 +372,13 @@ atomic_replace_run() {
 }
 
 @test "crash states: the pgrun atomic replace leaves f complete old or complete new" {
-	atomic_replace_run >"$SCRATCH/summary"
-	echo "# atomic replace: $(cat "$SCRATCH/summary")" >&3
+	crash_summary "atomic replace" atomic_replace_run
 	assert [ "$STATES" -gt 3 ]
 	assert_equal "$BAD" 0
 }
 
 @test "crash states: with consistency=none the same replace is caught breaking f" {
-	atomic_replace_run -o consistency=none >"$SCRATCH/summary"
-	echo "# atomic replace, consistency=none: $(cat "$SCRATCH/summary")" >&3
+	crash_summary "atomic replace, consistency=none" atomic_replace_run -o consistency=none
 	assert [ "$STATES" -gt 3 ]
 	assert [ "$BAD" -gt 0 ]
 }
@@ -413,22 +420,25 @@ gated_write_run() {
 }
 
 @test "crash states: a new file's write in a group still waits for an earlier rename" {
-	gated_write_run >"$SCRATCH/summary"
-	echo "# write after a rename: $(cat "$SCRATCH/summary")" >&3
+	crash_summary "write after a rename" gated_write_run
 	assert [ "$STATES" -gt 3 ]
 	assert_equal "$BAD" 0
 }
 
 @test "crash states: after an fsync a new file's write still waits for an earlier rename" {
-	gated_write_run --no-group >"$SCRATCH/summary"
-	echo "# write after a rename, no group: $(cat "$SCRATCH/summary")" >&3
+	crash_summary "write after a rename, no group" gated_write_run --no-group
 	assert [ "$STATES" -gt 3 ]
 	assert_equal "$BAD" 0
 }
 
 @test "crash states: with consistency=none the write is caught ahead of the rename" {
-	gated_write_run -o consistency=none >"$SCRATCH/summary"
-	echo "# write after a rename, consistency=none: $(cat "$SCRATCH/summary")" >&3
+	crash_summary "write after a rename, consistency=none" gated_write_run -o consistency=none
+	assert [ "$BAD" -gt 0 ]
+}
+
+@test "crash states: with consistency=none the write after an fsync is caught ahead of the rename" {
+	crash_summary "write after a rename, no group, consistency=none" \
+		gated_write_run --no-group -o consistency=none
 	assert [ "$BAD" -gt 0 ]
 }
 

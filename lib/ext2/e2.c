@@ -235,11 +235,12 @@ int e2_remove_inode(struct e2fs *fs, struct e2_inode *dir, struct e2_inode *ip,
 	return r;
 }
 
-/* A directory's times are ordered by no patchgroup (e2_gate.c). */
-int e2_touch_dir(struct e2fs *fs, struct e2_inode *dir)
+/* The times a name operation sets: ctime, and mtime too for a directory
+ * whose names changed.  Ordered by no patchgroup (e2_gate.c). */
+int e2_touch_name(struct e2fs *fs, struct e2_inode *ip, bool mtime)
 {
 	struct patch_scope *sc = e2_scope_quiet(fs, NULL);
-	int r = e2_itouch(fs, dir, true, true);
+	int r = e2_itouch(fs, ip, mtime, true);
 
 	e2_scope_restore(fs, sc);
 	return r;
@@ -412,7 +413,7 @@ static int remove_common(struct e2fs *fs, const struct e2_caller *who, uint32_t 
 		r = e2_remove_last(fs, dir, name, len, ip, NULL, NULL, NULL);
 	}
 	if (!r)
-		r = e2_touch_dir(fs, dir);
+		r = e2_touch_name(fs, dir, true);
 out:
 	patch_release(fs->c, rm);
 	e2_deps_free(fs, &d);

@@ -29,7 +29,7 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 	struct e2_dloc loc;
 	bool isdir = S_ISDIR(ni->mode);
 	bool slow = S_ISLNK(ni->mode) && ni->tlen > E2_FAST_SYMLINK_MAX;
-	bool gate, ordgate, quiet = false;
+	bool gate, gated, quiet = false;
 	uint64_t ogen = 0;
 	uint32_t ino = 0, blk = 0;
 	struct timespec now;
@@ -41,8 +41,9 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 	if (r)
 		return r;
 	e2_lock_caller(fs, who);
+	/* (gated: it gets a gate, with the scope's befores if gate) */
 	gate = S_ISREG(ni->mode) && e2_gating(fs);
-	ordgate = S_ISREG(ni->mode) && e2_order_gating(fs);
+	gated = gate || (S_ISREG(ni->mode) && e2_order_gating(fs));
 	r = e2_get_dir(fs, parent, &dir);
 	if (r)
 		goto out;
@@ -177,7 +178,7 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 	/* and, for a file that gets a gate, for what its later changes would
 	 * (e2_gate.c) */
 	ogen = fs->order_gen;
-	if ((gate || ordgate) && (r = e2_gate_entry_deps(fs, &edeps)))
+	if (gated && (r = e2_order_deps(fs, &edeps)))
 		goto out;
 	r = e2_dir_add_new(fs, dir, name, len, ino, ni->mode, &edeps, &ent);
 	if (r) {
@@ -188,7 +189,7 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 		goto out;
 	}
 	e2_isync_add(fs, ip, ent);
-	if (gate || ordgate)
+	if (gated)
 		e2_gate_set(fs, ip, ent, ogen);
 	/* In a directory that is itself new, fsync must make the whole path
 	 * reachable: take the directory's own changes along. */
@@ -219,7 +220,7 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 		e2_init_set(fs, ip, init);
 		init = NULL;
 	}
-	r = e2_touch_dir(fs, dir);
+	r = e2_touch_name(fs, dir, true);
 	if (r)
 		goto out;
 	ip->nlookup++;
@@ -411,7 +412,7 @@ int e2_link(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, uint32_t
 		e2_init_set(fs, ip, lp);
 		lp = NULL;
 	}
-	r = e2_touch_dir(fs, dir);
+	r = e2_touch_name(fs, dir, true);
 	if (r)
 		goto out;
 	ip->nlookup++;

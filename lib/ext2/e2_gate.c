@@ -18,9 +18,9 @@
  *   the befores the entry waited for, and the rename_order set only if the
  *   entry waited for all of it (no member joined since but the file's
  *   own data, which its size waits for anyway).  The entry waits for that
- *   set only here (and once fsync was used, below), so that a file written in a group and renamed into
- *   place in the next costs no round trip between its inode and its
- *   directory per file.
+ *   set only here (and once fsync was used, below), so that a file
+ *   written in a group and renamed into place in the next costs no round
+ *   trip between its inode and its directory per file.
  * - A directory's times, as a name is added or removed, and the ctime a
  *   rename gives the file: times are ordered by no group (doc/design.md
  *   §5), and go with the next write of their inode block.
@@ -135,11 +135,6 @@ struct e2_gate *e2_gate_get(struct e2fs *fs, struct e2_inode *ip)
 	return ip->gate;
 }
 
-int e2_gate_entry_deps(struct e2fs *fs, struct e2_deps *d)
-{
-	return fs->opts.consistency == CONSISTENCY_SOFTUPDATES ? e2_order_deps(fs, d) : 0;
-}
-
 void e2_gate_set(struct e2fs *fs, struct e2_inode *ip, struct patch *ent, uint64_t ogen)
 {
 	struct patch *const *in = NULL;
@@ -147,7 +142,7 @@ void e2_gate_set(struct e2fs *fs, struct e2_inode *ip, struct patch *ent, uint64
 	size_t n;
 
 	e2_gate_drop(fs, ip);
-	if (fs->opts.consistency != CONSISTENCY_SOFTUPDATES || !ent || patch_committed(ent))
+	if (!ent || patch_committed(ent))
 		return;
 	n = e2_gating(fs) && fs->scope->befores ? fs->scope->befores(fs->scope, &in) : 0;
 	if (n > E2_GATE_BEFORES)

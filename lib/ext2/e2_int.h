@@ -588,7 +588,9 @@ int e2_order_deps(struct e2fs *fs, struct e2_deps *d);
 void e2_order_destroy(struct e2fs *fs);
 int e2_remove_last(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
 		   struct e2_inode *ip, struct patch *after, struct patch **rmp, uint32_t *posp);
-int e2_touch_dir(struct e2fs *fs, struct e2_inode *dir);
+/* ctime (and mtime if asked) of ip, changed by a name operation, ordered
+ * by no patchgroup. */
+int e2_touch_name(struct e2fs *fs, struct e2_inode *ip, bool mtime);
 
 /* e2_gate.c: changes a patchgroup need not order.  Whether the caller has
  * a scope whose befores some changes may leave out (soft updates). */
@@ -601,12 +603,10 @@ bool e2_order_gating(const struct e2fs *fs);
  * without e2_gating() or when already in force. */
 struct patch_scope *e2_scope_quiet(struct e2fs *fs, const struct e2_gate *g);
 void e2_scope_restore(struct e2fs *fs, struct patch_scope *old);
-/* d += what the entry of a new file made by this caller waits for besides
- * its inode, so that it can be the file's gate: the rename_order set. */
-int e2_gate_entry_deps(struct e2fs *fs, struct e2_deps *d);
 /* Make ent (a new regular file's one entry, whose rename_order deps were
  * taken when fs->order_gen was ogen) ip's gate, with the befores of the
- * caller's scope if it is gating. */
+ * caller's scope if it is gating.  Soft updates only (e2_gating() or
+ * e2_order_gating()). */
 void e2_gate_set(struct e2fs *fs, struct e2_inode *ip, struct patch *ent, uint64_t ogen);
 /* ip's gate, or NULL (none, or its entry is on disk: then dropped). */
 struct e2_gate *e2_gate_get(struct e2fs *fs, struct e2_inode *ip);

@@ -373,21 +373,11 @@ int e2_rename(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, con
 		e2_isync_add(fs, t, rm);
 	}
 	e2_isync_add(fs, s, rm);
-	{
-		/* A time: no patchgroup orders it (e2_gate.c). */
-		struct patch_scope *sc = e2_scope_quiet(fs, NULL);
-		struct ext2_inode_large nw = s->d;
-		struct timespec now;
-
-		e2_now_ts(fs, &now);
-		e2_iset_time(fs, &nw, E2_T_CTIME, &now);
-		r = e2_iwrite(fs, s, &nw, NULL, NULL);
-		e2_scope_restore(fs, sc);
-	}
+	r = e2_touch_name(fs, s, false);
 	if (!r)
-		r = e2_touch_dir(fs, p1);
+		r = e2_touch_name(fs, p1, true);
 	if (!r && moved)
-		r = e2_touch_dir(fs, p2);
+		r = e2_touch_name(fs, p2, true);
 out:
 	e2_deps_free(fs, &d);
 	patch_release(fs->c, l1);
