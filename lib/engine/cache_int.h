@@ -227,6 +227,12 @@ struct settle_slot {
 struct slack_slot {
 	struct patch *p;
 	uint32_t h;
+	/* For an empty patch, whose afters may be on several blocks: the
+	 * block of the after that gives h, and the most h2 over afters on
+	 * any other block, at b2.  A patch on b1 may go in one write with
+	 * those on b1, and needs only h2 + 1 for the rest. */
+	const struct cblock *b1, *b2;
+	uint32_t h2;
 };
 
 #define SLAB_PATCHES 1024 /* patches per slab */

@@ -421,8 +421,12 @@ static bool holds_up_nothing(const struct cache *c, const struct cblock *b, size
  * the rounds that its write and everything waiting for it need: one more
  * than the most of its afters' (less one for an after on its own block),
  * while an empty patch passes its afters' most on, and a held one none,
- * since nothing behind it is written in this sync.  r_slack_max is the
- * most over the patches that wait for nothing. */
+ * since nothing behind it is written in this sync.  An empty patch passes
+ * on, too, the block of that most and the most on any other block, so
+ * that a wait through it on a patch of the waiter's own block costs no
+ * round, as no direct one does (slack_via()): settling puts the two in
+ * one write.  r_slack_max is the most over the patches that wait for
+ * nothing. */
 
 static struct slack_slot *slack_find(const struct cache *c, const struct patch *p)
 {
@@ -462,9 +466,40 @@ static int slack_add(struct cache *c, struct patch *p)
 	if (GROW(&c->r_slackv, &c->r_slackcap, c->r_slack_used + 1, 256))
 		return -ENOMEM;
 	s->p = p;
-	s->h = 0;
+	s->h = s->h2 = 0;
+	s->b1 = s->b2 = NULL;
 	c->r_slackv[c->r_slack_used++] = p;
 	return 0;
+}
+
+/* Take (b, h) into an empty patch's best two blocks (struct slack_slot). */
+static void slack_merge(struct slack_slot *s, const struct cblock *b, uint32_t h)
+{
+	if (b == s->b1) {
+		if (h > s->h)
+			s->h = h;
+	} else if (h > s->h) {
+		s->b2 = s->b1;
+		s->h2 = s->h;
+		s->b1 = b;
+		s->h = h;
+	} else if (h > s->h2) {
+		s->b2 = b;
+		s->h2 = h;
+	}
+}
+
+/* What an after with table slot s asks of a patch on block b: its rounds,
+ * less the one it shares with b's write when on b itself. */
+static uint32_t slack_via(const struct slack_slot *s, const struct cblock *b)
+{
+	uint32_t h = s->h;
+
+	if (!b || s->b1 != b)
+		return h;
+	if (h)
+		h--;
+	return h > s->h2 ? h : s->h2;
 }
 
 static int newest_first(const void *x, const void *y)
@@ -509,22 +544,29 @@ static bool slack_fill(struct cache *c)
 	}
 	qsort(c->r_slackv, c->r_slack_used, sizeof(*c->r_slackv), newest_first);
 	for (i = 0; i < c->r_slack_used; i++) {
+		struct slack_slot *s;
 		uint32_t h = 0;
 
 		p = c->r_slackv[i];
-		if (!(p->flags & PF_HELD)) {
-			for (j = 0; j < p->nafters; j++) {
-				const struct patch *a = patch_after(p, j);
-				uint32_t ha = slack_find(c, a)->h;
+		s = slack_find(c, p);
+		if (p->flags & PF_HELD)
+			continue;
+		for (j = 0; j < p->nafters; j++) {
+			const struct slack_slot *sa = slack_find(c, patch_after(p, j));
 
-				if (p->block && a->block == p->block && ha)
-					ha--;
-				if (ha > h)
-					h = ha;
+			if (!p->block) {
+				slack_merge(s, sa->b1, sa->h);
+				if (sa->h2)
+					slack_merge(s, sa->b2, sa->h2);
+				continue;
 			}
-			h += p->block != NULL;
+			if (slack_via(sa, p->block) > h)
+				h = slack_via(sa, p->block);
 		}
-		slack_find(c, p)->h = h;
+		if (p->block) {
+			s->h = h + 1;
+			s->b1 = p->block;
+		}
 	}
 	c->r_slack_seq = c->seq;
 	c->r_slack_chg = c->changes;
@@ -582,8 +624,8 @@ static uint32_t slack_need(const struct cache *c, const struct cblock *b, size_t
 				continue;
 			if (a->block && (a->block->flags & (BF_DEFER | BF_IDLE)) == BF_DEFER)
 				return UINT32_MAX;
-			if (slack_find(c, a)->h + 1 > need)
-				need = slack_find(c, a)->h + 1;
+			if (slack_via(slack_find(c, a), b) + 1 > need)
+				need = slack_via(slack_find(c, a), b) + 1;
 		}
 	}
 	return need;

@@ -400,6 +400,52 @@ static void test_sync_slack_writes_block_whole(void **state)
 		 (struct cblock *[]){b[0], b[1], b[2], b[3], bw, bu}, 6);
 }
 
+/* Slack counts no round for a wait, through an empty patch, on a patch of
+ * the waiter's own block: the two go in one write (settling, above).
+ * Block 1 holds x0 <- e0 <- x1 <- e1 <- x2 <- e2 <- x3, each e an empty
+ * patch, as a chain of groups over one block has: one write.  Block 2
+ * holds y0, which z0 (block 3) waits for, and y1, which waits for w0
+ * (block 4).  The sync needs two rounds: block 2 goes at once with y1
+ * rolled back, and again beside z0.  Counting a round a link of block
+ * 1's chain, the longest chain seemed four rounds, block 2 had slack and
+ * was put off to go whole: three rounds. */
+static void test_sync_slack_through_empties(void **state)
+{
+	struct env e;
+	struct cblock *bx, *by, *bz, *bw;
+	struct patch *x[4], *em[3], *y0, *y1, *z0, *w0;
+	struct cache_stats st;
+	int i;
+
+	env_open(&e, NULL);
+	bx = get(&e, 1);
+	by = get(&e, 2);
+	bz = get(&e, 3);
+	bw = get(&e, 4);
+	for (i = 0; i < 4; i++) {
+		x[i] = put_byte(&e, bx, 8 * i, 0x10 + i, 4, i ? &em[i - 1] : NULL, i ? 1 : 0);
+		if (i < 3)
+			assert_int_equal(patch_create_empty(e.c, &x[i], 1, &em[i]), 0);
+	}
+	w0 = put_byte(&e, bw, 0, 0x40, 8, NULL, 0);
+	y0 = put_byte(&e, by, 0, 0x20, 8, NULL, 0);
+	y1 = put_byte(&e, by, 100, 0x21, 8, &w0, 1);
+	z0 = put_byte(&e, bz, 0, 0x30, 8, &y0, 1);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_true(patch_committed(x[3]) && patch_committed(y1) && patch_committed(z0));
+	assert_true(same_round(e.rec, next_write(e.rec, 0, 1), next_write(e.rec, 0, 2)));
+	assert_true(barrier_between(e.rec, next_write(e.rec, 0, 2), next_write(e.rec, 0, 3)));
+	st = stats(&e);
+	assert_int_equal(st.rounds, 2);
+	assert_int_equal(st.block_writes, 5);
+	assert_int_equal(st.rollback_writes, 1);
+	assert_device_equals_cache(&e);
+	for (i = 0; i < 3; i++)
+		patch_release(e.c, em[i]);
+	env_done(&e, (struct patch *[]){x[0], x[1], x[2], x[3], y0, y1, z0, w0}, 8,
+		 (struct cblock *[]){bx, by, bz, bw}, 4);
+}
+
 /* With ordering off the same example is written in one round. */
 static void test_article_none_one_round(void **state)
 {
@@ -2326,6 +2372,7 @@ int main(void)
 	    cmocka_unit_test(test_sync_defers_block_nothing_waits_for),
 	    cmocka_unit_test(test_sync_writes_block_others_wait_for),
 	    cmocka_unit_test(test_sync_slack_writes_block_whole),
+	    cmocka_unit_test(test_sync_slack_through_empties),
 	    cmocka_unit_test(test_hard_patch_merging),
 	    cmocka_unit_test(test_same_block_overlap_order),
 	    cmocka_unit_test(test_undo_forms),
