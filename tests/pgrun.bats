@@ -442,6 +442,124 @@ gated_write_run() {
 	assert [ "$BAD" -gt 0 ]
 }
 
+# The check run in every state of mail_run: the archive holds its first m
+# messages, whole, and the inbox marks its first k moved, with m = k or
+# k + 1: each append comes after the mark before it, each mark after its
+# append.
+mail_prefix() {
+	local a=$FSTITCH_IMAGE.a i=$FSTITCH_IMAGE.i m k rc=1
+	rm -f "$a" "$i"
+	debugfs -R "dump /archive $a" "$FSTITCH_IMAGE" >/dev/null 2>&1
+	debugfs -R "dump /inbox $i" "$FSTITCH_IMAGE" >/dev/null 2>&1
+	for m in 0 1 2 3; do
+		cmp -s "$a" "$SCRATCH/archive.$m" && break
+	done
+	for k in 0 1 2 3; do
+		cmp -s "$i" "$SCRATCH/inbox.$k" && break
+	done
+	echo "archive $m, inbox $k"
+	cmp -s "$a" "$SCRATCH/archive.$m" && cmp -s "$i" "$SCRATCH/inbox.$k" &&
+		[ "$m" -ge "$k" ] && [ "$m" -le $((k + 1)) ] && rc=0
+	rm -f "$a" "$i"
+	return $rc
+}
+
+# mail_run [fstitch-mount options]: a mail server's move of three messages
+# under pgrun --fsync=order, recorded: append each to the archive, fsync,
+# mark it moved in the inbox in place, fsync.  Each append crosses into
+# the next block or fills the last one, past the archive's size: those
+# bytes leave the groups' order out (fstitch(7), Patchgroups), which the
+# size that covers them keeps.
+mail_run() {
+	local m
+	: >"$SCRATCH/archive.0"
+	for m in 1 2 3; do
+		{ cat "$SCRATCH/archive.$((m - 1))"; printf 'message %s\n%3000s\n' $m x; } \
+			>"$SCRATCH/archive.$m"
+	done
+	printf 'OOO\n' >"$SCRATCH/inbox.0"
+	printf 'DOO\n' >"$SCRATCH/inbox.1"
+	printf 'DDO\n' >"$SCRATCH/inbox.2"
+	printf 'DDD\n' >"$SCRATCH/inbox.3"
+	: >archive
+	cp "$SCRATCH/inbox.0" inbox
+	record_start "$@"
+	run -0 "$PGRUN" --fsync=order -- sh -c '
+		for m in 1 2 3; do
+			printf "message %s\n%3000s\n" $m x >>archive && sync archive &&
+			printf D | dd of=inbox bs=1 seek=$((m - 1)) conv=notrunc status=none &&
+			sync inbox || exit
+		done'
+	cmp archive "$SCRATCH/archive.3"
+	cmp inbox "$SCRATCH/inbox.3"
+	record_stop
+	export -f mail_prefix
+	export SCRATCH
+	crash_count "$SCRATCH/rec" --fsck none --no-mount -- bash -c mail_prefix
+}
+
+@test "crash states: a mail move under pgrun --fsync=order keeps its order" {
+	crash_summary "mail move" mail_run
+	assert [ "$STATES" -gt 3 ]
+	assert_equal "$BAD" 0
+}
+
+@test "crash states: the mail move keeps its order with rename_order=file too" {
+	# (the size then waits for the earlier mark only through the group)
+	crash_summary "mail move, rename_order=file" mail_run -o rename_order=file
+	assert [ "$STATES" -gt 3 ]
+	assert_equal "$BAD" 0
+}
+
+@test "crash states: with consistency=none the mail move is caught out of order" {
+	crash_summary "mail move, consistency=none" mail_run -o consistency=none
+	assert [ "$BAD" -gt 0 ]
+}
+
+# The check run in every state of shrink_append_run: f is one of the three
+# files it went through.
+f_one_of_three() {
+	local f=$FSTITCH_IMAGE.f rc=1 k
+	rm -f "$f"
+	debugfs -R "dump /f $f" "$FSTITCH_IMAGE" >/dev/null 2>&1
+	for k in 0 1 2; do
+		cmp -s "$f" "$SCRATCH/f.$k" && rc=0
+	done
+	rm -f "$f"
+	return $rc
+}
+
+# shrink_append_run [fstitch-mount options]: under pgrun --fsync=order,
+# shrink f, fsync, and append: the appended bytes lie past the new size
+# but within the old one, which the disk may still hold, so they must
+# keep the order (e2_isize_hi()).
+shrink_append_run() {
+	head -c 6000 /dev/zero | tr '\0' A >"$SCRATCH/f.0"
+	head -c 1000 "$SCRATCH/f.0" >"$SCRATCH/f.1"
+	{ cat "$SCRATCH/f.1"; head -c 2000 /dev/zero | tr '\0' B; } >"$SCRATCH/f.2"
+	cp "$SCRATCH/f.0" f
+	record_start "$@"
+	run -0 "$PGRUN" --fsync=order -- sh -c \
+		"truncate -s 1000 f && sync f && tail -c 2000 '$SCRATCH/f.2' >>f"
+	cmp f "$SCRATCH/f.2"
+	record_stop
+	export -f f_one_of_three
+	export SCRATCH
+	crash_count "$SCRATCH/rec" --fsck none --no-mount -- bash -c f_one_of_three
+}
+
+@test "crash states: an append after a shrink in an earlier group keeps its order" {
+	crash_summary "append after a shrink" shrink_append_run -o rename_order=file
+	assert [ "$STATES" -gt 2 ]
+	assert_equal "$BAD" 0
+}
+
+@test "crash states: with consistency=none the append is caught ahead of the shrink" {
+	crash_summary "append after a shrink, consistency=none" \
+		shrink_append_run -o consistency=none,rename_order=file
+	assert [ "$BAD" -gt 0 ]
+}
+
 # sqlite_run [fstitch-mount options]: 3 autocommit inserts by one sqlite3
 # under pgrun --fsync=order with a recording daemon; then in every crash
 # state, repaired by e2fsck and mounted read-write (so that sqlite3

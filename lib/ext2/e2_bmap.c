@@ -205,6 +205,7 @@ struct wctx {
 	struct e2_inode *ip;
 	struct ext2_inode_large nw; /* the inode as the write leaves it */
 	bool cow;		    /* pointers go into copies, not in place */
+	bool quiet; /* new blocks leave the scope's befores out (e2_write_locked) */
 	uint32_t goal;		    /* allocation goal */
 	struct shadow *sh;
 	size_t nsh, capsh;
@@ -486,10 +487,12 @@ static int set_ptr(struct wctx *w, int l, uint32_t val, int child, struct patch 
 static int shadow_link(struct wctx *w, int l, uint32_t old)
 {
 	struct patch *bit = NULL;
+	struct patch_scope *sc = w->quiet ? e2_scope_quiet(w->fs, NULL) : w->fs->scope;
 	uint32_t nb;
 	int s = -1, r;
 
 	r = e2_balloc(w->fs, w->goal, &nb, &bit);
+	e2_scope_restore(w->fs, sc);
 	if (r)
 		return r;
 	r = shadow_new(w, nb, bit, old, w->depth - l, &s);
@@ -602,13 +605,16 @@ static int write_shadow(struct wctx *w, struct shadow *s)
 {
 	struct e2fs *fs = w->fs;
 	struct e2_deps own = {0};
+	struct patch_scope *sc;
 	int r;
 
 	r = pdep_add(fs, w->ip, s->blk, &s->deps);
 	if (!r)
 		r = pdep_deps(fs, w->ip, s->blk, &own);
+	sc = w->quiet ? e2_scope_quiet(fs, NULL) : fs->scope;
 	if (!r)
 		r = e2_block_init(fs, s->blk, s->v, own.n ? &own : &s->deps, &s->init);
+	e2_scope_restore(fs, sc);
 	e2_deps_free(fs, &own);
 	return r;
 }
@@ -714,7 +720,7 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 	struct e2_deps ddeps = {0}, all = {0};
 	struct patch *ipp = NULL, *lf = NULL;
 	uint8_t *tmp = fs->wtmp;
-	uint64_t maxb = e2_max_lblk(fs) * fs->bs, end, pos, oldsize = e2_isize(&ip->d);
+	uint64_t maxb = e2_max_lblk(fs) * fs->bs, end, pos, oldsize = e2_isize(&ip->d), past;
 	size_t done = 0;
 	uint32_t nnew;
 	int r = 0, stop_r = 0;
@@ -755,12 +761,19 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 	/* A new file's gate (e2_gate.c) that waited for the whole
 	 * rename_order set: so does the size below. */
 	ocov = !dir && e2_gate_order_covered(fs, ip->gate, fs->order_gen);
+	/* Bytes past every size the file may have on disk, and a new block,
+	 * are seen only through the size or pointer that this write sets,
+	 * which keeps the caller's befores: under soft updates they leave
+	 * them out (e2_gate.c). */
+	w.quiet = !dir && e2_gating(fs);
+	past = w.quiet ? e2_isize_hi(fs, ip) : UINT64_MAX;
 	/* Pass A */
 	for (pos = off; pos < end;) {
 		uint64_t lblk = pos / fs->bs;
 		uint32_t boff = (uint32_t)(pos % fs->bs), len = fs->bs - boff;
 		uint32_t pblk;
 		struct patch *p = NULL, *bit = NULL;
+		struct patch_scope *sc;
 
 		if (len > end - pos)
 			len = (uint32_t)(end - pos);
@@ -768,10 +781,12 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 		if (r)
 			break;
 		if (pblk) {
+			sc = pos >= past ? e2_scope_quiet(fs, NULL) : fs->scope;
 			fs->jdata = !dir;
 			r = e2_patch(fs, pblk, boff, len, (const uint8_t *)buf + (pos - off), extra,
 				     &p);
 			fs->jdata = false;
+			e2_scope_restore(fs, sc);
 			if (r)
 				break;
 			e2_isync_add(fs, ip, p);
@@ -785,9 +800,12 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 			done = pos - off;
 			continue;
 		}
+		sc = w.quiet ? e2_scope_quiet(fs, NULL) : fs->scope;
 		r = e2_balloc(fs, w.goal, &pblk, &bit);
-		if (r)
+		if (r) {
+			e2_scope_restore(fs, sc);
 			break;
+		}
 		memset(tmp, 0, fs->bs);
 		memcpy(tmp + boff, (const uint8_t *)buf + (pos - off), len);
 		fs->jdata = !dir;
@@ -795,6 +813,7 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 		r = e2_block_init(fs, pblk, tmp, extra, &p);
 		fs->jdata = false;
 		fs->jnew = false;
+		e2_scope_restore(fs, sc);
 		if (r) {
 			e2_bfree(fs, pblk, NULL);
 			patch_release(fs->c, bit);

@@ -21,6 +21,15 @@
  *   set only here (and once fsync was used, below), so that a file
  *   written in a group and renamed into place in the next costs no round
  *   trip between its inode and its directory per file.
+ * - Any file's bytes written past every size it may have on disk
+ *   (e2_isize_hi(): a shrink may not be there yet), and the new blocks a
+ *   write makes (data, and indirect blocks and their copies) with their
+ *   bitmap bits: seen only through the size or pointers that the same
+ *   write sets in the inode, or in an indirect block in place, which keep
+ *   the befores (e2_write_locked()).  A crash that shows them without it
+ *   shows a leak or bytes past the end.  A mail server's append, fsync,
+ *   mark loop then alternates between the inode and the mark's block
+ *   only, not also the appended block (2 rounds a message, not 3.8).
  * - A directory's times, as a name is added or removed, and the ctime a
  *   rename gives the file: times are ordered by no group (doc/design.md
  *   §5), and go with the next write of their inode block.

@@ -53,9 +53,22 @@ static int iread(struct e2fs *fs, struct e2_inode *ip)
 
 	memset(&d, 0, sizeof(d));
 	r = e2_iraw(fs, ip->ino, &d, fs->icore);
-	if (!r)
-		ip->d = d;
-	return r;
+	if (r)
+		return r;
+	ip->d = d;
+	/* (an inode with a change of its size pending stays cached) */
+	ip->size_hi = e2_isize(&d);
+	return 0;
+}
+
+uint64_t e2_isize_hi(struct e2fs *fs, struct e2_inode *ip)
+{
+	/* once the last change of the size is on disk, so is every earlier
+	 * one (each waits for the one before, or merged into it) */
+	e2_patch_drop_committed(fs, &ip->size_p);
+	if (!ip->size_p)
+		ip->size_hi = e2_isize(&ip->d);
+	return ip->size_hi;
 }
 
 static void irelease(struct e2fs *fs, struct e2_inode *ip)
@@ -73,7 +86,8 @@ static void irelease(struct e2fs *fs, struct e2_inode *ip)
 	patch_release(fs->c, ip->sync);
 	patch_release(fs->c, ip->sync_last);
 	patch_release(fs->c, ip->tailz);
-	ip->clear = ip->sync = ip->sync_last = ip->tailz = NULL;
+	patch_release(fs->c, ip->size_p);
+	ip->clear = ip->sync = ip->sync_last = ip->tailz = ip->size_p = NULL;
 	for (size_t i = 0; i < ip->npdeps; i++)
 		e2_oset_release(fs, &ip->pdeps[i].set);
 	free(ip->pdeps);
@@ -167,6 +181,14 @@ static int ipatch(struct e2fs *fs, struct e2_inode *ip, uint32_t at, uint32_t le
 	r = e2_patch(fs, blk, off + at, len, data, deps, &p);
 	if (r)
 		return r;
+	if (e2_isize(nw) != e2_isize(&ip->d)) {
+		(void)e2_isize_hi(fs, ip);
+		if (e2_isize(nw) > ip->size_hi)
+			ip->size_hi = e2_isize(nw);
+		patch_retain(p);
+		patch_release(fs->c, ip->size_p);
+		ip->size_p = p;
+	}
 	memcpy(&ip->d, nw, fs->icore);
 	e2_isync_add(fs, ip, p);
 	if (out)
@@ -608,12 +630,14 @@ void e2_icache_trim(struct e2fs *fs)
 			(void)e2_gate_get(fs, ip); /* drops one whose entry is on disk */
 			e2_patch_drop_committed(fs, &ip->clear);
 			e2_patch_drop_committed(fs, &ip->rmset);
+			e2_patch_drop_committed(fs, &ip->size_p);
 			if (ip->ndfree)
 				e2_dfree_flush(fs, ip);
 			/* An inode whose initialisation is still pending must
 			 * stay: a new entry for it has to wait for that patch. */
 			if (!ip->nlookup && !ip->nopen && ip->ino != E2_ROOT_INO && !ip->init &&
-			    !ip->clear && !ip->rmset && (ip->freed || !ip->unlinked))
+			    !ip->clear && !ip->rmset && !ip->size_p &&
+			    (ip->freed || !ip->unlinked))
 				idrop(fs, pp);
 			else
 				pp = &ip->hnext;

@@ -106,6 +106,11 @@ struct e2_inode {
 	size_t nrmnames, caprmnames;
 	struct patch *tailz;   /* zeroing of the tail past a shrunk size: any
 				* later size increase must wait for it */
+	uint64_t size_hi;      /* no size on disk is larger: raised by every
+				* size written, down to the size once size_p
+				* is on disk (e2_isize_hi()) */
+	struct patch *size_p;  /* the last change of the size, until it is on
+				* disk; the inode stays cached meanwhile */
 	struct e2_pdep *pdeps; /* its indirect blocks with pending pointers */
 	size_t npdeps, cappdeps;
 	/* Indirect blocks replaced by copies, to be freed after dfree_p (the
@@ -404,6 +409,9 @@ int e2_iinit(struct e2fs *fs, struct e2_inode *ip, const struct ext2_inode_large
 	     struct e2_deps *deps, struct patch **out);
 void e2_istat(struct e2fs *fs, const struct e2_inode *ip, struct stat *st);
 uint64_t e2_isize(const struct ext2_inode_large *d);
+/* A bound on the sizes ip may have on disk (ip->size_hi, brought down to
+ * the size here when no change of it is pending). */
+uint64_t e2_isize_hi(struct e2fs *fs, struct e2_inode *ip);
 void e2_iset_size(struct ext2_inode_large *d, uint64_t size);
 bool e2_idir(const struct e2_inode *ip);
 mode_t e2_imode(const struct e2_inode *ip);
