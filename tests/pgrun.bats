@@ -342,6 +342,22 @@ crash_summary() {
 	echo "# $label: $(cat "$SCRATCH/summary")" >&3
 }
 
+# crash_states CHECK: record_stop, then crash_count (STATES and BAD) with
+# CHECK, a function of this file, run in every state as the crash left it
+# (no e2fsck, no mount).
+crash_states() {
+	record_stop
+	export -f "$1"
+	export SCRATCH
+	crash_count "$SCRATCH/rec" --fsck none --no-mount -- bash -c "$1"
+}
+
+# assert_states_ok MIN: more than MIN states were checked, and none failed.
+assert_states_ok() {
+	assert [ "$STATES" -gt "$1" ]
+	assert_equal "$BAD" 0
+}
+
 # The check run in every state of the replace, as the crash left it: f is
 # the complete old or the complete new file.  The copy of f goes beside the
 # state and is removed, so that fstitch-crash can remove its directory.
@@ -365,16 +381,12 @@ atomic_replace_run() {
 	"$PGRUN" --after "$a" -- mv f.tmp f
 	run cat f
 	assert_output "$(cat "$SCRATCH/new")"
-	record_stop
-	export -f f_old_or_new
-	export SCRATCH
-	crash_count "$SCRATCH/rec" --fsck none --no-mount -- bash -c f_old_or_new
+	crash_states f_old_or_new
 }
 
 @test "crash states: the pgrun atomic replace leaves f complete old or complete new" {
 	crash_summary "atomic replace" atomic_replace_run
-	assert [ "$STATES" -gt 3 ]
-	assert_equal "$BAD" 0
+	assert_states_ok 3
 }
 
 @test "crash states: with consistency=none the same replace is caught breaking f" {
@@ -414,21 +426,17 @@ gated_write_run() {
 	echo new >d/x.tmp
 	record_start "$@"
 	run -0 "${pgrun[@]}" sh -c "${pre}"'exec 3>t; mv d/x.tmp d/x; printf "%3000s" x >&3'
-	record_stop
-	export -f t_data_after_rename
-	crash_count "$SCRATCH/rec" --fsck none --no-mount -- bash -c t_data_after_rename
+	crash_states t_data_after_rename
 }
 
 @test "crash states: a new file's write in a group still waits for an earlier rename" {
 	crash_summary "write after a rename" gated_write_run
-	assert [ "$STATES" -gt 3 ]
-	assert_equal "$BAD" 0
+	assert_states_ok 3
 }
 
 @test "crash states: after an fsync a new file's write still waits for an earlier rename" {
 	crash_summary "write after a rename, no group" gated_write_run --no-group
-	assert [ "$STATES" -gt 3 ]
-	assert_equal "$BAD" 0
+	assert_states_ok 3
 }
 
 @test "crash states: with consistency=none the write is caught ahead of the rename" {
@@ -492,23 +500,18 @@ mail_run() {
 		done'
 	cmp archive "$SCRATCH/archive.3"
 	cmp inbox "$SCRATCH/inbox.3"
-	record_stop
-	export -f mail_prefix
-	export SCRATCH
-	crash_count "$SCRATCH/rec" --fsck none --no-mount -- bash -c mail_prefix
+	crash_states mail_prefix
 }
 
 @test "crash states: a mail move under pgrun --fsync=order keeps its order" {
 	crash_summary "mail move" mail_run
-	assert [ "$STATES" -gt 3 ]
-	assert_equal "$BAD" 0
+	assert_states_ok 3
 }
 
 @test "crash states: the mail move keeps its order with rename_order=file too" {
 	# (the size then waits for the earlier mark only through the group)
 	crash_summary "mail move, rename_order=file" mail_run -o rename_order=file
-	assert [ "$STATES" -gt 3 ]
-	assert_equal "$BAD" 0
+	assert_states_ok 3
 }
 
 @test "crash states: with consistency=none the mail move is caught out of order" {
@@ -542,16 +545,12 @@ shrink_append_run() {
 	run -0 "$PGRUN" --fsync=order -- sh -c \
 		"truncate -s 1000 f && sync f && tail -c 2000 '$SCRATCH/f.2' >>f"
 	cmp f "$SCRATCH/f.2"
-	record_stop
-	export -f f_one_of_three
-	export SCRATCH
-	crash_count "$SCRATCH/rec" --fsck none --no-mount -- bash -c f_one_of_three
+	crash_states f_one_of_three
 }
 
 @test "crash states: an append after a shrink in an earlier group keeps its order" {
 	crash_summary "append after a shrink" shrink_append_run -o rename_order=file
-	assert [ "$STATES" -gt 2 ]
-	assert_equal "$BAD" 0
+	assert_states_ok 2
 }
 
 @test "crash states: with consistency=none the append is caught ahead of the shrink" {
@@ -583,8 +582,7 @@ sqlite_run() {
 	command -v sqlite3 >/dev/null || skip "sqlite3 is not installed"
 	sqlite_run >"$SCRATCH/summary"
 	echo "# sqlite fsync=order: $(cat "$SCRATCH/summary"), $ORDERED fsyncs ordered" >&3
-	assert [ "$STATES" -gt 3 ]
-	assert_equal "$BAD" 0
+	assert_states_ok 3
 	# every commit's fsyncs really became ordering points
 	assert [ "$ORDERED" -ge 3 ]
 	# the final state holds every transaction
