@@ -132,6 +132,9 @@ ISSUE_TARGETS = [
      "(journal time / softupdates time)", "bare",
      "untar", "rm", JT, "rm", SU, "<=", 1.2),
 ]
+# A variant named WORK + v in ISSUE_TARGETS: v's time before its final
+# flush (work_s), not its time until durable.
+WORK = "work:"
 for _v, _b in [("pg-api", "fsync-api"), ("pg-order", "fsync"),
                ("pg-chain", "fsync-proc")]:
     ISSUE_TARGETS.append(
@@ -139,9 +142,10 @@ for _v, _b in [("pg-api", "fsync-api"), ("pg-order", "fsync"),
          f"({_b}), same mount", "ge2",
          "replace", _v, JT, _b, JT, ">=", 10.0))
 ISSUE_TARGETS.append(
-    ("12", "ceiling of the chain's ratio here: nosync-proc (fsync-proc's "
-     "processes, no fsync) ≥10× fsync-proc, journal mode", "ge2",
-     "replace", "nosync-proc", JT, "fsync-proc", JT, ">=", 10.0))
+    ("12", "ceiling of the chain's ratio here: nosync-proc's processes "
+     "alone (fsync-proc's, no fsync; time before the final flush) ≥10× "
+     "fsync-proc, journal mode", "ge2",
+     "replace", WORK + "nosync-proc", JT, "fsync-proc", JT, ">=", 10.0))
 ISSUE_TARGETS.append(
     ("12", "mail pg-order in journal mode ≥10× mail fsync, same mount",
      "ge2", "mail", "pg-order", JT, "fsync", JT, ">=", 10.0))
@@ -170,9 +174,13 @@ for _c, _m in [(SU, "softupdates"), (JT, "journal")]:
         # Not a target but the chain's ceiling here: a chain that cost
         # nothing but its processes would reach this ratio; below 5× the
         # target above cannot be met on this machine (design.md §7).
-        ("13", f"{_m}: ceiling of the chain's ratio here: nosync-proc "
-         "(fsync-proc's processes, no fsync) ≥5× fsync-proc", "8",
-         "replace", "nosync-proc", _c, "fsync-proc", _c, ">=", 5.0),
+        # The processes' time is nosync-proc's before its final flush:
+        # under soft updates that flush pays rename_order's chain of
+        # renames, which a chain of groups does not.
+        ("13", f"{_m}: ceiling of the chain's ratio here: nosync-proc's "
+         "processes alone (fsync-proc's, no fsync; time before the final "
+         "flush) ≥5× fsync-proc", "8",
+         "replace", WORK + "nosync-proc", _c, "fsync-proc", _c, ">=", 5.0),
         ("13", f"{_m}: mail pg-order ≥5× mail fsync", "8",
          "mail", "pg-order", _c, "fsync", _c, ">=", 5.0),
     ]
@@ -197,6 +205,10 @@ def disk_name(d):
     return "bare disk" if d[0] == 0 else f"{d[1]} ms disk"
 
 
+def label_var(v):
+    return f"{v[len(WORK):]} (before its final flush)" if v.startswith(WORK) else v
+
+
 def issue_targets(recs):
     """ISSUE_TARGETS checked on every record (all disks): one row per
     target and disk where both sides were measured, or one 'not measured'
@@ -204,10 +216,13 @@ def issue_targets(recs):
     disks = sorted({disk_key(r) for r in recs})
 
     def times(d, wl, var, c):
-        return {r["run"]: r["total_s"] for r in recs
+        key = "total_s"
+        if var.startswith(WORK):
+            key, var = "work_s", var[len(WORK):]
+        return {r["run"]: r[key] for r in recs
                 if disk_key(r) == d and r["workload"] == wl
                 and r["variant"] == var and r["contender"] == c
-                and r["status"] == "ok" and r["total_s"] > 0}
+                and r["status"] == "ok" and r[key] > 0}
 
     rows = []
     for iss, name, sel, wl, va, ca, vb, cb, op, bound in ISSUE_TARGETS:
@@ -230,7 +245,8 @@ def issue_targets(recs):
             ok = v <= bound if op == "<=" else \
                 v >= bound if op == ">=" else v > bound
             rows.append({"issue": iss, "target": name, "disk": disk_name(d),
-                         "a": f"{va} on {ca}", "b": f"{vb} on {cb}",
+                         "a": f"{label_var(va)} on {ca}",
+                         "b": f"{label_var(vb)} on {cb}",
                          "op": op, "bound": bound, "measured": v,
                          "min": min(xs), "max": max(xs), "runs": len(xs),
                          "a_median_s": med([a[i] for i in runs]),
@@ -239,8 +255,8 @@ def issue_targets(recs):
         if not got:
             rows.append({"issue": iss, "target": name, "disk": {
                 "bare": "bare disk", "ge2": "≥2 ms disks", "8": "8 ms disk",
-                "all": "every disk"}[sel], "a": f"{va} on {ca}",
-                "b": f"{vb} on {cb}", "op": op, "bound": bound,
+                "all": "every disk"}[sel], "a": f"{label_var(va)} on {ca}",
+                "b": f"{label_var(vb)} on {cb}", "op": op, "bound": bound,
                 "measured": None, "met": None})
     return rows
 
