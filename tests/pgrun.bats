@@ -519,6 +519,12 @@ mail_run() {
 	assert [ "$BAD" -gt 0 ]
 }
 
+@test "crash states: with consistency=none and rename_order=file the mail move is caught too" {
+	crash_summary "mail move, rename_order=file, consistency=none" \
+		mail_run -o consistency=none,rename_order=file
+	assert [ "$BAD" -gt 0 ]
+}
+
 # The check run in every state of shrink_append_run: f is one of the three
 # files it went through.
 f_one_of_three() {

@@ -489,13 +489,14 @@ static void slack_merge(struct slack_slot *s, const struct cblock *b, uint32_t h
 	}
 }
 
-/* What an after with table slot s asks of a patch on block b: its rounds,
- * less the one it shares with b's write when on b itself. */
+/* What an after with table slot s asks of a patch on block b (never
+ * NULL): its rounds, less the one it shares with b's write when on b
+ * itself. */
 static uint32_t slack_via(const struct slack_slot *s, const struct cblock *b)
 {
 	uint32_t h = s->h;
 
-	if (!b || s->b1 != b)
+	if (s->b1 != b)
 		return h;
 	if (h)
 		h--;
@@ -553,6 +554,7 @@ static bool slack_fill(struct cache *c)
 			continue;
 		for (j = 0; j < p->nafters; j++) {
 			const struct slack_slot *sa = slack_find(c, patch_after(p, j));
+			uint32_t ha;
 
 			if (!p->block) {
 				slack_merge(s, sa->b1, sa->h);
@@ -560,8 +562,9 @@ static bool slack_fill(struct cache *c)
 					slack_merge(s, sa->b2, sa->h2);
 				continue;
 			}
-			if (slack_via(sa, p->block) > h)
-				h = slack_via(sa, p->block);
+			ha = slack_via(sa, p->block);
+			if (ha > h)
+				h = ha;
 		}
 		if (p->block) {
 			s->h = h + 1;
@@ -611,7 +614,7 @@ static void slack_free(struct cache *c)
  * a block put off to the next round, to go whole there, waits for it. */
 static uint32_t slack_need(const struct cache *c, const struct cblock *b, size_t s, size_t e)
 {
-	uint32_t need = 1, i;
+	uint32_t need = 1, i, ha;
 	size_t k;
 
 	for (k = s; k < e; k++) {
@@ -624,8 +627,9 @@ static uint32_t slack_need(const struct cache *c, const struct cblock *b, size_t
 				continue;
 			if (a->block && (a->block->flags & (BF_DEFER | BF_IDLE)) == BF_DEFER)
 				return UINT32_MAX;
-			if (slack_via(slack_find(c, a), b) + 1 > need)
-				need = slack_via(slack_find(c, a), b) + 1;
+			ha = slack_via(slack_find(c, a), b) + 1;
+			if (ha > need)
+				need = ha;
 		}
 	}
 	return need;

@@ -205,7 +205,7 @@ struct wctx {
 	struct e2_inode *ip;
 	struct ext2_inode_large nw; /* the inode as the write leaves it */
 	bool cow;		    /* pointers go into copies, not in place */
-	bool quiet; /* new blocks leave the scope's befores out (e2_write_locked) */
+	bool quiet; /* what only the write shows may leave out the caller's befores */
 	uint32_t goal;		    /* allocation goal */
 	struct shadow *sh;
 	size_t nsh, capsh;
@@ -219,6 +219,14 @@ struct wctx {
 	uint64_t base; /* first lblk of n[depth - 1] */
 	bool valid;    /* the path is cached (only with depth > 1) */
 };
+
+/* The scope for a change that only the size or a pointer this write sets
+ * shows (unseen): without the caller's befores when w is quiet (e2_gate.c).
+ * Ended by e2_scope_restore(). */
+static struct patch_scope *wscope(struct wctx *w, bool unseen)
+{
+	return w->quiet && unseen ? e2_scope_quiet(w->fs, NULL) : w->fs->scope;
+}
 
 static int cp_add(struct cplist *l, uint32_t parent, uint32_t idx, uint32_t val, int sh,
 		  struct patch *bit, struct patch *init)
@@ -487,7 +495,7 @@ static int set_ptr(struct wctx *w, int l, uint32_t val, int child, struct patch 
 static int shadow_link(struct wctx *w, int l, uint32_t old)
 {
 	struct patch *bit = NULL;
-	struct patch_scope *sc = w->quiet ? e2_scope_quiet(w->fs, NULL) : w->fs->scope;
+	struct patch_scope *sc = wscope(w, true);
 	uint32_t nb;
 	int s = -1, r;
 
@@ -611,7 +619,7 @@ static int write_shadow(struct wctx *w, struct shadow *s)
 	r = pdep_add(fs, w->ip, s->blk, &s->deps);
 	if (!r)
 		r = pdep_deps(fs, w->ip, s->blk, &own);
-	sc = w->quiet ? e2_scope_quiet(fs, NULL) : fs->scope;
+	sc = wscope(w, true);
 	if (!r)
 		r = e2_block_init(fs, s->blk, s->v, own.n ? &own : &s->deps, &s->init);
 	e2_scope_restore(fs, sc);
@@ -781,7 +789,7 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 		if (r)
 			break;
 		if (pblk) {
-			sc = pos >= past ? e2_scope_quiet(fs, NULL) : fs->scope;
+			sc = wscope(&w, pos >= past);
 			fs->jdata = !dir;
 			r = e2_patch(fs, pblk, boff, len, (const uint8_t *)buf + (pos - off), extra,
 				     &p);
@@ -800,7 +808,7 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 			done = pos - off;
 			continue;
 		}
-		sc = w.quiet ? e2_scope_quiet(fs, NULL) : fs->scope;
+		sc = wscope(&w, true);
 		r = e2_balloc(fs, w.goal, &pblk, &bit);
 		if (r) {
 			e2_scope_restore(fs, sc);

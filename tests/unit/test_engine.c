@@ -78,6 +78,18 @@ static struct cache_stats stats(struct env *e)
 	return st;
 }
 
+/* The writes so far took these rounds, block writes and rollback writes,
+ * and left the device as the cache. */
+static void assert_writes(struct env *e, uint64_t rounds, uint64_t writes, uint64_t rolled)
+{
+	struct cache_stats st = stats(e);
+
+	assert_int_equal(st.rounds, rounds);
+	assert_int_equal(st.block_writes, writes);
+	assert_int_equal(st.rollback_writes, rolled);
+	assert_device_equals_cache(e);
+}
+
 /* Release the np patches of p and put the nb blocks of b, then close e. */
 static void env_done(struct env *e, struct patch **p, size_t np, struct cblock **b, size_t nb)
 {
@@ -239,10 +251,7 @@ static void test_defer_block_waiting_on_round(void **state)
 	for (w = next_write(e.rec, 0, 1); w != SIZE_MAX; w = next_write(e.rec, w + 1, 1))
 		n++;
 	assert_int_equal(n, 1);
-	assert_int_equal(stats(&e).rollback_writes, 1); /* Y's first write */
-	assert_int_equal(stats(&e).block_writes, 4);
-	assert_int_equal(stats(&e).rounds, 4);
-	assert_device_equals_cache(&e);
+	assert_writes(&e, 4, 4, 1); /* Y's first write rolled back */
 	env_done(&e, (struct patch *[]){x0, x1, y1, y2, z1}, 5, (struct cblock *[]){bx, by, bz}, 3);
 }
 
@@ -256,7 +265,6 @@ static void test_sync_keeps_rounds_of_chain_head(void **state)
 	struct env e;
 	struct cblock *bx, *by, *bz;
 	struct patch *x0, *x1, *y1, *y2, *z1;
-	struct cache_stats st;
 
 	env_open(&e, NULL);
 	bx = get(&e, 1);
@@ -270,11 +278,7 @@ static void test_sync_keeps_rounds_of_chain_head(void **state)
 	assert_int_equal(cache_sync(e.c), 0);
 	assert_true(patch_committed(x1) && patch_committed(y2));
 	assert_true(barrier_between(e.rec, next_write(e.rec, 0, 1), next_write(e.rec, 0, 2)));
-	st = stats(&e);
-	assert_int_equal(st.rounds, 3);
-	assert_int_equal(st.block_writes, 5);
-	assert_int_equal(st.rollback_writes, 2);
-	assert_device_equals_cache(&e);
+	assert_writes(&e, 3, 5, 2);
 	env_done(&e, (struct patch *[]){x0, x1, y1, y2, z1}, 5, (struct cblock *[]){bx, by, bz}, 3);
 }
 
@@ -302,7 +306,6 @@ static void test_sync_defers_block_nothing_waits_for(void **state)
 	struct env e;
 	struct cblock *b[4];
 	struct patch *p[4], *l1;
-	struct cache_stats st;
 	size_t w, n = 0;
 
 	env_open(&e, NULL);
@@ -316,11 +319,7 @@ static void test_sync_defers_block_nothing_waits_for(void **state)
 	w = next_write(e.rec, 0, 4);
 	assert_true(next_write(e.rec, 0, 3) < w);
 	assert_true(barrier_between(e.rec, next_write(e.rec, 0, 3), w));
-	st = stats(&e);
-	assert_int_equal(st.rollback_writes, 0);
-	assert_int_equal(st.block_writes, 4);
-	assert_int_equal(st.rounds, 4); /* as many as the chain needs */
-	assert_device_equals_cache(&e);
+	assert_writes(&e, 4, 4, 0); /* as many rounds as the chain needs */
 	env_done(&e, (struct patch *[]){p[0], p[1], p[2], p[3], l1}, 5,
 		 (struct cblock *[]){b[0], b[1], b[2], b[3]}, 4);
 }
@@ -341,7 +340,6 @@ static void test_sync_writes_block_others_wait_for(void **state)
 	struct env e;
 	struct cblock *b[4], *bw;
 	struct patch *p[4], *l1, *w0;
-	struct cache_stats st;
 	size_t w, n = 0;
 
 	env_open(&e, NULL);
@@ -357,11 +355,7 @@ static void test_sync_writes_block_others_wait_for(void **state)
 	w = next_write(e.rec, 0, 4);
 	assert_true(same_round(e.rec, next_write(e.rec, 0, 3), w));
 	assert_true(same_round(e.rec, next_write(e.rec, w + 1, 4), next_write(e.rec, 0, 5)));
-	st = stats(&e);
-	assert_int_equal(st.rollback_writes, 1);
-	assert_int_equal(st.block_writes, 6);
-	assert_int_equal(st.rounds, 4);
-	assert_device_equals_cache(&e);
+	assert_writes(&e, 4, 6, 1);
 	env_done(&e, (struct patch *[]){p[0], p[1], p[2], p[3], l1, w0}, 6,
 		 (struct cblock *[]){b[0], b[1], b[2], b[3], bw}, 5);
 }
@@ -375,7 +369,6 @@ static void test_sync_slack_writes_block_whole(void **state)
 	struct env e;
 	struct cblock *b[4], *bw, *bu;
 	struct patch *p[4], *u0, *l1, *w0;
-	struct cache_stats st;
 	size_t w;
 
 	env_open(&e, NULL);
@@ -391,11 +384,7 @@ static void test_sync_slack_writes_block_whole(void **state)
 	assert_int_equal(next_write(e.rec, w + 1, 4), SIZE_MAX);
 	assert_true(same_round(e.rec, next_write(e.rec, 0, 3), w));
 	assert_true(barrier_between(e.rec, w, next_write(e.rec, 0, 5)));
-	st = stats(&e);
-	assert_int_equal(st.rollback_writes, 0);
-	assert_int_equal(st.block_writes, 6);
-	assert_int_equal(st.rounds, 4);
-	assert_device_equals_cache(&e);
+	assert_writes(&e, 4, 6, 0);
 	env_done(&e, (struct patch *[]){p[0], p[1], p[2], u0, p[3], l1, w0}, 7,
 		 (struct cblock *[]){b[0], b[1], b[2], b[3], bw, bu}, 6);
 }
@@ -414,7 +403,6 @@ static void test_sync_slack_through_empties(void **state)
 	struct env e;
 	struct cblock *bx, *by, *bz, *bw;
 	struct patch *x[4], *em[3], *y0, *y1, *z0, *w0;
-	struct cache_stats st;
 	int i;
 
 	env_open(&e, NULL);
@@ -435,11 +423,7 @@ static void test_sync_slack_through_empties(void **state)
 	assert_true(patch_committed(x[3]) && patch_committed(y1) && patch_committed(z0));
 	assert_true(same_round(e.rec, next_write(e.rec, 0, 1), next_write(e.rec, 0, 2)));
 	assert_true(barrier_between(e.rec, next_write(e.rec, 0, 2), next_write(e.rec, 0, 3)));
-	st = stats(&e);
-	assert_int_equal(st.rounds, 2);
-	assert_int_equal(st.block_writes, 5);
-	assert_int_equal(st.rollback_writes, 1);
-	assert_device_equals_cache(&e);
+	assert_writes(&e, 2, 5, 1);
 	for (i = 0; i < 3; i++)
 		patch_release(e.c, em[i]);
 	env_done(&e, (struct patch *[]){x[0], x[1], x[2], x[3], y0, y1, z0, w0}, 8,
