@@ -154,6 +154,7 @@ struct e2_freed {
 
 #define E2_PROCSET_SLOTS 64
 #define E2_RMPEND_MAX	 1024
+#define E2_PARKED_MAX	 1024
 #define E2_RMPEND_SLOTS	 64
 
 /* rename_order=process: what the next rename or link of process (pid,
@@ -215,12 +216,17 @@ struct e2fs {
 	struct e2_procset *procsets[E2_PROCSET_SLOTS];
 	/* Parked names in lost+found whose removal is not on disk yet: their
 	 * positions, so that a new parked name does not reuse the place and
-	 * wait for the removal (e2_rename.c) */
+	 * wait for the removal (e2_rename.c).  Up to E2_PARKED_MAX, about
+	 * what the lost+found mke2fs makes holds: with 32, a chain of
+	 * replaces reused a place every 32 renames, a round trip between
+	 * lost+found and the directory each time. */
 	struct e2_parked {
 		uint32_t pos;
 		struct patch *rm;
-	} parked[32];
-	unsigned nparked;
+	} *parked;
+	size_t nparked, capparked;
+	uint32_t *parkavoid; /* their positions, for e2_dir_add_avoid() */
+	size_t capparkavoid;
 	/* Removals of a last name (e2_remove_last) not yet on disk, with
 	 * their directory: a new name (e2_dir_add_new) is not put where one
 	 * of them wrote, or it would wait for the removal: under a workload

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "e2_int.h"
+#include "util/grow.h"
 
 /* True (1) if dir a is d or an ancestor of d. */
 static int is_ancestor(struct e2fs *fs, uint32_t a, uint32_t d)
@@ -41,6 +42,19 @@ static int deps2(struct e2_deps *d, struct patch *a, struct patch *b)
 	int r = e2_deps_addref(d, a);
 
 	return r ? r : e2_deps_addref(d, b);
+}
+
+/* Forget the parked names whose removal is on disk. */
+static void parked_prune(struct e2fs *fs)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < fs->nparked; i++)
+		if (patch_committed(fs->parked[i].rm))
+			patch_release(fs->c, fs->parked[i].rm);
+		else
+			fs->parked[k++] = fs->parked[i];
+	fs->nparked = k;
 }
 
 /* A target about to lose its last name to a rename is parked: it gets a
@@ -79,17 +93,19 @@ static int park(struct e2fs *fs, struct e2_inode *t, char *pname, size_t *plen,
 	 * where it would otherwise find it unattached: a leak either way. */
 	if (!r && !(r = e2_deps_addref(&d, lh)) && !(r = e2_deps_addref(&d, linked)) &&
 	    !(r = e2_init_deps(&d, lf))) {
-		uint32_t avoid[sizeof(fs->parked) / sizeof(fs->parked[0])];
-		unsigned n = 0;
+		size_t n = 0;
 
 		/* Not in the place of a parked name whose removal is still
 		 * unwritten: the removal waits for an earlier rename, and so
 		 * a chain of renames over one name would cost write rounds
-		 * in proportion to its length. */
-		for (unsigned i = 0; i < fs->nparked; i++)
-			if (!patch_committed(fs->parked[i].rm))
-				avoid[n++] = fs->parked[i].pos;
-		r = e2_dir_add_avoid(fs, lf, pname, *plen, t->ino, e2_imode(t), &d, h, avoid, n);
+		 * in proportion to its length.  (Without memory for the list
+		 * the name goes where it fits, and may wait.) */
+		parked_prune(fs);
+		if (!GROW(&fs->parkavoid, &fs->capparkavoid, fs->nparked, 32))
+			for (; n < fs->nparked; n++)
+				fs->parkavoid[n] = fs->parked[n].pos;
+		r = e2_dir_add_avoid(fs, lf, pname, *plen, t->ino, e2_imode(t), &d, h,
+				     fs->parkavoid, n);
 		if (r)
 			(void)e2_add_links(fs, t, -1, NULL, NULL);
 	}
@@ -102,30 +118,28 @@ static int park(struct e2fs *fs, struct e2_inode *t, char *pname, size_t *plen,
 }
 
 /* The parked name goes after `after` (e2_remove_last), freed in place;
- * its place is remembered until the removal is on disk. */
+ * its place is remembered until the removal is on disk (at most
+ * E2_PARKED_MAX: then the oldest is forgotten, and without memory this
+ * one is, so that a later parked name may wait for it). */
 static int unpark(struct e2fs *fs, struct e2_inode *lf, const char *pname, size_t plen,
 		  struct e2_inode *t, struct patch *after)
 {
-	const unsigned cap = sizeof(fs->parked) / sizeof(fs->parked[0]);
 	struct patch *rm = NULL;
 	uint32_t pos = 0;
-	unsigned k = 0;
 	int r;
 
 	r = e2_remove_last(fs, lf, pname, plen, t, after, &rm, &pos);
 	if (r || !rm)
 		return r;
-	for (unsigned i = 0; i < fs->nparked; i++) {
-		if (patch_committed(fs->parked[i].rm))
-			patch_release(fs->c, fs->parked[i].rm);
-		else
-			fs->parked[k++] = fs->parked[i];
-	}
-	fs->nparked = k;
-	if (fs->nparked == cap) { /* the oldest is forgotten */
+	parked_prune(fs);
+	if (fs->nparked == E2_PARKED_MAX) {
 		patch_release(fs->c, fs->parked[0].rm);
-		memmove(fs->parked, fs->parked + 1, (cap - 1) * sizeof(fs->parked[0]));
+		memmove(fs->parked, fs->parked + 1, (fs->nparked - 1) * sizeof(*fs->parked));
 		fs->nparked--;
+	}
+	if (GROW(&fs->parked, &fs->capparked, fs->nparked + 1, 32)) {
+		patch_release(fs->c, rm);
+		return 0;
 	}
 	fs->parked[fs->nparked].pos = pos;
 	fs->parked[fs->nparked++].rm = rm;

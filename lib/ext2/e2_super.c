@@ -557,11 +557,15 @@ static void fs_free(struct e2fs *fs)
 	fs->jmap = NULL;
 	if (fs->c) {
 		e2_order_destroy(fs);
-		for (unsigned i = 0; i < fs->nparked; i++)
+		for (size_t i = 0; i < fs->nparked; i++)
 			patch_release(fs->c, fs->parked[i].rm);
 		e2_dir_removals_free(fs);
 	}
-	fs->nparked = 0;
+	free(fs->parked);
+	free(fs->parkavoid);
+	fs->parked = NULL;
+	fs->parkavoid = NULL;
+	fs->nparked = fs->capparked = fs->capparkavoid = 0;
 	free(fs->rmbuf);
 	free(fs->spbuf);
 	fs->rmbuf = fs->spbuf = NULL;
