@@ -804,14 +804,14 @@ int e2_dir_add_new(struct e2fs *fs, struct e2_inode *dir, const char *name, size
 			rm[nrm++].hi = off + n;
 		}
 	}
-	/* In a patchgroup, or once fsync was used, a new name may go over
-	 * them: it waits for a change in its own block, where going to
-	 * another block would have the rename that publishes it (over a
+	/* In a patchgroup, and for a new regular file outside one (which
+	 * gets a gate, e2_gate.c, unless rename_order=file), a new name may
+	 * go over them: it waits for a change in its own block, where going
+	 * to another block would have the rename that publishes it (over a
 	 * name the last rename changed here) span two blocks, and a loop of
-	 * replaces go back and forth between them, a round each way
-	 * (e2_gate.c).  A loop that never fsyncs and is in no group keeps
-	 * its creates free of the removals. */
-	if (lost || e2_gating(fs) || e2_order_gating(fs))
+	 * replaces go back and forth between them, a round each way.  Other
+	 * new names keep free of the removals. */
+	if (lost || e2_gating(fs) || (S_ISREG(mode) && e2_order_gating(fs)))
 		nrm = 0;
 	return dir_add(fs, dir, name, len, ino, mode, deps, out, NULL, 0, rm, nrm, true);
 }

@@ -587,10 +587,13 @@ static void test_dir_reuses_room(void **state)
 	close_check(fs);
 }
 
-/* A new name does not take the place of a removal that is not on disk
- * yet: it would have to wait for the removal, and so for the clear of the
- * removed inode.  It goes to a new block when there is no other room, and
- * into the hole once the removal is written. */
+/* A new name that gets no gate (here a FIFO; e2_gate.c) does not take the
+ * place of a removal that is not on disk yet: it would have to wait for
+ * the removal, and a rename's removal waits for the new name in another
+ * block.  It goes to a new block when there is no other room, and into
+ * the hole once the removal is written.  A new regular file gets a gate
+ * and does take the hole: its entry waits for the removal in its own
+ * block, and a loop of replaces then stays in one directory block. */
 static void test_dir_new_name_skips_pending_hole(void **state)
 {
 	char name[16];
@@ -610,16 +613,22 @@ static void test_dir_new_name_skips_pending_hole(void **state)
 	assert_int_equal(st.st_size, 1024);
 	assert_int_equal(e2_unlink(fs, NULL, d, "n0030"), 0);
 	assert_int_equal(e2_sync(fs), 0);
-	mk(fs, d, "m0000", S_IFREG | 0644);
+	mk(fs, d, "m0000", S_IFIFO | 0644);
 	assert_int_equal(e2_getattr(fs, d, &st), 0);
 	assert_int_equal(st.st_size, 1024);
 	assert_int_equal(e2_unlink(fs, NULL, d, "n0031"), 0);
 	mk(fs, d, "m0001", S_IFREG | 0644);
 	assert_int_equal(e2_getattr(fs, d, &st), 0);
+	assert_int_equal(st.st_size, 1024);
+	assert_int_equal(e2_unlink(fs, NULL, d, "n0032"), 0);
+	mk(fs, d, "m0002", S_IFIFO | 0644);
+	assert_int_equal(e2_getattr(fs, d, &st), 0);
 	assert_int_equal(st.st_size, 2048);
 	assert_int_equal(e2_lookup(fs, d, "m0000", &st), 0);
 	assert_int_equal(e2_lookup(fs, d, "m0001", &st), 0);
+	assert_int_equal(e2_lookup(fs, d, "m0002", &st), 0);
 	assert_int_equal(e2_lookup(fs, d, "n0031", &st), -ENOENT);
+	assert_int_equal(e2_lookup(fs, d, "n0032", &st), -ENOENT);
 	close_check(fs);
 }
 
@@ -1128,6 +1137,49 @@ static void test_new_tree_rounds(void **state)
 	close_check(fs);
 }
 
+/* A program that replaces files in a loop (write a temporary name, rename
+ * it over the file) with no fsync and in no group: the flush writes it in
+ * a few rounds however long the loop was.  The rename waits for its file's
+ * size, and a new file's size used to wait for every earlier rename
+ * (rename_order=all): the inode block and the directory took turns, two
+ * rounds a replace: 426 rounds for these 200, where 7 do. */
+static void test_replace_loop_rounds(void **state)
+{
+	const int nfiles = 16, n = 200;
+	struct cache_stats a, b;
+	struct e2fs *fs;
+	uint32_t dir, ino;
+	char name[16], tmp[16], data[64];
+
+	(void)state;
+	mkimg("8M", "-I 256");
+	fs = open_img();
+	dir = mk(fs, E2_ROOT_INO, "d", S_IFDIR | 0755);
+	for (int i = 0; i < nfiles; i++) {
+		snprintf(name, sizeof(name), "f%02d", i);
+		e2_forget(fs, mk(fs, dir, name, S_IFREG | 0644), 1);
+	}
+	assert_int_equal(e2_sync(fs), 0);
+	cache_get_stats(e2_cache(fs), &a);
+	for (int k = 0; k < n; k++) {
+		snprintf(name, sizeof(name), "f%02d", k % nfiles);
+		snprintf(tmp, sizeof(tmp), ".t%02d", k % nfiles);
+		ino = mk(fs, dir, tmp, S_IFREG | 0644);
+		memset(data, 'a' + k % 26, sizeof(data));
+		assert_int_equal(e2_write(fs, NULL, ino, data, sizeof(data), 0),
+				 (ssize_t)sizeof(data));
+		e2_forget(fs, ino, 1);
+		assert_int_equal(e2_rename(fs, NULL, dir, tmp, dir, name, 0), 0);
+	}
+	assert_int_equal(e2_sync(fs), 0);
+	cache_get_stats(e2_cache(fs), &b);
+	printf("# %d replaces with no fsync: %llu rounds, %llu block writes\n", n,
+	       (unsigned long long)(b.rounds - a.rounds),
+	       (unsigned long long)(b.block_writes - a.block_writes));
+	assert_true(b.rounds - a.rounds <= 12);
+	close_check(fs);
+}
+
 /* Directories spread out at the top level and stay with their parent
  * below it (the group with room from the parent's on); a removed tree's
  * levels, each of whose count waits for the clear of the level below,
@@ -1481,6 +1533,7 @@ int main(void)
 	    cmocka_unit_test(test_journal_fsync_waits_only_for_what_is_new),
 	    cmocka_unit_test(test_journal_rm_shares_inode_block_patches),
 	    cmocka_unit_test(test_new_tree_rounds),
+	    cmocka_unit_test(test_replace_loop_rounds),
 	    cmocka_unit_test(test_tree_stays_in_group),
 	    cmocka_unit_test(test_journal_rm_logs_no_freed_blocks),
 	    cmocka_unit_test_teardown(test_journal_mount_write_unmount, e2t_remove_scratch),
