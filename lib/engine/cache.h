@@ -50,6 +50,10 @@ struct cache_opts {
 	enum consistency consistency;
 };
 
+/* A block with this many patches not yet on disk wakes the running flusher
+ * for a whole pass, as at the interval (not under a journal). */
+#define CACHE_CROWD_PATCHES 1024
+
 /* Create a cache over dev (the caller still owns dev and destroys it after
  * cache_destroy).  No background thread runs until cache_start_flusher().
  * -EINVAL for a block size above 64 KiB. */

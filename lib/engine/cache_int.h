@@ -315,7 +315,10 @@ struct cache {
 	size_t nunholds, cunholds;
 
 	pthread_t flusher;
-	bool flusher_running, flusher_stop, flusher_kick;
+	/* flusher_full: the kick asks for a whole pass, as at the interval
+	 * (a crowded block, block_crowded()), not for rounds while memory
+	 * pressure lasts */
+	bool flusher_running, flusher_stop, flusher_kick, flusher_full;
 
 	struct cache_stats st;
 	uint64_t st_dirty_waits;
@@ -479,6 +482,7 @@ void cache_unlock(struct cache *c, bool taken);
 void ready_update(struct cache *c, struct cblock *b);
 void ready_requeue(struct cache *c, struct cblock *b);
 void block_became_dirty(struct cache *c, struct cblock *b);
+void block_crowded(struct cache *c);
 void block_became_clean(struct cache *c, struct cblock *b);
 void stats_engine(struct cache *c, int64_t delta);
 /* Take a clean, unreferenced block out of the cache. */

@@ -808,6 +808,8 @@ static void append_to_block(struct cache *c, struct cblock *b, struct patch *p)
 	b->ptail = p;
 	if (b->npatches++ == 0)
 		block_became_dirty(c, b);
+	else if (b->npatches == CACHE_CROWD_PATCHES)
+		block_crowded(c);
 }
 
 /* Whether every patch of ds is on b and in every write of it: then so is

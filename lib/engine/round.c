@@ -1097,8 +1097,9 @@ static void *flusher_main(void *arg)
 
 			pthread_cond_timedwait(&c->flush_cond, &c->lock, &ts);
 		}
-		pressed = c->flusher_kick;
+		pressed = c->flusher_kick && !c->flusher_full;
 		c->flusher_kick = false;
+		c->flusher_full = false;
 		/* Write everything writable, including what becomes
 		 * writable as rounds commit; woken by memory pressure, only
 		 * while it lasts (flush_pressed()). */
@@ -1130,6 +1131,7 @@ int cache_start_flusher(struct cache *c)
 		goto out;
 	c->flusher_stop = false;
 	c->flusher_kick = false;
+	c->flusher_full = false;
 	err = -pthread_create(&c->flusher, NULL, flusher_main, c);
 	if (!err)
 		c->flusher_running = true;

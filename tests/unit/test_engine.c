@@ -1147,6 +1147,53 @@ static void test_flusher_interval(void **state)
 	env_close(&e);
 }
 
+/* A block that gathers CACHE_CROWD_PATCHES patches wakes the flusher for a whole
+ * pass, without waiting for the interval (an hour here): each change of a
+ * block looks at its patches, so a loop that piles changes on one block
+ * between two flushes took time that grew with the square of its length.
+ * The patches here wait for holds of their own, so none merges and none
+ * can go; the pass writes what can, the lone patch of another block. */
+static void test_crowded_block_wakes_flusher(void **state)
+{
+	struct cache_opts o = {.flush_interval_ms = 3600000};
+	struct patch *held[CACHE_CROWD_PATCHES], *q[CACHE_CROWD_PATCHES], *p;
+	struct cblock *b, *other;
+	struct env e;
+	int i;
+
+	env_open(&e, &o);
+	assert_int_equal(cache_start_flusher(e.c), 0);
+	other = get(&e, 9);
+	b = get(&e, 1);
+	p = put_byte(&e, other, 0, 3, 1, NULL, 0);
+	for (i = 0; i < CACHE_CROWD_PATCHES - 1; i++) {
+		assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &held[i]), 0);
+		q[i] = put_byte(&e, b, (uint32_t)i % BS, (uint8_t)i, 1, &held[i], 1);
+	}
+	usleep(200000);
+	assert_false(patch_committed(p)); /* one short: no pass yet */
+	assert_int_equal(patch_create_empty_held(e.c, NULL, 0, &held[i]), 0);
+	q[i] = put_byte(&e, b, (uint32_t)i % BS, (uint8_t)i, 1, &held[i], 1);
+	assert_ptr_not_equal(q[i], q[i - 1]);
+	for (int t = 0; t < 3000 && !patch_committed(p); t++)
+		usleep(10000);
+	assert_true(patch_committed(p));
+	assert_false(patch_committed(q[0]));
+	cache_stop_flusher(e.c);
+	for (i = 0; i < CACHE_CROWD_PATCHES; i++)
+		patch_unhold(e.c, held[i]);
+	assert_int_equal(cache_sync(e.c), 0);
+	assert_device_equals_cache(&e);
+	for (i = 0; i < CACHE_CROWD_PATCHES; i++) {
+		patch_release(e.c, held[i]);
+		patch_release(e.c, q[i]);
+	}
+	patch_release(e.c, p);
+	cache_put(e.c, b);
+	cache_put(e.c, other);
+	env_close(&e);
+}
+
 /* Under memory pressure the flusher lets writable blocks gather instead of
  * writing each few as they appear: with more than half the dirty limit
  * dirty but fewer than a quarter of it writable, no round starts (the
@@ -2372,6 +2419,7 @@ int main(void)
 	    cmocka_unit_test(test_dirty_limit),
 	    cmocka_unit_test(test_dirty_limit_failing_device),
 	    cmocka_unit_test(test_flusher_interval),
+	    cmocka_unit_test(test_crowded_block_wakes_flusher),
 	    cmocka_unit_test(test_pressure_rounds_gather),
 	    cmocka_unit_test(test_failed_rounds_back_off),
 	    cmocka_unit_test(test_scope_hooks),
