@@ -1142,6 +1142,85 @@ int e2_dir_move_in_block(struct e2fs *fs, struct e2_inode *dir, const char *name
 	return dix_drop(fs, dir, dix_find(dir->dix, name, len), pblk);
 }
 
+/* Whether newname would fit in the record of the entry at pos, for
+ * e2_dir_rename_in_place (a read error says no: the rename goes the long
+ * way and meets it there). */
+bool e2_dir_fits_in_place(struct e2fs *fs, struct e2_inode *dir, uint32_t pos, size_t newlen)
+{
+	struct cblock *b;
+	struct dent de;
+	uint32_t pblk, prev;
+
+	if (entry_at(fs, dir, pos, &b, &pblk, &de, &prev))
+		return false;
+	cache_put(fs->c, b);
+	return de.rec >= REC_LEN(newlen);
+}
+
+/* Rename to a name the directory does not hold, in place: the entry of
+ * name takes newname in its own record, in one patch (the caller checked
+ * e2_dir_fits_in_place()).  A block write is atomic, so the disk holds
+ * the old name or the new one, never both, and the inode's count need not
+ * be raised around them (as e2_dir_move_in_block()).  Otherwise the new
+ * name waits for the raised count, the old one goes after the new, and
+ * the count comes down after that: the directory and the inode take turns,
+ * three rounds for `mv a b`.  The patch counts as the removal of the old
+ * name: a new entry of that name waits for it. */
+int e2_dir_rename_in_place(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
+			   const char *newname, size_t newlen, uint32_t ino, mode_t mode,
+			   struct e2_deps *deps, struct patch **out)
+{
+	uint8_t buf[EXT2_MIN_BLOCK_SIZE * 64];
+	struct e2_dname **pp;
+	struct cblock *b;
+	struct dent de;
+	uint32_t pblk, prev, pos, off;
+	int r;
+
+	r = dix_lookup(fs, dir, name, len, &pp);
+	if (!r)
+		r = rmname_deps(dir, newname, newlen, deps);
+	if (r)
+		return r;
+	pos = (*pp)->pos;
+	r = entry_to_change(fs, dir, pos, deps, &b, &pblk, &de, &prev);
+	if (r)
+		return r;
+	if (de.rec < REC_LEN(newlen)) {
+		cache_put(fs->c, b);
+		return e2_err(fs, -EIO, "directory %u: no room for a name in place at %u",
+			      dir->ino, pos);
+	}
+	off = pos % fs->bs;
+	memcpy(buf, cblock_data(b), fs->bs);
+	buf[off + 6] = (uint8_t)newlen;
+	buf[off + 7] = fs->filetype ? e2_ftype(mode) : 0;
+	memcpy(buf + off + 8, newname, newlen);
+	r = patch_create_byte(fs->c, b, off + 6, (uint32_t)(2 + newlen), buf + off + 6,
+			      deps ? deps->p : NULL, deps ? deps->n : 0, fs->scope, out);
+	cache_put(fs->c, b);
+	if (!r && out && *out) {
+		r = e2_pset_add(fs, &dir->rmset, *out);
+		if (!r)
+			r = rmname_add(fs, dir, name, len, *out);
+	}
+	if (r)
+		return r;
+	/* the index: the old name out, the new one at its place */
+	pp = dix_find(dir->dix, name, len);
+	if (pp) {
+		struct e2_dname *dn = *pp;
+
+		*pp = dn->next;
+		free(dn);
+		dir->dix->count--;
+	}
+	r = dix_insert(dir->dix, newname, newlen, pos, ino, e2_ftype(mode));
+	if (!r)
+		r = room_update(fs, dir, pos / fs->bs, pblk);
+	return r;
+}
+
 /* The ".." entry: the second entry of the first block. */
 static int dotdot(struct e2fs *fs, struct e2_inode *dir, struct cblock **bp, uint32_t *off)
 {

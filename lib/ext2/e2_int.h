@@ -540,6 +540,10 @@ int e2_dir_retarget(struct e2fs *fs, struct e2_inode *dir, const char *name, siz
 int e2_dir_move_in_block(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
 			 const char *newname, size_t newlen, uint32_t ino, mode_t mode,
 			 struct e2_deps *deps, struct patch **out);
+bool e2_dir_fits_in_place(struct e2fs *fs, struct e2_inode *dir, uint32_t pos, size_t newlen);
+int e2_dir_rename_in_place(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
+			   const char *newname, size_t newlen, uint32_t ino, mode_t mode,
+			   struct e2_deps *deps, struct patch **out);
 int e2_dir_set_dotdot(struct e2fs *fs, struct e2_inode *dir, uint32_t parent, struct e2_deps *deps,
 		      struct patch **out);
 int e2_dir_get_dotdot(struct e2fs *fs, struct e2_inode *dir, uint32_t *parent);

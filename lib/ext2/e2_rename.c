@@ -159,7 +159,7 @@ int e2_rename(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, con
 	size_t plen = 0;
 	struct e2_dloc loc1, loc2;
 	size_t len1, len2;
-	bool sdir, tdir = false, moved, exists, oneblk;
+	bool sdir, tdir = false, moved, exists, oneblk, inplace;
 	int r;
 
 	if (fs->ro)
@@ -245,6 +245,10 @@ int e2_rename(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, con
 	}
 	oneblk = exists && !moved && !sdir && !(flags & E2_RENAME_EXCHANGE) &&
 		 loc1.pos / fs->bs == loc2.pos / fs->bs;
+	/* To a new name in the same directory, in the old entry's record
+	 * when the name fits: one patch as well (e2_dir_rename_in_place). */
+	inplace = !exists && !moved && !sdir && fs->opts.consistency != CONSISTENCY_NONE &&
+		  e2_dir_fits_in_place(fs, p1, loc1.pos, len2);
 	/* Read every block this rename changes before the first change: a
 	 * read error half way would leave, say, a directory under two names
 	 * with no crash at all. */
@@ -309,7 +313,7 @@ int e2_rename(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, con
 		/* A file's count covers both of its names until the old one
 		 * is gone (too low would be dangerous after a crash); so does
 		 * the new parent's for a directory moved in. */
-		if (!exists && (r = e2_dir_prepare(fs, p2, len2, &linked)))
+		if (!exists && !inplace && (r = e2_dir_prepare(fs, p2, len2, &linked)))
 			goto out;
 		if (sdir && moved && (r = e2_add_links(fs, p2, +1, NULL, &l2)))
 			goto out;
@@ -320,7 +324,7 @@ int e2_rename(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, con
 		 * the file's own inode as it stands (e2_ipending_deps): the
 		 * count's patch need not cover the size, and over one block
 		 * there is none. */
-		if (!oneblk && (r = e2_add_links(fs, s, +1, NULL, &ls)))
+		if (!oneblk && !inplace && (r = e2_add_links(fs, s, +1, NULL, &ls)))
 			goto out;
 		if ((r = e2_init_deps(&d, s)) || (r = deps2(&d, linked, ls)) ||
 		    (r = e2_init_deps(&d, p2)) || (r = e2_order_deps(fs, &d)) ||
@@ -346,6 +350,9 @@ int e2_rename(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, con
 		if (oneblk)
 			r = e2_dir_move_in_block(fs, p2, name, len1, newname, len2, s->ino,
 						 e2_imode(s), &d, &n);
+		else if (inplace)
+			r = e2_dir_rename_in_place(fs, p2, name, len1, newname, len2, s->ino,
+						   e2_imode(s), &d, &n);
 		else if (exists)
 			r = e2_dir_retarget(fs, p2, newname, len2, s->ino, e2_imode(s), &d, &n);
 		else
@@ -359,12 +366,12 @@ int e2_rename(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, con
 		e2_deps_free(fs, &d);
 		/* The old entry goes once the new one and the moved
 		 * directory's new ".." are on disk. */
-		if (!oneblk &&
+		if (!oneblk && !inplace &&
 		    ((r = deps2(&d, n, dd)) || (r = e2_dir_remove(fs, p1, name, len1, &d, &rm))))
 			goto out;
 		if (sdir && moved && (r = e2_add_links_after(fs, p1, -1, dd, rm, NULL, NULL)))
 			goto out;
-		if (!oneblk && (r = e2_add_links_after(fs, s, -1, rm, NULL, NULL, NULL)))
+		if (!oneblk && !inplace && (r = e2_add_links_after(fs, s, -1, rm, NULL, NULL, NULL)))
 			goto out;
 		/* The replaced target loses its name with the retarget; a
 		 * parked one its last name after that. */

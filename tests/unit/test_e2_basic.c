@@ -1180,6 +1180,50 @@ static void test_replace_loop_rounds(void **state)
 	close_check(fs);
 }
 
+/* A rename to a new name in the same directory, when the new name fits the
+ * old entry's record, is one patch, and so one round: the inode never has
+ * both names on disk, and its count is not raised around them.  With the
+ * count raised before the new name and lowered after the old one went,
+ * the inode and the directory took turns: three rounds.  A name too long
+ * for the record goes the long way. */
+static void test_rename_new_name_one_round(void **state)
+{
+	const char *longname = "a-name-longer-than-the-record-of-the-old-one";
+	struct cache_stats a, b;
+	struct e2fs *fs;
+	struct stat st;
+	uint32_t dir, ino;
+
+	(void)state;
+	mkimg("8M", "-I 256");
+	fs = open_img();
+	dir = mk(fs, E2_ROOT_INO, "d", S_IFDIR | 0755);
+	ino = mk(fs, dir, "config.tmp", S_IFREG | 0644);
+	assert_int_equal(e2_write(fs, NULL, ino, "new contents\n", 13, 0), 13);
+	e2_forget(fs, ino, 1);
+	assert_int_equal(e2_sync(fs), 0);
+	cache_get_stats(e2_cache(fs), &a);
+	assert_int_equal(e2_rename(fs, NULL, dir, "config.tmp", dir, "config", 0), 0);
+	assert_int_equal(e2_sync(fs), 0);
+	cache_get_stats(e2_cache(fs), &b);
+	printf("# rename to a new name in place: %llu rounds\n",
+	       (unsigned long long)(b.rounds - a.rounds));
+	assert_int_equal(b.rounds - a.rounds, 1);
+	assert_int_equal(e2_lookup(fs, dir, "config", &st), 0);
+	assert_int_equal(st.st_ino, ino);
+	assert_int_equal(st.st_nlink, 1);
+	assert_int_equal(e2_lookup(fs, dir, "config.tmp", &st), -ENOENT);
+	assert_int_equal(e2_rename(fs, NULL, dir, "config", dir, longname, 0), 0);
+	assert_int_equal(e2_lookup(fs, dir, longname, &st), 0);
+	assert_int_equal(st.st_ino, ino);
+	assert_int_equal(e2_lookup(fs, dir, "config", &st), -ENOENT);
+	/* the old name again, over its own pending removal */
+	assert_int_equal(e2_rename(fs, NULL, dir, longname, dir, "config", 0), 0);
+	assert_int_equal(e2_lookup(fs, dir, "config", &st), 0);
+	assert_int_equal(st.st_ino, ino);
+	close_check(fs);
+}
+
 /* Directories spread out at the top level and stay with their parent
  * below it (the group with room from the parent's on); a removed tree's
  * levels, each of whose count waits for the clear of the level below,
@@ -1534,6 +1578,7 @@ int main(void)
 	    cmocka_unit_test(test_journal_rm_shares_inode_block_patches),
 	    cmocka_unit_test(test_new_tree_rounds),
 	    cmocka_unit_test(test_replace_loop_rounds),
+	    cmocka_unit_test(test_rename_new_name_one_round),
 	    cmocka_unit_test(test_tree_stays_in_group),
 	    cmocka_unit_test(test_journal_rm_logs_no_freed_blocks),
 	    cmocka_unit_test_teardown(test_journal_mount_write_unmount, e2t_remove_scratch),
