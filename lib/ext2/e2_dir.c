@@ -959,6 +959,18 @@ int e2_dir_remove(struct e2fs *fs, struct e2_inode *dir, const char *name, size_
 	return e2_dir_remove_at(fs, dir, name, len, deps, out, NULL);
 }
 
+/* p removes name from dir.  The directory's own clear waits for it
+ * (e2_remove_last): e2fsck does not read a deleted directory, and an entry
+ * still in it would leave its inode unattached.  A new entry of that name
+ * waits for it too (rmname_add). */
+static int removal_named(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
+			 struct patch *p)
+{
+	int r = e2_pset_add(fs, &dir->rmset, p);
+
+	return r ? r : rmname_add(fs, dir, name, len, p);
+}
+
 /* As e2_dir_remove; with posp, the entry is freed in place (inode number
  * 0, its record kept) and *posp gets its position, for e2_dir_add_avoid. */
 int e2_dir_remove_at(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
@@ -1001,13 +1013,8 @@ int e2_dir_remove_at(struct e2fs *fs, struct e2_inode *dir, const char *name, si
 				      deps ? deps->n : 0, fs->scope, out);
 	}
 	cache_put(fs->c, b);
-	/* The directory's own clear waits for its removals (e2_remove_last):
-	 * e2fsck does not read a deleted directory, and an entry still in it
-	 * would leave its inode unattached. */
 	if (!r && out && *out)
-		r = e2_pset_add(fs, &dir->rmset, *out);
-	if (!r && out)
-		r = rmname_add(fs, dir, name, len, *out);
+		r = removal_named(fs, dir, name, len, *out);
 	if (r)
 		return r;
 	return dix_drop(fs, dir, pp, pblk);
@@ -1130,9 +1137,7 @@ int e2_dir_move_in_block(struct e2fs *fs, struct e2_inode *dir, const char *name
 				   deps ? deps->p : NULL, deps ? deps->n : 0, fs->scope, out);
 	cache_put(fs->c, b);
 	if (!r && out && *out) {
-		r = e2_pset_add(fs, &dir->rmset, *out);
-		if (!r)
-			r = rmname_add(fs, dir, name, len, *out);
+		r = removal_named(fs, dir, name, len, *out);
 		e2_dir_removal_pending(fs, dir, *out);
 	}
 	if (r)
@@ -1188,8 +1193,8 @@ int e2_dir_rename_in_place(struct e2fs *fs, struct e2_inode *dir, const char *na
 		return r;
 	if (de.rec < REC_LEN(newlen)) {
 		cache_put(fs->c, b);
-		return e2_err(fs, -EIO, "directory %u: no room for a name in place at %u",
-			      dir->ino, pos);
+		return e2_err(fs, -EIO, "directory %u: no room for a name in place at %u", dir->ino,
+			      pos);
 	}
 	off = pos % fs->bs;
 	memcpy(buf, cblock_data(b), fs->bs);
@@ -1199,11 +1204,8 @@ int e2_dir_rename_in_place(struct e2fs *fs, struct e2_inode *dir, const char *na
 	r = patch_create_byte(fs->c, b, off + 6, (uint32_t)(2 + newlen), buf + off + 6,
 			      deps ? deps->p : NULL, deps ? deps->n : 0, fs->scope, out);
 	cache_put(fs->c, b);
-	if (!r && out && *out) {
-		r = e2_pset_add(fs, &dir->rmset, *out);
-		if (!r)
-			r = rmname_add(fs, dir, name, len, *out);
-	}
+	if (!r && out && *out)
+		r = removal_named(fs, dir, name, len, *out);
 	if (r)
 		return r;
 	/* the index: the old name out, the new one at its place */

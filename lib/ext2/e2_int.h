@@ -102,7 +102,7 @@ struct e2_inode {
 				* waits for the old one to go (e2_dir.c) */
 		uint32_t hash;
 		struct patch *rm;
-	} *rmnames;
+	} * rmnames;
 	size_t nrmnames, caprmnames;
 	struct patch *tailz;   /* zeroing of the tail past a shrunk size: any
 				* later size increase must wait for it */
@@ -223,7 +223,7 @@ struct e2fs {
 	struct e2_parked {
 		uint32_t pos;
 		struct patch *rm;
-	} *parked;
+	} * parked;
 	size_t nparked, capparked;
 	uint32_t *parkavoid; /* their positions, for e2_dir_add_avoid() */
 	size_t capparkavoid;

@@ -371,7 +371,8 @@ int e2_rename(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, con
 			goto out;
 		if (sdir && moved && (r = e2_add_links_after(fs, p1, -1, dd, rm, NULL, NULL)))
 			goto out;
-		if (!oneblk && !inplace && (r = e2_add_links_after(fs, s, -1, rm, NULL, NULL, NULL)))
+		if (!oneblk && !inplace &&
+		    (r = e2_add_links_after(fs, s, -1, rm, NULL, NULL, NULL)))
 			goto out;
 		/* The replaced target loses its name with the retarget; a
 		 * parked one its last name after that. */

@@ -863,9 +863,9 @@ static void test_atomic_replace(void **state)
  * befores its entry waited for (ext2/e2_gate.c); the log record came
  * after the entry, and the second half must still wait for it. */
 #define ORP_UPDATES 4
-#define ORP_H1 2000
-#define ORP_H2 2500
-#define ORP_REC 100
+#define ORP_H1	    2000
+#define ORP_H2	    2500
+#define ORP_REC	    100
 
 struct orp {
 	size_t states, bad, renames_torn, t_early, content;
@@ -1003,9 +1003,10 @@ static void orp_run(enum consistency cons, struct orp *o)
 	for (int k = 1; k <= ORP_UPDATES; k++) {
 		pgeng_op_begin(e, &op, &g, 1, ch);
 		if (k > 1)
-			assert_int_equal(e2_rename(fs, &(struct e2_caller){.scope = pgeng_op_scope(&op)},
-						   E2_ROOT_INO, "t", E2_ROOT_INO, names[(k - 1) % 2], 0),
-					 0);
+			assert_int_equal(
+			    e2_rename(fs, &(struct e2_caller){.scope = pgeng_op_scope(&op)},
+				      E2_ROOT_INO, "t", E2_ROOT_INO, names[(k - 1) % 2], 0),
+			    0);
 		assert_int_equal(e2_mknod(fs, &(struct e2_caller){.scope = pgeng_op_scope(&op)},
 					  E2_ROOT_INO, "t", S_IFREG | 0644, 0, 0, 0, &st),
 				 0);
@@ -1089,8 +1090,8 @@ static void test_replace_chain_parks_apart(void **state)
 	assert_int_equal(pgeng_create(e2_cache(fs), &e), 0);
 	for (int i = 0; i < nfiles; i++) {
 		snprintf(name, sizeof(name), "f%02d", i);
-		assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st),
-				 0);
+		assert_int_equal(
+		    e2_mknod(fs, NULL, E2_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &st), 0);
 		e2_forget(fs, (uint32_t)st.st_ino, 1);
 	}
 	assert_int_equal(e2_sync(fs), 0);
