@@ -11,8 +11,6 @@
 #include "e2_int.h"
 #include "util/grow.h"
 
-#define REC_LEN(n) (((uint32_t)(n) + 8 + 3) & ~3u)
-
 struct dent {
 	uint32_t ino, rec, nlen;
 	uint8_t type;
@@ -71,7 +69,7 @@ static int parse(struct e2fs *fs, struct e2_inode *dir, uint32_t lblk, const uin
 	if (rec < 8 || rec % 4 || off + rec > fs->bs)
 		goto bad;
 	if (de->ino) {
-		if (de->nlen == 0 || de->nlen > EXT2_NAME_LEN || REC_LEN(de->nlen) > rec)
+		if (de->nlen == 0 || de->nlen > EXT2_NAME_LEN || E2_REC_LEN(de->nlen) > rec)
 			goto bad;
 		if (memchr(de->name, 0, de->nlen) || memchr(de->name, '/', de->nlen))
 			return e2_err(fs, -EIO,
@@ -187,7 +185,7 @@ static int block_room(struct e2fs *fs, struct e2_inode *dir, uint32_t lblk, cons
 		r = parse(fs, dir, lblk, data, off, &de);
 		if (r)
 			return r;
-		fr = de.ino ? de.rec - REC_LEN(de.nlen) : de.rec;
+		fr = de.ino ? de.rec - E2_REC_LEN(de.nlen) : de.rec;
 		if (fr > best)
 			best = fr;
 	}
@@ -408,7 +406,7 @@ static int add_in_block(struct e2fs *fs, struct e2_inode *dir, uint32_t lblk, ui
 			struct e2_deps *deps, struct patch **out, uint32_t *pos,
 			const struct span *sp, size_t nsp)
 {
-	uint32_t need = REC_LEN(len), off, lo, hi, noff = 0;
+	uint32_t need = E2_REC_LEN(len), off, lo, hi, noff = 0;
 	uint8_t buf[EXT2_MIN_BLOCK_SIZE * 64];
 	struct cblock *b;
 	struct dent de;
@@ -423,21 +421,21 @@ static int add_in_block(struct e2fs *fs, struct e2_inode *dir, uint32_t lblk, ui
 		r = parse(fs, dir, lblk, cblock_data(b), off, &de);
 		if (r)
 			goto out;
-		past = off + REC_LEN(de.nlen);
+		past = off + E2_REC_LEN(de.nlen);
 		if (!de.ino && de.rec >= need) {
 			if (!hits(sp, nsp, off, off + 8 + (uint32_t)len)) {
 				noff = off;
 				break;
 			}
-			if (de.nlen && REC_LEN(de.nlen) <= de.rec &&
-			    de.rec - REC_LEN(de.nlen) >= need &&
+			if (de.nlen && E2_REC_LEN(de.nlen) <= de.rec &&
+			    de.rec - E2_REC_LEN(de.nlen) >= need &&
 			    !hits(sp, nsp, off + 4, past + 8 + (uint32_t)len)) {
 				noff = past;
 				break;
 			}
 			continue;
 		}
-		if (de.ino && de.rec - REC_LEN(de.nlen) >= need &&
+		if (de.ino && de.rec - E2_REC_LEN(de.nlen) >= need &&
 		    !hits(sp, nsp, off + 4, past + 8 + (uint32_t)len)) {
 			noff = past;
 			break;
@@ -557,7 +555,7 @@ int e2_dir_prepare(struct e2fs *fs, struct e2_inode *dir, size_t len, struct pat
 	r = dix_build(fs, dir);
 	if (r)
 		return r;
-	if (find_room(dir->dix, REC_LEN(len)) != UINT32_MAX)
+	if (find_room(dir->dix, E2_REC_LEN(len)) != UINT32_MAX)
 		return 0;
 	return dir_append(fs, dir, linked);
 }
@@ -666,7 +664,7 @@ static int dir_add(struct e2fs *fs, struct e2_inode *dir, const char *name, size
 		   const uint32_t *avoid, size_t navoid, const struct pending *rm, size_t nrm,
 		   bool fresh)
 {
-	uint32_t need = REC_LEN(len), lblk, first, pblk, pos;
+	uint32_t need = E2_REC_LEN(len), lblk, first, pblk, pos;
 	uint8_t ftype = e2_ftype(mode);
 	struct patch *linked = NULL;
 	struct span *sp = NULL;
@@ -941,15 +939,18 @@ static uint16_t merged_rec_len(struct e2fs *fs, struct e2_inode *dir, const uint
 	return htole16((uint16_t)(rec == 65536 ? 65535 : rec));
 }
 
-int e2_dir_preread(struct e2fs *fs, struct e2_inode *dir, uint32_t pos)
+int e2_dir_preread(struct e2fs *fs, struct e2_inode *dir, uint32_t pos, uint32_t *rec)
 {
 	struct cblock *b;
 	struct dent de;
 	uint32_t pblk, prev;
 	int r = entry_at(fs, dir, pos, &b, &pblk, &de, &prev);
 
-	if (!r)
+	if (!r) {
 		cache_put(fs->c, b);
+		if (rec)
+			*rec = de.rec;
+	}
 	return r;
 }
 
@@ -1147,24 +1148,9 @@ int e2_dir_move_in_block(struct e2fs *fs, struct e2_inode *dir, const char *name
 	return dix_drop(fs, dir, dix_find(dir->dix, name, len), pblk);
 }
 
-/* Whether newname would fit in the record of the entry at pos, for
- * e2_dir_rename_in_place (a read error says no: the rename goes the long
- * way and meets it there). */
-bool e2_dir_fits_in_place(struct e2fs *fs, struct e2_inode *dir, uint32_t pos, size_t newlen)
-{
-	struct cblock *b;
-	struct dent de;
-	uint32_t pblk, prev;
-
-	if (entry_at(fs, dir, pos, &b, &pblk, &de, &prev))
-		return false;
-	cache_put(fs->c, b);
-	return de.rec >= REC_LEN(newlen);
-}
-
 /* Rename to a name the directory does not hold, in place: the entry of
  * name takes newname in its own record, in one patch (the caller checked
- * e2_dir_fits_in_place()).  A block write is atomic, so the disk holds
+ * that it fits: e2_dir_preread()).  A block write is atomic, so the disk holds
  * the old name or the new one, never both, and the inode's count need not
  * be raised around them (as e2_dir_move_in_block()).  Otherwise the new
  * name waits for the raised count, the old one goes after the new, and
@@ -1191,7 +1177,7 @@ int e2_dir_rename_in_place(struct e2fs *fs, struct e2_inode *dir, const char *na
 	r = entry_to_change(fs, dir, pos, deps, &b, &pblk, &de, &prev);
 	if (r)
 		return r;
-	if (de.rec < REC_LEN(newlen)) {
+	if (de.rec < E2_REC_LEN(newlen)) {
 		cache_put(fs->c, b);
 		return e2_err(fs, -EIO, "directory %u: no room for a name in place at %u", dir->ino,
 			      pos);
@@ -1206,21 +1192,10 @@ int e2_dir_rename_in_place(struct e2fs *fs, struct e2_inode *dir, const char *na
 	cache_put(fs->c, b);
 	if (!r && out && *out)
 		r = removal_named(fs, dir, name, len, *out);
-	if (r)
-		return r;
 	/* the index: the old name out, the new one at its place */
-	pp = dix_find(dir->dix, name, len);
-	if (pp) {
-		struct e2_dname *dn = *pp;
-
-		*pp = dn->next;
-		free(dn);
-		dir->dix->count--;
-	}
-	r = dix_insert(dir->dix, newname, newlen, pos, ino, e2_ftype(mode));
 	if (!r)
-		r = room_update(fs, dir, pos / fs->bs, pblk);
-	return r;
+		r = dix_drop(fs, dir, pp, pblk);
+	return r ? r : dix_insert(dir->dix, newname, newlen, pos, ino, e2_ftype(mode));
 }
 
 /* The ".." entry: the second entry of the first block. */

@@ -157,6 +157,10 @@ struct e2_freed {
 #define E2_PARKED_MAX	 1024
 #define E2_RMPEND_SLOTS	 64
 
+/* The bytes a directory entry with a name of n bytes takes: 8 of header,
+ * then the name, rounded up to 4. */
+#define E2_REC_LEN(n) (((uint32_t)(n) + 8 + 3) & ~3u)
+
 /* rename_order=process: what the next rename or link of process (pid,
  * start) waits for. */
 struct e2_procset {
@@ -220,13 +224,9 @@ struct e2fs {
 	 * what the lost+found mke2fs makes holds: with 32, a chain of
 	 * replaces reused a place every 32 renames, a round trip between
 	 * lost+found and the directory each time. */
-	struct e2_parked {
-		uint32_t pos;
-		struct patch *rm;
-	} * parked;
-	size_t nparked, capparked;
-	uint32_t *parkavoid; /* their positions, for e2_dir_add_avoid() */
-	size_t capparkavoid;
+	uint32_t *parkpos;     /* nparked positions, for e2_dir_add_avoid() */
+	struct patch **parkrm; /* and their removals */
+	size_t nparked, cappos, caprm;
 	/* Removals of a last name (e2_remove_last) not yet on disk, with
 	 * their directory: a new name (e2_dir_add_new) is not put where one
 	 * of them wrote, or it would wait for the removal: under a workload
@@ -515,8 +515,9 @@ int e2_dir_lookup(struct e2fs *fs, struct e2_inode *dir, const char *name, size_
 int e2_dir_prepare(struct e2fs *fs, struct e2_inode *dir, size_t len, struct patch **linked);
 /* Read the block of dir's entry at pos (an operation reads what it will
  * change before its first change, so that a read error cannot stop it
- * half way).  0 or -errno. */
-int e2_dir_preread(struct e2fs *fs, struct e2_inode *dir, uint32_t pos);
+ * half way); *rec (if not NULL) gets the entry's record length.  0 or
+ * -errno. */
+int e2_dir_preread(struct e2fs *fs, struct e2_inode *dir, uint32_t pos, uint32_t *rec);
 int e2_dir_add(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len, uint32_t ino,
 	       mode_t mode, struct e2_deps *deps, struct patch **out);
 /* As e2_dir_add for the name of a new inode: not where a removal of a
@@ -540,7 +541,6 @@ int e2_dir_retarget(struct e2fs *fs, struct e2_inode *dir, const char *name, siz
 int e2_dir_move_in_block(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
 			 const char *newname, size_t newlen, uint32_t ino, mode_t mode,
 			 struct e2_deps *deps, struct patch **out);
-bool e2_dir_fits_in_place(struct e2fs *fs, struct e2_inode *dir, uint32_t pos, size_t newlen);
 int e2_dir_rename_in_place(struct e2fs *fs, struct e2_inode *dir, const char *name, size_t len,
 			   const char *newname, size_t newlen, uint32_t ino, mode_t mode,
 			   struct e2_deps *deps, struct patch **out);

@@ -50,10 +50,12 @@ static void parked_prune(struct e2fs *fs)
 	size_t k = 0;
 
 	for (size_t i = 0; i < fs->nparked; i++)
-		if (patch_committed(fs->parked[i].rm))
-			patch_release(fs->c, fs->parked[i].rm);
-		else
-			fs->parked[k++] = fs->parked[i];
+		if (patch_committed(fs->parkrm[i])) {
+			patch_release(fs->c, fs->parkrm[i]);
+		} else {
+			fs->parkpos[k] = fs->parkpos[i];
+			fs->parkrm[k++] = fs->parkrm[i];
+		}
 	fs->nparked = k;
 }
 
@@ -93,19 +95,13 @@ static int park(struct e2fs *fs, struct e2_inode *t, char *pname, size_t *plen,
 	 * where it would otherwise find it unattached: a leak either way. */
 	if (!r && !(r = e2_deps_addref(&d, lh)) && !(r = e2_deps_addref(&d, linked)) &&
 	    !(r = e2_init_deps(&d, lf))) {
-		size_t n = 0;
-
 		/* Not in the place of a parked name whose removal is still
 		 * unwritten: the removal waits for an earlier rename, and so
 		 * a chain of renames over one name would cost write rounds
-		 * in proportion to its length.  (Without memory for the list
-		 * the name goes where it fits, and may wait.) */
+		 * in proportion to its length. */
 		parked_prune(fs);
-		if (!GROW(&fs->parkavoid, &fs->capparkavoid, fs->nparked, 32))
-			for (; n < fs->nparked; n++)
-				fs->parkavoid[n] = fs->parked[n].pos;
-		r = e2_dir_add_avoid(fs, lf, pname, *plen, t->ino, e2_imode(t), &d, h,
-				     fs->parkavoid, n);
+		r = e2_dir_add_avoid(fs, lf, pname, *plen, t->ino, e2_imode(t), &d, h, fs->parkpos,
+				     fs->nparked);
 		if (r)
 			(void)e2_add_links(fs, t, -1, NULL, NULL);
 	}
@@ -133,16 +129,18 @@ static int unpark(struct e2fs *fs, struct e2_inode *lf, const char *pname, size_
 		return r;
 	parked_prune(fs);
 	if (fs->nparked == E2_PARKED_MAX) {
-		patch_release(fs->c, fs->parked[0].rm);
-		memmove(fs->parked, fs->parked + 1, (fs->nparked - 1) * sizeof(*fs->parked));
+		patch_release(fs->c, fs->parkrm[0]);
 		fs->nparked--;
+		memmove(fs->parkpos, fs->parkpos + 1, fs->nparked * sizeof(*fs->parkpos));
+		memmove(fs->parkrm, fs->parkrm + 1, fs->nparked * sizeof(*fs->parkrm));
 	}
-	if (GROW(&fs->parked, &fs->capparked, fs->nparked + 1, 32)) {
+	if (GROW(&fs->parkpos, &fs->cappos, fs->nparked + 1, 32) ||
+	    GROW(&fs->parkrm, &fs->caprm, fs->nparked + 1, 32)) {
 		patch_release(fs->c, rm);
 		return 0;
 	}
-	fs->parked[fs->nparked].pos = pos;
-	fs->parked[fs->nparked++].rm = rm;
+	fs->parkpos[fs->nparked] = pos;
+	fs->parkrm[fs->nparked++] = rm;
 	return 0;
 }
 
@@ -245,21 +243,22 @@ int e2_rename(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, con
 	}
 	oneblk = exists && !moved && !sdir && !(flags & E2_RENAME_EXCHANGE) &&
 		 loc1.pos / fs->bs == loc2.pos / fs->bs;
-	/* To a new name in the same directory, in the old entry's record
-	 * when the name fits: one patch as well (e2_dir_rename_in_place). */
-	inplace = !exists && !moved && !sdir && fs->opts.consistency != CONSISTENCY_NONE &&
-		  e2_dir_fits_in_place(fs, p1, loc1.pos, len2);
 	/* Read every block this rename changes before the first change: a
 	 * read error half way would leave, say, a directory under two names
 	 * with no crash at all. */
 	{
-		uint32_t up;
+		uint32_t up, rec1;
 
-		if ((r = e2_dir_preread(fs, p1, loc1.pos)) ||
-		    (exists && (r = e2_dir_preread(fs, p2, loc2.pos))) ||
+		if ((r = e2_dir_preread(fs, p1, loc1.pos, &rec1)) ||
+		    (exists && (r = e2_dir_preread(fs, p2, loc2.pos, NULL))) ||
 		    (sdir && moved && (r = e2_dir_get_dotdot(fs, s, &up))) ||
 		    (tdir && moved && (r = e2_dir_get_dotdot(fs, t, &up))))
 			goto out;
+		/* To a new name in the same directory, in the old entry's
+		 * record when the name fits: one patch as well
+		 * (e2_dir_rename_in_place). */
+		inplace = !exists && !moved && !sdir && fs->opts.consistency != CONSISTENCY_NONE &&
+			  rec1 >= E2_REC_LEN(len2);
 	}
 	e2_init_prune(fs, s);
 	if (t)

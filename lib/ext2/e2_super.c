@@ -558,14 +558,14 @@ static void fs_free(struct e2fs *fs)
 	if (fs->c) {
 		e2_order_destroy(fs);
 		for (size_t i = 0; i < fs->nparked; i++)
-			patch_release(fs->c, fs->parked[i].rm);
+			patch_release(fs->c, fs->parkrm[i]);
 		e2_dir_removals_free(fs);
 	}
-	free(fs->parked);
-	free(fs->parkavoid);
-	fs->parked = NULL;
-	fs->parkavoid = NULL;
-	fs->nparked = fs->capparked = fs->capparkavoid = 0;
+	free(fs->parkpos);
+	free(fs->parkrm);
+	fs->parkpos = NULL;
+	fs->parkrm = NULL;
+	fs->nparked = fs->cappos = fs->caprm = 0;
 	free(fs->rmbuf);
 	free(fs->spbuf);
 	fs->rmbuf = fs->spbuf = NULL;
