@@ -499,6 +499,9 @@ wl_mail() {
 	mail_one pg-order "$run" bash -c \
 		'cd "$2" && exec "$0" --fsync=order -- "$1" mail-move "$2" "$3" -s' \
 		"$BIN/pgrun" "$FSOPS" "$d" "$MAIL_N"
+	# The C API: each message's mark in a group after its copy's, and no
+	# order between messages (fsops mail-move -p).
+	mail_one pg-api "$run" "$FSOPS" mail-move "$d" "$MAIL_N" -p
 }
 
 # A sqlite3 insert loop: SQLITE_N rows, each its own transaction (sqlite's

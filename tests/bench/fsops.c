@@ -12,10 +12,13 @@
  *                                i mod K, numbering from FIRST (default 0)
  *   fsops mail-setup DIR N       an mbox "inbox" of 2N messages, an empty
  *                                "archive"
- *   fsops mail-move DIR N [-s]   move N messages from inbox to archive
+ *   fsops mail-move DIR N [-s|-p]
+ *                                move N messages from inbox to archive
  *                                (append, then mark the original deleted),
  *                                then expunge the inbox; -s fsyncs after
- *                                every step as a mail server does
+ *                                every step as a mail server does; -p
+ *                                orders the same steps with patchgroups
+ *                                instead (the C API, no fsync)
  *
  * Exit status: 0 done, 1 a file-system call failed, 64 usage.
  */
@@ -29,6 +32,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "fstitch/patchgroup.h"
 
 #define EX_USAGE_ 64
 
@@ -302,13 +306,35 @@ static struct msg *parse_mbox(const char *buf, size_t len, size_t *count)
 	return m;
 }
 
-static int do_mail_move(const char *dir, unsigned long n, bool sync)
+/* A new patchgroup after before (0: none), engaged.  The group, or -1. */
+static pg_t pg_begin(pg_t before)
+{
+	pg_t g = pg_create();
+
+	if (g < 0)
+		return -1;
+	if ((before && pg_depend(before, g) < 0) || pg_engage(g) < 0) {
+		pg_close(g);
+		return -1;
+	}
+	return g;
+}
+
+/* With pg, the fsyncs' order comes from patchgroups, as a mail server
+ * written for them would keep it (the article's IMAP server): each
+ * message's copy in a group of its own, its mark in a group after that
+ * one, so that no message is marked deleted before its copy is on disk;
+ * the expunge's new inbox in a group, and its rename in a group after
+ * that one and after every mark.  Messages do not wait for one another,
+ * which the fsync version, one step at a time, cannot say. */
+static int do_mail_move(const char *dir, unsigned long n, bool sync, bool pg)
 {
 	char in[4096], ar[4096], tmp[4096];
 	struct msg *m = NULL;
 	size_t len, count, moved = 0;
 	char *buf;
 	int fin = -1, far = -1, ft = -1, fd = -1, ret = 1;
+	pg_t ex = 0, a = 0, mk = 0, t = 0;
 
 	snprintf(in, sizeof(in), "%s/inbox", dir);
 	snprintf(ar, sizeof(ar), "%s/archive", dir);
@@ -331,6 +357,14 @@ static int do_mail_move(const char *dir, unsigned long n, bool sync)
 		fail("cannot open", ar);
 		goto out;
 	}
+	if (pg) {
+		pg_set_control(dir);
+		ex = pg_create();
+		if (ex < 0) {
+			fail("cannot create a patchgroup on", dir);
+			goto out;
+		}
+	}
 	/* Move every other message: the expunge then has real copying to do. */
 	for (size_t i = 0; i < count && moved < n; i += 2) {
 		if (!m[i].status) {
@@ -338,8 +372,16 @@ static int do_mail_move(const char *dir, unsigned long n, bool sync)
 			fail("message without status in", in);
 			goto out;
 		}
+		if (pg && (a = pg_begin(0)) < 0) {
+			fail("cannot start the copy's patchgroup on", dir);
+			goto out;
+		}
 		if (write_all(far, buf + m[i].off, m[i].len) < 0) {
 			fail("cannot append to", ar);
+			goto out;
+		}
+		if (pg && (pg_disengage(a) < 0 || (mk = pg_begin(a)) < 0)) {
+			fail("cannot start the mark's patchgroup on", dir);
 			goto out;
 		}
 		/* The copy must be durable before the original is marked
@@ -356,6 +398,11 @@ static int do_mail_move(const char *dir, unsigned long n, bool sync)
 			fail("cannot fsync", in);
 			goto out;
 		}
+		if (pg && (pg_disengage(mk) < 0 || pg_depend(mk, ex) < 0 || pg_close(a) < 0 ||
+			   pg_close(mk) < 0)) {
+			fail("cannot order the expunge after the mark on", dir);
+			goto out;
+		}
 		buf[m[i].status] = 'D';
 		moved++;
 	}
@@ -365,6 +412,10 @@ static int do_mail_move(const char *dir, unsigned long n, bool sync)
 		goto out;
 	}
 	/* Expunge: the new inbox replaces the old one atomically. */
+	if (pg && (t = pg_begin(0)) < 0) {
+		fail("cannot start the new inbox's patchgroup on", dir);
+		goto out;
+	}
 	ft = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	if (ft < 0) {
 		fail("cannot create", tmp);
@@ -382,8 +433,16 @@ static int do_mail_move(const char *dir, unsigned long n, bool sync)
 		fail("cannot fsync", tmp);
 		goto out;
 	}
+	if (pg && (pg_disengage(t) < 0 || pg_depend(t, ex) < 0 || pg_engage(ex) < 0)) {
+		fail("cannot order the expunge on", dir);
+		goto out;
+	}
 	if (rename(tmp, in) < 0) {
 		fail("cannot rename", tmp);
+		goto out;
+	}
+	if (pg && (pg_disengage(ex) < 0 || pg_close(t) < 0 || pg_close(ex) < 0)) {
+		fail("cannot close the expunge's patchgroups on", dir);
 		goto out;
 	}
 	if (sync) {
@@ -413,7 +472,7 @@ static int usage(void)
 	fprintf(stderr,
 		"usage: %s create|stat|unlink|mail-setup DIR N\n"
 		"       %s replace DIR N [-s] [-k FILES] [-b BYTES] [-i FIRST]\n"
-		"       %s mail-move DIR N [-s]\n", prog, prog, prog);
+		"       %s mail-move DIR N [-s|-p]\n", prog, prog, prog);
 	return EX_USAGE_;
 }
 
@@ -434,7 +493,7 @@ int main(int argc, char **argv)
 {
 	unsigned long n, k = 16, bytes = 1024, first = 0;
 	const char *cmd, *dir;
-	bool sync = false;
+	bool sync = false, pg = false;
 
 	if (argc < 4)
 		return usage();
@@ -447,6 +506,8 @@ int main(int argc, char **argv)
 	for (int i = 4; i < argc; i++) {
 		if (strcmp(argv[i], "-s") == 0) {
 			sync = true;
+		} else if (strcmp(argv[i], "-p") == 0) {
+			pg = true;
 		} else if (strcmp(argv[i], "-k") == 0 && i + 1 < argc) {
 			if (!parse_num(argv[++i], &k))
 				return usage();
@@ -474,7 +535,11 @@ int main(int argc, char **argv)
 		return do_replace(dir, first, n, sync, k, bytes);
 	if (strcmp(cmd, "mail-setup") == 0)
 		return do_mail_setup(dir, n);
+	if (sync && pg)
+		return usage();
+	if (pg && strcmp(cmd, "mail-move") != 0)
+		return usage();
 	if (strcmp(cmd, "mail-move") == 0)
-		return do_mail_move(dir, n, sync);
+		return do_mail_move(dir, n, sync, pg);
 	return usage();
 }
