@@ -157,7 +157,7 @@ int e2_rename(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, con
 	size_t plen = 0;
 	struct e2_dloc loc1, loc2;
 	size_t len1, len2;
-	bool sdir, tdir = false, moved, exists, oneblk, inplace;
+	bool sdir, tdir = false, moved, exists, oneblk, inplace, onepatch;
 	int r;
 
 	if (fs->ro)
@@ -259,6 +259,9 @@ int e2_rename(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, con
 		 * (e2_dir_rename_in_place). */
 		inplace = !exists && !moved && !sdir && fs->opts.consistency != CONSISTENCY_NONE &&
 			  rec1 >= E2_REC_LEN(len2);
+		/* Either way the new name and the old one's removal are one
+		 * patch: no raised count, no separate removal. */
+		onepatch = oneblk || inplace;
 	}
 	e2_init_prune(fs, s);
 	if (t)
@@ -312,7 +315,7 @@ int e2_rename(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, con
 		/* A file's count covers both of its names until the old one
 		 * is gone (too low would be dangerous after a crash); so does
 		 * the new parent's for a directory moved in. */
-		if (!exists && !inplace && (r = e2_dir_prepare(fs, p2, len2, &linked)))
+		if (!exists && !onepatch && (r = e2_dir_prepare(fs, p2, len2, &linked)))
 			goto out;
 		if (sdir && moved && (r = e2_add_links(fs, p2, +1, NULL, &l2)))
 			goto out;
@@ -323,7 +326,7 @@ int e2_rename(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, con
 		 * the file's own inode as it stands (e2_ipending_deps): the
 		 * count's patch need not cover the size, and over one block
 		 * there is none. */
-		if (!oneblk && !inplace && (r = e2_add_links(fs, s, +1, NULL, &ls)))
+		if (!onepatch && (r = e2_add_links(fs, s, +1, NULL, &ls)))
 			goto out;
 		if ((r = e2_init_deps(&d, s)) || (r = deps2(&d, linked, ls)) ||
 		    (r = e2_init_deps(&d, p2)) || (r = e2_order_deps(fs, &d)) ||
@@ -365,13 +368,12 @@ int e2_rename(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, con
 		e2_deps_free(fs, &d);
 		/* The old entry goes once the new one and the moved
 		 * directory's new ".." are on disk. */
-		if (!oneblk && !inplace &&
+		if (!onepatch &&
 		    ((r = deps2(&d, n, dd)) || (r = e2_dir_remove(fs, p1, name, len1, &d, &rm))))
 			goto out;
 		if (sdir && moved && (r = e2_add_links_after(fs, p1, -1, dd, rm, NULL, NULL)))
 			goto out;
-		if (!oneblk && !inplace &&
-		    (r = e2_add_links_after(fs, s, -1, rm, NULL, NULL, NULL)))
+		if (!onepatch && (r = e2_add_links_after(fs, s, -1, rm, NULL, NULL, NULL)))
 			goto out;
 		/* The replaced target loses its name with the retarget; a
 		 * parked one its last name after that. */

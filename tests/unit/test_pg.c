@@ -713,12 +713,22 @@ struct arep {
 static void *arep_img;
 static size_t arep_len;
 
+/* The file system of crash state cs, read-only, or NULL when it does not
+ * mount (a bad state to every check here). */
+static struct e2fs *state_open(const struct crash_state *cs)
+{
+	struct e2_opts o = {.readonly = true, .no_flusher = true};
+	struct bdev *mem;
+	struct e2fs *fs;
+
+	assert_int_equal(bdev_mem_create(cs->block_size, 0, cs->image, cs->image_len, &mem), 0);
+	return e2_open_bdev(mem, &o, &fs) ? NULL : fs;
+}
+
 static int arep_check(const struct crash_state *cs, void *arg)
 {
 	struct arep *a = arg;
-	struct e2_opts o = {.readonly = true, .no_flusher = true};
 	static uint8_t buf[NEW_LEN + 1];
-	struct bdev *mem;
 	struct e2fs *fs;
 	struct stat st;
 	ssize_t n;
@@ -727,8 +737,8 @@ static int arep_check(const struct crash_state *cs, void *arg)
 	bool ok = true;
 
 	a->states++;
-	assert_int_equal(bdev_mem_create(cs->block_size, 0, cs->image, cs->image_len, &mem), 0);
-	if (e2_open_bdev(mem, &o, &fs) != 0) {
+	fs = state_open(cs);
+	if (!fs) {
 		a->bad++;
 		return 0;
 	}
@@ -904,16 +914,14 @@ static int orp_version(struct e2fs *fs, const char *name, bool tmp, bool *whole,
 static int orp_check(const struct crash_state *cs, void *arg)
 {
 	struct orp *o = arg;
-	struct e2_opts eo = {.readonly = true, .no_flusher = true};
-	struct bdev *mem;
 	struct e2fs *fs;
 	bool wa, wb, wt, fa, fb, ft, bad = false;
 	int va, vb, vt, m, want_a, want_b;
 	struct stat st;
 
 	o->states++;
-	assert_int_equal(bdev_mem_create(cs->block_size, 0, cs->image, cs->image_len, &mem), 0);
-	if (e2_open_bdev(mem, &eo, &fs) != 0) {
+	fs = state_open(cs);
+	if (!fs) {
 		o->bad++;
 		return 0;
 	}
@@ -1153,17 +1161,15 @@ struct mailc {
 static int mail_check(const struct crash_state *cs, void *arg)
 {
 	struct mailc *m = arg;
-	struct e2_opts o = {.readonly = true, .no_flusher = true};
 	static uint8_t arch[MAIL_CRASH_N * MAIL_MSG];
-	struct bdev *mem;
 	struct e2fs *fs;
 	struct stat sa, si;
 	ssize_t na;
 	bool ok = true;
 
 	m->states++;
-	assert_int_equal(bdev_mem_create(cs->block_size, 0, cs->image, cs->image_len, &mem), 0);
-	if (e2_open_bdev(mem, &o, &fs) != 0) {
+	fs = state_open(cs);
+	if (!fs) {
 		m->bad++;
 		return 0;
 	}
