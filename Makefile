@@ -193,7 +193,7 @@ bench: all $(BENCHES)
 
 # The other patchgroup calls are documented in pg_create(3).
 PG_MANLINKS := pg_depend pg_engage pg_disengage pg_sync pg_close pg_set_control \
-	pg_fsync_policy pg_status pg_switch pg_leave
+	pg_fsync_policy pg_order_policy pg_status pg_switch pg_leave
 
 # Every directory install makes that was not there before is listed in
 # INSTALLED_DIRS, so that uninstall removes those (once empty) and no others.

@@ -243,7 +243,7 @@ static void enter(fuse_req_t req, struct req_op *op)
 		op->who.pid = key.pid;
 		op->who.start = key.start;
 	}
-	pgsrv_enter(D.srv, tid, &op->pg);
+	op->who.group_order = pgsrv_enter(D.srv, tid, &op->pg);
 	op->who.scope = pgsrv_scope(&op->pg);
 }
 

@@ -21,7 +21,7 @@
 
 extern char **environ;
 
-enum { KEY_ID_FILE = 0x100, KEY_ID_FD, KEY_FSYNC };
+enum { KEY_ID_FILE = 0x100, KEY_ID_FD, KEY_FSYNC, KEY_ORDER };
 
 static struct {
 	pg_t group;
@@ -32,8 +32,9 @@ static struct {
 	int id_fd;
 	int sync;
 	int fsync_order; /* -1: leave as inherited */
+	int group_order; /* -1: leave as inherited */
 	char **cmd;
-} o = {.id_fd = -1, .fsync_order = -1};
+} o = {.id_fd = -1, .fsync_order = -1, .group_order = -1};
 
 static volatile pid_t child; /* read by the signal handler */
 
@@ -46,6 +47,10 @@ static const struct argp_option options[] = {
     {"fsync", KEY_FSYNC, "order|keep", 0,
      "order: an fsync inside COMMAND returns at once and orders later changes "
      "after earlier ones; keep: fsync is a real fsync (default)",
+     1},
+    {"order", KEY_ORDER, "groups|mount", 0,
+     "groups: a rename, link or longer size inside COMMAND waits only for its "
+     "file's own data and the groups; mount: as the mount's rename_order says (default)",
      1},
     {NULL, 0, NULL, 0, "Group id output:", 2},
     {"print-id", 'p', NULL, 0, "Print the group id on standard output before running COMMAND", 2},
@@ -78,6 +83,14 @@ static error_t parse(int key, char *arg, struct argp_state *state)
 			o.fsync_order = 0;
 		else
 			argp_error(state, "--fsync takes 'order' or 'keep', not '%s'", arg);
+		return 0;
+	case KEY_ORDER:
+		if (!strcmp(arg, "groups"))
+			o.group_order = 1;
+		else if (!strcmp(arg, "mount"))
+			o.group_order = 0;
+		else
+			argp_error(state, "--order takes 'groups' or 'mount', not '%s'", arg);
 		return 0;
 	case 'p':
 		o.print_id = 1;
@@ -289,6 +302,11 @@ int main(int argc, char **argv)
 	}
 	if (!created && engage_slow(&id, &created) < 0)
 		return PGRUN_EXIT_FAIL;
+	if (o.group_order >= 0 &&
+	    pg_order_policy(o.group_order ? PG_ORDER_GROUPS : PG_ORDER_MOUNT) < 0) {
+		pgcli_error(errno, id, "cannot set the order policy");
+		goto fail;
+	}
 	if (tell_id(id) < 0)
 		goto fail;
 	/* Children that daemonise are reparented to us, not to init: they

@@ -10,7 +10,7 @@ _pgrun()
 	local i
 	for ((i = 1; i < cword; i++)); do
 		case ${words[i]} in
-		-g | -a | -C | --group | --after | --directory | --id-file | --id-fd | --fsync)
+		-g | -a | -C | --group | --after | --directory | --id-file | --id-fd | --fsync | --order)
 			((i++))
 			;;
 		--)
@@ -30,6 +30,10 @@ _pgrun()
 		COMPREPLY=($(compgen -W 'order keep' -- "$cur"))
 		return
 		;;
+	--order)
+		COMPREPLY=($(compgen -W 'groups mount' -- "$cur"))
+		return
+		;;
 	-C | --directory)
 		_filedir -d
 		return
@@ -46,7 +50,7 @@ _pgrun()
 
 	case $cur in
 	-*)
-		COMPREPLY=($(compgen -W '--group= --after= --sync --fsync= --print-id
+		COMPREPLY=($(compgen -W '--group= --after= --sync --fsync= --order= --print-id
 			--id-file= --id-fd= --directory= --help --usage --version' -- "$cur"))
 		[[ ${COMPREPLY-} == *= ]] && compopt -o nospace
 		return

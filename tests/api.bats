@@ -25,10 +25,10 @@ header_functions() {
 	sed -n 's/^\(pg_t\|int\) \(pg_[a-z_]*\)(.*/\2/p' "$HDR" | sort
 }
 
-@test "the header declares the eleven patchgroup calls" {
+@test "the header declares the twelve patchgroup calls" {
 	run header_functions
 	assert_success
-	assert_equal "$(echo "$output" | wc -l)" 11
+	assert_equal "$(echo "$output" | wc -l)" 12
 	assert_line pg_create
 	assert_line pg_status
 }

@@ -172,7 +172,7 @@ tab() {
 	assert_output "line: fstitch-mount LABEL=$label "
 }
 
-@test "TAB after --block-size=, --uuid=, --fsync= and --directory= offers their values" {
+@test "TAB after --block-size=, --uuid=, --fsync=, --order= and --directory= offers their values" {
 	staged
 	run -0 tab 'fstitch-mkfs --block-size='
 	assert_output - <<-EOF
@@ -198,6 +198,14 @@ tab() {
 	# after --fsync=order comes COMMAND, completed as a command
 	run -0 tab 'pgrun --fsync=order debugf'
 	assert_output 'line: pgrun --fsync=order debugfs '
+	run -0 tab 'pgrun --order='
+	assert_output - <<-EOF
+		line: pgrun --order=
+		candidate: groups
+		candidate: mount
+	EOF
+	run -0 tab 'pgrun --order=groups debugf'
+	assert_output 'line: pgrun --order=groups debugfs '
 	mkdir -p "$SCRATCH/only/sub"
 	for c in pgsync pgclose pgcreate pgdepend fstitch-stat; do
 		run -0 tab "$c --directory=$SCRATCH/only/s"

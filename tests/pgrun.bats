@@ -72,6 +72,8 @@ wait_field() {
 	run -5 "$PGRUN" -- ./noshebang
 	run -64 "$PGRUN"
 	run -64 "$PGRUN" --fsync=maybe true
+	run -64 --separate-stderr "$PGRUN" --order=all true
+	assert_equal "${stderr_lines[0]}" "pgrun: --order takes 'groups' or 'mount', not 'all'"
 	run -64 "$PGRUN" --after x true
 	run -0 "$PGRUN" --help
 	assert_output --partial "Exit status"
@@ -370,15 +372,21 @@ f_old_or_new() {
 	return $rc
 }
 
-# atomic_replace_run [fstitch-mount options]: old f made durable first, then
-# the two-group replace under a recording daemon.
+# atomic_replace_run [--order=groups] [fstitch-mount options]: old f made
+# durable first, then the two-group replace under a recording daemon (with
+# --order=groups, both pgruns are given it).
 atomic_replace_run() {
+	local order=()
+	if [ "${1:-}" = --order=groups ]; then
+		order=("$1")
+		shift
+	fi
 	head -c 20000 /dev/urandom | base64 >"$SCRATCH/old"
 	head -c 30000 /dev/urandom | base64 >"$SCRATCH/new"
 	cp "$SCRATCH/old" f
 	record_start "$@"
-	a=$("$PGRUN" --print-id -- sh -c "cat '$SCRATCH/new' >f.tmp")
-	"$PGRUN" --after "$a" -- mv f.tmp f
+	a=$("$PGRUN" "${order[@]}" --print-id -- sh -c "cat '$SCRATCH/new' >f.tmp")
+	"$PGRUN" "${order[@]}" --after "$a" -- mv f.tmp f
 	run cat f
 	assert_output "$(cat "$SCRATCH/new")"
 	crash_states f_old_or_new
@@ -395,6 +403,17 @@ atomic_replace_run() {
 	assert [ "$BAD" -gt 0 ]
 }
 
+@test "crash states: the replace under pgrun --order=groups still leaves f old or new" {
+	crash_summary "atomic replace, --order=groups" atomic_replace_run --order=groups
+	assert_states_ok 3
+}
+
+@test "crash states: with consistency=none the replace under --order=groups breaks f" {
+	crash_summary "atomic replace, --order=groups, consistency=none" \
+		atomic_replace_run --order=groups -o consistency=none
+	assert [ "$BAD" -gt 0 ]
+}
+
 # The check run in every state of gated_write_run: once t shows its data,
 # the rename that came before the write (d/x.tmp over d/x) shows too.
 t_data_after_rename() {
@@ -406,20 +425,24 @@ t_data_after_rename() {
 	! debugfs -R "stat /d/x.tmp" "$FSTITCH_IMAGE" 2>&1 | grep -q '^Inode:'
 }
 
-# gated_write_run [--no-group] [fstitch-mount options]: in one group, make
-# t, rename d/x.tmp over d/x in another directory, then write t, under a
-# recording daemon.  The group orders nothing among the three;
-# rename_order=all orders the write after the rename, and t's write must
-# keep that wait though its entry (made before the rename) lets it leave
-# out the group's own (fstitch(7), Patchgroups).  With --no-group, in no
-# group but after an fsync, when a new file's entry waits for the
-# rename_order set in its size's place.
+# gated_write_run [--no-group | --order=groups] [fstitch-mount options]: in
+# one group, make t, rename d/x.tmp over d/x in another directory, then
+# write t, under a recording daemon.  The group orders nothing among the
+# three; rename_order=all orders the write after the rename, and t's write
+# must keep that wait though its entry (made before the rename) lets it
+# leave out the group's own (fstitch(7), Patchgroups).  With --no-group, in
+# no group but after an fsync, when a new file's entry waits for the
+# rename_order set in its size's place.  With --order=groups, pgrun's
+# option, which takes that wait away.
 gated_write_run() {
 	local pgrun=("$PGRUN" --) pre=
 	if [ "${1:-}" = --no-group ]; then
 		shift
 		pgrun=()
 		pre='sync d/x; '
+	elif [ "${1:-}" = --order=groups ]; then
+		pgrun=("$PGRUN" "$1" --)
+		shift
 	fi
 	mkdir d
 	echo old >d/x
@@ -437,6 +460,11 @@ gated_write_run() {
 @test "crash states: after an fsync a new file's write still waits for an earlier rename" {
 	crash_summary "write after a rename, no group" gated_write_run --no-group
 	assert_states_ok 3
+}
+
+@test "crash states: under pgrun --order=groups the write may go ahead of the rename" {
+	crash_summary "write after a rename, --order=groups" gated_write_run --order=groups
+	assert [ "$BAD" -gt 0 ]
 }
 
 @test "crash states: with consistency=none the write is caught ahead of the rename" {

@@ -158,6 +158,11 @@ PG_API int pg_fsync_policy(enum pg_fsync_policy policy)
 	return ret(call(CTL_FSYNC_POLICY, policy, 0, NULL));
 }
 
+PG_API int pg_order_policy(enum pg_order_policy policy)
+{
+	return ret(call(CTL_ORDER_POLICY, policy, 0, NULL));
+}
+
 PG_API int pg_status(pg_t pg, struct pg_status *st)
 {
 	struct ctl_rep rep;

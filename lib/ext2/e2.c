@@ -21,6 +21,7 @@ void e2_lock_caller(struct e2fs *fs, const struct e2_caller *who)
 	fs->scope = who ? who->scope : NULL;
 	fs->caller_pid = who && who->pid > 0 ? who->pid : 0;
 	fs->caller_start = fs->caller_pid ? who->start : 0;
+	fs->caller_group_order = who && who->group_order;
 	e2_icache_trim(fs);
 }
 
@@ -29,6 +30,7 @@ void e2_unlock(struct e2fs *fs)
 	fs->scope = NULL;
 	fs->caller_pid = 0;
 	fs->caller_start = 0;
+	fs->caller_group_order = false;
 	pthread_mutex_unlock(&fs->lock);
 }
 

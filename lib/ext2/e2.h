@@ -83,6 +83,12 @@ struct e2_caller {
 	 * than under rename_order=all would be for it. */
 	pid_t pid;
 	uint64_t start;
+	/* The process orders its changes with its patchgroups alone
+	 * (pg_order_policy(PG_ORDER_GROUPS)): its renames, links and longer
+	 * sizes wait as under rename_order=file, whatever the mount's
+	 * rename_order.  Its writes still join the sets: under
+	 * rename_order=all other processes' renames wait for them. */
+	bool group_order;
 };
 
 /* When a read moves a file's access time (mount(8)'s atime options). */

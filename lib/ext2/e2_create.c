@@ -176,8 +176,9 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 	if ((r = e2_deps_addref(&edeps, init)) || (r = e2_deps_addref(&edeps, linked)))
 		goto out;
 	/* and, for a file that gets a gate, for what its later changes would
-	 * (e2_gate.c) */
-	ogen = fs->order_gen;
+	 * (e2_gate.c); under the caller's group order it waits for no set,
+	 * and its gate never covers one */
+	ogen = fs->caller_group_order ? UINT64_MAX : fs->order_gen;
 	if (gated && (r = e2_order_deps(fs, &edeps)))
 		goto out;
 	r = e2_dir_add_new(fs, dir, name, len, ino, ni->mode, &edeps, &ent);

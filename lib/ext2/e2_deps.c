@@ -221,8 +221,9 @@ int e2_order_deps(struct e2fs *fs, struct e2_deps *d)
 	unsigned slot;
 	int r;
 
-	if (fs->opts.rename_order != E2_RENAME_ORDER_ALL &&
-	    fs->opts.rename_order != E2_RENAME_ORDER_PROCESS)
+	if ((fs->opts.rename_order != E2_RENAME_ORDER_ALL &&
+	     fs->opts.rename_order != E2_RENAME_ORDER_PROCESS) ||
+	    fs->caller_group_order)
 		return 0;
 	r = e2_oset_deps(fs, &fs->ordset, d);
 	if (r || fs->opts.rename_order == E2_RENAME_ORDER_ALL)

@@ -206,6 +206,7 @@ struct e2fs {
 	struct e2_qscope qs; /* fs->scope while a quieter one is in force */
 	pid_t caller_pid;
 	uint64_t caller_start;
+	bool caller_group_order; /* e2_caller.group_order */
 	struct bdev *dev;
 	struct cache *c;
 	struct e2_opts opts;

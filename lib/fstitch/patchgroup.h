@@ -73,6 +73,19 @@ enum pg_fsync_policy {
  * afterwards). */
 int pg_fsync_policy(enum pg_fsync_policy policy);
 
+enum pg_order_policy {
+	PG_ORDER_MOUNT = 0,  /* renames, links and writes that make a file
+			      * longer wait as the mount's rename_order says
+			      * (the default) */
+	PG_ORDER_GROUPS = 1, /* they wait only for the renamed or written
+			      * file's own data and this process's groups:
+			      * the process orders its changes with
+			      * patchgroups and needs no more */
+};
+/* Set the calling process's order policy (inherited by children started
+ * afterwards).  A daemon older than this call fails it with EOPNOTSUPP. */
+int pg_order_policy(enum pg_order_policy policy);
+
 /* ---- several calls in one request to the daemon ------------------------ */
 
 enum pg_switch_flags {

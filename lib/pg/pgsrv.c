@@ -28,6 +28,9 @@ struct pscope {
 	bool autoclose[PG_ENGAGE_MAX];
 	uid_t closer[PG_ENGAGE_MAX];
 	bool fsync_order;
+	/* CTL_ORDER_GROUPS: the process orders its changes with its groups
+	 * alone (pgsrv_enter()).  Inherited. */
+	bool group_order;
 	struct pg_chain *chain;
 };
 
@@ -117,6 +120,7 @@ static int own_scope(struct pgsrv *srv, pid_t pid, struct pscope **out)
 			ps->g[ps->ng++] = parent->g[i];
 		}
 		ps->fsync_order = parent->fsync_order;
+		ps->group_order = parent->group_order;
 		ps->chain = parent->chain;
 		if (ps->chain)
 			pgeng_chain_retain(ps->chain);
@@ -243,6 +247,21 @@ static int do_policy(struct pgsrv *srv, const struct ctl_peer *peer, int64_t pol
 	}
 	ps->fsync_order = policy == CTL_FSYNC_ORDER;
 out:
+	pthread_mutex_unlock(&srv->lock);
+	return r;
+}
+
+static int do_order(struct pgsrv *srv, const struct ctl_peer *peer, int64_t policy)
+{
+	struct pscope *ps;
+	int r;
+
+	if (policy != CTL_ORDER_MOUNT && policy != CTL_ORDER_GROUPS)
+		return -EINVAL;
+	pthread_mutex_lock(&srv->lock);
+	r = own_scope(srv, peer->pid, &ps);
+	if (r == 0)
+		ps->group_order = policy == CTL_ORDER_GROUPS;
 	pthread_mutex_unlock(&srv->lock);
 	return r;
 }
@@ -390,6 +409,9 @@ static void handle(void *arg, const struct ctl_peer *peer, const struct ctl_req 
 	case CTL_FSYNC_POLICY:
 		r = do_policy(srv, peer, req->a);
 		break;
+	case CTL_ORDER_POLICY:
+		r = do_order(srv, peer, req->a);
+		break;
 	case CTL_STATS:
 		r = inspect_serve(srv->c, srv->eng, req, rep, pl);
 		break;
@@ -522,23 +544,27 @@ void pgsrv_request(struct pgsrv *srv, const struct ctl_peer *peer, const void *m
 	free(pl.buf);
 }
 
-void pgsrv_enter(struct pgsrv *srv, pid_t pid, struct pg_op *op)
+bool pgsrv_enter(struct pgsrv *srv, pid_t pid, struct pg_op *op)
 {
 	struct scope_key key;
 	struct pscope *ps;
+	bool own = false;
 
 	op->on = false;
 	if (!srv || pid <= 0 || scope_count(srv->scopes) == 0)
-		return;
+		return false;
 	/* The /proc walk runs without the lock; the scope it names may have
 	 * ended since, which scope_get() then reports. */
 	if (scope_resolve(srv->scopes, pid, &key) <= 0)
-		return;
+		return false;
 	pthread_mutex_lock(&srv->lock);
 	ps = scope_get(srv->scopes, key);
 	if (ps && (ps->ng || ps->chain))
 		pgeng_op_begin(srv->eng, op, ps->g, ps->ng, ps->chain);
+	if (ps)
+		own = ps->group_order;
 	pthread_mutex_unlock(&srv->lock);
+	return own;
 }
 
 struct patch_scope *pgsrv_scope(struct pg_op *op)

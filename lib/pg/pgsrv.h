@@ -42,8 +42,10 @@ void pgsrv_request(struct pgsrv *srv, const struct ctl_peer *peer, const void *m
  * and leave ends op.  leave returns -EIO if a change made meanwhile could
  * not be ordered after its groups (the engine refused an edge; should
  * never happen): the daemon should log it.  The count is also in the
- * engine's pg_summary.lost. */
-void pgsrv_enter(struct pgsrv *srv, pid_t pid, struct pg_op *op);
+ * engine's pg_summary.lost.  enter returns whether the process orders
+ * its changes with its groups alone (CTL_ORDER_GROUPS): the ext2 calls
+ * are then told so (e2_caller.group_order). */
+bool pgsrv_enter(struct pgsrv *srv, pid_t pid, struct pg_op *op);
 struct patch_scope *pgsrv_scope(struct pg_op *op);
 int pgsrv_leave(struct pgsrv *srv, struct pg_op *op);
 

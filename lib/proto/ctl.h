@@ -15,7 +15,8 @@
  *
  * Version 2 added the reply's summary.requests and CTL_SW_AUTOCLOSE; a
  * version 1 request cannot ask for the flag (EINVAL, as a version 1
- * daemon answers).
+ * daemon answers).  CTL_ORDER_POLICY came later in version 2: a daemon
+ * older than it answers EOPNOTSUPP, as to any request it does not know.
  *
  * Who is asking comes from the kernel (SO_PEERCRED: uid, gid and the pid of
  * the process that connected), never from the message.  A client that forks
@@ -58,12 +59,21 @@ enum ctl_op {
 			   * none created).  Several calls in one round trip
 			   * (added late in version 1: a daemon older than it
 			   * answers EOPNOTSUPP). */
+	CTL_ORDER_POLICY, /* a: enum ctl_order, for the calling process (added
+			   * late in version 2: an older daemon answers
+			   * EOPNOTSUPP) */
 	CTL_OP_MAX
 };
 
 enum ctl_fsync {
 	CTL_FSYNC_KEEP = 0,  /* fsync is a real fsync */
 	CTL_FSYNC_ORDER = 1, /* fsync is an ordering point */
+};
+
+enum ctl_order {
+	CTL_ORDER_MOUNT = 0,  /* the mount's rename_order */
+	CTL_ORDER_GROUPS = 1, /* the caller's patchgroups alone (and
+			       * rename_order=file) */
 };
 
 /* CTL_SWITCH, in this order: disengage a from the caller and close it

@@ -79,7 +79,7 @@ static void fs_change(struct e2fs *fs, struct pgsrv *srv, unsigned what, unsigne
 
 	snprintf(name, sizeof(name), "f%u", which & 3);
 	memset(buf, (int)which, sizeof(buf));
-	pgsrv_enter(srv, getpid(), &op);
+	who.group_order = pgsrv_enter(srv, getpid(), &op);
 	who.scope = pgsrv_scope(&op);
 	if (e2_lookup(fs, E2_ROOT_INO, name, &st) == 0) {
 		ino = (uint32_t)st.st_ino;

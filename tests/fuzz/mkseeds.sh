@@ -60,7 +60,7 @@ python3 - tests/fuzz/corpus/control <<'PY'
 import os, struct, sys
 out = sys.argv[1]
 os.makedirs(out, exist_ok=True)
-HELLO, CREATE, DEPEND, ENGAGE, DISENGAGE, SYNC, CLOSE, INFO, POLICY, SUMMARY, NEXT, STATS, SWITCH = range(1, 14)
+HELLO, CREATE, DEPEND, ENGAGE, DISENGAGE, SYNC, CLOSE, INFO, POLICY, SUMMARY, NEXT, STATS, SWITCH, ORDER = range(1, 15)
 def short(op, a=0, b=0, pid=0, uid=0):
     return bytes([0x40 | uid << 2 | pid, op, a & 255, b & 255])
 def fs(what, which, pid=0):
@@ -92,6 +92,8 @@ seeds = {
         + raw(req(DISENGAGE, 2)) + raw(req(INFO, 2), pid=1) + short(SUMMARY),
     'stats': short(CREATE) + short(ENGAGE, 1) + fs(0, 1) + short(STATS, 0, 0)
         + short(STATS, 1, 0) + short(STATS, 2, 1) + short(STATS, 3, 5) + short(STATS, 4, 0),
+    'group-order': short(ORDER, 1) + short(CREATE) + short(ENGAGE, 1) + fs(0, 1) + fs(3, 1)
+        + fs(0, 5) + short(ORDER, 2) + short(ORDER, 0) + fs(0, 9) + short(CLOSE, 1) + fs(6, 0),
     'unlink-rename': short(CREATE) + short(ENGAGE, 1) + fs(0, 1) + fs(0, 2) + fs(3, 2)
         + fs(2, 1) + fs(2, 0) + short(CLOSE, 1) + fs(6, 0),
 }

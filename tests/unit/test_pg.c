@@ -1150,7 +1150,9 @@ static void test_replace_chain_parks_apart(void **state)
  * after that one, as a mail server written for patchgroups does: a crash
  * must never show a mark without its whole copy.  (The groups order no
  * message after another, but rename_order=all still orders each copy's
- * size after the earlier marks: 60 moves take 121 rounds.) */
+ * size after the earlier marks: 60 moves take 121 rounds.  A caller with
+ * the order policy PG_ORDER_GROUPS, e2_caller.group_order, leaves that
+ * out: a handful of rounds.) */
 #define MAIL_MSG     300
 #define MAIL_CRASH_N 5
 
@@ -1198,7 +1200,7 @@ static int mail_check(const struct crash_state *cs, void *arg)
 
 /* Move n messages; with m, check every crash state of the moves.  Returns
  * the rounds the final sync took. */
-static uint64_t mail_run(enum consistency cons, int n, struct mailc *m)
+static uint64_t mail_run(enum consistency cons, int n, bool own, struct mailc *m)
 {
 	struct e2_opts o = {.consistency = cons, .no_flusher = true, .clock = e2t_fixed_clock};
 	struct crash_opts co = {.max_exhaustive = 10, .samples = 64, .seed = 17};
@@ -1236,19 +1238,22 @@ static uint64_t mail_run(enum consistency cons, int n, struct mailc *m)
 		assert_int_equal(pgeng_group_create(e, 0, &ia), 0);
 		assert_int_equal(pgeng_engage(e, ia, 0, &g), 0);
 		pgeng_op_begin(e, &op, &g, 1, NULL);
-		assert_int_equal(e2_write(fs, &(struct e2_caller){.scope = pgeng_op_scope(&op)},
-					  (uint32_t)sa.st_ino, msg, MAIL_MSG,
-					  (uint64_t)i * MAIL_MSG),
-				 MAIL_MSG);
+		assert_int_equal(
+		    e2_write(fs,
+			     &(struct e2_caller){.scope = pgeng_op_scope(&op), .group_order = own},
+			     (uint32_t)sa.st_ino, msg, MAIL_MSG, (uint64_t)i * MAIL_MSG),
+		    MAIL_MSG);
 		assert_int_equal(pgeng_op_end(&op), 0);
 		pgeng_disengage(e, g);
 		assert_int_equal(pgeng_group_create(e, 0, &im), 0);
 		assert_int_equal(pgeng_depend(e, ia, im, 0), 0);
 		assert_int_equal(pgeng_engage(e, im, 0, &g), 0);
 		pgeng_op_begin(e, &op, &g, 1, NULL);
-		assert_int_equal(e2_write(fs, &(struct e2_caller){.scope = pgeng_op_scope(&op)},
-					  (uint32_t)si.st_ino, "D", 1, (uint64_t)i * BS),
-				 1);
+		assert_int_equal(
+		    e2_write(fs,
+			     &(struct e2_caller){.scope = pgeng_op_scope(&op), .group_order = own},
+			     (uint32_t)si.st_ino, "D", 1, (uint64_t)i * BS),
+		    1);
 		assert_int_equal(pgeng_op_end(&op), 0);
 		pgeng_disengage(e, g);
 		assert_int_equal(pgeng_close(e, ia, 0), 0);
@@ -1276,14 +1281,40 @@ static void test_mail_groups(void **state)
 	uint64_t r;
 
 	(void)state;
-	r = mail_run(CONSISTENCY_SOFTUPDATES, MAIL_CRASH_N, &m);
+	r = mail_run(CONSISTENCY_SOFTUPDATES, MAIL_CRASH_N, false, &m);
 	printf("# mail moves in groups: %llu rounds, %zu crash states, %zu bad\n",
 	       (unsigned long long)r, m.states, m.bad);
 	assert_true(m.states > 2);
 	assert_int_equal(m.bad, 0);
-	mail_run(CONSISTENCY_NONE, MAIL_CRASH_N, &m);
+	mail_run(CONSISTENCY_NONE, MAIL_CRASH_N, false, &m);
 	printf("# mail moves, consistency=none: %zu crash states, %zu bad\n", m.states, m.bad);
 	assert_true(m.bad > 0);
+}
+
+/* The same under the order policy PG_ORDER_GROUPS: still no mark without
+ * its copy, and the moves no longer take turns between the archive's
+ * inode and the inbox (60 moves: 121 rounds without, 4 with). */
+static void test_mail_group_order(void **state)
+{
+	struct mailc m;
+	uint64_t r, mount, own;
+
+	(void)state;
+	r = mail_run(CONSISTENCY_SOFTUPDATES, MAIL_CRASH_N, true, &m);
+	printf("# mail moves in groups, group order: %llu rounds, %zu crash states, %zu bad\n",
+	       (unsigned long long)r, m.states, m.bad);
+	assert_true(m.states > 2);
+	assert_int_equal(m.bad, 0);
+	mail_run(CONSISTENCY_NONE, MAIL_CRASH_N, true, &m);
+	printf("# mail moves, group order, consistency=none: %zu crash states, %zu bad\n", m.states,
+	       m.bad);
+	assert_true(m.bad > 0);
+	mount = mail_run(CONSISTENCY_SOFTUPDATES, 60, false, NULL);
+	own = mail_run(CONSISTENCY_SOFTUPDATES, 60, true, NULL);
+	printf("# 60 mail moves: %llu rounds under rename_order=all, %llu under group order\n",
+	       (unsigned long long)mount, (unsigned long long)own);
+	assert_true(mount >= 60);
+	assert_true(own <= 8);
 }
 
 /* ---- scopes over a fake /proc ------------------------------------------ */
@@ -2042,15 +2073,35 @@ static void test_pgsrv_api(void **state)
 	assert_true(pgsrv_fsync_order(srv, tid));
 	assert_int_equal(pg_fsync_policy(PG_FSYNC_KEEP), 0);
 	assert_false(pgsrv_fsync_order(srv, tid));
+	/* the order policy reaches the ext2 calls through pgsrv_enter */
+	assert_false(pgsrv_enter(srv, tid, &op));
+	pgsrv_leave(srv, &op);
+	assert_int_equal(pg_order_policy(PG_ORDER_GROUPS), 0);
+	assert_true(pgsrv_enter(srv, tid, &op));
+	pgsrv_leave(srv, &op);
+	assert_false(pgsrv_enter(srv, 0, &op));
+	pgsrv_leave(srv, &op);
+	assert_int_equal(pg_order_policy((enum pg_order_policy)2), -1);
+	assert_int_equal(errno, EINVAL);
+	assert_true(pgsrv_enter(srv, tid, &op));
+	pgsrv_leave(srv, &op);
+	assert_int_equal(pg_order_policy(PG_ORDER_MOUNT), 0);
+	assert_false(pgsrv_enter(srv, tid, &op));
+	pgsrv_leave(srv, &op);
 
 	/* A forked child speaks for itself (the library reconnects), gets a
-	 * scope copied from ours, and its engagement ends when it exits. */
+	 * scope copied from ours, order policy included, and its engagement
+	 * ends when it exits. */
 	{
 		pg_t c = pg_create();
 		pid_t pid;
-		int wst, i;
+		int wst, i, up[2], down[2];
+		char x = 0;
 
 		assert_true(c > 0);
+		assert_int_equal(pipe(up), 0);
+		assert_int_equal(pipe(down), 0);
+		assert_int_equal(pg_order_policy(PG_ORDER_GROUPS), 0);
 		pid = fork();
 		assert_true(pid >= 0);
 		if (pid == 0) {
@@ -2061,8 +2112,24 @@ static void test_pgsrv_api(void **state)
 			/* the copy holds our group too: a now has two engagers */
 			if (pg_status(a, &cs) < 0 || cs.engaged != 2)
 				_exit(2);
+			/* wait while the parent looks at our scope */
+			if (write(up[1], "r", 1) != 1 || read(down[0], &x, 1) != 1)
+				_exit(3);
 			_exit(0);
 		}
+		assert_int_equal(read(up[0], &x, 1), 1);
+		/* the child's own scope (made by its engage) kept the policy,
+		 * which ours may now drop without touching the copy */
+		assert_int_equal(pg_order_policy(PG_ORDER_MOUNT), 0);
+		assert_false(pgsrv_enter(srv, tid, &op));
+		pgsrv_leave(srv, &op);
+		assert_true(pgsrv_enter(srv, pid, &op));
+		pgsrv_leave(srv, &op);
+		assert_int_equal(write(down[1], "g", 1), 1);
+		close(up[0]);
+		close(up[1]);
+		close(down[0]);
+		close(down[1]);
 		assert_int_equal(waitpid(pid, &wst, 0), pid);
 		assert_int_equal(wst, 0);
 		for (i = 0; i < 500; i++) {
@@ -2354,6 +2421,7 @@ int main(void)
 	    cmocka_unit_test(test_order_replace_chain),
 	    cmocka_unit_test(test_replace_chain_parks_apart),
 	    cmocka_unit_test(test_mail_groups),
+	    cmocka_unit_test(test_mail_group_order),
 	    cmocka_unit_test(test_proc_parse),
 	    cmocka_unit_test(test_scope_resolve),
 	    cmocka_unit_test(test_scope_walk_stops_at_scope),
