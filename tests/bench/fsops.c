@@ -18,7 +18,8 @@
  *                                then expunge the inbox; -s fsyncs after
  *                                every step as a mail server does; -p
  *                                orders the same steps with patchgroups
- *                                instead (the C API, no fsync)
+ *                                instead (the C API, no fsync, and the
+ *                                order policy PG_ORDER_GROUPS)
  *
  * Exit status: 0 done, 1 a file-system call failed, 64 usage.
  */
@@ -326,7 +327,9 @@ static pg_t pg_begin(pg_t before)
  * one, so that no message is marked deleted before its copy is on disk;
  * the expunge's new inbox in a group, and its rename in a group after
  * that one and after every mark.  Messages do not wait for one another,
- * which the fsync version, one step at a time, cannot say. */
+ * which the fsync version, one step at a time, cannot say, and with the
+ * order policy PG_ORDER_GROUPS no append waits for the marks before it
+ * either (rename_order=all would make it). */
 static int do_mail_move(const char *dir, unsigned long n, bool sync, bool pg)
 {
 	char in[4096], ar[4096], tmp[4096];
@@ -359,6 +362,10 @@ static int do_mail_move(const char *dir, unsigned long n, bool sync, bool pg)
 	}
 	if (pg) {
 		pg_set_control(dir);
+		if (pg_order_policy(PG_ORDER_GROUPS) < 0) {
+			fail("cannot set the order policy on", dir);
+			goto out;
+		}
 		ex = pg_create();
 		if (ex < 0) {
 			fail("cannot create a patchgroup on", dir);

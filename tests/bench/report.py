@@ -66,7 +66,8 @@ WHAT = {
     ("mail", "nosync"): "the same without fsync (not crash-safe)",
     ("mail", "pg-order"): "the fsync mail program under pgrun --fsync=order",
     ("mail", "pg-api"): "the mail program with the C API (fsops mail-move "
-    "-p): each message's mark in a group after its copy's, no fsync",
+    "-p): each message's mark in a group after its copy's, no fsync, "
+    "order policy PG_ORDER_GROUPS",
     ("sqlite", "fsync"): "sqlite3 insert loop, one transaction per row "
     "(rollback journal, synchronous=FULL)",
     ("sqlite", "nosync"): "the same with synchronous=off (not crash-safe)",
