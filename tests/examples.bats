@@ -37,7 +37,7 @@ KNOWN=(
 	pgclose.1.1
 	pgcreate.1.1
 	pgdepend.1.1 pgdepend.1.2
-	pgrun.1.1 pgrun.1.2
+	pgrun.1.1 pgrun.1.2 pgrun.1.3
 	pgsync.1.1
 )
 
@@ -667,6 +667,18 @@ PG_PRE='
 			'insert into t values(2);' >updates.sql" '
 		sqlite3 /mnt/db.sqlite "select count(*) from t; pragma integrity_check" >"$WORK/rows"'
 	assert_equal "$(cat "$WORK/rows")" "$(printf '2\nok')"
+}
+
+@test "pgrun(1) example: move messages, each copy in a group before its removal" {
+	in_ns pgrun.1.3 "$PG_PRE
+		mkdir inbox archive
+		for i in 1 2 3; do seq \$((i * 500)) >inbox/msg\$i; done" '
+		ls /mnt/inbox >"$WORK/inbox"
+		cat /mnt/archive/msg1 /mnt/archive/msg2 /mnt/archive/msg3 >"$WORK/archive"'
+	run cat "$WORK/inbox"
+	assert_output ''
+	assert_equal "$(cat "$WORK/archive")" "$( (seq 500; seq 1000; seq 1500) )"
+	assert_fsck_clean "$WORK/disk.img"
 }
 
 @test "pgsync(1) example: after pgsync the extracted files are on the image, the mount still up" {
