@@ -58,6 +58,18 @@ static const struct argp_option options[] = {
     {"id-fd", KEY_ID_FD, "N", 0, "Write the group id to file descriptor N and close it", 2},
     {0}};
 
+/* The value of an option that takes one of two words: 1 for yes, 0 for
+ * no; anything else is a usage error. */
+static int two_way(struct argp_state *state, const char *opt, const char *arg, const char *yes,
+		   const char *no)
+{
+	if (!strcmp(arg, yes))
+		return 1;
+	if (strcmp(arg, no))
+		argp_error(state, "%s takes '%s' or '%s', not '%s'", opt, yes, no, arg);
+	return 0;
+}
+
 static error_t parse(int key, char *arg, struct argp_state *state)
 {
 	pg_t id;
@@ -77,20 +89,10 @@ static error_t parse(int key, char *arg, struct argp_state *state)
 		o.sync = 1;
 		return 0;
 	case KEY_FSYNC:
-		if (!strcmp(arg, "order"))
-			o.fsync_order = 1;
-		else if (!strcmp(arg, "keep"))
-			o.fsync_order = 0;
-		else
-			argp_error(state, "--fsync takes 'order' or 'keep', not '%s'", arg);
+		o.fsync_order = two_way(state, "--fsync", arg, "order", "keep");
 		return 0;
 	case KEY_ORDER:
-		if (!strcmp(arg, "groups"))
-			o.group_order = 1;
-		else if (!strcmp(arg, "mount"))
-			o.group_order = 0;
-		else
-			argp_error(state, "--order takes 'groups' or 'mount', not '%s'", arg);
+		o.group_order = two_way(state, "--order", arg, "groups", "mount");
 		return 0;
 	case 'p':
 		o.print_id = 1;

@@ -307,20 +307,6 @@ static struct msg *parse_mbox(const char *buf, size_t len, size_t *count)
 	return m;
 }
 
-/* A new patchgroup after before (0: none), engaged.  The group, or -1. */
-static pg_t pg_begin(pg_t before)
-{
-	pg_t g = pg_create();
-
-	if (g < 0)
-		return -1;
-	if ((before && pg_depend(before, g) < 0) || pg_engage(g) < 0) {
-		pg_close(g);
-		return -1;
-	}
-	return g;
-}
-
 /* With pg, the fsyncs' order comes from patchgroups, as a mail server
  * written for them would keep it (the article's IMAP server): each
  * message's copy in a group of its own, its mark in a group after that
@@ -379,7 +365,7 @@ static int do_mail_move(const char *dir, unsigned long n, bool sync, bool pg)
 			fail("message without status in", in);
 			goto out;
 		}
-		if (pg && (a = pg_begin(0)) < 0) {
+		if (pg && (a = pg_switch(0, 0, PG_SWITCH_ENGAGE)) < 0) {
 			fail("cannot start the copy's patchgroup on", dir);
 			goto out;
 		}
@@ -387,7 +373,7 @@ static int do_mail_move(const char *dir, unsigned long n, bool sync, bool pg)
 			fail("cannot append to", ar);
 			goto out;
 		}
-		if (pg && (pg_disengage(a) < 0 || (mk = pg_begin(a)) < 0)) {
+		if (pg && (pg_disengage(a) < 0 || (mk = pg_switch(0, a, PG_SWITCH_ENGAGE)) < 0)) {
 			fail("cannot start the mark's patchgroup on", dir);
 			goto out;
 		}
@@ -419,7 +405,7 @@ static int do_mail_move(const char *dir, unsigned long n, bool sync, bool pg)
 		goto out;
 	}
 	/* Expunge: the new inbox replaces the old one atomically. */
-	if (pg && (t = pg_begin(0)) < 0) {
+	if (pg && (t = pg_switch(0, 0, PG_SWITCH_ENGAGE)) < 0) {
 		fail("cannot start the new inbox's patchgroup on", dir);
 		goto out;
 	}

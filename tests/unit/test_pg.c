@@ -713,16 +713,21 @@ struct arep {
 static void *arep_img;
 static size_t arep_len;
 
-/* The file system of crash state cs, read-only, or NULL when it does not
- * mount (a bad state to every check here). */
-static struct e2fs *state_open(const struct crash_state *cs)
+/* The file system of crash state cs, read-only, counted in *states; or
+ * NULL when it does not mount, a bad state to every check here, counted
+ * in *bad as well. */
+static struct e2fs *state_open(const struct crash_state *cs, size_t *states, size_t *bad)
 {
 	struct e2_opts o = {.readonly = true, .no_flusher = true};
 	struct bdev *mem;
 	struct e2fs *fs;
 
+	++*states;
 	assert_int_equal(bdev_mem_create(cs->block_size, 0, cs->image, cs->image_len, &mem), 0);
-	return e2_open_bdev(mem, &o, &fs) ? NULL : fs;
+	if (e2_open_bdev(mem, &o, &fs) == 0)
+		return fs;
+	++*bad;
+	return NULL;
 }
 
 static int arep_check(const struct crash_state *cs, void *arg)
@@ -736,12 +741,9 @@ static int arep_check(const struct crash_state *cs, void *arg)
 	uint8_t c;
 	bool ok = true;
 
-	a->states++;
-	fs = state_open(cs);
-	if (!fs) {
-		a->bad++;
+	fs = state_open(cs, &a->states, &a->bad);
+	if (!fs)
 		return 0;
-	}
 	if (e2_lookup(fs, E2_ROOT_INO, "f", &st) != 0) {
 		a->missing++;
 		ok = false;
@@ -919,12 +921,9 @@ static int orp_check(const struct crash_state *cs, void *arg)
 	int va, vb, vt, m, want_a, want_b;
 	struct stat st;
 
-	o->states++;
-	fs = state_open(cs);
-	if (!fs) {
-		o->bad++;
+	fs = state_open(cs, &o->states, &o->bad);
+	if (!fs)
 		return 0;
-	}
 	va = orp_version(fs, "a", false, &wa, &fa);
 	vb = orp_version(fs, "b", false, &wb, &fb);
 	vt = orp_version(fs, "t", true, &wt, &ft);
@@ -1169,12 +1168,9 @@ static int mail_check(const struct crash_state *cs, void *arg)
 	ssize_t na;
 	bool ok = true;
 
-	m->states++;
-	fs = state_open(cs);
-	if (!fs) {
-		m->bad++;
+	fs = state_open(cs, &m->states, &m->bad);
+	if (!fs)
 		return 0;
-	}
 	assert_int_equal(e2_lookup(fs, E2_ROOT_INO, "archive", &sa), 0);
 	assert_int_equal(e2_lookup(fs, E2_ROOT_INO, "inbox", &si), 0);
 	na = e2_read(fs, (uint32_t)sa.st_ino, arch, sizeof(arch), 0);
