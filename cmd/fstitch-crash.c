@@ -34,6 +34,7 @@ enum {
 	KEY_LIST,
 	KEY_SHOW,
 	KEY_RW,
+	KEY_FAIL_FAST,
 };
 
 enum sub { SUB_NONE, SUB_RUN, SUB_STATES, SUB_CHECK, SUB_IMAGE };
@@ -47,7 +48,7 @@ static struct {
 	unsigned jobs;
 	struct crash_plan_opts plan;
 	enum crash_fsck fsck;
-	bool no_mount, list, rw;
+	bool no_mount, list, rw, fail_fast;
 	size_t show;
 } A = {.jobs = 1, .plan = {.seed = 1}, .show = 5};
 
@@ -73,6 +74,8 @@ static const struct argp_option options[] = {
     {"rw", KEY_RW, NULL, 0,
      "Mount each state read-write, for a check that must write (its changes are thrown away)", 3},
     {"show", KEY_SHOW, "N", 0, "Describe the first N failed states (default 5)", 3},
+    {"fail-fast", KEY_FAIL_FAST, NULL, 0,
+     "Stop at the first state that fails (the states are taken in order)", 3},
     {0}};
 
 static const struct argp_child children[] = {{&cliopt_json_argp, 0, NULL, 4}, {0}};
@@ -151,6 +154,9 @@ static error_t parse(int key, char *arg, struct argp_state *state)
 	case KEY_RW:
 		A.rw = true;
 		return 0;
+	case KEY_FAIL_FAST:
+		A.fail_fast = true;
+		return 0;
 	case KEY_SHOW:
 		if (parse_num(arg, SIZE_MAX, &v))
 			argp_error(state, "--show takes a number, not '%s'", arg);
@@ -202,7 +208,8 @@ static const struct argp argp = {
     parse,
     "run [-o OPTS] [--image IMG | --size SIZE] [--setup CMD] --rec DIR -- COMMAND...\n"
     "states [--seed S] [--max N] [--list] DIR\n"
-    "check [--jobs N] [--seed S] [--max N] [--fsck HOW] [--no-mount | --rw] DIR -- CHECK...\n"
+    "check [--jobs N] [--seed S] [--max N] [--fsck HOW] [--no-mount | --rw] [--fail-fast] DIR -- "
+    "CHECK...\n"
     "image [--seed S] DIR N OUT",
     "Crash-test a command: record its run on an fstitch mount, then check "
     "every disk state a power failure during that run could leave.\v"
@@ -511,9 +518,10 @@ static void print_text(const struct crash_plan *p, const struct crash_result *re
 		printf("\n");
 	}
 	printf("%zu of %zu states checked (seed %" PRIu64 "), %zu failed, %zu repaired by "
-	       "e2fsck; %.1f states/s\n",
+	       "e2fsck; %.1f states/s%s\n",
 	       n, crash_plan_total(p), crash_plan_options(p).seed, failed, st->repaired,
-	       secs > 0 ? (double)n / secs : 0.0);
+	       secs > 0 ? (double)n / secs : 0.0,
+	       n < crash_plan_count(p) ? "; stopped at the first failure (--fail-fast)" : "");
 }
 
 static void print_json(const struct crash_plan *p, const struct crash_result *res, size_t n,
@@ -524,9 +532,10 @@ static void print_json(const struct crash_plan *p, const struct crash_result *re
 	printf("{\"states\": %zu, \"checked\": %zu, \"failed\": %zu, \"repaired\": %zu, "
 	       "\"seed\": %" PRIu64 ", \"jobs\": %u, \"seconds\": %.3f, "
 	       "\"states_per_second\": %.2f, \"blocks_written\": %" PRIu64
-	       ", \"full_writes\": %" PRIu64 ", \"failures\": [",
+	       ", \"full_writes\": %" PRIu64 ", \"stopped_early\": %s, \"failures\": [",
 	       crash_plan_total(p), n, failed, st->repaired, crash_plan_options(p).seed, A.jobs,
-	       secs, secs > 0 ? (double)n / secs : 0.0, st->blocks_written, st->full_writes);
+	       secs, secs > 0 ? (double)n / secs : 0.0, st->blocks_written, st->full_writes,
+	       n < crash_plan_count(p) ? "true" : "false");
 	for (i = 0; i < n; i++) {
 		const struct crash_result *r = &res[i];
 
@@ -552,6 +561,7 @@ static int do_check(void)
 	    .fsck = A.fsck,
 	    .no_mount = A.no_mount,
 	    .rw = A.rw,
+	    .fail_fast = A.fail_fast,
 	    .argv = A.cmd,
 	};
 	struct crash_check_stats st = {0};
@@ -590,9 +600,9 @@ static int do_check(void)
 	}
 	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	if (cliopt.json)
-		print_json(p, res, n, failed, &st, secs);
+		print_json(p, res, st.checked, failed, &st, secs);
 	else
-		print_text(p, res, n, failed, &st, secs);
+		print_text(p, res, st.checked, failed, &st, secs);
 	crash_results_free(res, n);
 	crash_plan_free(p);
 	if (fflush(stdout) == EOF)

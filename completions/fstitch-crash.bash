@@ -42,7 +42,7 @@ _fstitch_crash()
 	-*)
 		COMPREPLY=($(compgen -W '--options= --image= --size= --setup= --rec=
 			--seed= --max= --exhaustive= --samples= --list --jobs= --fsck=
-			--no-mount --rw --show= --json --help --usage --version' -- "$cur"))
+			--no-mount --rw --show= --fail-fast --json --help --usage --version' -- "$cur"))
 		[[ ${COMPREPLY-} == *= ]] && compopt -o nospace
 		return
 		;;

@@ -494,8 +494,9 @@ pg_teardown() {
 #   assert_crash_pass LABEL REC [check options] -- CHECK...
 #   assert_crash_fail LABEL REC [check options] -- CHECK...
 #       crash_check under bats' run, and assert that every state passed
-#       (all of them checked), or that some failed; the summary goes to
-#       the TAP output after LABEL.
+#       (all of them checked), or that one failed (checked with
+#       --fail-fast: the states up to the first that fails); the summary
+#       goes to the TAP output after LABEL.
 #   crash_final_image REC OUT
 #       Write REC's last state (every round on disk) to OUT.
 #   crash_leftover_unmount
@@ -551,9 +552,10 @@ assert_crash_pass() {
 }
 
 assert_crash_fail() {
-	local label=$1
-	shift
-	run -1 crash_check "$@"
+	local label=$1 rec=$2
+	shift 2
+	# One failed state is the proof: stop there.
+	run -1 crash_check "$rec" --fail-fast "$@"
 	assert_line --regexp '^failed states: [0-9]'
 	echo "# $label: ${lines[-1]}" >&3
 }

@@ -117,6 +117,36 @@ not_in_caller_ns() {
 		fstitch-crash image none $(( (FSTITCH_STATE + 1) % 20 )) other.img && cmp -s "$FSTITCH_IMAGE" other.img'
 }
 
+@test "check --fail-fast stops at the first failed state, having checked the states before it" {
+	record_none
+	run -0 "$CRASH" states none
+	total=${lines[0]#states }
+	# states 7 and on fail: one job checks 0 to 7 and stops
+	run -1 "$CRASH" check --fail-fast --fsck none --no-mount none -- sh -c 'test "$FSTITCH_STATE" -lt 7'
+	assert_line 'failed states: 7'
+	assert_line --regexp "^8 of $total states checked \(seed 1\), 1 failed, .*; stopped at the first failure \(--fail-fast\)\$"
+	# two jobs finish the state the other had begun, and take no more
+	run -1 "$CRASH" check --fail-fast --jobs 2 --json --fsck none --no-mount none -- \
+		sh -c 'test "$FSTITCH_STATE" -lt 7'
+	run -0 python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["stopped_early"] is True and d["checked"] in (8, 9), d
+assert [f["state"] for f in d["failures"]] in ([7], [7, 8]), d' "$output"
+	# the first state the whole check fails is the one --fail-fast finds
+	check='seq 1000 | cmp -s - config || seq 2000 | cmp -s - config'
+	run -1 "$CRASH" check none -- sh -c "$check"
+	all=$(grep '^failed states:' <<<"$output")
+	first=${all#failed states: }
+	first=${first%% *}
+	run -1 "$CRASH" check --fail-fast none -- sh -c "$check"
+	assert_line "failed states: $first"
+	assert_line --regexp "^$((first + 1)) of $total states checked"
+	# a check that passes everywhere is taken through every state
+	run -0 "$CRASH" check --fail-fast --fsck none --no-mount none -- true
+	assert_line --regexp "^$total of $total states checked \(seed 1\), 0 failed, [^;]*; [0-9.]+ states/s\$"
+}
+
 @test "the same recording, seed and limits give the same states in the same order" {
 	record_none
 	run -0 "$CRASH" states --list none

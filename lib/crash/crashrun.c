@@ -570,7 +570,7 @@ static void *work(void *arg)
 		size_t i;
 
 		pthread_mutex_lock(&c->lock);
-		i = c->err ? SIZE_MAX : c->next++;
+		i = c->err || (c->o->fail_fast && c->failed) ? SIZE_MAX : c->next++;
 		pthread_mutex_unlock(&c->lock);
 		if (i >= crash_plan_count(c->plan))
 			break;
@@ -687,9 +687,18 @@ out:
 		crash_results_free(c.res, n);
 		return r;
 	}
+	/* Every state below c.next was taken, and so checked (a worker stops
+	 * taking states only on an error or a failure). */
+	if (c.next > n)
+		c.next = n;
+	for (size_t i = c.next; i < n; i++) {
+		crash_plan_selected(plan, i, &c.res[i].st);
+		c.res[i].fsck_status = c.res[i].check_status = -1;
+	}
 	*results = c.res;
 	*failed = c.failed;
 	if (stats) {
+		stats->checked = c.next;
 		stats->blocks_written = c.blocks;
 		stats->full_writes = c.full;
 		stats->repaired = c.repaired;

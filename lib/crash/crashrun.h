@@ -86,6 +86,7 @@ struct crash_check_opts {
 	enum crash_fsck fsck;
 	bool no_mount;	   /* the check gets $FSTITCH_IMAGE only */
 	bool rw;	   /* mount read-write (the state is rebuilt after) */
+	bool fail_fast;	   /* take no new state once one has failed */
 	char *const *argv; /* the check command */
 	/* Called after each state, from any thread but never two at once. */
 	void (*progress)(size_t done, size_t failed, void *arg);
@@ -96,13 +97,18 @@ struct crash_check_stats {
 	uint64_t blocks_written; /* by the cursors rebuilding states */
 	uint64_t full_writes;	 /* whole-image writes among them */
 	size_t repaired;	 /* states e2fsck changed (exit 1) */
+	size_t checked;		 /* states checked: all, or fewer with fail_fast */
 };
 
 /* Check every selected state of plan.  Returns 0 with *results (one per
  * selected state, in order; free with crash_results_free()) and *failed,
  * or -errno with *err set.  The check runs with $FSTITCH_MNT (the
  * read-only mount, also its working directory), $FSTITCH_IMAGE (the
- * repaired image) and $FSTITCH_STATE (the state number) set. */
+ * repaired image) and $FSTITCH_STATE (the state number) set.
+ * With o->fail_fast the states are still taken in order, but none once one
+ * has failed: the states checked (stats->checked, which must then be
+ * given) are the first ones, and each later result is CRASH_OK with both
+ * statuses -1 (not run). */
 int crash_check(const struct crash_plan *plan, const struct crash_check_opts *o,
 		struct crash_result **results, size_t *failed, struct crash_check_stats *stats,
 		struct crash_err *err);
