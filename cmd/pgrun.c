@@ -174,12 +174,12 @@ static int tell_id(pg_t id)
 		}
 	}
 	if (o.id_fd >= 0) {
-		if (write_id(o.id_fd, id) < 0) {
+		/* Closed so that a reader of a pipe sees the end; a close
+		 * that fails may have lost the line. */
+		if (write_id(o.id_fd, id) < 0 || (close(o.id_fd) < 0 && errno != EINTR)) {
 			cli_error_errno(errno, "cannot write the group id to fd %d", o.id_fd);
 			return -1;
 		}
-		/* Closed so that a reader of a pipe sees the end. */
-		close(o.id_fd);
 	}
 	return 0;
 }
@@ -292,6 +292,13 @@ int main(int argc, char **argv)
 
 	if (pgcli_start(&argp, argc, argv, ARGP_IN_ORDER) < 0)
 		return PGRUN_EXIT_FAIL;
+	/* --id-fd must name an open descriptor before the library opens its
+	 * socket: a closed one would be free for the socket to take, and the
+	 * id would go to the daemon. */
+	if (o.id_fd >= 0 && fcntl(o.id_fd, F_GETFD) < 0) {
+		cli_error_errno(errno, "cannot write the group id to fd %d", o.id_fd);
+		return PGRUN_EXIT_FAIL;
+	}
 	/* The common case (a new group, at most one --after) in one request;
 	 * if it is refused, the calls one by one say why.  Without --sync
 	 * that request is all: the group is closed when pgrun exits, after

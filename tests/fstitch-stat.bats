@@ -449,6 +449,14 @@ jstates() {
 	assert_equal "$stderr" "fstitch-stat: '$SCRATCH' is not inside an fstitch mount"
 }
 
+@test "a closed standard output is an error, not written into the control socket" {
+	# The socket would get descriptor 1, and the report would go to the
+	# daemon as requests.
+	run -1 --separate-stderr sh -c 'exec "$@" >&-' _ "$STAT"
+	assert_equal "$stderr" "fstitch-stat: cannot write the output: Bad file descriptor"
+	run -0 "$STAT" -q
+}
+
 @test "-v adds why the oldest dirty block waits" {
 	workload
 	run -0 "$STAT" -v

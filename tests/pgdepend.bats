@@ -148,6 +148,17 @@ refused() {
 	run -0 "$PGCREATE" --after "$a"
 }
 
+@test "pgcreate with standard output closed says so and leaves no group behind" {
+	# The library's socket would get descriptor 1, and the id would go
+	# to the daemon instead.
+	run -1 --separate-stderr sh -c 'exec "$@" >&-' _ "$PGCREATE"
+	assert_equal "$stderr" "pgcreate: cannot print the group id: Bad file descriptor"
+	run -0 "$PGSTATUS" --summary
+	new=$(sed 's/.*last_id=\([0-9]*\).*/\1/' <<<"$output")
+	run -0 "$PGSTATUS" "$new"
+	assert_output --partial closed
+}
+
 @test "pgsync syncs a closed group, and says a missing one does not exist" {
 	# A closed group may still be synced (pgsync(1)), so the message for
 	# an unknown id must not suggest that it was refused for being closed.

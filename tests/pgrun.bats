@@ -30,6 +30,11 @@ requests() {
 	"$PGSTATUS" --summary | tr ' ' '\n' | sed -n 's/^requests=//p'
 }
 
+# last_id: the id of the newest group on the mount.
+last_id() {
+	"$PGSTATUS" --summary | tr ' ' '\n' | sed -n 's/^last_id=//p'
+}
+
 control_socket() {
 	python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.fstitch.control").decode())' "$MNT"
 }
@@ -93,6 +98,28 @@ wait_field() {
 	assert_regex "$output" '^[1-9][0-9]*$'
 	# ids are never reused
 	assert [ "$(cat "$SCRATCH/fd")" -gt "$(cat "$SCRATCH/id")" ]
+}
+
+@test "a closed standard output or --id-fd is reported, not taken by the control socket" {
+	# The library's socket would get the lowest free descriptor, and the
+	# id would go to the daemon instead.
+	run -125 --separate-stderr sh -c 'exec "$@" >&-' _ "$PGRUN" --print-id -- sh -c 'echo x >f'
+	assert_equal "$stderr" "pgrun: cannot print the group id: Bad file descriptor"
+	assert [ ! -e f ]
+	# the group it made is left and closed
+	run -0 "$PGSTATUS" "$(last_id)"
+	assert_output --regexp 'engaged=0 .*state=.*closed'
+	run -125 --separate-stderr sh -c 'exec "$@" >&-' _ "$PGRUN" --print-id --sync -- sh -c 'echo x >f'
+	assert_equal "$stderr" "pgrun: cannot print the group id: Bad file descriptor"
+	assert [ ! -e f ]
+	run -0 "$PGSTATUS" "$(last_id)"
+	assert_output --regexp 'engaged=0 .*state=.*closed'
+	# a closed --id-fd is refused before a group is made
+	last=$(last_id)
+	run -125 --separate-stderr sh -c 'exec "$@" 3>&-' _ "$PGRUN" --id-fd=3 -- touch f
+	assert_equal "$stderr" "pgrun: cannot write the group id to fd 3: Bad file descriptor"
+	assert [ ! -e f ]
+	assert_equal "$(last_id)" "$last"
 }
 
 @test "the atomic-replace chain works and pgrun closes the groups it made" {

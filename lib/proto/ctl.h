@@ -216,7 +216,9 @@ void ctl_dispatch(ctl_handler fn, void *arg, const struct ctl_peer *peer, const 
  * -ECONNRESET if where is in a mount whose daemon died (the kernel's
  * ENOTCONN), -ENAMETOOLONG, or -errno of stat/getxattr (e.g. -ENOENT). */
 int ctl_find_socket(const char *where, char *buf, size_t size);
-/* Connect to path: the fd is close-on-exec. */
+/* Connect to path: the fd is close-on-exec and never 0, 1 or 2, so that a
+ * process started with one of those closed does not write its output into
+ * the socket. */
 int ctl_connect(const char *path, int *fd);
 /* One request, one reply.  Returns 0 (rep filled, rep->err may be set),
  * -EPROTO for a reply of another version, or -errno of the transport. */

@@ -2,6 +2,7 @@
  * and one request at a time (see ctl.h).  This file and ctl.h are all of
  * the protocol that the public library (lib/api) links. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -69,6 +70,19 @@ int ctl_connect(const char *path, int *fd)
 	s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return -errno;
+	/* In a process started with standard output (or input, or error)
+	 * closed, the socket would take that descriptor, and what the
+	 * program prints would go to the daemon as requests.  Keep it above
+	 * them. */
+	if (s <= STDERR_FILENO) {
+		int moved = fcntl(s, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+
+		r = -errno;
+		close(s);
+		if (moved < 0)
+			return r;
+		s = moved;
+	}
 	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		r = -errno;
 		close(s);

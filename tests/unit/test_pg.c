@@ -5,6 +5,7 @@
  * the pid-and-start-time logic of scopes over a fake /proc.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdatomic.h>
 #include <stdarg.h>
@@ -1935,6 +1936,51 @@ static void test_ctl_threads_kept(void **state)
 	free(dir);
 }
 
+/* A process started with standard input, output and error closed: the
+ * socket must not take one of them, or what the process prints would reach
+ * the daemon as requests.  It stays close-on-exec wherever it lands. */
+static void test_ctl_connect_not_stdio(void **state)
+{
+	char *dir = e2t_tmpdir_new("pgctlstd"), path[512];
+	struct ctl_req req = {
+	    .magic = CTL_MAGIC, .version = CTL_VERSION, .op = CTL_HELLO, .a = 1, .b = 2};
+	struct ctl_server *srv;
+	struct ctl_rep rep = {0};
+	int saved[3], fd = -1, i, r, fdflags = 0, cr = -1;
+
+	(void)state;
+	assert_non_null(dir);
+	snprintf(path, sizeof(path), "%s/ctl", dir);
+	assert_int_equal(ctl_server_start(path, NULL, echo_handler, NULL, &srv), 0);
+	for (i = 0; i < 3; i++) {
+		saved[i] = fcntl(i, F_DUPFD_CLOEXEC, 10);
+		assert_true(saved[i] >= 10);
+	}
+	fflush(NULL);
+	for (i = 0; i < 3; i++)
+		close(i);
+	/* no assertion until 0, 1 and 2 are back: cmocka prints on them */
+	r = ctl_connect(path, &fd);
+	if (r == 0) {
+		fdflags = fcntl(fd, F_GETFD);
+		cr = ctl_call(fd, &req, &rep);
+	}
+	for (i = 0; i < 3; i++) {
+		dup2(saved[i], i);
+		close(saved[i]);
+	}
+	assert_int_equal(r, 0);
+	assert_true(fd > STDERR_FILENO);
+	assert_true(fdflags & FD_CLOEXEC);
+	assert_int_equal(cr, 0);
+	assert_int_equal(rep.err, 0);
+	assert_int_equal(rep.info.nchanges, 3);
+	close(fd);
+	ctl_server_stop(srv);
+	e2t_rm_rf(dir);
+	free(dir);
+}
+
 /* One HELLO on a server started with acc: the reply's error (0 or EACCES)
  * and the socket's permission bits in *mode. */
 static int hello_with(const char *path, const struct ctl_access *acc, mode_t *mode)
@@ -2430,6 +2476,7 @@ int main(void)
 	    cmocka_unit_test(test_scope_live_parent_read_once),
 	    cmocka_unit_test(test_ctl_protocol),
 	    cmocka_unit_test(test_ctl_threads_kept),
+	    cmocka_unit_test(test_ctl_connect_not_stdio),
 	    cmocka_unit_test(test_ctl_access),
 	    cmocka_unit_test(test_pgsrv_api),
 	    cmocka_unit_test(test_pgsrv_switch),
