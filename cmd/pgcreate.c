@@ -1,5 +1,6 @@
 /* pgcreate: make a new, unengaged patchgroup and print its id. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include "cli/cliopt.h"
 #include "cli/pgcli.h"
@@ -47,6 +48,9 @@ int main(int argc, char **argv)
 {
 	pg_t id;
 
+	/* A reader that has gone must make the print fail (EPIPE), so that
+	 * the group is closed again, not kill pgcreate and leave it open. */
+	signal(SIGPIPE, SIG_IGN);
 	if (pgcli_start(&argp, argc, argv, 0) < 0)
 		return CLI_EXIT_FAILURE;
 	id = pgcli_create();

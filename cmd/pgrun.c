@@ -158,7 +158,8 @@ static int write_id(int fd, pg_t id)
 	return -1;
 }
 
-static int tell_id(pg_t id)
+/* The id to each place the options name.  0, or -1 (message printed). */
+static int write_ids(pg_t id)
 {
 	int fd;
 
@@ -182,6 +183,25 @@ static int tell_id(pg_t id)
 		}
 	}
 	return 0;
+}
+
+/* write_ids with SIGPIPE ignored, so that a reader that has gone makes
+ * the write fail (EPIPE) and pgrun say so and close the group, instead of
+ * killing pgrun before the command has run.  The disposition pgrun was
+ * started with is put back before the command starts: an ignored signal
+ * would stay ignored across exec. */
+static int tell_id(pg_t id)
+{
+	struct sigaction ign = {.sa_handler = SIG_IGN}, old;
+	int r;
+
+	if (!o.print_id && !o.id_file && o.id_fd < 0)
+		return 0;
+	sigemptyset(&ign.sa_mask);
+	sigaction(SIGPIPE, &ign, &old);
+	r = write_ids(id);
+	sigaction(SIGPIPE, &old, NULL);
+	return r;
 }
 
 /* Start the command: vfork and execvp.  The child runs in pgrun's memory

@@ -21,6 +21,7 @@
 #               common_teardown)
 #   Daemons     fstitch_mount_start, fstitch_mount_stop, fstitch_mount_reap,
 #               hold_start, hold_wait, hold_release, pg_setup, pg_teardown
+#   Pipes       broken_pipe
 #   Crashes     crash_check, assert_crash_pass, assert_crash_fail,
 #               crash_final_image, crash_leftover_unmount,
 #               fsck_not_dangerous, flush_point, wait_free_inodes, and the
@@ -479,6 +480,20 @@ pg_teardown() {
 	cd /
 	common_teardown
 	fstitch_mount_reap
+}
+
+# ---------------------------------------------------------------- pipes
+# broken_pipe CMD...: run CMD with standard output a pipe whose reader has
+# already gone, as at the end of a pipeline whose reader exited first, and
+# with SIGPIPE at its default whatever bats was started with.  Exits as a
+# shell reports CMD: its status, or 128+N when signal N killed it.
+broken_pipe() {
+	python3 -c '
+import os, subprocess, sys
+r, w = os.pipe()
+os.close(r)
+st = subprocess.call(sys.argv[1:], stdout=w, restore_signals=True)
+sys.exit(128 - st if st < 0 else st)' "$@"
 }
 
 # ---------------------------------------------------------------- crash states

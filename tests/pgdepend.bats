@@ -159,6 +159,16 @@ refused() {
 	assert_output --partial closed
 }
 
+@test "pgcreate into a pipe whose reader has gone says so and leaves no group behind" {
+	# SIGPIPE would kill pgcreate before it could close the group.
+	run -1 --separate-stderr broken_pipe "$PGCREATE"
+	assert_equal "$stderr" "pgcreate: cannot print the group id: Broken pipe"
+	run -0 "$PGSTATUS" --summary
+	new=$(sed 's/.*last_id=\([0-9]*\).*/\1/' <<<"$output")
+	run -0 "$PGSTATUS" "$new"
+	assert_output --partial closed
+}
+
 @test "pgsync syncs a closed group, and says a missing one does not exist" {
 	# A closed group may still be synced (pgsync(1)), so the message for
 	# an unknown id must not suggest that it was refused for being closed.

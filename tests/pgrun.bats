@@ -122,6 +122,33 @@ wait_field() {
 	assert_equal "$(last_id)" "$last"
 }
 
+@test "a reader that has gone is reported, and the command gets pgrun's SIGPIPE" {
+	# SIGPIPE would kill pgrun (141) before the command ran, leaving the
+	# group of --sync open.
+	run -125 --separate-stderr broken_pipe "$PGRUN" --print-id -- touch f
+	assert_equal "$stderr" "pgrun: cannot print the group id: Broken pipe"
+	assert [ ! -e f ]
+	run -0 "$PGSTATUS" "$(last_id)"
+	assert_output --regexp 'engaged=0 .*state=.*closed'
+	run -125 --separate-stderr broken_pipe "$PGRUN" --print-id --sync -- touch f
+	assert_equal "$stderr" "pgrun: cannot print the group id: Broken pipe"
+	assert [ ! -e f ]
+	run -0 "$PGSTATUS" "$(last_id)"
+	assert_output --regexp 'engaged=0 .*state=.*closed'
+	run -125 --separate-stderr broken_pipe sh -c 'exec "$@" 3>&1' _ "$PGRUN" --id-fd=3 -- touch f
+	assert_equal "$stderr" "pgrun: cannot write the group id to fd 3: Broken pipe"
+	assert [ ! -e f ]
+	# The command starts with the SIGPIPE pgrun was started with: by
+	# default, yes dies of it once head has read the id and gone ...
+	run -0 env --default-signal=PIPE bash -c \
+		'"$1" --print-id -- yes | head -n 1 >/dev/null; echo "${PIPESTATUS[0]}"' _ "$PGRUN"
+	assert_output 141
+	# ... and ignored, it sees the error instead
+	run -0 env --ignore-signal=PIPE bash -c \
+		'"$1" --print-id -- yes 2>/dev/null | head -n 1 >/dev/null; echo "${PIPESTATUS[0]}"' _ "$PGRUN"
+	assert_output 1
+}
+
 @test "the atomic-replace chain works and pgrun closes the groups it made" {
 	echo old >f
 	a=$("$PGRUN" --print-id -- sh -c 'echo new >f.tmp')
