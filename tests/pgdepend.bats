@@ -205,6 +205,43 @@ refused() {
 	assert_equal "$stderr" "pgsync: cannot use '$MNT': its fstitch daemon is gone (the mount is dead)"
 }
 
+@test "a -C or FSTITCH_CONTROL that cannot be looked up is named by every command" {
+	# Its ENOENT was taken for the group's, ELOOP for a self-dependency.
+	a=$("$PGCREATE")
+	b=$("$PGCREATE")
+	no=/nonexistent/mnt
+	why="cannot use '$no': No such file or directory"
+	run -1 --separate-stderr "$PGCREATE" -C "$no"
+	assert_equal "$stderr" "pgcreate: $why"
+	assert_equal "$output" ""
+	run -1 --separate-stderr "$PGSYNC" -C "$no" "$a"
+	assert_equal "$stderr" "pgsync: $why"
+	run -1 --separate-stderr "$PGCLOSE" -C "$no" "$a"
+	assert_equal "$stderr" "pgclose: $why"
+	run -1 --separate-stderr "$PGDEPEND" -C "$no" "$a" "$b"
+	assert_equal "$stderr" "pgdepend: $why"
+	run -125 --separate-stderr "$PGRUN" -C "$no" -- touch f
+	assert_equal "$stderr" "pgrun: $why"
+	assert [ ! -e f ]
+	FSTITCH_CONTROL=$no run -1 --separate-stderr "$PGSYNC" "$a"
+	assert_equal "$stderr" "pgsync: $why"
+	FSTITCH_CONTROL=$no run -125 --separate-stderr "$PGRUN" true
+	assert_equal "$stderr" "pgrun: $why"
+	ln -s loop "$SCRATCH/loop"
+	run -1 --separate-stderr "$PGDEPEND" -C "$SCRATCH/loop" "$a" "$b"
+	assert_equal "$stderr" "pgdepend: cannot use '$SCRATCH/loop': Too many levels of symbolic links"
+	run -1 --separate-stderr "$PGSYNC" -C /dev/null/x "$a"
+	assert_equal "$stderr" "pgsync: cannot use '/dev/null/x': Not a directory"
+	# a path that exists in no mount is still said to be that
+	run -1 --separate-stderr "$PGCREATE" -C "$SCRATCH"
+	assert_equal "$stderr" "pgcreate: cannot create a group: not inside an fstitch mount (use -C DIR or FSTITCH_CONTROL)"
+	run -1 --separate-stderr "$PGSYNC" -C "$SCRATCH" "$a"
+	assert_equal "$stderr" "pgsync: cannot sync group $a: not inside an fstitch mount (use -C DIR or FSTITCH_CONTROL)"
+	# and nothing reached the mount
+	run -0 "$PGSTATUS" "$a"
+	assert_output --regexp 'befores=0 afters=0 .*state=open$'
+}
+
 @test "pgsync and pgclose name the group they could not handle" {
 	run -1 --separate-stderr "$PGSYNC" 9999
 	assert_equal "$stderr" "pgsync: cannot sync group 9999: group 9999 does not exist"

@@ -61,6 +61,13 @@ wait_field() {
 	assert_equal "$stderr" "pgrun: cannot create a group: not inside an fstitch mount (use -C DIR or FSTITCH_CONTROL)"
 	run -0 "$PGRUN" -C "$MNT" true
 	FSTITCH_CONTROL=$MNT run -0 "$PGRUN" true
+	# a path that does not exist is named, not taken for a missing group
+	run -125 --separate-stderr "$PGRUN" -C /nonexistent true
+	assert_equal "$stderr" "pgrun: cannot use '/nonexistent': No such file or directory"
+	FSTITCH_CONTROL=/nonexistent run -125 --separate-stderr "$PGRUN" --print-id -- touch f
+	assert_equal "$stderr" "pgrun: cannot use '/nonexistent': No such file or directory"
+	assert_output ""
+	assert [ ! -e f ]
 }
 
 @test "pgrun passes on the command's exit status, 128+signal, 126/127, 64" {

@@ -52,6 +52,11 @@ static int connect_now(void)
 	if (!where || !*where)
 		where = ".";
 	r = ctl_find_socket(where, path, sizeof(path));
+	/* A path that does not resolve is no mount found: to the caller
+	 * ENOENT means a missing group, and ELOOP a group made its own
+	 * before. */
+	if (r == -ENOENT || r == -ELOOP)
+		return -ENXIO;
 	if (r < 0)
 		return r;
 	r = ctl_connect(path, &fd);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "cliopt.h"
 #include "pgcli.h"
@@ -137,6 +138,34 @@ void pgcli_gone(const char *where)
 	cli_error("cannot use '%s': its fstitch daemon is gone (the mount is dead)", where);
 }
 
+/* Whether a call failed with err because the path the mount is looked up
+ * by cannot be used, e.g. -C names a directory that does not exist (the
+ * API says ENXIO, no mount found); if so, print "cannot use 'where': why",
+ * as fstitch-stat does, and return true.  The errors a path lookup shares
+ * with the daemon's refusals (ELOOP, EACCES) are the path's only if it
+ * cannot be looked up now.  Asked only after a failure, so that a call
+ * that succeeds costs no system call more. */
+static bool where_failed(int err)
+{
+	const char *where = pgcli_where();
+	struct stat st;
+
+	switch (abs(err)) {
+	case ENXIO:
+	case ENOTDIR:
+	case ELOOP:
+	case EACCES:
+	case ENAMETOOLONG:
+		break;
+	default:
+		return false;
+	}
+	if (stat(where, &st) == 0)
+		return false;
+	cli_error_errno(errno, "cannot use '%s'", where);
+	return true;
+}
+
 void pgcli_error(int err, pg_t id, const char *fmt, ...)
 {
 	char what[160], because[160];
@@ -148,6 +177,8 @@ void pgcli_error(int err, pg_t id, const char *fmt, ...)
 		pgcli_gone(pgcli_where());
 		return;
 	}
+	if (where_failed(err))
+		return;
 
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);

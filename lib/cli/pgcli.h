@@ -55,7 +55,8 @@ int pgcli_start(const struct argp *argp, int argc, char **argv, unsigned flags);
 /* Print "prog: <fmt...>: <why>", why being what the API's errno err (plus
  * or minus) means for group id, e.g. "group 9 is engaged".  For
  * ECONNRESET (the daemon is gone) it prints pgcli_gone(pgcli_where())
- * instead. */
+ * instead, and when pgcli_where() cannot be looked up (it does not exist,
+ * say) "prog: cannot use 'where': <strerror>". */
 void pgcli_error(int err, pg_t id, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* The API calls, each printing why it failed:

@@ -2415,6 +2415,35 @@ static void test_pgsrv_autoclose(void **state)
 	free(dir);
 }
 
+/* A control path that does not resolve is no mount found (ENXIO), never
+ * ENOENT or ELOOP: to the caller those mean a missing group and a group
+ * made its own before. */
+static void test_missing_control_errno(void **state)
+{
+	char *dir = e2t_tmpdir_new("nosuchctl"), path[512];
+
+	(void)state;
+	assert_non_null(dir);
+	snprintf(path, sizeof(path), "%s/nonexistent", dir);
+	assert_int_equal(pg_set_control(path), 0);
+	errno = 0;
+	assert_int_equal(pg_create(), -1);
+	assert_int_equal(errno, ENXIO);
+	errno = 0;
+	assert_int_equal(pg_sync(1), -1);
+	assert_int_equal(errno, ENXIO);
+	/* a symbolic link to itself */
+	snprintf(path, sizeof(path), "%s/loop", dir);
+	assert_int_equal(symlink(path, path), 0);
+	assert_int_equal(pg_set_control(path), 0);
+	errno = 0;
+	assert_int_equal(pg_depend(1, 2), -1);
+	assert_int_equal(errno, ENXIO);
+	pg_set_control(NULL);
+	e2t_rm_rf(dir);
+	free(dir);
+}
+
 /* A daemon that was killed leaves its socket file behind, refusing
  * connections: the API says ECONNRESET (the daemon is gone), the errno
  * the header documents, not ENXIO (no mount) or ENOTCONN (which
@@ -2482,6 +2511,7 @@ int main(void)
 	    cmocka_unit_test(test_pgsrv_switch),
 	    cmocka_unit_test(test_pgsrv_autoclose),
 	    cmocka_unit_test(test_dead_daemon_errno),
+	    cmocka_unit_test(test_missing_control_errno),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
