@@ -3,7 +3,9 @@
  * and made again after a fork, because the daemon knows the caller by the
  * pid of the process that connected (SO_PEERCRED). */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -18,22 +20,63 @@ static pthread_mutex_t api_lock = PTHREAD_MUTEX_INITIALIZER;
 static int api_fd = -1;
 static pid_t api_pid;
 static char *api_where; /* pg_set_control()'s argument, or NULL */
+/* This process, or one it was forked from, changed its scope with a call
+ * of its own (engage, disengage, a policy): its children are given their
+ * copy of it at the fork (fork_child()). */
+static bool api_scoped;
+static int fork_pipe[2] = {-1, -1};
 
-/* A fork while another thread is inside call() must not leave the child
- * with the lock taken forever. */
+static int call(uint16_t op, int64_t a, int64_t b, struct ctl_rep *out);
+
+/* Engagement is inherited as a file table is, but the daemon cannot see a
+ * fork: a child with no scope of its own follows its parent's, including
+ * what the parent engages or leaves later.  So a child of a process that
+ * changes its scope asks for its own copy before fork() returns, and the
+ * parent waits for that (the child closes the pipe) before it may change
+ * its scope again.  posix_spawn() and vfork() run no fork handlers: their
+ * children follow the parent until they exit (pg_create(3), BUGS).
+ * A fork while another thread is inside call() must not leave the child
+ * with the lock taken forever: the lock is held across the fork. */
 static void fork_prepare(void)
 {
+	int e = errno;
+
 	pthread_mutex_lock(&api_lock);
+	if (!api_scoped || pipe2(fork_pipe, O_CLOEXEC) < 0)
+		fork_pipe[0] = fork_pipe[1] = -1;
+	errno = e;
 }
 
 static void fork_parent(void)
 {
+	int e = errno;
+	char c;
+
+	if (fork_pipe[0] >= 0) {
+		close(fork_pipe[1]);
+		while (read(fork_pipe[0], &c, 1) < 0 && errno == EINTR)
+			;
+		close(fork_pipe[0]);
+		fork_pipe[0] = fork_pipe[1] = -1;
+	}
 	pthread_mutex_unlock(&api_lock);
+	errno = e;
 }
 
 static void fork_child(void)
 {
+	int e = errno;
+
 	pthread_mutex_unlock(&api_lock);
+	if (fork_pipe[0] >= 0) {
+		close(fork_pipe[0]);
+		/* Refused or failed (an older daemon, no daemon any more):
+		 * the child follows its parent, as before. */
+		(void)call(CTL_SCOPE_OWN, 0, 0, NULL);
+		close(fork_pipe[1]);
+		fork_pipe[0] = fork_pipe[1] = -1;
+	}
+	errno = e;
 }
 
 __attribute__((constructor)) static void api_init(void)
@@ -102,6 +145,9 @@ static int call_flags(uint16_t op, int64_t a, int64_t b, uint32_t flags, struct 
 	r = -rep.err;
 	if (r == 0 && out)
 		*out = rep;
+	if (r == 0 && (op == CTL_ENGAGE || op == CTL_DISENGAGE || op == CTL_SWITCH ||
+		       op == CTL_FSYNC_POLICY || op == CTL_ORDER_POLICY))
+		api_scoped = true;
 out:
 	pthread_mutex_unlock(&api_lock);
 	return r;

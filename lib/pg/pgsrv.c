@@ -266,6 +266,21 @@ static int do_order(struct pgsrv *srv, const struct ctl_peer *peer, int64_t poli
 	return r;
 }
 
+/* A forked child's copy of the scope it inherits, taken before its parent
+ * may change its own (the library asks from its fork handler): the child
+ * then keeps what it had at the fork, as with a file table, whatever the
+ * parent engages or leaves later. */
+static int do_scope_own(struct pgsrv *srv, const struct ctl_peer *peer)
+{
+	struct pscope *ps;
+	int r;
+
+	pthread_mutex_lock(&srv->lock);
+	r = own_scope(srv, peer->pid, &ps);
+	pthread_mutex_unlock(&srv->lock);
+	return r;
+}
+
 /* pgeng_depend(), except that a before engaged only by processes that
  * have exited is not busy: their exits are taken in first.  A client that
  * waited for a process (pgrun, which leaves its group by exiting) may
@@ -411,6 +426,9 @@ static void handle(void *arg, const struct ctl_peer *peer, const struct ctl_req 
 		break;
 	case CTL_ORDER_POLICY:
 		r = do_order(srv, peer, req->a);
+		break;
+	case CTL_SCOPE_OWN:
+		r = do_scope_own(srv, peer);
 		break;
 	case CTL_STATS:
 		r = inspect_serve(srv->c, srv->eng, req, rep, pl);

@@ -15,8 +15,9 @@
  *
  * Version 2 added the reply's summary.requests and CTL_SW_AUTOCLOSE; a
  * version 1 request cannot ask for the flag (EINVAL, as a version 1
- * daemon answers).  CTL_ORDER_POLICY came later in version 2: a daemon
- * older than it answers EOPNOTSUPP, as to any request it does not know.
+ * daemon answers).  CTL_ORDER_POLICY and CTL_SCOPE_OWN came later in
+ * version 2: a daemon older than them answers EOPNOTSUPP, as to any
+ * request it does not know.
  *
  * Who is asking comes from the kernel (SO_PEERCRED: uid, gid and the pid of
  * the process that connected), never from the message.  A client that forks
@@ -62,6 +63,9 @@ enum ctl_op {
 	CTL_ORDER_POLICY, /* a: enum ctl_order, for the calling process (added
 			   * late in version 2: an older daemon answers
 			   * EOPNOTSUPP) */
+	CTL_SCOPE_OWN,	  /* nothing: the calling process's scope becomes
+			   * its own, a copy of the one it inherits (sent by
+			   * a forked child; added late in version 2) */
 	CTL_OP_MAX
 };
 

@@ -60,7 +60,7 @@ python3 - tests/fuzz/corpus/control <<'PY'
 import os, struct, sys
 out = sys.argv[1]
 os.makedirs(out, exist_ok=True)
-HELLO, CREATE, DEPEND, ENGAGE, DISENGAGE, SYNC, CLOSE, INFO, POLICY, SUMMARY, NEXT, STATS, SWITCH, ORDER = range(1, 15)
+HELLO, CREATE, DEPEND, ENGAGE, DISENGAGE, SYNC, CLOSE, INFO, POLICY, SUMMARY, NEXT, STATS, SWITCH, ORDER, SCOPE_OWN = range(1, 16)
 def short(op, a=0, b=0, pid=0, uid=0):
     return bytes([0x40 | uid << 2 | pid, op, a & 255, b & 255])
 def fs(what, which, pid=0):
@@ -94,6 +94,8 @@ seeds = {
         + short(STATS, 1, 0) + short(STATS, 2, 1) + short(STATS, 3, 5) + short(STATS, 4, 0),
     'group-order': short(ORDER, 1) + short(CREATE) + short(ENGAGE, 1) + fs(0, 1) + fs(3, 1)
         + fs(0, 5) + short(ORDER, 2) + short(ORDER, 0) + fs(0, 9) + short(CLOSE, 1) + fs(6, 0),
+    'scope-own': short(CREATE) + short(ENGAGE, 1) + short(SCOPE_OWN, pid=1) + short(SCOPE_OWN)
+        + short(DISENGAGE, 1) + fs(0, 1, pid=1) + short(DEPEND, 1, 1) + short(SUMMARY),
     'unlink-rename': short(CREATE) + short(ENGAGE, 1) + fs(0, 1) + fs(0, 2) + fs(3, 2)
         + fs(2, 1) + fs(2, 0) + short(CLOSE, 1) + fs(6, 0),
 }

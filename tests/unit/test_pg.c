@@ -2324,6 +2324,130 @@ static pg_t child_engages(unsigned flags)
 	return id;
 }
 
+/* Engagement is inherited as a file table is: a forked child keeps what
+ * its parent had engaged at the fork, whatever the parent engages or
+ * leaves afterwards, and a group the child still holds stays engaged.
+ * Each child waits (on *down) until the parent has changed its scope,
+ * then the parent makes a change with the child's pid, as the daemon
+ * would for the child's write. */
+static pid_t fork_waiting(int down[2])
+{
+	pid_t pid;
+	char x;
+
+	assert_int_equal(pipe(down), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(down[1]);
+		_exit(read(down[0], &x, 1) == 1 ? 0 : 1);
+	}
+	close(down[0]);
+	return pid;
+}
+
+static void fork_release(int down[2], pid_t pid)
+{
+	int wst;
+
+	assert_int_equal(write(down[1], "g", 1), 1);
+	close(down[1]);
+	assert_int_equal(waitpid(pid, &wst, 0), pid);
+	assert_int_equal(wst, 0);
+}
+
+/* A file made on behalf of pid; returns the changes each of a and c has
+ * gained by it. */
+static void change_as(struct pgsrv *srv, struct e2fs *fs, pid_t pid, const char *name, pg_t a,
+		      pg_t c, uint64_t *da, uint64_t *dc)
+{
+	struct pg_status sa, sc;
+	struct pg_op op;
+	struct stat sb;
+
+	assert_int_equal(pg_status(a, &sa), 0);
+	assert_int_equal(pg_status(c, &sc), 0);
+	pgsrv_enter(srv, pid, &op);
+	assert_int_equal(e2_mknod(fs, &(struct e2_caller){.scope = pgsrv_scope(&op)}, E2_ROOT_INO,
+				  name, S_IFREG | 0644, 0, 0, 0, &sb),
+			 0);
+	pgsrv_leave(srv, &op);
+	*da = sa.nchanges;
+	*dc = sc.nchanges;
+	assert_int_equal(pg_status(a, &sa), 0);
+	assert_int_equal(pg_status(c, &sc), 0);
+	*da = sa.nchanges - *da;
+	*dc = sc.nchanges - *dc;
+}
+
+static void test_pgsrv_fork_copy(void **state)
+{
+	struct e2_opts o = {.no_flusher = true};
+	char *dir = e2t_tmpdir_new("pgfork"), path[512];
+	struct bdev *mem;
+	struct e2fs *fs;
+	struct pgsrv *srv;
+	struct pg_status st;
+	uint64_t da, dc;
+	int down[2];
+	void *img;
+	size_t len;
+	pg_t a, b, c;
+	pid_t pid;
+
+	(void)state;
+	assert_non_null(dir);
+	snprintf(path, sizeof(path), "%s/ctl", dir);
+	assert_int_equal(e2t_mkfs_mem(2048, BS, NULL, &img, &len), 0);
+	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem), 0);
+	free(img);
+	assert_int_equal(e2_open_bdev(mem, &o, &fs), 0);
+	assert_int_equal(pgsrv_create(fs, dir, path, NULL, &srv), 0);
+	assert_int_equal(pg_set_control(path), 0);
+
+	a = pg_create();
+	b = pg_create();
+	c = pg_create();
+	assert_true(a > 0 && b > a && c > b);
+	assert_int_equal(pg_engage(a), 0);
+	pid = fork_waiting(down);
+	/* the parent moves from a to c after the fork */
+	assert_int_equal(pg_engage(c), 0);
+	assert_int_equal(pg_disengage(a), 0);
+	/* the child still has a engaged: a cannot go before another group */
+	assert_int_equal(pg_status(a, &st), 0);
+	assert_int_equal(st.engaged, 1);
+	assert_int_equal(pg_depend(a, b), -1);
+	assert_int_equal(errno, EBUSY);
+	/* the child's change joins a, not c; the parent's joins c */
+	change_as(srv, fs, pid, "child", a, c, &da, &dc);
+	assert_true(da > 0);
+	assert_int_equal(dc, 0);
+	change_as(srv, fs, getpid(), "parent", a, c, &da, &dc);
+	assert_int_equal(da, 0);
+	assert_true(dc > 0);
+	fork_release(down, pid);
+	/* with the child gone, so is its engagement of a */
+	assert_int_equal(pg_depend(a, b), 0);
+
+	/* a child forked with nothing engaged stays out of what the parent
+	 * engages later */
+	assert_int_equal(pg_disengage(c), 0);
+	pid = fork_waiting(down);
+	assert_int_equal(pg_engage(b), 0);
+	change_as(srv, fs, pid, "child2", b, c, &da, &dc);
+	assert_int_equal(da, 0);
+	assert_int_equal(dc, 0);
+	fork_release(down, pid);
+	assert_int_equal(pg_disengage(b), 0);
+
+	pgsrv_destroy(srv);
+	pg_set_control(NULL);
+	assert_int_equal(e2_close(fs), 0);
+	e2t_rm_rf(dir);
+	free(dir);
+}
+
 /* PG_SWITCH_AUTOCLOSE: the group goes with its engagement, by disengage or
  * by exit, and a client that saw the process exit finds it so at once. */
 static void test_pgsrv_autoclose(void **state)
@@ -2510,6 +2634,7 @@ int main(void)
 	    cmocka_unit_test(test_pgsrv_api),
 	    cmocka_unit_test(test_pgsrv_switch),
 	    cmocka_unit_test(test_pgsrv_autoclose),
+	    cmocka_unit_test(test_pgsrv_fork_copy),
 	    cmocka_unit_test(test_dead_daemon_errno),
 	    cmocka_unit_test(test_missing_control_errno),
 	};
