@@ -57,6 +57,28 @@ refused() {
 	assert_output --partial "afters=2"
 }
 
+@test "the same pair named again is no error once the after has changes, afters or is closed" {
+	a=$("$PGCREATE")
+	b=$("$PGCREATE")
+	run -0 "$PGDEPEND" "$a" "$b"
+	# b gets a change: a new before would be refused now, the same one not
+	"$PGRUN" --group "$b" -- sh -c 'echo x > f1'
+	c=$("$PGCREATE")
+	refused "$c" "$b" "group $b already has changes"
+	run -0 "$PGDEPEND" "$a" "$b"
+	assert_output ""
+	# b gets an after (sealed), then is closed
+	d=$("$PGCREATE" --after "$b")
+	run -0 "$PGDEPEND" "$a" "$b"
+	"$PGCLOSE" "$b"
+	run -0 "$PGDEPEND" "$a" "$b"
+	run -0 "$PGSTATUS" "$b"
+	assert_output --partial "befores=1"
+	# a closed after is still refused for a pair never named
+	refused "$c" "$b" "group $b is closed"
+	[ -n "$d" ]
+}
+
 @test "a group cannot depend on itself" {
 	a=$("$PGCREATE")
 	refused "$a" "$a" "a group cannot depend on itself"

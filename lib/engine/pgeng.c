@@ -373,7 +373,7 @@ int pgeng_depend(struct pgeng *e, int64_t before, int64_t after, uid_t uid)
 	pthread_mutex_lock(&e->lock);
 	sweep(e);
 	r = find(e, after, &ga);
-	if (r == 1 || (r == 0 && ga->closed))
+	if (r == 1)
 		r = -ENOENT;
 	if (r < 0)
 		goto out;
@@ -385,11 +385,25 @@ int pgeng_depend(struct pgeng *e, int64_t before, int64_t after, uid_t uid)
 	r = may_touch(ga, uid);
 	if (r < 0)
 		goto out;
-	if (rb == 1)
-		goto out; /* a durable, forgotten before: nothing to wait for */
+	if (rb == 1) {
+		/* a durable, forgotten before: nothing to wait for */
+		r = ga->closed ? -ENOENT : 0;
+		goto out;
+	}
 	r = may_touch(gb, uid);
 	if (r < 0)
 		goto out;
+	/* The same pair named again changes nothing and is no error, whatever
+	 * has become of the two groups since (pgdepend(1)).  An edge keeps
+	 * the before's head in bp, which, unlike its tail (pgeng_sync), is
+	 * the same patch all the group's life. */
+	for (i = 0; i < ga->nbp; i++)
+		if (ga->bp[i] == gb->head)
+			goto out;
+	if (ga->closed) {
+		r = -ENOENT;
+		goto out;
+	}
 	if (ga->sealed) {
 		r = -EROFS;
 		goto out;
@@ -403,9 +417,6 @@ int pgeng_depend(struct pgeng *e, int64_t before, int64_t after, uid_t uid)
 		goto out;
 	}
 	btail = atomic_load(&gb->tail);
-	for (i = 0; i < ga->nbp; i++)
-		if (ga->bp[i] == btail)
-			goto out; /* said before: nothing new */
 	if (GROW(&ga->bp, &ga->capbp, ga->nbp + 2, 4)) {
 		r = -ENOMEM;
 		goto out;
