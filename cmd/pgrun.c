@@ -137,8 +137,19 @@ static const struct argp argp = {
     NULL,
     NULL};
 
-static void forward(int sig)
+/* A signal meant to end or poke the job goes to the command, and pgrun
+ * lives on to wait for every descendant, so that the group holds all
+ * their changes: had pgrun died of it, the command would run on outside
+ * the group.  SIGINT and SIGQUIT from the terminal (sent by the kernel)
+ * reach the command directly, with its whole process group: passed on
+ * only when another process sent them to pgrun. */
+static const int forwarded[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM};
+
+static void forward(int sig, siginfo_t *si, void *ctx)
 {
+	(void)ctx;
+	if ((sig == SIGINT || sig == SIGQUIT) && si->si_code > 0)
+		return;
 	if (child > 0)
 		kill(child, sig);
 }
@@ -241,21 +252,18 @@ static pid_t start(void)
  * subreaper).  Returns the exit status pgrun should pass on. */
 static int run(void)
 {
-	struct sigaction sa = {.sa_handler = forward};
+	struct sigaction sa = {.sa_sigaction = forward, .sa_flags = SA_SIGINFO | SA_RESTART};
 	int st = 0, cst = -1;
 	pid_t pid;
+	size_t i;
 
 	pid = start();
 	if (pid < 0)
 		return -pid;
 	child = pid;
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	/* The terminal sends SIGINT and SIGQUIT to the command as well: let
-	 * it decide, and report what it did. */
-	signal(SIGINT, SIG_IGN);
-	signal(SIGQUIT, SIG_IGN);
+	for (i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+		sigaction(forwarded[i], &sa, NULL);
 	for (;;) {
 		pid = waitpid(-1, &st, 0);
 		if (pid < 0) {

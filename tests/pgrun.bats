@@ -270,6 +270,50 @@ ts = [threading.Thread(target=w, args=(i,)) for i in range(4)]
 	assert_equal "$c2" "$c1"
 }
 
+# signalled SIG CODE: start pgrun on a command that, sent SIG, writes the
+# file got inside the group and exits with CODE (99 if no signal comes
+# within 20 seconds); send SIG to pgrun (not
+# to the command) from this shell; pgrun must live to pass the command's
+# status on, and the write must have joined the group.
+signalled() {
+	local sig=$1 code=$2 pid g i st c0
+	g=$("$PGCREATE")
+	rm -f ready got
+	# (a shell starts a background job with INT and QUIT ignored, and
+	# nohup ignores HUP, which the command's shell could not undo: every
+	# signal at its default, as a command started by hand has them)
+	env --default-signal "$PGRUN" --group "$g" -- \
+		sh -c "trap 'echo got > got; exit $code' $sig
+		echo > ready; i=0; while [ \$i -lt 400 ]; do sleep 0.05; i=\$((i + 1)); done; exit 99" &
+	pid=$!
+	for ((i = 0; i < 400; i++)); do
+		[ -e ready ] && break
+		sleep 0.05
+	done
+	[ -e ready ]
+	c0=$(field "$g" changes)
+	kill -s "$sig" "$pid"
+	st=0
+	wait "$pid" || st=$?
+	assert_equal "$st" "$code"
+	assert [ -s got ]
+	assert [ "$(field "$g" changes)" -gt "$c0" ]
+	assert_equal "$(field "$g" engaged)" 0
+}
+
+@test "HUP, INT, QUIT, TERM, USR1, USR2 and ALRM sent to pgrun go to the command" {
+	# each would end pgrun by default and leave the command running
+	# outside the group; INT and QUIT from another process, not the
+	# terminal, which sends them to the command itself
+	signalled USR1 11
+	signalled USR2 12
+	signalled ALRM 13
+	signalled HUP 14
+	signalled TERM 15
+	signalled INT 16
+	signalled QUIT 17
+}
+
 @test "a killed pgrun leaves no engaged group" {
 	g=$("$PGCREATE")
 	other=$("$PGCREATE")
