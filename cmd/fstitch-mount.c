@@ -235,10 +235,13 @@ struct req_op {
  * and the ext2 module then orders it against every process. */
 static void enter(fuse_req_t req, struct req_op *op)
 {
-	pid_t tid = fuse_req_ctx(req)->pid;
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	pid_t tid = ctx->pid;
 	struct scope_key key;
 
 	memset(&op->who, 0, sizeof(op->who));
+	op->who.uid = ctx->uid;
+	op->who.gid = ctx->gid;
 	if (D.callers && caller_resolve(D.callers, tid, &key) == 1) {
 		op->who.pid = key.pid;
 		op->who.start = key.start;

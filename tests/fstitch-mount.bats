@@ -274,6 +274,28 @@ tree_tar() {
 	assert_fsck_clean "$IMG"
 }
 
+@test "the blocks reserved for root (-m) are refused to other users, as Linux's ext2 does" {
+	# half the blocks kept for root (mke2fs -m 50, stock mke2fs)
+	new_image 4M -m 50
+	fstitch_mount_start "$IMG" "$MNT" -o allow_other
+	mkdir "$MNT/u"
+	chmod 777 "$MNT/u"
+	resv=$(dumpe2fs -h "$IMG" 2>/dev/null | sed -n 's/^Reserved block count: *//p')
+	[ "$resv" -gt 1000 ]
+	as_user() { (cd "$MNT" && setpriv --reuid 1000 --regid 1000 --clear-groups "$@"); }
+	run ! as_user dd if=/dev/zero of=u/big bs=64k count=100
+	assert_output --partial "No space left on device"
+	# what is left is root's: none of it available, all of it free
+	assert_equal "$(stat -f -c %a "$MNT")" 0
+	free=$(stat -f -c %f "$MNT")
+	[ "$free" -ge "$resv" ] && [ "$free" -le $((resv + 1)) ]
+	# root may still write there
+	head -c 65536 /dev/zero >"$MNT/root-file"
+	[ "$(stat -c %s "$MNT/root-file")" -eq 65536 ]
+	fstitch_mount_stop "$MNT"
+	assert_fsck_clean "$IMG"
+}
+
 @test "an unlinked file stays readable while open and is freed on close" {
 	new_image 32M
 	fstitch_mount_start "$IMG" "$MNT"

@@ -89,6 +89,12 @@ struct e2_caller {
 	 * rename_order.  Its writes still join the sets: under
 	 * rename_order=all other processes' renames wait for them. */
 	bool group_order;
+	/* Who asks, for the blocks reserved for root (mke2fs -m): a caller
+	 * other than uid 0, the superblock's resuid or a member of its resgid
+	 * (by the primary group alone) gets ENOSPC once only they are left.
+	 * Zero, as a caller of no process, is root. */
+	uid_t uid;
+	gid_t gid;
 };
 
 /* When a read moves a file's access time (mount(8)'s atime options). */

@@ -202,6 +202,16 @@ found:
 	return e2_gd_write(fs, g);
 }
 
+/* Whether the caller may take the blocks reserved for root, as Linux's
+ * ext2 decides (its capability check aside: the daemon knows ids only). */
+static bool may_use_reserve(const struct e2fs *fs)
+{
+	gid_t resgid = le16toh(fs->sb.s_def_resgid);
+
+	return fs->caller_uid == 0 || fs->caller_uid == le16toh(fs->sb.s_def_resuid) ||
+	       (resgid != 0 && fs->caller_gid == resgid);
+}
+
 /* Allocate a block near goal (0: no preference).  *bit gets the bitmap
  * patch, which the pointer to the block must depend on. */
 int e2_balloc(struct e2fs *fs, uint32_t goal, uint32_t *blk, struct patch **bit)
@@ -210,6 +220,8 @@ int e2_balloc(struct e2fs *fs, uint32_t goal, uint32_t *blk, struct patch **bit)
 	int r;
 
 	if (!fs->free_blocks)
+		return -ENOSPC;
+	if (fs->free_blocks <= le32toh(fs->sb.s_r_blocks_count) && !may_use_reserve(fs))
 		return -ENOSPC;
 	if (goal >= fs->first_data && goal < fs->nblocks)
 		g0 = (goal - fs->first_data) / fs->bpg;
