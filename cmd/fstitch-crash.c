@@ -616,6 +616,61 @@ static int do_check(void)
  * a copy of it, and a copy keeps the file system alive after the
  * unmount: its daemon would not exit.  Without the privilege, or where
  * namespaces are not available, the mounts go where they would anyway. */
+/* Whether path, resolved, is the mount point mnt or below it. */
+static bool path_under(const char *path, const char *mnt)
+{
+	char real[PATH_MAX];
+	size_t n = strlen(mnt);
+
+	if (!path || !realpath(path, real))
+		return false;
+	if (n == 1) /* "/" */
+		return true;
+	return strncmp(real, mnt, n) == 0 && (real[n] == '/' || real[n] == 0);
+}
+
+/* The new namespace starts with a copy of every mount, and a copy of a
+ * FUSE mount keeps its file system alive after its owner unmounts it: no
+ * final flush, the daemon serving on, until this program ends.  Another
+ * user's "umount /mnt && e2fsck -fn disk.img" would then check an image
+ * that is not yet written.  So the copies of FUSE mounts are detached
+ * here, newest first, except one that holds a path this program works in
+ * (the current directory, the recording, the image, an absolute path the
+ * command is given). */
+static void drop_fuse_copies(void)
+{
+	char *mnts[256], dev[PATH_MAX], mnt[PATH_MAX], type[64], line[3 * PATH_MAX];
+	const char *keep[] = {".", A.rec, A.image, A.pos[0]};
+	size_t n = 0, i, k;
+	FILE *f = fopen("/proc/self/mounts", "re");
+
+	if (!f)
+		return;
+	while (n < sizeof(mnts) / sizeof(mnts[0]) && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%4095s %4095s %63s", dev, mnt, type) != 3 ||
+		    strncmp(type, "fuse", 4) != 0)
+			continue;
+		/* (octal escapes of spaces and the like are left as they are:
+		 * such a mount point is not found, and its copy stays) */
+		mnts[n] = strdup(mnt);
+		if (mnts[n])
+			n++;
+	}
+	fclose(f);
+	for (i = n; i-- > 0;) {
+		bool held = false;
+
+		for (k = 0; k < sizeof(keep) / sizeof(keep[0]) && !held; k++)
+			held = path_under(keep[k], mnts[i]);
+		/* and the absolute paths the command is given */
+		for (k = 0; A.cmd && A.cmd[k] && !held; k++)
+			held = A.cmd[k][0] == '/' && path_under(A.cmd[k], mnts[i]);
+		if (!held)
+			(void)umount2(mnts[i], MNT_DETACH);
+		free(mnts[i]);
+	}
+}
+
 static void own_mount_namespace(void)
 {
 	if (geteuid() != 0 || unshare(CLONE_NEWNS) < 0)
@@ -623,6 +678,7 @@ static void own_mount_namespace(void)
 	/* Nothing made here propagates back to the namespace we came from;
 	 * if that cannot be had, mounts propagate as they did before. */
 	(void)mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
+	drop_fuse_copies();
 }
 
 int main(int argc, char **argv)

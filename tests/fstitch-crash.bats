@@ -73,6 +73,38 @@ not_in_caller_ns() {
 	assert_line --regexp '^([0-9]+) of \1 states checked \(seed 1\), 0 failed'
 }
 
+@test "a run holds no copy of another FUSE mount: its owner's unmount still ends it" {
+	[ "$(id -u)" -eq 0 ] || skip "only root may make a mount namespace"
+	make_image "$SCRATCH/other.img" 16M
+	fstitch_mount_start "$SCRATCH/other.img" "$SCRATCH/other"
+	other_pid=$FSTITCH_MOUNT_PID
+	# a run whose namespace is made while the other mount is there, and
+	# lives on until told
+	"$CRASH" run --rec held -- sh -c "touch '$SCRATCH/started'
+		while [ ! -e '$SCRATCH/done' ]; do sleep 0.05; done" 3>&- &
+	crash_pid=$!
+	for ((i = 0; i < 400; i++)); do
+		[ -e "$SCRATCH/started" ] && break
+		sleep 0.05
+	done
+	[ -e "$SCRATCH/started" ]
+	echo written >"$SCRATCH/other/f"
+	# the unmount ends the daemon, with its final flush, while the run
+	# still goes on: the image holds f at once
+	fusermount3 -u "$SCRATCH/other"
+	for ((i = 0; i < 200; i++)); do
+		kill -0 "$other_pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	run kill -0 "$other_pid"
+	assert_failure
+	kill -0 "$crash_pid"
+	run -0 debugfs -R "cat /f" "$SCRATCH/other.img"
+	assert_output --partial written
+	touch "$SCRATCH/done"
+	wait "$crash_pid"
+}
+
 @test "bad usage and bad recordings get one clear line and the documented status" {
 	run -64 --separate-stderr "$CRASH" frobnicate
 	assert_equal "${stderr_lines[0]}" "fstitch-crash: unknown command 'frobnicate'"
