@@ -1283,6 +1283,9 @@ static void parse_o(struct args *a, const char *opts)
 			    err.name, err.value, size_format(err.limit, mem, sizeof(mem)));
 	}
 	default:
+		if (err.expect)
+			usage_error("bad value for option '%s': '%s' (it takes %s)", err.name,
+				    err.value, err.expect);
 		usage_error("bad value for option '%s': '%s'", err.name, err.value);
 	}
 }
@@ -1309,7 +1312,9 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		uint64_t n;
 
 		if (num_parse(arg, 1, MOUNTOPT_THREADS_MAX, &n) < 0)
-			usage_error("bad value for option '--max-threads': '%s'", arg);
+			usage_error("bad value for option '--max-threads': '%s' (it takes a "
+				    "number from 1 to 1024)",
+				    arg);
 		a->mo.max_threads = (unsigned)n; /* as -o max_threads=N */
 		break;
 	}

@@ -722,9 +722,9 @@ crash_state_usable() {
 	new_image 32M
 	sum=$(file_sum "$IMG")
 	run -64 --separate-stderr "$MOUNT" -f -o cache=abc "$IMG" "$MNT" 3>&-
-	assert_equal "$stderr" "fstitch-mount: bad value for option 'cache': 'abc'"
+	assert_equal "$stderr" "fstitch-mount: bad value for option 'cache': 'abc' (it takes a size from 1M to 1T, such as 512M)"
 	run -64 --separate-stderr "$MOUNT" -f -o consistency=ordered "$IMG" "$MNT" 3>&-
-	assert_equal "$stderr" "fstitch-mount: bad value for option 'consistency': 'ordered'"
+	assert_equal "$stderr" "fstitch-mount: bad value for option 'consistency': 'ordered' (it takes softupdates, none, journal or journal-data)"
 	# a cache beyond physical memory (this machine has less than 1 TiB)
 	mem_kib=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
 	if [ "$mem_kib" -lt $((1 << 30)) ]; then
@@ -732,17 +732,25 @@ crash_state_usable() {
 		assert_regex "$stderr" "^fstitch-mount: bad value for option 'cache': '1T' is more than this machine's memory \([0-9.]+ GiB\)$"
 	fi
 	run -64 --separate-stderr "$MOUNT" -f -o flush_interval=-1 "$IMG" "$MNT" 3>&-
-	assert_equal "$stderr" "fstitch-mount: bad value for option 'flush_interval': '-1'"
+	assert_equal "$stderr" "fstitch-mount: bad value for option 'flush_interval': '-1' (it takes seconds above 0 and at most 86400, with at most three decimals)"
+	run -64 --separate-stderr "$MOUNT" -f -o flush_interval=1.2345 "$IMG" "$MNT" 3>&-
+	assert_equal "$stderr" "fstitch-mount: bad value for option 'flush_interval': '1.2345' (it takes seconds above 0 and at most 86400, with at most three decimals)"
+	run -64 --separate-stderr "$MOUNT" -f -o commit=0 "$IMG" "$MNT" 3>&-
+	assert_equal "$stderr" "fstitch-mount: bad value for option 'commit': '0' (it takes seconds above 0 and at most 86400, with at most three decimals)"
+	run -64 --separate-stderr "$MOUNT" -f -o rename_order=some "$IMG" "$MNT" 3>&-
+	assert_equal "$stderr" "fstitch-mount: bad value for option 'rename_order': 'some' (it takes all, file or process)"
+	run -64 --separate-stderr "$MOUNT" -f -o errors=ignore "$IMG" "$MNT" 3>&-
+	assert_equal "$stderr" "fstitch-mount: bad value for option 'errors': 'ignore' (it takes continue, remount-ro or panic)"
 	run -64 --separate-stderr "$MOUNT" -f -o rw,frobnicate "$IMG" "$MNT" 3>&-
 	assert_equal "$stderr" "fstitch-mount: unknown option 'frobnicate'"
 	run -64 --separate-stderr "$MOUNT" -f -o cache "$IMG" "$MNT" 3>&-
 	assert_equal "$stderr" "fstitch-mount: option 'cache' needs a value"
 	run -64 --separate-stderr "$MOUNT" -f -o max_threads=0 "$IMG" "$MNT" 3>&-
-	assert_equal "$stderr" "fstitch-mount: bad value for option 'max_threads': '0'"
+	assert_equal "$stderr" "fstitch-mount: bad value for option 'max_threads': '0' (it takes a number from 1 to 1024)"
 	run -64 --separate-stderr "$MOUNT" -f --max-threads=1025 "$IMG" "$MNT" 3>&-
-	assert_equal "$stderr" "fstitch-mount: bad value for option '--max-threads': '1025'"
+	assert_equal "$stderr" "fstitch-mount: bad value for option '--max-threads': '1025' (it takes a number from 1 to 1024)"
 	run -64 --separate-stderr "$MOUNT" -f -o lock_wait=soon "$IMG" "$MNT" 3>&-
-	assert_equal "$stderr" "fstitch-mount: bad value for option 'lock_wait': 'soon'"
+	assert_equal "$stderr" "fstitch-mount: bad value for option 'lock_wait': 'soon' (it takes seconds above 0 and at most 86400, with at most three decimals)"
 	run -64 --separate-stderr "$MOUNT" -f -o statsfile=/nonexistent/dir/s.json "$IMG" "$MNT" 3>&-
 	assert_equal "$stderr" "fstitch-mount: bad value for option 'statsfile': '/nonexistent/dir/s.json': No such file or directory"
 	run -64 "$MOUNT" --no-such-flag "$IMG" "$MNT" 3>&-

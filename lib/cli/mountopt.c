@@ -164,6 +164,7 @@ static void set_err(struct mountopt_error *err, enum mountopt_err kind, const ch
 		return;
 	err->kind = kind;
 	err->limit = 0;
+	err->expect = NULL;
 	snprintf(err->name, sizeof(err->name), "%s", name);
 	snprintf(err->value, sizeof(err->value), "%s", value ? value : "");
 }
@@ -194,7 +195,7 @@ static int append_fuse(struct mountopt *mo, const char *opt)
 static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 {
 	char *eq = strchr(opt, '=');
-	const char *val = NULL;
+	const char *val = NULL, *expect = NULL;
 	uint64_t size;
 	unsigned ms;
 	int k;
@@ -206,6 +207,7 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 	if (strcmp(opt, "consistency") == 0) {
 		if (!val)
 			goto need_value;
+		expect = "softupdates, none, journal or journal-data";
 		if (word_value(consistency_words, val, &k) < 0)
 			goto bad_value;
 		mo->consistency = (enum consistency)k;
@@ -215,6 +217,7 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 	if (strcmp(opt, "rename_order") == 0) {
 		if (!val)
 			goto need_value;
+		expect = "all, file or process";
 		if (word_value(rename_order_words, val, &k) < 0)
 			goto bad_value;
 		mo->rename_order = (enum e2_rename_order)k;
@@ -223,6 +226,7 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 	if (strcmp(opt, "errors") == 0) {
 		if (!val)
 			goto need_value;
+		expect = "continue, remount-ro or panic";
 		if (word_value(errors_words, val, &k) < 0)
 			goto bad_value;
 		mo->errors = (enum e2_errors)k;
@@ -231,6 +235,7 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 	if (strcmp(opt, "cache") == 0) {
 		if (!val)
 			goto need_value;
+		expect = "a size from 1M to 1T, such as 512M";
 		if (mountopt_parse_size(val, &size) < 0 || size < MOUNTOPT_CACHE_MIN ||
 		    size > MOUNTOPT_CACHE_MAX)
 			goto bad_value;
@@ -246,6 +251,7 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 	if (strcmp(opt, "commit") == 0) {
 		if (!val)
 			goto need_value;
+		expect = "seconds above 0 and at most 86400, with at most three decimals";
 		if (mountopt_parse_seconds(val, &ms) < 0)
 			goto bad_value;
 		mo->commit_ms = ms;
@@ -254,6 +260,7 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 	if (strcmp(opt, "flush_interval") == 0) {
 		if (!val)
 			goto need_value;
+		expect = "seconds above 0 and at most 86400, with at most three decimals";
 		if (mountopt_parse_seconds(val, &ms) < 0)
 			goto bad_value;
 		mo->flush_interval_ms = ms;
@@ -264,6 +271,7 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 
 		if (!val)
 			goto need_value;
+		expect = "a number from 1 to 1024";
 		if (num_parse(val, 1, MOUNTOPT_THREADS_MAX, &n) < 0)
 			goto bad_value;
 		mo->max_threads = (unsigned)n;
@@ -272,6 +280,7 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 	if (strcmp(opt, "lock_wait") == 0) {
 		if (!val)
 			goto need_value;
+		expect = "seconds above 0 and at most 86400, with at most three decimals";
 		if (mountopt_parse_seconds(val, &ms) < 0)
 			goto bad_value;
 		mo->lock_wait_ms = ms;
@@ -281,6 +290,7 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 		if (!val)
 			goto need_value;
 		/* 0: give up at the first connection loss */
+		expect = "0, or seconds up to 86400 with at most three decimals";
 		if (strcmp(val, "0") == 0)
 			ms = 0;
 		else if (mountopt_parse_seconds(val, &ms) < 0)
@@ -371,6 +381,7 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 		if (strcmp(opt, "max_read") == 0) {
 			char num[32];
 
+			expect = "a size from 4K to 1G";
 			if (mountopt_parse_size(val, &size) < 0 || size < 4096 || size > (1U << 30))
 				goto bad_value;
 			/* libfuse wants plain bytes */
@@ -394,6 +405,8 @@ no_value:
 	return -EINVAL;
 bad_value:
 	set_err(err, MOUNTOPT_BAD_VALUE, opt, val);
+	if (err)
+		err->expect = expect;
 	return -EINVAL;
 }
 

@@ -79,6 +79,9 @@ struct mountopt_error {
 	char name[64];
 	char value[192];
 	uint64_t limit; /* MOUNTOPT_TOO_LARGE: the largest value allowed */
+	/* MOUNTOPT_BAD_VALUE: what the option takes, as words for a message
+	 * ("all, process or file"); NULL if there is nothing to say. */
+	const char *expect;
 };
 
 /* Set the defaults, and mem_bytes to this machine's physical memory.  Call
