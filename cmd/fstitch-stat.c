@@ -139,6 +139,11 @@ static error_t parse(int key, char *arg, struct argp_state *state)
 			if (slot > 0)
 				argp_error(state, "invalid %s '%s'",
 					   slot == 1 ? "count" : "argument", arg);
+			/* after the mount point a number can only be the
+			 * interval */
+			if (A.where)
+				argp_error(state, "invalid interval '%s' (seconds, 0.01 to 86400)",
+					   arg);
 		}
 		if (A.where || A.nnum)
 			argp_error(state, "unexpected argument '%s'", arg);

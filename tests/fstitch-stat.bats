@@ -491,6 +491,8 @@ jstates() {
 --blocks --groups|--blocks, --groups, --patches and --why are exclusive
 --dot --json|--dot and --json are exclusive
 1 0|invalid count '0'
+. 0|invalid interval '0' (seconds, 0.01 to 86400)
+. 1.2.3|invalid interval '1.2.3' (seconds, 0.01 to 86400)
 1 2 3|invalid argument '3'
 -q 1|-q cannot be used with an interval
 . -C .|give either MOUNTPOINT or -C DIR, not both
