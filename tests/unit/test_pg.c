@@ -2046,32 +2046,61 @@ static void test_ctl_access(void **state)
 	free(dir);
 }
 
+/* A daemon without FUSE: ext2 on a 2 MiB image in memory, its pgsrv on a
+ * socket in a scratch directory, and the library pointed at the socket. */
+struct srvworld {
+	char *dir;
+	char path[512];
+	struct e2fs *fs;
+	struct pgsrv *srv;
+};
+
+static void srvworld_open(struct srvworld *w, const char *name)
+{
+	struct e2_opts o = {.no_flusher = true};
+	struct bdev *mem;
+	void *img;
+	size_t len;
+
+	w->dir = e2t_tmpdir_new(name);
+	assert_non_null(w->dir);
+	snprintf(w->path, sizeof(w->path), "%s/ctl", w->dir);
+	assert_int_equal(e2t_mkfs_mem(2048, BS, NULL, &img, &len), 0);
+	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem), 0);
+	free(img);
+	assert_int_equal(e2_open_bdev(mem, &o, &w->fs), 0);
+	assert_int_equal(pgsrv_create(w->fs, w->dir, w->path, NULL, &w->srv), 0);
+	assert_int_equal(pg_set_control(w->path), 0);
+}
+
+/* Stop the server (unless the test did: srv NULL) and remove it all. */
+static void srvworld_close(struct srvworld *w)
+{
+	if (w->srv)
+		pgsrv_destroy(w->srv);
+	pg_set_control(NULL);
+	assert_int_equal(e2_close(w->fs), 0);
+	e2t_rm_rf(w->dir);
+	free(w->dir);
+}
+
 /* pgsrv end to end without FUSE: the public API talks to the server, and
  * requests bracketed by pgsrv_enter/leave land in the caller's groups. */
 static void test_pgsrv_api(void **state)
 {
-	struct e2_opts o = {.no_flusher = true};
-	char *dir = e2t_tmpdir_new("pgsrv"), path[512];
-	struct bdev *mem;
+	struct srvworld w;
 	struct e2fs *fs;
 	struct pgsrv *srv;
 	struct pg_op op;
 	struct pg_status st;
 	struct stat sb;
-	void *img;
-	size_t len;
 	pg_t a, b;
 	pid_t tid = gettid();
 
-	assert_non_null(dir);
-	snprintf(path, sizeof(path), "%s/ctl", dir);
-	assert_int_equal(e2t_mkfs_mem(2048, BS, NULL, &img, &len), 0);
-	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem), 0);
-	free(img);
-	assert_int_equal(e2_open_bdev(mem, &o, &fs), 0);
-	assert_int_equal(pgsrv_create(fs, dir, path, NULL, &srv), 0);
-	assert_string_equal(pgsrv_socket_path(srv), path);
-	assert_int_equal(pg_set_control(path), 0);
+	srvworld_open(&w, "pgsrv");
+	fs = w.fs;
+	srv = w.srv;
+	assert_string_equal(pgsrv_socket_path(srv), w.path);
 
 	a = pg_create();
 	assert_true(a > 0);
@@ -2197,38 +2226,27 @@ static void test_pgsrv_api(void **state)
 	assert_int_equal(errno, ENOENT);
 
 	pgsrv_destroy(srv);
+	w.srv = NULL;
 	assert_int_equal(pg_create(), -1); /* the daemon is gone */
-	pg_set_control(NULL);
-	assert_int_equal(e2_close(fs), 0);
-	e2t_rm_rf(dir);
-	free(dir);
+	srvworld_close(&w);
 }
 
 /* pg_switch and pg_leave: several calls in one request, with the same
  * rules as the calls one by one, and a refused step undoing the earlier. */
 static void test_pgsrv_switch(void **state)
 {
-	struct e2_opts o = {.no_flusher = true};
-	char *dir = e2t_tmpdir_new("pgsw"), path[512];
-	struct bdev *mem;
+	struct srvworld w;
 	struct e2fs *fs;
 	struct pgsrv *srv;
 	struct pg_op op;
 	struct pg_status st;
 	struct stat sb;
-	void *img;
-	size_t len;
 	pg_t a, b, c;
 	pid_t tid = gettid();
 
-	assert_non_null(dir);
-	snprintf(path, sizeof(path), "%s/ctl", dir);
-	assert_int_equal(e2t_mkfs_mem(2048, BS, NULL, &img, &len), 0);
-	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem), 0);
-	free(img);
-	assert_int_equal(e2_open_bdev(mem, &o, &fs), 0);
-	assert_int_equal(pgsrv_create(fs, dir, path, NULL, &srv), 0);
-	assert_int_equal(pg_set_control(path), 0);
+	srvworld_open(&w, "pgsw");
+	fs = w.fs;
+	srv = w.srv;
 
 	/* create and engage */
 	a = pg_switch(0, 0, PG_SWITCH_ENGAGE);
@@ -2293,11 +2311,7 @@ static void test_pgsrv_switch(void **state)
 	assert_int_equal(errno, ENOTCONN);
 	assert_int_equal(pg_sync(a), 0);
 
-	pgsrv_destroy(srv);
-	pg_set_control(NULL);
-	assert_int_equal(e2_close(fs), 0);
-	e2t_rm_rf(dir);
-	free(dir);
+	srvworld_close(&w);
 }
 
 /* In a child: pg_switch(0, 0, ENGAGE | flags), write the id to fd, exit
@@ -2327,31 +2341,14 @@ static pg_t child_engages(unsigned flags)
 /* Engagement is inherited as a file table is: a forked child keeps what
  * its parent had engaged at the fork, whatever the parent engages or
  * leaves afterwards, and a group the child still holds stays engaged.
- * Each child waits (on *down) until the parent has changed its scope,
- * then the parent makes a change with the child's pid, as the daemon
- * would for the child's write. */
-static pid_t fork_waiting(int down[2])
-{
-	pid_t pid;
-	char x;
-
-	assert_int_equal(pipe(down), 0);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		close(down[1]);
-		_exit(read(down[0], &x, 1) == 1 ? 0 : 1);
-	}
-	close(down[0]);
-	return pid;
-}
-
-static void fork_release(int down[2], pid_t pid)
+ * Each child (child_until_closed()) waits until the parent has changed
+ * its scope, then the parent makes a change with the child's pid, as the
+ * daemon would for the child's write. */
+static void fork_release(int wfd, pid_t pid)
 {
 	int wst;
 
-	assert_int_equal(write(down[1], "g", 1), 1);
-	close(down[1]);
+	close(wfd);
 	assert_int_equal(waitpid(pid, &wst, 0), pid);
 	assert_int_equal(wst, 0);
 }
@@ -2382,35 +2379,26 @@ static void change_as(struct pgsrv *srv, struct e2fs *fs, pid_t pid, const char 
 
 static void test_pgsrv_fork_copy(void **state)
 {
-	struct e2_opts o = {.no_flusher = true};
-	char *dir = e2t_tmpdir_new("pgfork"), path[512];
-	struct bdev *mem;
+	struct srvworld w;
 	struct e2fs *fs;
 	struct pgsrv *srv;
 	struct pg_status st;
 	uint64_t da, dc;
-	int down[2];
-	void *img;
-	size_t len;
+	int wfd;
 	pg_t a, b, c;
 	pid_t pid;
 
 	(void)state;
-	assert_non_null(dir);
-	snprintf(path, sizeof(path), "%s/ctl", dir);
-	assert_int_equal(e2t_mkfs_mem(2048, BS, NULL, &img, &len), 0);
-	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem), 0);
-	free(img);
-	assert_int_equal(e2_open_bdev(mem, &o, &fs), 0);
-	assert_int_equal(pgsrv_create(fs, dir, path, NULL, &srv), 0);
-	assert_int_equal(pg_set_control(path), 0);
+	srvworld_open(&w, "pgfork");
+	fs = w.fs;
+	srv = w.srv;
 
 	a = pg_create();
 	b = pg_create();
 	c = pg_create();
 	assert_true(a > 0 && b > a && c > b);
 	assert_int_equal(pg_engage(a), 0);
-	pid = fork_waiting(down);
+	pid = child_until_closed(&wfd);
 	/* the parent moves from a to c after the fork */
 	assert_int_equal(pg_engage(c), 0);
 	assert_int_equal(pg_disengage(a), 0);
@@ -2426,56 +2414,41 @@ static void test_pgsrv_fork_copy(void **state)
 	change_as(srv, fs, getpid(), "parent", a, c, &da, &dc);
 	assert_int_equal(da, 0);
 	assert_true(dc > 0);
-	fork_release(down, pid);
+	fork_release(wfd, pid);
 	/* with the child gone, so is its engagement of a */
 	assert_int_equal(pg_depend(a, b), 0);
 
 	/* a child forked with nothing engaged stays out of what the parent
 	 * engages later */
 	assert_int_equal(pg_disengage(c), 0);
-	pid = fork_waiting(down);
+	pid = child_until_closed(&wfd);
 	assert_int_equal(pg_engage(b), 0);
 	change_as(srv, fs, pid, "child2", b, c, &da, &dc);
 	assert_int_equal(da, 0);
 	assert_int_equal(dc, 0);
-	fork_release(down, pid);
+	fork_release(wfd, pid);
 	assert_int_equal(pg_disengage(b), 0);
 
-	pgsrv_destroy(srv);
-	pg_set_control(NULL);
-	assert_int_equal(e2_close(fs), 0);
-	e2t_rm_rf(dir);
-	free(dir);
+	srvworld_close(&w);
 }
 
 /* PG_SWITCH_AUTOCLOSE: the group goes with its engagement, by disengage or
  * by exit, and a client that saw the process exit finds it so at once. */
 static void test_pgsrv_autoclose(void **state)
 {
-	struct e2_opts o = {.no_flusher = true};
-	char *dir = e2t_tmpdir_new("pgac"), path[512];
+	struct srvworld w;
 	struct ctl_req req = {.magic = CTL_MAGIC,
 			      .version = 1,
 			      .op = CTL_SWITCH,
 			      .flags = CTL_SW_CREATE | CTL_SW_ENGAGE | CTL_SW_AUTOCLOSE};
 	struct ctl_peer peer = {.pid = getpid(), .uid = getuid(), .gid = getgid()};
 	struct ctl_rep rep;
-	struct bdev *mem;
-	struct e2fs *fs;
 	struct pgsrv *srv;
 	struct pg_status st;
-	void *img;
-	size_t len;
 	pg_t a, b, c;
 
-	assert_non_null(dir);
-	snprintf(path, sizeof(path), "%s/ctl", dir);
-	assert_int_equal(e2t_mkfs_mem(2048, BS, NULL, &img, &len), 0);
-	assert_int_equal(bdev_mem_create(BS, 0, img, len, &mem), 0);
-	free(img);
-	assert_int_equal(e2_open_bdev(mem, &o, &fs), 0);
-	assert_int_equal(pgsrv_create(fs, dir, path, NULL, &srv), 0);
-	assert_int_equal(pg_set_control(path), 0);
+	srvworld_open(&w, "pgac");
+	srv = w.srv;
 
 	/* version 1 has no such flag: refused as a version 1 daemon would */
 	pgsrv_request(srv, &peer, &req, sizeof(req), &rep);
@@ -2532,11 +2505,7 @@ static void test_pgsrv_autoclose(void **state)
 	assert_int_equal(pg_close(a), 0);
 	assert_int_equal(pg_close(c), 0);
 
-	pgsrv_destroy(srv);
-	pg_set_control(NULL);
-	assert_int_equal(e2_close(fs), 0);
-	e2t_rm_rf(dir);
-	free(dir);
+	srvworld_close(&w);
 }
 
 /* A control path that does not resolve is no mount found (ENXIO), never
