@@ -15,6 +15,7 @@
 #include "cli/cliopt.h"
 #include "crash/crashplan.h"
 #include "crash/crashrun.h"
+#include "util/mountinfo.h"
 #include "util/size.h"
 
 #define EXIT_RUN_FAIL 125
@@ -610,23 +611,48 @@ static int do_check(void)
 	return failed ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
 }
 
-/* As root, the mounts of the recording and of each state are made in a
- * mount namespace of this process's own.  A namespace made elsewhere while
- * one of them is mounted (a service's private /tmp, unshare -m) would hold
- * a copy of it, and a copy keeps the file system alive after the
- * unmount: its daemon would not exit.  Without the privilege, or where
- * namespaces are not available, the mounts go where they would anyway. */
-/* Whether path, resolved, is the mount point mnt or below it. */
-static bool path_under(const char *path, const char *mnt)
+/* The paths this program works in, resolved once: the current
+ * directory, the recording (--rec, or DIR), the image, and every
+ * absolute path the command is given.  A copy of a mount that holds one of
+ * them is kept (drop_fuse_copies()). */
+struct held {
+	char *path[64];
+	size_t n;
+};
+
+static void hold(struct held *h, const char *path)
 {
 	char real[PATH_MAX];
-	size_t n = strlen(mnt);
 
-	if (!path || !realpath(path, real))
-		return false;
-	if (n == 1) /* "/" */
-		return true;
-	return strncmp(real, mnt, n) == 0 && (real[n] == '/' || real[n] == 0);
+	if (path && h->n < sizeof(h->path) / sizeof(h->path[0]) && realpath(path, real) &&
+	    (h->path[h->n] = strdup(real)))
+		h->n++;
+}
+
+/* A FUSE mount (e->target) that holds none of the paths in arg: pushed
+ * on the list of copies to detach. */
+struct fuse_copies {
+	const struct held *held;
+	char *target[256];
+	size_t n;
+};
+
+static int note_fuse_copy(const struct mountinfo_ent *e, void *arg)
+{
+	struct fuse_copies *c = arg;
+	size_t len = strlen(e->target), i;
+
+	if (strncmp(e->fstype, "fuse", 4) != 0 || c->n == sizeof(c->target) / sizeof(c->target[0]))
+		return 0;
+	for (i = 0; i < c->held->n; i++) {
+		const char *p = c->held->path[i];
+
+		if (len == 1 || (strncmp(p, e->target, len) == 0 && (p[len] == '/' || !p[len])))
+			return 0; /* "/" or a prefix of p */
+	}
+	if ((c->target[c->n] = strdup(e->target)))
+		c->n++;
+	return 0;
 }
 
 /* The new namespace starts with a copy of every mount, and a copy of a
@@ -635,42 +661,36 @@ static bool path_under(const char *path, const char *mnt)
  * user's "umount /mnt && e2fsck -fn disk.img" would then check an image
  * that is not yet written.  So the copies of FUSE mounts are detached
  * here, newest first, except one that holds a path this program works in
- * (the current directory, the recording, the image, an absolute path the
- * command is given). */
+ * (struct held). */
 static void drop_fuse_copies(void)
 {
-	char *mnts[256], dev[PATH_MAX], mnt[PATH_MAX], type[64], line[3 * PATH_MAX];
-	const char *keep[] = {".", A.rec, A.image, A.pos[0]};
-	size_t n = 0, i, k;
-	FILE *f = fopen("/proc/self/mounts", "re");
+	struct held h = {.n = 0};
+	struct fuse_copies c = {.held = &h, .n = 0};
+	size_t i;
 
-	if (!f)
-		return;
-	while (n < sizeof(mnts) / sizeof(mnts[0]) && fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%4095s %4095s %63s", dev, mnt, type) != 3 ||
-		    strncmp(type, "fuse", 4) != 0)
-			continue;
-		/* (octal escapes of spaces and the like are left as they are:
-		 * such a mount point is not found, and its copy stays) */
-		mnts[n] = strdup(mnt);
-		if (mnts[n])
-			n++;
+	hold(&h, ".");
+	hold(&h, A.rec);
+	hold(&h, A.image);
+	hold(&h, A.pos[0]);
+	for (i = 0; A.cmd && A.cmd[i]; i++)
+		if (A.cmd[i][0] == '/')
+			hold(&h, A.cmd[i]);
+	(void)mountinfo_each(NULL, note_fuse_copy, &c);
+	while (c.n > 0) {
+		c.n--;
+		(void)umount2(c.target[c.n], MNT_DETACH);
+		free(c.target[c.n]);
 	}
-	fclose(f);
-	for (i = n; i-- > 0;) {
-		bool held = false;
-
-		for (k = 0; k < sizeof(keep) / sizeof(keep[0]) && !held; k++)
-			held = path_under(keep[k], mnts[i]);
-		/* and the absolute paths the command is given */
-		for (k = 0; A.cmd && A.cmd[k] && !held; k++)
-			held = A.cmd[k][0] == '/' && path_under(A.cmd[k], mnts[i]);
-		if (!held)
-			(void)umount2(mnts[i], MNT_DETACH);
-		free(mnts[i]);
-	}
+	for (i = 0; i < h.n; i++)
+		free(h.path[i]);
 }
 
+/* As root, the mounts of the recording and of each state are made in a
+ * mount namespace of this process's own.  A namespace made elsewhere while
+ * one of them is mounted (a service's private /tmp, unshare -m) would hold
+ * a copy of it, and a copy keeps the file system alive after the
+ * unmount: its daemon would not exit.  Without the privilege, or where
+ * namespaces are not available, the mounts go where they would anyway. */
 static void own_mount_namespace(void)
 {
 	if (geteuid() != 0 || unshare(CLONE_NEWNS) < 0)

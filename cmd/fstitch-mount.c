@@ -1312,8 +1312,8 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		uint64_t n;
 
 		if (num_parse(arg, 1, MOUNTOPT_THREADS_MAX, &n) < 0)
-			usage_error("bad value for option '--max-threads': '%s' (it takes a "
-				    "number from 1 to 1024)",
+			usage_error("bad value for option '--max-threads': '%s' (it "
+				    "takes " MOUNTOPT_THREADS_TAKES ")",
 				    arg);
 		a->mo.max_threads = (unsigned)n; /* as -o max_threads=N */
 		break;

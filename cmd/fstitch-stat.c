@@ -89,6 +89,9 @@ static void set_view(struct argp_state *state, uint32_t view, const char *block)
 	A.nviews++;
 }
 
+/* --watch=SECONDS, or the INTERVAL operand, that parse_seconds() refused. */
+#define BAD_INTERVAL "invalid interval '%s' (seconds, 0.01 to 86400)"
+
 static error_t parse(int key, char *arg, struct argp_state *state)
 {
 	uint64_t v;
@@ -116,7 +119,7 @@ static error_t parse(int key, char *arg, struct argp_state *state)
 		return 0;
 	case KEY_WATCH:
 		if (parse_seconds(arg, &A.interval) < 0)
-			argp_error(state, "invalid interval '%s' (seconds, 0.01 to 86400)", arg);
+			argp_error(state, BAD_INTERVAL, arg);
 		A.watch_opt = 1;
 		return 0;
 	case ARGP_KEY_ARG:
@@ -142,8 +145,7 @@ static error_t parse(int key, char *arg, struct argp_state *state)
 			/* after the mount point a number can only be the
 			 * interval */
 			if (A.where)
-				argp_error(state, "invalid interval '%s' (seconds, 0.01 to 86400)",
-					   arg);
+				argp_error(state, BAD_INTERVAL, arg);
 		}
 		if (A.where || A.nnum)
 			argp_error(state, "unexpected argument '%s'", arg);

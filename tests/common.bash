@@ -20,7 +20,8 @@
 #               kernel_umount, fuse_unmount, unmount_all (run by
 #               common_teardown)
 #   Daemons     fstitch_mount_start, fstitch_mount_stop, fstitch_mount_reap,
-#               hold_start, hold_wait, hold_release, pg_setup, pg_teardown
+#               hold_start, hold_wait, hold_release, pg_setup, pg_last_id,
+#               pg_teardown
 #   Pipes       broken_pipe
 #   Crashes     crash_check, assert_crash_pass, assert_crash_fail,
 #               crash_final_image, crash_leftover_unmount,
@@ -459,7 +460,7 @@ hold_release() {
 # all start from: the commands in PGRUN, PGCREATE, PGDEPEND, PGSYNC and
 # PGCLOSE, the daemon's group status tool in PGSTATUS, and a fresh 32M image
 # IMG mounted at MNT, which becomes the current directory.  pg_teardown
-# undoes it.
+# undoes it.  pg_last_id prints the id of the newest group on the mount.
 pg_setup() {
 	common_setup
 	PGRUN=$(fstitch_cmd pgrun)
@@ -473,6 +474,10 @@ pg_setup() {
 	make_image "$IMG" 32M
 	fstitch_mount_start "$IMG" "$MNT"
 	cd "$MNT"
+}
+
+pg_last_id() {
+	"$PGSTATUS" --summary | tr ' ' '\n' | sed -n 's/^last_id=//p'
 }
 
 pg_teardown() {

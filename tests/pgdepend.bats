@@ -163,9 +163,7 @@ refused() {
 	assert_regex "$stderr" "^pgcreate: cannot add dependency 9999 -> [0-9]+: group 9999 does not exist$"
 	assert_equal "$output" ""
 	# the group it made was closed again: nothing open was added
-	run -0 "$PGSTATUS" --summary
-	new=$(sed 's/.*last_id=\([0-9]*\).*/\1/' <<<"$output")
-	run -0 "$PGSTATUS" "$new"
+	run -0 "$PGSTATUS" "$(pg_last_id)"
 	assert_output --partial closed
 	run -0 "$PGCREATE" --after "$a"
 }
@@ -175,9 +173,7 @@ refused() {
 	# to the daemon instead.
 	run -1 --separate-stderr sh -c 'exec "$@" >&-' _ "$PGCREATE"
 	assert_equal "$stderr" "pgcreate: cannot print the group id: Bad file descriptor"
-	run -0 "$PGSTATUS" --summary
-	new=$(sed 's/.*last_id=\([0-9]*\).*/\1/' <<<"$output")
-	run -0 "$PGSTATUS" "$new"
+	run -0 "$PGSTATUS" "$(pg_last_id)"
 	assert_output --partial closed
 }
 
@@ -185,9 +181,7 @@ refused() {
 	# SIGPIPE would kill pgcreate before it could close the group.
 	run -1 --separate-stderr broken_pipe "$PGCREATE"
 	assert_equal "$stderr" "pgcreate: cannot print the group id: Broken pipe"
-	run -0 "$PGSTATUS" --summary
-	new=$(sed 's/.*last_id=\([0-9]*\).*/\1/' <<<"$output")
-	run -0 "$PGSTATUS" "$new"
+	run -0 "$PGSTATUS" "$(pg_last_id)"
 	assert_output --partial closed
 }
 

@@ -30,11 +30,6 @@ requests() {
 	"$PGSTATUS" --summary | tr ' ' '\n' | sed -n 's/^requests=//p'
 }
 
-# last_id: the id of the newest group on the mount.
-last_id() {
-	"$PGSTATUS" --summary | tr ' ' '\n' | sed -n 's/^last_id=//p'
-}
-
 control_socket() {
 	python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.fstitch.control").decode())' "$MNT"
 }
@@ -114,19 +109,19 @@ wait_field() {
 	assert_equal "$stderr" "pgrun: cannot print the group id: Bad file descriptor"
 	assert [ ! -e f ]
 	# the group it made is left and closed
-	run -0 "$PGSTATUS" "$(last_id)"
+	run -0 "$PGSTATUS" "$(pg_last_id)"
 	assert_output --regexp 'engaged=0 .*state=.*closed'
 	run -125 --separate-stderr sh -c 'exec "$@" >&-' _ "$PGRUN" --print-id --sync -- sh -c 'echo x >f'
 	assert_equal "$stderr" "pgrun: cannot print the group id: Bad file descriptor"
 	assert [ ! -e f ]
-	run -0 "$PGSTATUS" "$(last_id)"
+	run -0 "$PGSTATUS" "$(pg_last_id)"
 	assert_output --regexp 'engaged=0 .*state=.*closed'
 	# a closed --id-fd is refused before a group is made
-	last=$(last_id)
+	last=$(pg_last_id)
 	run -125 --separate-stderr sh -c 'exec "$@" 3>&-' _ "$PGRUN" --id-fd=3 -- touch f
 	assert_equal "$stderr" "pgrun: cannot write the group id to fd 3: Bad file descriptor"
 	assert [ ! -e f ]
-	assert_equal "$(last_id)" "$last"
+	assert_equal "$(pg_last_id)" "$last"
 }
 
 @test "a reader that has gone is reported, and the command gets pgrun's SIGPIPE" {
@@ -135,12 +130,12 @@ wait_field() {
 	run -125 --separate-stderr broken_pipe "$PGRUN" --print-id -- touch f
 	assert_equal "$stderr" "pgrun: cannot print the group id: Broken pipe"
 	assert [ ! -e f ]
-	run -0 "$PGSTATUS" "$(last_id)"
+	run -0 "$PGSTATUS" "$(pg_last_id)"
 	assert_output --regexp 'engaged=0 .*state=.*closed'
 	run -125 --separate-stderr broken_pipe "$PGRUN" --print-id --sync -- touch f
 	assert_equal "$stderr" "pgrun: cannot print the group id: Broken pipe"
 	assert [ ! -e f ]
-	run -0 "$PGSTATUS" "$(last_id)"
+	run -0 "$PGSTATUS" "$(pg_last_id)"
 	assert_output --regexp 'engaged=0 .*state=.*closed'
 	run -125 --separate-stderr broken_pipe sh -c 'exec "$@" 3>&1' _ "$PGRUN" --id-fd=3 -- touch f
 	assert_equal "$stderr" "pgrun: cannot write the group id to fd 3: Broken pipe"
@@ -272,9 +267,9 @@ ts = [threading.Thread(target=w, args=(i,)) for i in range(4)]
 
 # signalled SIG CODE: start pgrun on a command that, sent SIG, writes the
 # file got inside the group and exits with CODE (99 if no signal comes
-# within 20 seconds); send SIG to pgrun (not
-# to the command) from this shell; pgrun must live to pass the command's
-# status on, and the write must have joined the group.
+# within 20 seconds); send SIG to pgrun (not to the command) from this
+# shell; pgrun must live to pass the command's status on, and the write
+# must have joined the group.
 signalled() {
 	local sig=$1 code=$2 pid g i st c0
 	g=$("$PGCREATE")

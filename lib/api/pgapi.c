@@ -19,7 +19,8 @@
 static pthread_mutex_t api_lock = PTHREAD_MUTEX_INITIALIZER;
 static int api_fd = -1;
 static pid_t api_pid;
-static char *api_where; /* pg_set_control()'s argument, or NULL */
+static char *api_where;	   /* pg_set_control()'s argument, or NULL */
+static char api_sock[256]; /* the socket api_fd is connected to ("": none) */
 /* This process, or one it was forked from, changed its scope with a call
  * of its own (engage, disengage, a policy): its children are given their
  * copy of it at the fork (fork_child()). */
@@ -69,7 +70,16 @@ static void fork_child(void)
 
 	pthread_mutex_unlock(&api_lock);
 	if (fork_pipe[0] >= 0) {
+		int fd;
+
 		close(fork_pipe[0]);
+		/* The parent's daemon, found already: the child has had no time
+		 * to go elsewhere, so it connects without a second lookup. */
+		if (api_fd >= 0 && api_sock[0] && ctl_connect(api_sock, &fd) == 0) {
+			close(api_fd);
+			api_fd = fd;
+			api_pid = getpid();
+		}
 		/* Refused or failed (an older daemon, no daemon any more):
 		 * the child follows its parent, as before. */
 		(void)call(CTL_SCOPE_OWN, 0, 0, NULL);
@@ -110,6 +120,7 @@ static int connect_now(void)
 		return r == -ENOENT ? -ENXIO : r;
 	api_fd = fd;
 	api_pid = getpid();
+	strcpy(api_sock, path); /* both as long */
 	return 0;
 }
 

@@ -192,6 +192,10 @@ static int append_fuse(struct mountopt *mo, const char *opt)
 }
 
 /* One option, already unescaped: name, and value after '=' or NULL. */
+/* What commit=, flush_interval= and lock_wait= take
+ * (mountopt_parse_seconds()). */
+static const char seconds[] = "seconds above 0 and at most 86400, with at most three decimals";
+
 static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 {
 	char *eq = strchr(opt, '=');
@@ -251,7 +255,7 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 	if (strcmp(opt, "commit") == 0) {
 		if (!val)
 			goto need_value;
-		expect = "seconds above 0 and at most 86400, with at most three decimals";
+		expect = seconds;
 		if (mountopt_parse_seconds(val, &ms) < 0)
 			goto bad_value;
 		mo->commit_ms = ms;
@@ -260,7 +264,7 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 	if (strcmp(opt, "flush_interval") == 0) {
 		if (!val)
 			goto need_value;
-		expect = "seconds above 0 and at most 86400, with at most three decimals";
+		expect = seconds;
 		if (mountopt_parse_seconds(val, &ms) < 0)
 			goto bad_value;
 		mo->flush_interval_ms = ms;
@@ -271,7 +275,7 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 
 		if (!val)
 			goto need_value;
-		expect = "a number from 1 to 1024";
+		expect = MOUNTOPT_THREADS_TAKES;
 		if (num_parse(val, 1, MOUNTOPT_THREADS_MAX, &n) < 0)
 			goto bad_value;
 		mo->max_threads = (unsigned)n;
@@ -280,7 +284,7 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 	if (strcmp(opt, "lock_wait") == 0) {
 		if (!val)
 			goto need_value;
-		expect = "seconds above 0 and at most 86400, with at most three decimals";
+		expect = seconds;
 		if (mountopt_parse_seconds(val, &ms) < 0)
 			goto bad_value;
 		mo->lock_wait_ms = ms;

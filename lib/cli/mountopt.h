@@ -20,7 +20,10 @@
 #define MOUNTOPT_CACHE_MAX    (1ULL << 40)	    /* 1 TiB */
 #define MOUNTOPT_FLUSH_MAX_MS (24U * 3600U * 1000U) /* one day */
 #define MOUNTOPT_THREADS_MAX  1024
-#define MOUNTOPT_NBD_RETRY_MS (60U * 1000U) /* nbd_retry= default */
+/* What max_threads= (and fstitch-mount --max-threads) takes, for a
+ * message: "bad value ... (it takes " MOUNTOPT_THREADS_TAKES ")". */
+#define MOUNTOPT_THREADS_TAKES "a number from 1 to 1024"
+#define MOUNTOPT_NBD_RETRY_MS  (60U * 1000U) /* nbd_retry= default */
 
 struct mountopt {
 	enum consistency consistency;	   /* as given; see has_consistency */

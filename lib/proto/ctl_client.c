@@ -77,9 +77,9 @@ int ctl_connect(const char *path, int *fd)
 	if (s <= STDERR_FILENO) {
 		int moved = fcntl(s, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
 
-		r = -errno;
+		r = moved < 0 ? -errno : 0;
 		close(s);
-		if (moved < 0)
+		if (r < 0)
 			return r;
 		s = moved;
 	}
