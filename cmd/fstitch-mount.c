@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <linux/fs.h>
 #include <linux/fuse.h>
 #include <sys/uio.h>
@@ -41,6 +42,8 @@
 #include "util/fsprobe.h"
 #include "util/mountinfo.h"
 #include "util/size.h"
+#include "util/procstatus.h"
+#include "util/smallfile.h"
 
 #define PROG "fstitch-mount"
 
@@ -225,7 +228,26 @@ static void reply_entry(fuse_req_t req, const struct stat *st)
 struct req_op {
 	struct pg_op pg;
 	struct e2_caller who;
+	pid_t tid; /* the FUSE caller (a thread id), 0 for none */
 };
+
+/* e2_caller.may_reserve: whether the caller holds CAP_SYS_RESOURCE, or has
+ * resgid (when not 0) among its supplementary groups, by its
+ * /proc/TID/status.  A caller that is gone, or whose status cannot be
+ * read, may not. */
+static bool may_reserve(const struct e2_caller *who, gid_t resgid)
+{
+	const struct req_op *op = who->arg;
+	char path[64], buf[16384];
+
+	if (!op || op->tid <= 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)op->tid);
+	if (small_file_read(path, buf, sizeof(buf)) < 0)
+		return false;
+	return proc_status_has_cap(buf, CAP_SYS_RESOURCE) ||
+	       (resgid != 0 && proc_status_in_groups(buf, resgid));
+}
 
 /* Patchgroups see every request that may change the file system, under the
  * calling process's scope: each ext2 call of the request gets op->who,
@@ -242,6 +264,9 @@ static void enter(fuse_req_t req, struct req_op *op)
 	memset(&op->who, 0, sizeof(op->who));
 	op->who.uid = ctx->uid;
 	op->who.gid = ctx->gid;
+	op->who.may_reserve = may_reserve;
+	op->who.arg = op;
+	op->tid = tid;
 	if (D.callers && caller_resolve(D.callers, tid, &key) == 1) {
 		op->who.pid = key.pid;
 		op->who.start = key.start;

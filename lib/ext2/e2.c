@@ -22,8 +22,7 @@ void e2_lock_caller(struct e2fs *fs, const struct e2_caller *who)
 	fs->caller_pid = who && who->pid > 0 ? who->pid : 0;
 	fs->caller_start = fs->caller_pid ? who->start : 0;
 	fs->caller_group_order = who && who->group_order;
-	fs->caller_uid = who ? who->uid : 0;
-	fs->caller_gid = who ? who->gid : 0;
+	fs->caller = who;
 	e2_icache_trim(fs);
 }
 
@@ -33,8 +32,7 @@ void e2_unlock(struct e2fs *fs)
 	fs->caller_pid = 0;
 	fs->caller_start = 0;
 	fs->caller_group_order = false;
-	fs->caller_uid = 0;
-	fs->caller_gid = 0;
+	fs->caller = NULL;
 	pthread_mutex_unlock(&fs->lock);
 }
 

@@ -89,12 +89,19 @@ struct e2_caller {
 	 * rename_order.  Its writes still join the sets: under
 	 * rename_order=all other processes' renames wait for them. */
 	bool group_order;
-	/* Who asks, for the blocks reserved for root (mke2fs -m): a caller
-	 * other than uid 0, the superblock's resuid or a member of its resgid
-	 * (by the primary group alone) gets ENOSPC once only they are left.
-	 * Zero, as a caller of no process, is root. */
+	/* Who asks, for the blocks reserved for root (mke2fs -m): once only
+	 * they are left, a caller gets ENOSPC unless it is uid 0, the
+	 * superblock's resuid, of primary group resgid, or may_reserve says
+	 * yes.  Zero, as a caller of no process, is root. */
 	uid_t uid;
 	gid_t gid;
+	/* Asked (under the file system's lock, so it must be quick and must
+	 * not call the ext2 module) only when the ids above do not decide:
+	 * whether the caller holds CAP_SYS_RESOURCE or resgid among its
+	 * supplementary groups, as Linux's ext2 lets either through.  NULL:
+	 * no. */
+	bool (*may_reserve)(const struct e2_caller *who, gid_t resgid);
+	void *arg; /* for may_reserve */
 };
 
 /* When a read moves a file's access time (mount(8)'s atime options). */

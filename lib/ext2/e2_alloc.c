@@ -203,13 +203,16 @@ found:
 }
 
 /* Whether the caller may take the blocks reserved for root, as Linux's
- * ext2 decides (its capability check aside: the daemon knows ids only). */
+ * ext2 decides: root, the reserved user or group, or CAP_SYS_RESOURCE. */
 static bool may_use_reserve(const struct e2fs *fs)
 {
+	const struct e2_caller *who = fs->caller;
 	gid_t resgid = le16toh(fs->sb.s_def_resgid);
 
-	return fs->caller_uid == 0 || fs->caller_uid == le16toh(fs->sb.s_def_resuid) ||
-	       (resgid != 0 && fs->caller_gid == resgid);
+	if (!who || who->uid == 0 || who->uid == le16toh(fs->sb.s_def_resuid) ||
+	    (resgid != 0 && who->gid == resgid))
+		return true;
+	return who->may_reserve && who->may_reserve(who, resgid);
 }
 
 /* Allocate a block near goal (0: no preference).  *bit gets the bitmap

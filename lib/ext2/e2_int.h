@@ -207,8 +207,8 @@ struct e2fs {
 	pid_t caller_pid;
 	uint64_t caller_start;
 	bool caller_group_order; /* e2_caller.group_order */
-	uid_t caller_uid;	 /* e2_caller.uid, gid: root's reserve */
-	gid_t caller_gid;
+	/* the caller, while a call runs, for root's reserve (e2_alloc.c) */
+	const struct e2_caller *caller;
 	struct bdev *dev;
 	struct cache *c;
 	struct e2_opts opts;
