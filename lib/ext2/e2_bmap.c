@@ -205,8 +205,8 @@ struct wctx {
 	struct e2_inode *ip;
 	struct ext2_inode_large nw; /* the inode as the write leaves it */
 	bool cow;		    /* pointers go into copies, not in place */
-	bool quiet; /* what only the write shows may leave out the caller's befores */
-	uint32_t goal;		    /* allocation goal */
+	bool quiet;    /* what only the write shows may leave out the caller's befores */
+	uint32_t goal; /* allocation goal */
 	struct shadow *sh;
 	size_t nsh, capsh;
 	struct cplist cpd, cps; /* in-place pointers to data / to shadows */

@@ -636,8 +636,7 @@ void e2_icache_trim(struct e2fs *fs)
 			/* An inode whose initialisation is still pending must
 			 * stay: a new entry for it has to wait for that patch. */
 			if (!ip->nlookup && !ip->nopen && ip->ino != E2_ROOT_INO && !ip->init &&
-			    !ip->clear && !ip->rmset && !ip->size_p &&
-			    (ip->freed || !ip->unlinked))
+			    !ip->clear && !ip->rmset && !ip->size_p && (ip->freed || !ip->unlinked))
 				idrop(fs, pp);
 			else
 				pp = &ip->hnext;

@@ -77,7 +77,7 @@ int e2t_mkfs_mem(unsigned size_kib, unsigned block_size, const char *extra, void
  * (tests/support/fsckclass.h) */
 
 struct e2t_fsck {
-	int status;	  /* e2fsck -fn exit status */
+	int status;	   /* e2fsck -fn exit status */
 	int repair_status; /* e2fsck -fy's on a copy (0 if not run) */
 	enum fsck_class verdict;
 	unsigned nbenign, ndangerous, nrepair;

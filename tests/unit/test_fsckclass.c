@@ -24,7 +24,7 @@
 /* e2fsck -fy repairing, and e2fsck -fn then finding nothing */
 #define REPAIR_OK                                                                                  \
 	"--- e2fsck -fy: exit 1\n" HEAD "Pass 5: Checking group summary information\n"             \
-	"\n/tmp/t/copy: ***** FILE SYSTEM WAS MODIFIED *****\n"                                     \
+	"\n/tmp/t/copy: ***** FILE SYSTEM WAS MODIFIED *****\n"                                    \
 	"/tmp/t/copy: 14/2048 files (0.0% non-contiguous), 565/8192 blocks\n"                      \
 	"--- e2fsck -fn after -fy: exit 0\n" HEAD "Pass 5: Checking group summary information\n"   \
 	"/tmp/t/copy: 14/2048 files (0.0% non-contiguous), 565/8192 blocks\n"
@@ -175,16 +175,17 @@ static void test_counts_compared_as_numbers(void **state)
 /* e2fsck -fy leaves errors: they are the reason. */
 static void test_repair_fails(void **state)
 {
-	expect("--- e2fsck -fn: exit 4\n" HEAD "Pass 4: Checking reference counts\n"
-	       "Unattached inode 12\nConnect to /lost+found? no\n\n" TAIL "--- e2fsck -fy: exit 4\n"
-	       HEAD "Pass 4: Checking reference counts\n"
-	       "Unattached inode 12\nConnect to /lost+found? yes\n\n"
-	       "/lost+found not found.  Create? yes\n\n"
-	       "Cannot allocate space for /lost+found.\nPlace lost files in root directory instead? "
-	       "yes\n\n" TAIL,
-	       FSCK_DANGEROUS,
-	       "e2fsck -fy exit status 4:\nUnattached inode 12\n/lost+found not found.\n"
-	       "Cannot allocate space for /lost+found.\n");
+	expect(
+	    "--- e2fsck -fn: exit 4\n" HEAD "Pass 4: Checking reference counts\n"
+	    "Unattached inode 12\nConnect to /lost+found? no\n\n" TAIL
+	    "--- e2fsck -fy: exit 4\n" HEAD "Pass 4: Checking reference counts\n"
+	    "Unattached inode 12\nConnect to /lost+found? yes\n\n"
+	    "/lost+found not found.  Create? yes\n\n"
+	    "Cannot allocate space for /lost+found.\nPlace lost files in root directory instead? "
+	    "yes\n\n" TAIL,
+	    FSCK_DANGEROUS,
+	    "e2fsck -fy exit status 4:\nUnattached inode 12\n/lost+found not found.\n"
+	    "Cannot allocate space for /lost+found.\n");
 	expect("--- e2fsck -fn: exit 4\n" HEAD "Deleted inode 13 has zero dtime.  Fix? no\n" TAIL
 	       "--- e2fsck -fy: exit 8\n",
 	       FSCK_DANGEROUS, "e2fsck -fy exit status 8:\ne2fsck -fy failed without a finding\n");
