@@ -636,8 +636,8 @@ wait_free_inodes() {
 #       removed, so that the unmount writes the same every time.
 #   crash_workload_record SOURCE MNT [fstitch-mount options...]
 #       Mount SOURCE (made by crash_workload_image) at MNT with the daemon
-#       recording into $SCRATCH/rec/log and no background flush, run
-#       crash_workload, unmount.
+#       recording into $SCRATCH/rec/log and no background flush or timed
+#       commit, run crash_workload, unmount.
 crash_workload_image() {
 	make_stock_image "$1" "${CRASH_IMAGE_SIZE:-4M}" "${@:3}"
 	mkdir -p "$SCRATCH/tree/a/b" "$SCRATCH/tree/c"
@@ -673,7 +673,7 @@ crash_workload_record() {
 	shift 2
 	mkdir -p "$SCRATCH/rec"
 	export FSTITCH_RECORD=$SCRATCH/rec/log
-	fstitch_mount_start "$src" "$mnt" -o flush_interval=86400 "$@"
+	fstitch_mount_start "$src" "$mnt" -o flush_interval=86400,commit=86400 "$@"
 	unset FSTITCH_RECORD
 	crash_workload "$mnt"
 	fstitch_mount_stop "$mnt"

@@ -578,6 +578,35 @@ kill_with_open_orphan() {
 	assert_equal "$rc" $((128 + 9))
 }
 
+@test "commit= bounds what a crash loses: the timer's commit reaches the disk on its own" {
+	make_stock_image "$SCRATCH/e3.img" 16M -t ext3 -b 1024
+	# the flusher's own interval is a day: only the commit timer can
+	# put the file on disk
+	fstitch_mount_start "$SCRATCH/e3.img" "$MNT" -o commit=1,flush_interval=86400
+	seq 2000 >"$SCRATCH/want"
+	cp "$SCRATCH/want" "$MNT/f"
+	# a replay of the image as it stands has the file within seconds (30 s
+	# at most here, for a loaded machine)
+	local i got= t0=$SECONDS
+	for ((i = 0; i < 150; i++)); do
+		cp "$SCRATCH/e3.img" "$SCRATCH/now.img"
+		"$E2TOOL" "$SCRATCH/now.img" recover >/dev/null 2>&1 &&
+			debugfs -R "dump /f $SCRATCH/got" "$SCRATCH/now.img" >/dev/null 2>&1 &&
+			cmp -s "$SCRATCH/want" "$SCRATCH/got" && got=1 && break
+		sleep 0.2
+	done
+	echo "# on disk after $((SECONDS - t0)) s, $i polls" >&3
+	[ -n "$got" ]
+	# a crash now loses nothing
+	kill -KILL "$FSTITCH_MOUNT_PID"
+	fstitch_mount_stop "$MNT" || :
+	fstitch_mount_start "$SCRATCH/e3.img" "$MNT"
+	cmp "$SCRATCH/want" "$MNT/f"
+	fstitch_mount_stop "$MNT"
+	run e2fsck -fn "$SCRATCH/e3.img"
+	assert_success
+}
+
 @test "kill -9 with a removed file open: the next mount frees it from the orphan list" {
 	make_stock_image "$SCRATCH/e3.img" 16M -t ext3 -b 1024
 	local free0

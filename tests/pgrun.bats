@@ -400,14 +400,15 @@ os.close(fd)'
 # record_start: remount $IMG with the daemon recording every block write and
 # barrier into $SCRATCH/rec/log (saved at unmount).  Extra arguments go to
 # fstitch-mount.  Nothing is written before the unmount (no background
-# flush), so the log, and the states checked, are the same every run.
+# flush or timed commit), so the log, and the states checked, are the
+# same every run.
 record_start() {
 	cd /
 	fstitch_mount_stop "$MNT"
 	rm -rf "$SCRATCH/rec"
 	mkdir "$SCRATCH/rec"
 	export FSTITCH_RECORD=$SCRATCH/rec/log
-	fstitch_mount_start "$IMG" "$MNT" -o flush_interval=86400 "$@"
+	fstitch_mount_start "$IMG" "$MNT" -o flush_interval=86400,commit=86400 "$@"
 	unset FSTITCH_RECORD
 	cd "$MNT"
 }

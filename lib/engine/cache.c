@@ -150,6 +150,19 @@ void block_crowded(struct cache *c)
 	pthread_cond_signal(&c->flush_cond);
 }
 
+void cache_flush_soon(struct cache *c)
+{
+	bool taken;
+
+	cache_lock(c, &taken);
+	if (c->flusher_running) {
+		c->flusher_full = true;
+		c->flusher_kick = true;
+		pthread_cond_signal(&c->flush_cond);
+	}
+	cache_unlock(c, taken);
+}
+
 static void ready_append(struct cache *c, struct cblock *b)
 {
 	b->rnext = NULL;

@@ -68,6 +68,11 @@ uint32_t cache_block_size(const struct cache *c);
 /* Start / stop the background flusher thread. */
 int cache_start_flusher(struct cache *c);
 void cache_stop_flusher(struct cache *c);
+/* Have the running flusher write everything writable now, as at its
+ * interval, without waiting for it (a journal's commit timer: the commit
+ * is then on disk within commit=, not within flush_interval).  Nothing
+ * without a flusher. */
+void cache_flush_soon(struct cache *c);
 
 /* ---- blocks ------------------------------------------------------------ */
 
