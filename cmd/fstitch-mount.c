@@ -600,6 +600,27 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	reply_err(req, r, "rename");
 }
 
+/* Whether a change of a file's data by the caller of req drops the file's
+ * set-user-ID bit, or its set-group-ID bit with group execute, as Linux
+ * drops them for a caller without CAP_FSETID; *mode gets the mode left. */
+static bool drop_suid_mode(fuse_req_t req, mode_t mode, mode_t *out)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	mode_t kill = S_ISUID;
+	char path[64], buf[16384];
+
+	if ((mode & S_ISGID) && (mode & S_IXGRP))
+		kill |= S_ISGID;
+	if (!(mode & kill) || ctx->uid == 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)ctx->pid);
+	if (ctx->pid > 0 && small_file_read(path, buf, sizeof(buf)) == 0 &&
+	    proc_status_has_cap(buf, CAP_FSETID))
+		return false;
+	*out = mode & ~kill;
+	return true;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	uint32_t e2ino = in_ino(ino);
@@ -614,12 +635,18 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY) {
 		struct req_op op;
 		struct stat attr, st;
+		unsigned set = E2_SET_SIZE | E2_SET_MTIME_NOW;
 
 		memset(&attr, 0, sizeof(attr));
-		clock_gettime(CLOCK_REALTIME, &attr.st_ctim);
+		/* The kernel drops the mode change of its own truncate when
+		 * the open truncates, so the set-user-ID and set-group-ID
+		 * bits go here, as a truncate by the caller drops them */
+		if (e2_getattr(D.fs, e2ino, &st) == 0 &&
+		    drop_suid_mode(req, st.st_mode, &attr.st_mode))
+			set |= E2_SET_MODE;
 		enter(req, &op);
-		r = e2_setattr(D.fs, &op.who, e2ino, &attr,
-			       E2_SET_SIZE | E2_SET_MTIME_NOW | E2_SET_CTIME, &st);
+		/* (ctime: the same clock reading as mtime) */
+		r = e2_setattr(D.fs, &op.who, e2ino, &attr, set, &st);
 		leave(&op, "open");
 		if (r < 0) {
 			e2_release_inode(D.fs, e2ino);

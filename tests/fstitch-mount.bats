@@ -274,6 +274,34 @@ tree_tar() {
 	assert_fsck_clean "$IMG"
 }
 
+@test "open with O_TRUNC by another user drops set-user-ID and set-group-ID, as a truncate does" {
+	new_image 8M
+	fstitch_mount_start "$IMG" "$MNT" -o allow_other
+	chmod 777 "$MNT"
+	for f in a b c d; do
+		echo abc >"$MNT/$f"
+		chown 1000:1000 "$MNT/$f"
+	done
+	chmod 6755 "$MNT/a" "$MNT/c" "$MNT/d"
+	# set-group-ID without group execute is not a privilege: it stays
+	chmod 2745 "$MNT/b"
+	as_user() { (cd "$MNT" && setpriv --reuid 1000 --regid 1000 --clear-groups "$@"); }
+	run -0 as_user sh -c ': >a; : >b'
+	# truncate(2) by the same user, which the kernel handles itself
+	run -0 as_user truncate -s 0 d
+	# root (CAP_FSETID) keeps them
+	: >"$MNT/c"
+	run -0 stat -c '%n %a %s' "$MNT/a" "$MNT/b" "$MNT/c" "$MNT/d"
+	assert_output "$MNT/a 755 0
+$MNT/b 2745 0
+$MNT/c 6755 0
+$MNT/d 755 0"
+	# and mtime and ctime are one reading of the clock
+	assert_equal "$(stat -c %y "$MNT/a")" "$(stat -c %z "$MNT/a")"
+	fstitch_mount_stop "$MNT"
+	assert_fsck_clean "$IMG"
+}
+
 @test "the blocks reserved for root (-m) are refused to other users, as Linux's ext2 does" {
 	# half the blocks kept for root (mke2fs -m 50, stock mke2fs)
 	new_image 4M -m 50
