@@ -242,6 +242,46 @@ statfs_of() {
 	done
 }
 
+# max_size DIR: the largest size ftruncate(2) gives a new file DIR/max
+# (found by halving), then the file is emptied again.
+max_size() {
+	python3 - "$1/max" <<'PY'
+import os, sys
+fd = os.open(sys.argv[1], os.O_CREAT | os.O_RDWR, 0o644)
+lo, hi = 0, 1 << 50
+while lo < hi:
+    m = (lo + hi + 1) // 2
+    try:
+        os.ftruncate(fd, m)
+        lo = m
+    except OSError:
+        hi = m - 1
+os.ftruncate(fd, 0)
+print(lo)
+PY
+}
+
+@test "the largest file is the kernel's at 1, 2 and 4 KiB blocks, and its end reads back" {
+	local img=$SCRATCH/a.img mnt=$SCRATCH/mnt kmnt=$SCRATCH/kmnt bs kern ours
+	for bs in 1024 2048 4096; do
+		rm -f "$img"
+		truncate -s 64M "$img"
+		mke2fs -q -F -t ext2 -b $bs "$img"
+		kernel_mount "$img" "$kmnt"
+		kern=$(max_size "$kmnt")
+		# four bytes that end at the largest size, written by the kernel
+		printf 'tail' | dd of="$kmnt/big" bs=1 seek=$((kern - 4)) conv=notrunc status=none
+		kernel_umount "$kmnt"
+		fstitch_mount_start "$img" "$mnt"
+		ours=$(max_size "$mnt")
+		[ "$ours" = "$kern" ] || fail "$bs-byte blocks: largest size $ours, the kernel's $kern"
+		run -0 tail -c 4 "$mnt/big"
+		assert_output tail
+		fstitch_mount_stop "$mnt"
+		run -0 e2fsck -fn "$img"
+	done
+}
+
 # times_of DIR NAME...: each file's access and modification time in
 # seconds and nanoseconds, one line per file.
 times_of() {

@@ -16,12 +16,27 @@
 
 uint64_t e2_max_lblk(const struct e2fs *fs)
 {
-	uint64_t a = fs->apb;
-	uint64_t s = E2_NDIR + a + a * a + a * a * a;
-	/* i_blocks is 32 bits of 512-byte units, indirect blocks included */
-	uint64_t lim = ((1ULL << 32) - 1) / (fs->bs / 512) - (a * a + a + 3);
+	uint64_t a = fs->apb, aa = a * a;
+	uint64_t tree = E2_NDIR + a + aa + aa * a;
+	/* i_blocks: 32 bits of 512-byte units, indirect blocks included */
+	uint64_t lim = ((1ULL << 32) - 1) / (fs->bs / 512), rest, meta;
 
-	return s < lim ? s : lim;
+	/* The whole tree, dense, with its 1 + (1 + a) + (1 + a + a^2)
+	 * indirect blocks, fits (1 and 2 KiB blocks)? */
+	if (tree + 1 + (1 + a) + (1 + a + aa) <= lim)
+		return tree;
+	/* Else lim less the indirect blocks a dense file of lim data blocks
+	 * would have, as Linux's ext2 counts them (4 KiB blocks: 524801 of
+	 * them), so that a file it wrote to its largest size is read here
+	 * to its end. */
+	rest = lim - E2_NDIR - a;
+	if (rest < aa)
+		meta = 1 + 1 + (rest + a - 1) / a;
+	else {
+		rest -= aa;
+		meta = 1 + (1 + a) + 1 + (rest + a - 1) / a + (rest + aa - 1) / aa;
+	}
+	return lim - meta;
 }
 
 /* Offsets along the path to lblk; returns the depth (1..4). */
