@@ -949,14 +949,22 @@ static uint64_t e2_overhead(const struct e2fs *fs)
 
 int e2_statfs(struct e2fs *fs, struct statvfs *sv)
 {
-	uint64_t resv;
+	uint64_t resv, journal = 0;
+	struct stat jst;
 
+	/* Linux counts an internal journal's blocks as overhead too */
+	if ((le32toh(fs->sb.s_feature_compat) & EXT3_FEATURE_COMPAT_HAS_JOURNAL) &&
+	    !fs->sb.s_journal_dev && fs->sb.s_journal_inum &&
+	    e2_getattr(fs, le32toh(fs->sb.s_journal_inum), &jst) == 0)
+		journal = (uint64_t)jst.st_size / fs->bs;
 	memset(sv, 0, sizeof(*sv));
 	pthread_mutex_lock(&fs->lock);
 	resv = le32toh(fs->sb.s_r_blocks_count);
 	sv->f_bsize = fs->bs;
 	sv->f_frsize = fs->bs;
 	sv->f_blocks = fs->nblocks - e2_overhead(fs);
+	if (journal < sv->f_blocks)
+		sv->f_blocks -= journal;
 	sv->f_bfree = fs->free_blocks;
 	sv->f_bavail = fs->free_blocks > resv ? fs->free_blocks - resv : 0;
 	sv->f_files = fs->ninodes;
