@@ -350,6 +350,27 @@ $MNT/d 755 0"
 	assert_fsck_clean "$IMG"
 }
 
+@test "a sparse file cut before its only far block keeps no empty indirect blocks" {
+	local t l
+	for t in ext2 ext3; do
+		make_stock_image "$IMG" 256M -t $t -b 1024
+		fstitch_mount_start "$IMG" "$MNT"
+		# one block in the single, double and triple indirect trees
+		for l in 17 785 131345; do
+			dd if=/dev/zero of="$MNT/f$l" bs=1024 count=1 seek=$l status=none
+			truncate -s $((l * 1024)) "$MNT/f$l"
+			[ "$(stat -c %b "$MNT/f$l")" = 0 ] ||
+				fail "$t: a file cut at lblk $l holds $(stat -c %b "$MNT/f$l") sectors"
+		done
+		# a kept block beside the cut keeps its indirect blocks
+		dd if=/dev/zero of="$MNT/g" bs=1024 count=3 seek=783 status=none
+		truncate -s $((785 * 1024)) "$MNT/g"
+		assert_equal "$(stat -c %b "$MNT/g")" 8
+		fstitch_mount_stop "$MNT"
+		assert_fsck_clean "$IMG"
+	done
+}
+
 @test "an unlinked file stays readable while open and is freed on close" {
 	new_image 32M
 	fstitch_mount_start "$IMG" "$MNT"

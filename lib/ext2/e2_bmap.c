@@ -1146,6 +1146,36 @@ static int clear_and_free(struct e2fs *fs, struct e2_inode *fsync_ip, uint32_t b
 	return r;
 }
 
+/* *any: whether the subtree at blk (level >= 1, covering lblks from base)
+ * maps a data block at an lblk below `below`.  An indirect block that maps
+ * none there is left empty by a truncate to `below`, and goes with it, as
+ * Linux's ext2 frees it (a sparse file cut just before its only block far
+ * out kept its indirect blocks). */
+static int maps_below(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, int level, uint64_t base,
+		      uint64_t below, bool *any)
+{
+	uint64_t span = span_of(fs, level);
+	uint32_t *kids;
+	int r;
+
+	*any = false;
+	r = read_kids(fs, ip, blk, level, &kids);
+	for (uint32_t i = 0; !r && i < fs->apb && base + i * span < below; i++) {
+		uint32_t v = le32toh(kids[i]);
+
+		if (!v)
+			continue;
+		if (level == 1) {
+			*any = true;
+			return 0;
+		}
+		r = maps_below(fs, ip, v, level - 1, base + i * span, below, any);
+		if (*any)
+			return r;
+	}
+	return r;
+}
+
 /* Truncate the subtree at blk (level >= 1, covering lblks from base) so that
  * only lblks below keep remain.  Whole children are cleared from this block
  * in one patch; the blocks under them are freed after that patch. */
@@ -1163,10 +1193,17 @@ static int trunc_partial(struct e2fs *fs, struct e2_inode *ip, uint32_t blk, int
 	for (uint32_t i = 0; i < fs->apb; i++) {
 		uint64_t cb = base + i * span;
 		uint32_t v = le32toh(kids[i]);
+		bool any = true;
 
 		if (!v || cb + span <= keep)
 			continue;
-		if (cb >= keep) {
+		/* the child that keep cuts: whole if it keeps nothing */
+		if (cb < keep && level > 1) {
+			r = maps_below(fs, ip, v, level - 1, cb, keep, &any);
+			if (r)
+				goto out;
+		}
+		if (cb >= keep || !any) {
 			if (first == UINT32_MAX)
 				first = i;
 			r = collect(fs, ip, v, level - 1, &fl);
@@ -1259,10 +1296,16 @@ static int trunc_to(struct e2fs *fs, struct e2_inode *ip, uint64_t size, uint64_
 	trees_of(fs, &tr);
 	for (int t = 0; t < 3; t++) {
 		uint32_t v = le32toh(nw.i_block[E2_IND + t]);
+		bool any = true;
 
 		if (!v || keep >= tr.base[t] + tr.span[t])
 			continue;
-		if (keep <= tr.base[t]) {
+		if (keep > tr.base[t]) {
+			r = maps_below(fs, ip, v, t + 1, tr.base[t], keep, &any);
+			if (r)
+				goto out;
+		}
+		if (keep <= tr.base[t] || !any) {
 			r = detach(fs, ip, &nw, E2_IND + t, t + 1, &top);
 			if (r)
 				goto out;

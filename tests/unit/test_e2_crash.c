@@ -410,6 +410,36 @@ static void run_truncate(struct work *w)
 	w_rounds(w);
 }
 
+/* Sparse files cut just before their only block far out: the indirect
+ * blocks over it are left empty, and go with it (as Linux's ext2 frees
+ * them); a new file then takes the blocks freed.  Each pointer must be
+ * gone on disk before its block is free, up the tree to the inode. */
+static void su_trunc_sparse(struct work *w)
+{
+	uint32_t f;
+
+	su_dirs(w);
+	/* one block in the double-indirect tree, one in the single */
+	f = w_file(w, E2_ROOT_INO, "s1", 1, 100);
+	w_write_pat(w, f, 1, 800000, 3000);
+	name_holes(w, "s1", 100, 800000);
+	/* (lblk 781 of 1 KiB blocks starts at 799744: the truncate below
+	 * cuts there) */
+	f = w_file(w, w->dirs[1], "s2", 2, 100);
+	w_write_pat(w, f, 2, 17408, 1000);
+	name_holes(w, "s2", 100, 17408);
+}
+
+static void run_trunc_sparse(struct work *w)
+{
+	/* at the start of its first block: nothing of it is kept */
+	w_size(w, w_lookup(w, E2_ROOT_INO, "s1"), 799744);
+	w_size(w, w_lookup(w, w->dirs[1], "s2"), 17408);
+	w_rounds(w);
+	w_file(w, E2_ROOT_INO, "s3", 3, 40000);
+	w_rounds(w);
+}
+
 /* Shrink then grow a synced file in one session: the bytes cut off must
  * not come back, whether the file grows by a size change or by a write
  * far beyond its end (size update -> the zeroed tail it covers).  Each
@@ -1634,6 +1664,7 @@ static const struct workload workloads[] = {
     {"mkdir-tree", NULL, run_mkdir_tree, true, false, false},
     {"write-append", NULL, run_append, true, false, true},
     {"truncate", su_truncate, run_truncate, true, false, false},
+    {"trunc-sparse", su_trunc_sparse, run_trunc_sparse, true, false, false},
     {"shrink-grow", su_shrink_grow, run_shrink_grow, true, true, false},
     {"unlink", su_unlink, run_unlink, true, false, false},
     {"rmdir", su_rmdir, run_rmdir, true, false, false},
