@@ -371,6 +371,24 @@ $MNT/d 755 0"
 	done
 }
 
+@test "a loop of mkdir and rmdir, or ln -s and rm, grows its directory a few blocks, not one each" {
+	make_stock_image "$IMG" 64M -t ext2 -b 1024
+	fstitch_mount_start "$IMG" "$MNT"
+	mkdir "$MNT/d" "$MNT/s"
+	for i in $(seq 300); do
+		mkdir "$MNT/d/e$i"
+		rmdir "$MNT/d/e$i"
+		ln -s x "$MNT/s/l$i"
+		rm "$MNT/s/l$i"
+	done
+	# removals not yet on disk are kept clear of for a few blocks (4 at
+	# most), then written over
+	[ "$(stat -c %s "$MNT/d")" -le 5120 ] || fail "d: $(stat -c %s "$MNT/d") bytes"
+	[ "$(stat -c %s "$MNT/s")" -le 5120 ] || fail "s: $(stat -c %s "$MNT/s") bytes"
+	fstitch_mount_stop "$MNT"
+	assert_fsck_clean "$IMG"
+}
+
 @test "an unlinked file stays readable while open and is freed on close" {
 	new_image 32M
 	fstitch_mount_start "$IMG" "$MNT"

@@ -686,6 +686,12 @@ static int dir_add(struct e2fs *fs, struct e2_inode *dir, const char *name, size
 	r = -ENOSPC;
 	if (!navoid && !nrm)
 		fresh = false; /* nothing to avoid: first, or a new block if none */
+	/* A directory never shrinks: past a few blocks grown to avoid
+	 * removals, or a second in one round, the name goes over them. */
+	if (fresh && first != UINT32_MAX &&
+	    (dir->dix->nfresh >= E2_DIR_FRESH_MAX ||
+	     dir->dix->fresh_at == cache_commits(fs->c) + 1))
+		fresh = false;
 	while (lblk != UINT32_MAX && (navoid || nrm)) {
 		r = dir_block(fs, dir, lblk, &pblk);
 		if (r)
@@ -699,6 +705,10 @@ static int dir_add(struct e2fs *fs, struct e2_inode *dir, const char *name, size
 	}
 	if (r == -ENOSPC && (fresh || first == UINT32_MAX)) {
 		r = dir_append(fs, dir, &linked);
+		if (!r && first != UINT32_MAX) {
+			dir->dix->nfresh++;
+			dir->dix->fresh_at = cache_commits(fs->c) + 1;
+		}
 		if (!r) {
 			r = e2_deps_add(deps, linked);
 			if (r) {

@@ -50,7 +50,15 @@ struct e2_dindex {
 	uint32_t *tree;
 	uint32_t tcap;
 	uint32_t hint; /* block where the last insert succeeded */
+	/* The blocks the directory grew only to keep a new name off pending
+	 * removals (dir_add), and 1 + cache_commits() at the last (0: none).
+	 * A directory never shrinks, so at most E2_DIR_FRESH_MAX such blocks,
+	 * one a round: a loop of mkdir and rmdir grew it a block an
+	 * iteration. */
+	uint32_t nfresh;
+	uint64_t fresh_at;
 };
+#define E2_DIR_FRESH_MAX 4
 
 /* A set of patches that others wait for, as what a rename or link waits
  * for under rename_order (e2_order_add): an empty patch that depends on the older members, and the

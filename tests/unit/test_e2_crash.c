@@ -1016,6 +1016,35 @@ static void run_churn(struct work *w)
 	w_rounds(w);
 }
 
+/* mkdir and rmdir, symlink and unlink, over and over in one directory
+ * between rounds: a new name keeps off the removals not yet on disk by
+ * growing the directory only a few blocks, once a round, and then goes
+ * over them (dir_add); the directory must stay whole either way. */
+static void run_dir_cycle(struct work *w)
+{
+	struct stat st;
+	char name[16];
+
+	for (unsigned i = 0; i < 12; i++) {
+		snprintf(name, sizeof(name), "m%u", i);
+		w_mkdir(w, w->dirs[1], name);
+		OK(w, e2_rmdir(w->fs, NULL, w->dirs[1], name));
+		snprintf(name, sizeof(name), "s%u", i);
+		OK(w, e2_symlink(w->fs, NULL, w->dirs[1], name, "target", 0, 0, &st));
+		e2_forget(w->fs, st.st_ino, 1);
+		OK(w, e2_unlink(w->fs, NULL, w->dirs[1], name));
+		if (i % 4 == 3)
+			w_round1(w);
+	}
+	w_mkdir(w, w->dirs[1], "kept");
+	w_file(w, w->dirs[1], "f", 1, 3000);
+	w_rounds(w);
+	/* a few blocks grown to keep off the removals, once a round: not one
+	 * an iteration (E2_DIR_FRESH_MAX) */
+	OK(w, e2_getattr(w->fs, w->dirs[1], &st));
+	assert_true(st.st_size <= 5 * BS);
+}
+
 /* A random mix over a few names, flushing at random points. */
 static void run_mixed(struct work *w)
 {
@@ -1680,6 +1709,7 @@ static const struct workload workloads[] = {
     {"punch", su_punch, run_punch, true, false, false},
     {"link", su_link, run_link, true, false, false},
     {"symlink", NULL, run_symlink, true, false, false},
+    {"dir-cycle", su_dirs, run_dir_cycle, true, false, false},
     {"reuse", NULL, run_reuse, true, false, false},
     {"dir-churn", su_churn, run_churn, true, false, false},
     {"unlink-create", su_unlink_create, run_unlink_create, true, false, false},
