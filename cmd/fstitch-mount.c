@@ -367,6 +367,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	/* lsattr and chattr on directories too */
+	if (conn->capable & FUSE_CAP_IOCTL_DIR)
+		conn->want |= FUSE_CAP_IOCTL_DIR;
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO;
 	/* Writes from the kernel's writeback cache arrive with pid 0 and so
@@ -621,11 +624,30 @@ static bool drop_suid_mode(fuse_req_t req, mode_t mode, mode_t *out)
 	return true;
 }
 
+/* Whether an open with flags may go, by the inode's flags, as Linux's
+ * may_open() decides: 0 or -EPERM (the kernel does not know them). */
+static int open_allowed(uint32_t e2ino, int flags)
+{
+	uint32_t fl;
+
+	if ((flags & O_ACCMODE) == O_RDONLY && !(flags & O_TRUNC))
+		return 0;
+	if (e2_getflags(D.fs, e2ino, &fl))
+		return 0; /* (the open itself reports it) */
+	if (fl & FS_IMMUTABLE_FL)
+		return -EPERM;
+	if ((fl & FS_APPEND_FL) && (!(flags & O_APPEND) || (flags & O_TRUNC)))
+		return -EPERM;
+	return 0;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	uint32_t e2ino = in_ino(ino);
-	int r = e2_open_inode(D.fs, e2ino);
+	int r = open_allowed(e2ino, fi->flags);
 
+	if (!r)
+		r = e2_open_inode(D.fs, e2ino);
 	if (r < 0) {
 		reply_err(req, r, "open");
 		return;
@@ -1128,6 +1150,98 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
  * always comes with KEEP_SIZE).  Every other mode is EOPNOTSUPP: glibc's
  * posix_fallocate and the tools fall back to writing, and the kernel
  * passes the error on as it is. */
+/* FS_IOC_GETFLAGS and FS_IOC_SETFLAGS (lsattr(1), chattr(1)), with an int
+ * as Linux's ext2 takes it; nothing else. */
+static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+		     struct fuse_file_info *fi, unsigned flags, const void *in_buf, size_t in_bufsz,
+		     size_t out_bufsz)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	uint32_t e2ino = in_ino(ino), fl;
+	struct stat st;
+	int r, v;
+
+	(void)arg;
+	(void)fi;
+	if (flags & FUSE_IOCTL_COMPAT) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
+	switch (cmd) {
+	case FS_IOC_GETFLAGS:
+		if (out_bufsz < sizeof(int)) {
+			fuse_reply_err(req, EINVAL);
+			return;
+		}
+		r = e2_getflags(D.fs, e2ino, &fl);
+		if (r < 0) {
+			reply_err(req, r, "ioctl");
+			return;
+		}
+		v = (int)fl;
+		fuse_reply_ioctl(req, 0, &v, sizeof(v));
+		return;
+	case FS_IOC_FSGETXATTR: {
+		/* the kernel asks this way too, before it sets flags */
+		struct fsxattr fx;
+
+		if (out_bufsz < sizeof(fx)) {
+			fuse_reply_err(req, EINVAL);
+			return;
+		}
+		r = e2_getflags(D.fs, e2ino, &fl);
+		if (r < 0) {
+			reply_err(req, r, "ioctl");
+			return;
+		}
+		memset(&fx, 0, sizeof(fx));
+		fx.fsx_xflags = (fl & FS_IMMUTABLE_FL ? FS_XFLAG_IMMUTABLE : 0) |
+				(fl & FS_APPEND_FL ? FS_XFLAG_APPEND : 0) |
+				(fl & FS_SYNC_FL ? FS_XFLAG_SYNC : 0) |
+				(fl & FS_NOATIME_FL ? FS_XFLAG_NOATIME : 0) |
+				(fl & FS_NODUMP_FL ? FS_XFLAG_NODUMP : 0);
+		fuse_reply_ioctl(req, 0, &fx, sizeof(fx));
+		return;
+	}
+	case FS_IOC_SETFLAGS: {
+		struct req_op op;
+		char path[64], buf[16384];
+		bool may_fix;
+
+		if (in_bufsz < sizeof(int)) {
+			fuse_reply_err(req, EINVAL);
+			return;
+		}
+		memcpy(&v, in_buf, sizeof(v));
+		r = e2_getattr(D.fs, e2ino, &st);
+		if (r < 0) {
+			reply_err(req, r, "ioctl");
+			return;
+		}
+		/* the owner or root may set them; the immutable and
+		 * append-only flags need CAP_LINUX_IMMUTABLE */
+		if (ctx->uid != 0 && ctx->uid != st.st_uid) {
+			fuse_reply_err(req, EPERM);
+			return;
+		}
+		snprintf(path, sizeof(path), "/proc/%d/status", (int)ctx->pid);
+		may_fix = ctx->pid > 0 && small_file_read(path, buf, sizeof(buf)) == 0 &&
+			  proc_status_has_cap(buf, CAP_LINUX_IMMUTABLE);
+		enter(req, &op);
+		r = e2_setflags(D.fs, &op.who, e2ino, (uint32_t)v, may_fix);
+		leave(&op, "ioctl");
+		if (r < 0) {
+			reply_err(req, r, "ioctl");
+			return;
+		}
+		fuse_reply_ioctl(req, 0, NULL, 0);
+		return;
+	}
+	default:
+		fuse_reply_err(req, ENOTTY);
+	}
+}
+
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
 			 struct fuse_file_info *fi)
 {
@@ -1258,6 +1372,7 @@ static const struct fuse_lowlevel_ops ops = {
     .removexattr = op_removexattr,
     .fallocate = op_fallocate,
     .lseek = op_lseek,
+    .ioctl = op_ioctl,
 };
 
 /* ---- command line ------------------------------------------------------- */

@@ -286,6 +286,88 @@ PY
 	done
 }
 
+# flag_rules DIR: set the immutable and append-only flags with chattr(1)
+# on new files and directories in DIR, try what they forbid and allow, and
+# print each step with its exit status; then clear them and remove all.
+flag_rules() {
+	local d=$1
+	(
+		cd "$d" || exit
+		try() {
+			"$@" 2>/dev/null
+			echo "$*: $?"
+		}
+		echo d >i
+		echo d >a
+		mkdir idir adir
+		touch adir/old
+		chattr +i i idir && chattr +a a adir || exit
+		lsattr -d i a idir adir | cut -c1-8
+		try sh -c 'echo x >>i'
+		try sh -c 'echo x >a'
+		try sh -c 'echo x >>a'
+		try rm -f i
+		try touch idir/n
+		try touch adir/n
+		try rm adir/old
+		try mv adir/old adir/o2
+		try mv adir/old o2
+		try chmod 600 i
+		try chmod 600 a
+		try chown 1:1 a
+		try ln a a2
+		try ln i i2
+		try setfattr -n user.x -v 1 i
+		try setfattr -n user.x -v 1 a
+		try truncate -s 0 a
+		try mv i j
+		try touch -d 2001-01-01 i
+		try fallocate -l 1M a
+		cat a
+		# another user may not clear them
+		try setpriv --reuid 1000 --regid 1000 --clear-groups chattr -i i
+		chattr -i i idir && chattr -a a adir || exit
+		lsattr -d i a idir adir | cut -c1-8
+		rm -rf i a idir adir
+	)
+}
+
+@test "chattr +i and +a forbid what they forbid on Linux's ext2, and both read each other's flags" {
+	local img=$SCRATCH/a.img mnt=$SCRATCH/mnt kmnt=$SCRATCH/kmnt kern ours
+	truncate -s 16M "$img"
+	mke2fs -q -F -t ext2 "$img"
+	kernel_mount "$img" "$kmnt"
+	kern=$(flag_rules "$kmnt")
+	kernel_umount "$kmnt"
+	fstitch_mount_start "$img" "$mnt" -o allow_other
+	ours=$(flag_rules "$mnt")
+	fstitch_mount_stop "$mnt"
+	[ "$ours" = "$kern" ] || fail "$(diff <(echo "$kern") <(echo "$ours"))"
+	# (the steps ran: some were refused, some not)
+	grep -q ': 1$' <<<"$ours"
+	grep -q ': 0$' <<<"$ours"
+	# flags the kernel set hold under fstitch-mount, and the other way
+	kernel_mount "$img" "$kmnt"
+	echo k >"$kmnt/byk"
+	chattr +i "$kmnt/byk"
+	kernel_umount "$kmnt"
+	fstitch_mount_start "$img" "$mnt"
+	run -0 lsattr "$mnt/byk"
+	assert_output --regexp '^----i'
+	run ! rm -f "$mnt/byk"
+	echo f >"$mnt/byf"
+	chattr +a "$mnt/byf"
+	fstitch_mount_stop "$mnt"
+	kernel_mount "$img" "$kmnt"
+	run -0 lsattr "$kmnt/byf"
+	assert_output --regexp '^-----a'
+	run ! rm -f "$kmnt/byf"
+	chattr -i "$kmnt/byk"
+	chattr -a "$kmnt/byf"
+	kernel_umount "$kmnt"
+	run -0 e2fsck -fn "$img"
+}
+
 # times_of DIR NAME...: each file's access and modification time in
 # seconds and nanoseconds, one line per file.
 times_of() {

@@ -398,6 +398,11 @@ static int remove_common(struct e2fs *fs, const struct e2_caller *who, uint32_t 
 		r = e2_entry_inode(fs, dir, &loc, name, &ip);
 	if (r)
 		goto out;
+	/* (as Linux's may_delete(), before the file type) */
+	if (e2_iimmutable(dir) || e2_iappend(dir) || e2_iimmutable(ip) || e2_iappend(ip)) {
+		r = -EPERM;
+		goto out;
+	}
 	if (rmdir != e2_idir(ip)) {
 		r = rmdir ? -ENOTDIR : -EISDIR;
 		goto out;

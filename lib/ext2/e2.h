@@ -254,6 +254,23 @@ enum e2_setattr_flags {
 int e2_setattr(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, const struct stat *attr,
 	       unsigned set, struct stat *st);
 
+/* The inode flags lsattr(1) sees (FS_IOC_GETFLAGS) and those chattr(1) may
+ * change (FS_IOC_SETFLAGS), as Linux's ext2 has them.  An immutable inode
+ * (EXT2_IMMUTABLE_FL) then refuses every change with EPERM, and an
+ * append-only one (EXT2_APPEND_FL) all but growth: e2_setattr, e2_write
+ * before its end, e2_punch, the xattr calls, losing a name or gaining one
+ * (e2_unlink, e2_rmdir, e2_rename, e2_link); an immutable directory takes
+ * no new name, an append-only one loses none. */
+#define E2_FL_VISIBLE	 0x0003DFFFu
+#define E2_FL_MODIFIABLE 0x000380FFu
+int e2_getflags(struct e2fs *fs, uint32_t ino, uint32_t *flags);
+/* Set the modifiable flags as in flags, keep the others, move ctime.
+ * -EPERM if the immutable or append-only flag would change and
+ * may_fix is false (Linux: CAP_LINUX_IMMUTABLE); the caller checks that
+ * who owns the inode. */
+int e2_setflags(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, uint32_t flags,
+		bool may_fix);
+
 /* mode includes the file type (S_IFREG, S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK).
  * -EEXIST if name exists, -ENAMETOOLONG over 255 bytes, -ENOSPC, -EMLINK. */
 int e2_mknod(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, const char *name,

@@ -53,6 +53,10 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 			r = -EEXIST;
 		goto out;
 	}
+	if (e2_iimmutable(dir)) {
+		r = -EPERM;
+		goto out;
+	}
 	if (isdir && e2_ilinks(&dir->d) >= E2_LINK_MAX) {
 		r = -EMLINK;
 		goto out;
@@ -380,6 +384,10 @@ int e2_link(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, uint32_t
 	if (r != -ENOENT) {
 		if (!r)
 			r = -EEXIST;
+		goto out;
+	}
+	if (e2_iimmutable(dir) || e2_iimmutable(ip) || e2_iappend(ip)) {
+		r = -EPERM;
 		goto out;
 	}
 	r = e2_dir_prepare(fs, dir, len, &linked);

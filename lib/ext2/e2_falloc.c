@@ -148,6 +148,10 @@ int e2_falloc(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, bool k
 	r = e2_get_file(fs, ino, &ip);
 	if (r)
 		goto out;
+	if (e2_iimmutable(ip)) {
+		r = -EPERM;
+		goto out;
+	}
 	oldsize = e2_isize(&ip->d);
 	if (keep_size && end > oldsize) {
 		/* ext2 has no place for blocks past the end of a file. */
@@ -269,6 +273,10 @@ int e2_punch(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, off_t o
 	r = e2_get_file(fs, ino, &ip);
 	if (r)
 		goto out;
+	if (e2_iimmutable(ip) || e2_iappend(ip)) {
+		r = -EPERM;
+		goto out;
+	}
 	size = e2_isize(&ip->d);
 	if ((uint64_t)off >= size)
 		goto out; /* nothing of the file is in the range */

@@ -20,6 +20,10 @@ int e2_setattr(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, const
 	r = e2_get_live(fs, ino, &ip);
 	if (r)
 		goto out;
+	if (set && (e2_iimmutable(ip) || e2_iappend(ip))) {
+		r = -EPERM;
+		goto out;
+	}
 	if (set & E2_SET_SIZE) {
 		mode_t m = e2_imode(ip);
 
@@ -159,6 +163,52 @@ out:
 	return r;
 }
 
+int e2_getflags(struct e2fs *fs, uint32_t ino, uint32_t *flags)
+{
+	struct e2_inode *ip;
+	int r;
+
+	e2_lock(fs);
+	r = e2_get_live(fs, ino, &ip);
+	if (!r)
+		*flags = le32toh(ip->d.i_flags) & E2_FL_VISIBLE;
+	e2_unlock(fs);
+	return r;
+}
+
+int e2_setflags(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, uint32_t flags,
+		bool may_fix)
+{
+	struct ext2_inode_large nw;
+	struct e2_inode *ip;
+	struct timespec now;
+	uint32_t old;
+	int r;
+
+	if (fs->ro)
+		return -EROFS;
+	e2_now_ts(fs, &now);
+	e2_lock_caller(fs, who);
+	r = e2_get_live(fs, ino, &ip);
+	if (r)
+		goto out;
+	old = le32toh(ip->d.i_flags);
+	flags = (old & ~E2_FL_MODIFIABLE) | (flags & E2_FL_MODIFIABLE);
+	if (((flags ^ old) & (EXT2_IMMUTABLE_FL | EXT2_APPEND_FL)) && !may_fix) {
+		r = -EPERM;
+		goto out;
+	}
+	if (flags == old)
+		goto out;
+	nw = ip->d;
+	nw.i_flags = htole32(flags);
+	e2_iset_time(fs, &nw, E2_T_CTIME, &now);
+	r = e2_iwrite(fs, ip, &nw, NULL, NULL);
+out:
+	e2_unlock(fs);
+	return r;
+}
+
 ssize_t e2_write(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, const void *buf,
 		 size_t size, off_t off)
 {
@@ -176,6 +226,12 @@ ssize_t e2_write(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, con
 	r = e2_get_file(fs, ino, &ip);
 	if (r)
 		goto out;
+	/* (an append-only file is written through O_APPEND alone, which
+	 * fstitch-mount's open asks for: at its end) */
+	if (e2_iimmutable(ip) || (e2_iappend(ip) && (uint64_t)off < e2_isize(&ip->d))) {
+		r = -EPERM;
+		goto out;
+	}
 	if (!e2_journaling(fs)) {
 		/* A new file seen only through its entry: what that waited
 		 * for, its changes need not (e2_gate.c). */

@@ -338,6 +338,16 @@ bool e2_idir(const struct e2_inode *ip)
 	return S_ISDIR(le16toh(ip->d.i_mode));
 }
 
+bool e2_iimmutable(const struct e2_inode *ip)
+{
+	return le32toh(ip->d.i_flags) & EXT2_IMMUTABLE_FL;
+}
+
+bool e2_iappend(const struct e2_inode *ip)
+{
+	return le32toh(ip->d.i_flags) & EXT2_APPEND_FL;
+}
+
 mode_t e2_imode(const struct e2_inode *ip)
 {
 	return le16toh(ip->d.i_mode);

@@ -431,6 +431,12 @@ uint64_t e2_isize(const struct ext2_inode_large *d);
 uint64_t e2_isize_hi(struct e2fs *fs, struct e2_inode *ip);
 void e2_iset_size(struct ext2_inode_large *d, uint64_t size);
 bool e2_idir(const struct e2_inode *ip);
+/* The immutable (chattr +i) and append-only (+a) flags, as Linux's ext2
+ * keeps them: an immutable inode changes in no way; an append-only one
+ * only grows (its data, and a directory's names), and neither loses a
+ * name nor gains one (link). */
+bool e2_iimmutable(const struct e2_inode *ip);
+bool e2_iappend(const struct e2_inode *ip);
 mode_t e2_imode(const struct e2_inode *ip);
 uint16_t e2_ilinks(const struct ext2_inode_large *d);
 void e2_iset_links(struct ext2_inode_large *d, uint16_t n);

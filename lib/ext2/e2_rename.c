@@ -200,6 +200,15 @@ int e2_rename(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, con
 	}
 	if (exists && t == s)
 		goto out; /* two names of one inode: nothing to do */
+	/* A name leaves p1 (and p2 when it replaces or exchanges one), and
+	 * a name goes into p2 (and p1 in an exchange), as Linux's
+	 * may_delete() and may_create() see it. */
+	if (e2_iimmutable(p1) || e2_iappend(p1) || e2_iimmutable(s) || e2_iappend(s) ||
+	    e2_iimmutable(p2) ||
+	    (exists && (e2_iappend(p2) || e2_iimmutable(t) || e2_iappend(t)))) {
+		r = -EPERM;
+		goto out;
+	}
 	/* Their names change: no gate of one stands for them any more. */
 	e2_gate_drop(fs, s);
 	if (t)

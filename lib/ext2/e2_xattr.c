@@ -1143,6 +1143,8 @@ static int xchange(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, c
 		goto out;
 	}
 	r = e2_get_live(fs, ino, &ip);
+	if (!r && (e2_iimmutable(ip) || e2_iappend(ip)))
+		r = -EPERM;
 	if (!r)
 		r = xset_locked(fs, ip, idx, suffix, len, val, size, flags);
 out:
