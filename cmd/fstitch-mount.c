@@ -603,6 +603,16 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	reply_err(req, r, "rename");
 }
 
+/* Whether thread tid holds capability cap, by its /proc/TID/status. */
+static bool caller_has_cap(pid_t tid, int cap)
+{
+	char path[64], buf[16384];
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	return tid > 0 && small_file_read(path, buf, sizeof(buf)) == 0 &&
+	       proc_status_has_cap(buf, cap);
+}
+
 /* Whether a change of a file's data by the caller of req drops the file's
  * set-user-ID bit, or its set-group-ID bit with group execute, as Linux
  * drops them for a caller without CAP_FSETID; *mode gets the mode left. */
@@ -610,15 +620,10 @@ static bool drop_suid_mode(fuse_req_t req, mode_t mode, mode_t *out)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	mode_t kill = S_ISUID;
-	char path[64], buf[16384];
 
 	if ((mode & S_ISGID) && (mode & S_IXGRP))
 		kill |= S_ISGID;
-	if (!(mode & kill) || ctx->uid == 0)
-		return false;
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)ctx->pid);
-	if (ctx->pid > 0 && small_file_read(path, buf, sizeof(buf)) == 0 &&
-	    proc_status_has_cap(buf, CAP_FSETID))
+	if (!(mode & kill) || ctx->uid == 0 || caller_has_cap(ctx->pid, CAP_FSETID))
 		return false;
 	*out = mode & ~kill;
 	return true;
@@ -1150,15 +1155,46 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
  * always comes with KEEP_SIZE).  Every other mode is EOPNOTSUPP: glibc's
  * posix_fallocate and the tools fall back to writing, and the kernel
  * passes the error on as it is. */
-/* FS_IOC_GETFLAGS and FS_IOC_SETFLAGS (lsattr(1), chattr(1)), with an int
- * as Linux's ext2 takes it; nothing else. */
+/* Set the inode flags (FS_IOC_SETFLAGS) to the int in in_buf. */
+static void set_flags(fuse_req_t req, uint32_t e2ino, const void *in_buf, size_t in_bufsz)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct req_op op;
+	struct stat st;
+	int r, v;
+
+	if (in_bufsz < sizeof(v)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	memcpy(&v, in_buf, sizeof(v));
+	r = e2_getattr(D.fs, e2ino, &st);
+	/* the owner or root may set them; the immutable and append-only
+	 * flags need CAP_LINUX_IMMUTABLE */
+	if (!r && ctx->uid != 0 && ctx->uid != st.st_uid)
+		r = -EPERM;
+	if (!r) {
+		bool may_fix = caller_has_cap(ctx->pid, CAP_LINUX_IMMUTABLE);
+
+		enter(req, &op);
+		r = e2_setflags(D.fs, &op.who, e2ino, (uint32_t)v, may_fix);
+		leave(&op, "ioctl");
+	}
+	if (r < 0)
+		reply_err(req, r, "ioctl");
+	else
+		fuse_reply_ioctl(req, 0, NULL, 0);
+}
+
+/* lsattr(1) and chattr(1): FS_IOC_GETFLAGS and FS_IOC_SETFLAGS, with an int
+ * as Linux's ext2 takes it, and FS_IOC_FSGETXATTR, which the kernel asks
+ * before it sets flags; nothing else. */
 static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 		     struct fuse_file_info *fi, unsigned flags, const void *in_buf, size_t in_bufsz,
 		     size_t out_bufsz)
 {
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	uint32_t e2ino = in_ino(ino), fl;
-	struct stat st;
+	struct fsxattr fx;
 	int r, v;
 
 	(void)arg;
@@ -1167,79 +1203,34 @@ static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg
 		fuse_reply_err(req, ENOSYS);
 		return;
 	}
-	switch (cmd) {
-	case FS_IOC_GETFLAGS:
-		if (out_bufsz < sizeof(int)) {
-			fuse_reply_err(req, EINVAL);
-			return;
-		}
-		r = e2_getflags(D.fs, e2ino, &fl);
-		if (r < 0) {
-			reply_err(req, r, "ioctl");
-			return;
-		}
+	if (cmd == FS_IOC_SETFLAGS) {
+		set_flags(req, e2ino, in_buf, in_bufsz);
+		return;
+	}
+	if (cmd != FS_IOC_GETFLAGS && cmd != FS_IOC_FSGETXATTR) {
+		fuse_reply_err(req, ENOTTY);
+		return;
+	}
+	if (out_bufsz < (cmd == FS_IOC_GETFLAGS ? sizeof(v) : sizeof(fx))) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	r = e2_getflags(D.fs, e2ino, &fl);
+	if (r < 0) {
+		reply_err(req, r, "ioctl");
+		return;
+	}
+	if (cmd == FS_IOC_GETFLAGS) {
 		v = (int)fl;
 		fuse_reply_ioctl(req, 0, &v, sizeof(v));
 		return;
-	case FS_IOC_FSGETXATTR: {
-		/* the kernel asks this way too, before it sets flags */
-		struct fsxattr fx;
-
-		if (out_bufsz < sizeof(fx)) {
-			fuse_reply_err(req, EINVAL);
-			return;
-		}
-		r = e2_getflags(D.fs, e2ino, &fl);
-		if (r < 0) {
-			reply_err(req, r, "ioctl");
-			return;
-		}
-		memset(&fx, 0, sizeof(fx));
-		fx.fsx_xflags = (fl & FS_IMMUTABLE_FL ? FS_XFLAG_IMMUTABLE : 0) |
-				(fl & FS_APPEND_FL ? FS_XFLAG_APPEND : 0) |
-				(fl & FS_SYNC_FL ? FS_XFLAG_SYNC : 0) |
-				(fl & FS_NOATIME_FL ? FS_XFLAG_NOATIME : 0) |
-				(fl & FS_NODUMP_FL ? FS_XFLAG_NODUMP : 0);
-		fuse_reply_ioctl(req, 0, &fx, sizeof(fx));
-		return;
 	}
-	case FS_IOC_SETFLAGS: {
-		struct req_op op;
-		char path[64], buf[16384];
-		bool may_fix;
-
-		if (in_bufsz < sizeof(int)) {
-			fuse_reply_err(req, EINVAL);
-			return;
-		}
-		memcpy(&v, in_buf, sizeof(v));
-		r = e2_getattr(D.fs, e2ino, &st);
-		if (r < 0) {
-			reply_err(req, r, "ioctl");
-			return;
-		}
-		/* the owner or root may set them; the immutable and
-		 * append-only flags need CAP_LINUX_IMMUTABLE */
-		if (ctx->uid != 0 && ctx->uid != st.st_uid) {
-			fuse_reply_err(req, EPERM);
-			return;
-		}
-		snprintf(path, sizeof(path), "/proc/%d/status", (int)ctx->pid);
-		may_fix = ctx->pid > 0 && small_file_read(path, buf, sizeof(buf)) == 0 &&
-			  proc_status_has_cap(buf, CAP_LINUX_IMMUTABLE);
-		enter(req, &op);
-		r = e2_setflags(D.fs, &op.who, e2ino, (uint32_t)v, may_fix);
-		leave(&op, "ioctl");
-		if (r < 0) {
-			reply_err(req, r, "ioctl");
-			return;
-		}
-		fuse_reply_ioctl(req, 0, NULL, 0);
-		return;
-	}
-	default:
-		fuse_reply_err(req, ENOTTY);
-	}
+	memset(&fx, 0, sizeof(fx));
+	fx.fsx_xflags =
+	    (fl & FS_IMMUTABLE_FL ? FS_XFLAG_IMMUTABLE : 0) |
+	    (fl & FS_APPEND_FL ? FS_XFLAG_APPEND : 0) | (fl & FS_SYNC_FL ? FS_XFLAG_SYNC : 0) |
+	    (fl & FS_NOATIME_FL ? FS_XFLAG_NOATIME : 0) | (fl & FS_NODUMP_FL ? FS_XFLAG_NODUMP : 0);
+	fuse_reply_ioctl(req, 0, &fx, sizeof(fx));
 }
 
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
