@@ -231,6 +231,16 @@ struct req_op {
 	pid_t tid; /* the FUSE caller (a thread id), 0 for none */
 };
 
+/* Read /proc/TID/status of thread tid (a FUSE caller) into buf: false if
+ * there is none (tid 0) or it cannot be read (the thread is gone). */
+static bool read_status(pid_t tid, char *buf, size_t size)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	return tid > 0 && small_file_read(path, buf, size) == 0;
+}
+
 /* e2_caller.may_reserve: whether the caller holds CAP_SYS_RESOURCE, or has
  * resgid (when not 0) among its supplementary groups, by its
  * /proc/TID/status.  A caller that is gone, or whose status cannot be
@@ -238,12 +248,9 @@ struct req_op {
 static bool may_reserve(const struct e2_caller *who, gid_t resgid)
 {
 	const struct req_op *op = who->arg;
-	char path[64], buf[16384];
+	char buf[16384];
 
-	if (!op || op->tid <= 0)
-		return false;
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)op->tid);
-	if (small_file_read(path, buf, sizeof(buf)) < 0)
+	if (!op || !read_status(op->tid, buf, sizeof(buf)))
 		return false;
 	return proc_status_has_cap(buf, CAP_SYS_RESOURCE) ||
 	       (resgid != 0 && proc_status_in_groups(buf, resgid));
@@ -606,11 +613,9 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 /* Whether thread tid holds capability cap, by its /proc/TID/status. */
 static bool caller_has_cap(pid_t tid, int cap)
 {
-	char path[64], buf[16384];
+	char buf[16384];
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
-	return tid > 0 && small_file_read(path, buf, sizeof(buf)) == 0 &&
-	       proc_status_has_cap(buf, cap);
+	return read_status(tid, buf, sizeof(buf)) && proc_status_has_cap(buf, cap);
 }
 
 /* Whether a change of a file's data by the caller of req drops the file's
@@ -629,30 +634,13 @@ static bool drop_suid_mode(fuse_req_t req, mode_t mode, mode_t *out)
 	return true;
 }
 
-/* Whether an open with flags may go, by the inode's flags, as Linux's
- * may_open() decides: 0 or -EPERM (the kernel does not know them). */
-static int open_allowed(uint32_t e2ino, int flags)
-{
-	uint32_t fl;
-
-	if ((flags & O_ACCMODE) == O_RDONLY && !(flags & O_TRUNC))
-		return 0;
-	if (e2_getflags(D.fs, e2ino, &fl))
-		return 0; /* (the open itself reports it) */
-	if (fl & FS_IMMUTABLE_FL)
-		return -EPERM;
-	if ((fl & FS_APPEND_FL) && (!(flags & O_APPEND) || (flags & O_TRUNC)))
-		return -EPERM;
-	return 0;
-}
-
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	uint32_t e2ino = in_ino(ino);
-	int r = open_allowed(e2ino, fi->flags);
+	mode_t mode = 0;
+	/* (the inode flags the kernel does not know are checked there) */
+	int r = e2_open_as(D.fs, e2ino, fi->flags, &mode);
 
-	if (!r)
-		r = e2_open_inode(D.fs, e2ino);
 	if (r < 0) {
 		reply_err(req, r, "open");
 		return;
@@ -668,8 +656,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		/* The kernel drops the mode change of its own truncate when
 		 * the open truncates, so the set-user-ID and set-group-ID
 		 * bits go here, as a truncate by the caller drops them */
-		if (e2_getattr(D.fs, e2ino, &st) == 0 &&
-		    drop_suid_mode(req, st.st_mode, &attr.st_mode))
+		if (drop_suid_mode(req, mode, &attr.st_mode))
 			set |= E2_SET_MODE;
 		enter(req, &op);
 		/* (ctime: the same clock reading as mtime) */

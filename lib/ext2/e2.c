@@ -4,6 +4,7 @@
  * anything in (so that -ENOSPC leaves nothing half done), and creates its
  * patches with the soft-updates dependencies of design.md §4. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include "e2_int.h"
@@ -442,13 +443,25 @@ int e2_rmdir(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, cons
 
 int e2_open_inode(struct e2fs *fs, uint32_t ino)
 {
+	return e2_open_as(fs, ino, O_RDONLY, NULL);
+}
+
+int e2_open_as(struct e2fs *fs, uint32_t ino, int oflags, mode_t *mode)
+{
+	bool writes = (oflags & O_ACCMODE) != O_RDONLY || (oflags & O_TRUNC);
 	struct e2_inode *ip;
 	int r;
 
 	e2_lock(fs);
 	r = e2_get_live(fs, ino, &ip);
-	if (!r)
+	if (!r && writes &&
+	    (e2_iimmutable(ip) || (e2_iappend(ip) && (!(oflags & O_APPEND) || (oflags & O_TRUNC)))))
+		r = -EPERM;
+	if (!r) {
 		ip->nopen++;
+		if (mode)
+			*mode = e2_imode(ip);
+	}
 	e2_unlock(fs);
 	return r;
 }

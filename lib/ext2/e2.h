@@ -312,6 +312,12 @@ int e2_rename(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, con
  * opens), e2_release_inode drops one and frees the inode if it was the
  * last use of an unlinked inode (0 or -errno). */
 int e2_open_inode(struct e2fs *fs, uint32_t ino);
+/* The same for an open(2) with flags oflags, which the immutable and
+ * append-only flags may refuse with -EPERM as Linux's may_open() does
+ * (a writing open of an immutable inode; of an append-only one, one
+ * without O_APPEND or with O_TRUNC).  *mode (may be NULL) gets the
+ * inode's mode. */
+int e2_open_as(struct e2fs *fs, uint32_t ino, int oflags, mode_t *mode);
 int e2_release_inode(struct e2fs *fs, uint32_t ino);
 
 /* Read up to size bytes at off; returns the byte count (0 at EOF), or
