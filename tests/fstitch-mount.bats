@@ -618,6 +618,56 @@ handle_of() {
 	assert_output ""
 }
 
+# kill_mount: kill -9 the daemon on $MNT and clear its dead mount, so that
+# the image holds what was on disk at that moment.
+kill_mount() {
+	kill -9 "$FSTITCH_MOUNT_PID"
+	wait "$FSTITCH_MOUNT_PID" 2>/dev/null || true
+	fuse_unmount "$MNT"
+}
+
+# in_image PATH...: each path's contents as debugfs reads them from $IMG
+# (a directory's names, a file's data), one line each.
+in_image() {
+	local p
+	for p in "$@"; do
+		if [ "$(debugfs -R "stat $p" "$IMG" 2>/dev/null | sed -n 's/.*Type: \([a-z]*\).*/\1/p')" = directory ]; then
+			# (ls -p: /INO/MODE/UID/GID/NAME/SIZE/; a freed entry has INO 0)
+			echo "$p: $(debugfs -R "ls -p $p" "$IMG" 2>/dev/null |
+				awk -F/ '$2 + 0 > 0 && $6 != "." && $6 != ".." { print $6 }' | LC_ALL=C sort | tr '\n' ' ')"
+		else
+			echo "$p: $(debugfs -R "cat $p" "$IMG" 2>/dev/null)"
+		fi
+	done
+}
+
+@test "fsync of a directory puts its new, removed and renamed names on disk" {
+	new_image 32M
+	# (nothing is written but what a sync asks for)
+	fstitch_mount_start "$IMG" "$MNT" -o flush_interval=86400
+	mkdir "$MNT/p"
+	echo old >"$MNT/p/f"
+	echo gone >"$MNT/p/g"
+	sync "$MNT/p/f" "$MNT/p/g" "$MNT/p" "$MNT"
+	# the careful replace: the new file's data, the rename, the directory
+	echo new >"$MNT/p/tmp"
+	sync "$MNT/p/tmp"
+	mv "$MNT/p/tmp" "$MNT/p/f"
+	rm "$MNT/p/g"
+	touch "$MNT/p/n"
+	mkdir "$MNT/p/d"
+	sync "$MNT/p"
+	# (after the last sync: lost)
+	echo lost >"$MNT/p/lost"
+	kill_mount
+	run -0 in_image /p /p/f /p/d
+	assert_output "/p: d f n 
+/p/f: new
+/p/d: "
+	e2fsck -fy "$IMG" >/dev/null 2>&1 || true
+	run -0 e2fsck -fn "$IMG"
+}
+
 # Crash states are checked with fstitch-crash (common.bash): the daemon
 # records every block write and barrier (FSTITCH_RECORD) of the workload
 # of crash_workload into $SCRATCH/rec/log, writing only at its flush point

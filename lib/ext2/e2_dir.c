@@ -46,6 +46,18 @@ static mode_t ftype_mode(uint8_t t)
 	return t < sizeof(m) / sizeof(m[0]) ? m[t] : 0;
 }
 
+/* A change of dir's entries, carried by *out, joins what fsync of dir
+ * writes (e2_isync_add), as POSIX asks of a directory's fsync: its new,
+ * removed and renamed names.  Without a handle on the patch, that fsync
+ * writes everything. */
+static void dir_changed(struct e2fs *fs, struct e2_inode *dir, struct patch **out)
+{
+	if (out && *out)
+		e2_isync_add(fs, dir, *out);
+	else if (dir->sync_track)
+		dir->sync_all = true;
+}
+
 static int parse(struct e2fs *fs, struct e2_inode *dir, uint32_t lblk, const uint8_t *data,
 		 uint32_t off, struct dent *de)
 {
@@ -471,8 +483,10 @@ static int add_in_block(struct e2fs *fs, struct e2_inode *dir, uint32_t lblk, ui
 	}
 	r = patch_create_byte(fs->c, b, lo, hi - lo, buf + lo, deps ? deps->p : NULL,
 			      deps ? deps->n : 0, fs->scope, out);
-	if (!r)
+	if (!r) {
 		*pos = lblk * fs->bs + noff;
+		dir_changed(fs, dir, out);
+	}
 out:
 	cache_put(fs->c, b);
 	return r;
@@ -1024,6 +1038,8 @@ int e2_dir_remove_at(struct e2fs *fs, struct e2_inode *dir, const char *name, si
 				      deps ? deps->n : 0, fs->scope, out);
 	}
 	cache_put(fs->c, b);
+	if (!r)
+		dir_changed(fs, dir, out);
 	if (!r && out && *out)
 		r = removal_named(fs, dir, name, len, *out);
 	if (r)
@@ -1063,6 +1079,7 @@ int e2_dir_retarget(struct e2fs *fs, struct e2_inode *dir, const char *name, siz
 	cache_put(fs->c, b);
 	if (r)
 		return r;
+	dir_changed(fs, dir, out);
 	(*pp)->ino = ino;
 	(*pp)->ftype = e2_ftype(mode);
 	return 0;
@@ -1147,6 +1164,8 @@ int e2_dir_move_in_block(struct e2fs *fs, struct e2_inode *dir, const char *name
 	r = patch_create_byte_span(fs->c, b, lo, hi - lo, buf + lo, slo, shi - slo,
 				   deps ? deps->p : NULL, deps ? deps->n : 0, fs->scope, out);
 	cache_put(fs->c, b);
+	if (!r)
+		dir_changed(fs, dir, out);
 	if (!r && out && *out) {
 		r = removal_named(fs, dir, name, len, *out);
 		e2_dir_removal_pending(fs, dir, *out);
@@ -1200,6 +1219,8 @@ int e2_dir_rename_in_place(struct e2fs *fs, struct e2_inode *dir, const char *na
 	r = patch_create_byte(fs->c, b, off + 6, (uint32_t)(2 + newlen), buf + off + 6,
 			      deps ? deps->p : NULL, deps ? deps->n : 0, fs->scope, out);
 	cache_put(fs->c, b);
+	if (!r)
+		dir_changed(fs, dir, out);
 	if (!r && out && *out)
 		r = removal_named(fs, dir, name, len, *out);
 	/* the index: the old name out, the new one at its place */
@@ -1272,6 +1293,7 @@ int e2_dir_set_dotdot(struct e2fs *fs, struct e2_inode *dir, uint32_t parent, st
 	cache_put(fs->c, b);
 	if (r)
 		return r;
+	dir_changed(fs, dir, out);
 	pp = dix_find(dir->dix, "..", 2);
 	if (pp)
 		(*pp)->ino = parent;
