@@ -1627,6 +1627,7 @@ static int open_fs(const struct args *a, const struct source *src)
 	    .errors = a->mo.errors,
 	    .rename_order = a->mo.rename_order,
 	    .atime = mountopt_atime(&a->mo),
+	    .nodiratime = a->mo.nodiratime,
 	    .flush_interval_ms = a->mo.flush_interval_ms,
 	    .commit_ms = a->mo.commit_ms,
 	    .readonly = a->mo.readonly,

@@ -368,6 +368,88 @@ flag_rules() {
 	run -0 e2fsck -fn "$img"
 }
 
+# inherit_rules DIR: new files, directories, symbolic links and fifos
+# under a directory with each inheritable flag; then the times that
+# chown(f, -1, -1), a read, a listing and the noatime flag move.
+inherit_rules() {
+	local d=$1 f t
+	(
+		cd "$d" || exit
+		for f in S d A D s u c t; do
+			mkdir "p$f" && chattr "+$f" "p$f" || exit
+			touch "p$f/f" && mkdir "p$f/d" && ln -s f "p$f/l" && mkfifo "p$f/p" || exit
+			lsattr -d "p$f" "p$f/f" "p$f/d"
+		done
+		echo x >c
+		t=$(stat -c %z c)
+		sleep 0.05
+		perl -e 'chown(-1, -1, $ARGV[0]) or die' c || exit
+		[ "$(stat -c %z c)" = "$t" ] && echo "chown -1 -1: ctime kept" || echo "chown -1 -1: ctime moved"
+		chattr +i c && { perl -e 'chown(-1, -1, $ARGV[0]) or exit 1' c; echo "chown -1 -1 of an immutable file: $?"; }
+		chattr -i c
+		mkdir r && touch r/x && echo y >a && echo z >n && chattr +A n || exit
+		touch -a -d 2001-01-01 r a n
+		ls r >/dev/null && cat a n >/dev/null
+		stat -c '%n %X' r a n | sed 's/ 978307200$/ atime kept/; s/ [0-9]*$/ atime moved/'
+	)
+}
+
+# diratime_rules DIR: what a listing and a read move under DIR
+diratime_rules() {
+	mkdir "$1/nd" && echo a >"$1/nd/a" || return
+	touch -a -d 2001-01-01 "$1/nd" "$1/nd/a"
+	ls "$1/nd" >/dev/null && cat "$1/nd/a" >/dev/null
+	(cd "$1" && stat -c '%n %X' nd nd/a) | sed 's/ 978307200$/ atime kept/; s/ [0-9]*$/ atime moved/'
+}
+
+# flags_of IMG PATH...: each inode's flags as debugfs reads them
+flags_of() {
+	local img=$1 p
+	shift
+	for p in "$@"; do
+		printf '%s ' "$p"
+		debugfs -R "stat /$p" "$img" 2>/dev/null | sed -n 's/.*Flags: \(0x[0-9a-f]*\).*/\1/p'
+	done
+}
+
+@test "new inodes take their directory's flags, and chown, reads and listings move times as on Linux's ext2" {
+	local img=$SCRATCH/a.img kimg=$SCRATCH/k.img mnt=$SCRATCH/mnt kmnt=$SCRATCH/kmnt kern ours f
+	local paths=()
+	for f in S d A D s u c t; do paths+=("p$f/l" "p$f/p"); done
+	truncate -s 16M "$img"
+	mke2fs -q -F -t ext2 "$img"
+	cp "$img" "$kimg"
+	kernel_mount "$kimg" "$kmnt"
+	kern=$(inherit_rules "$kmnt")
+	kernel_umount "$kmnt"
+	fstitch_mount_start "$img" "$mnt"
+	ours=$(inherit_rules "$mnt")
+	fstitch_mount_stop "$mnt"
+	[ "$ours" = "$kern" ] || fail "$(diff <(echo "$kern") <(echo "$ours"))"
+	# (flags were inherited, and times both kept and moved)
+	grep -q "^---D-* pD/d$" <<<"$ours"
+	grep -q 'atime kept' <<<"$ours"
+	grep -q 'atime moved' <<<"$ours"
+	grep -q 'ctime moved' <<<"$ours"
+	# the symbolic links and fifos, which lsattr cannot read
+	kern=$(flags_of "$kimg" "${paths[@]}")
+	ours=$(flags_of "$img" "${paths[@]}")
+	[ "$ours" = "$kern" ] || fail "$(diff <(echo "$kern") <(echo "$ours"))"
+	grep -q '^pd/l 0x40$' <<<"$ours"
+	run -0 e2fsck -fn "$img"
+	# nodiratime: a listing moves no directory's access time, a read
+	# still moves a file's
+	kernel_mount "$kimg" "$kmnt" nodiratime
+	kern=$(diratime_rules "$kmnt")
+	kernel_umount "$kmnt"
+	fstitch_mount_start "$img" "$mnt" -o nodiratime
+	ours=$(diratime_rules "$mnt")
+	fstitch_mount_stop "$mnt"
+	assert_equal "$ours" "$kern"
+	assert_equal "$ours" "nd atime kept
+nd/a atime moved"
+}
+
 # times_of DIR NAME...: each file's access and modification time in
 # seconds and nanoseconds, one line per file.
 times_of() {

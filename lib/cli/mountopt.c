@@ -373,6 +373,8 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 			mo->strictatime = true;
 		if (strcmp(opt, "relatime") == 0 || strcmp(opt, "nostrictatime") == 0)
 			mo->strictatime = false;
+		if (strcmp(opt, "nodiratime") == 0 || strcmp(opt, "diratime") == 0)
+			mo->nodiratime = opt[0] == 'n';
 		if (IN_LIST(opt, atime_only))
 			return 0;
 		return append_fuse(mo, opt);

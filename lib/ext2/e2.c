@@ -492,6 +492,8 @@ int e2_readdir(struct e2fs *fs, uint32_t ino, off_t off,
 	r = e2_get_live(fs, ino, &ip);
 	if (!r)
 		r = e2_dir_iterate(fs, ip, off, fn, arg);
+	if (r >= 0 && !fs->opts.nodiratime)
+		e2_touch_atime(fs, ip);
 	e2_unlock(fs);
 	return r;
 }

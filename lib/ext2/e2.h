@@ -124,6 +124,7 @@ struct e2_opts {
 	bool consistency_auto;
 	enum e2_rename_order rename_order;
 	enum e2_atime atime;
+	bool nodiratime; /* a listing moves no directory's access time */
 	enum e2_errors errors;
 	size_t cache_blocks;	    /* 0: default */
 	unsigned flush_interval_ms; /* 0: default (5 s) */
@@ -263,6 +264,11 @@ int e2_setattr(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, const
  * no new name, an append-only one loses none. */
 #define E2_FL_VISIBLE	 0x0003DFFFu
 #define E2_FL_MODIFIABLE 0x000380FFu
+/* The flags a new inode takes from its directory, as on Linux: a
+ * directory all of E2_FL_INHERITED, a regular file all but dirsync and
+ * topdir, anything else nodump and noatime alone. */
+#define E2_FL_INHERITED 0x0001C6CFu
+uint32_t e2_inherit_flags(mode_t mode, uint32_t dirflags);
 int e2_getflags(struct e2fs *fs, uint32_t ino, uint32_t *flags);
 /* Set the modifiable flags as in flags, keep the others, move ctime.
  * -EPERM if the immutable or append-only flag would change and

@@ -136,6 +136,7 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 	e2_iset_time(fs, &nw, E2_T_CTIME, &now);
 	e2_iset_time(fs, &nw, E2_T_CRTIME, &now);
 	e2_iset_links(&nw, isdir ? 2 : 1);
+	nw.i_flags = htole32(e2_inherit_flags(ni->mode, le32toh(dir->d.i_flags)));
 	/* Never the generation the number had before (ip->d still holds the
 	 * freed inode): a handle to the old file must not reach this one. */
 	nw.i_generation = htole32(fs->next_gen++);

@@ -20,7 +20,8 @@ int e2_setattr(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, const
 	r = e2_get_live(fs, ino, &ip);
 	if (r)
 		goto out;
-	if (set && (e2_iimmutable(ip) || e2_iappend(ip))) {
+	/* (an empty set, as chown(f, -1, -1) sends, changes ctime alone) */
+	if (e2_iimmutable(ip) || e2_iappend(ip)) {
 		r = -EPERM;
 		goto out;
 	}
@@ -68,7 +69,7 @@ int e2_setattr(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, const
 		e2_iset_time(fs, &nw, E2_T_MTIME, &attr->st_mtim);
 	if (set & E2_SET_CTIME)
 		e2_iset_time(fs, &nw, E2_T_CTIME, &attr->st_ctim);
-	else if (set)
+	else
 		e2_iset_time(fs, &nw, E2_T_CTIME, &now);
 	r = e2_iwrite(fs, ip, &nw, NULL, NULL);
 	if (!r && (set & E2_SET_MODE))
@@ -86,15 +87,13 @@ static bool ts_before(const struct timespec *at, const struct timespec *bt)
 	return at->tv_sec < bt->tv_sec || (at->tv_sec == bt->tv_sec && at->tv_nsec < bt->tv_nsec);
 }
 
-/* Move the access time after a read, as the mount's atime option says.
- * Under Linux's default "relatime" it moves only when it is older than the
- * last change or a day old, so reads rarely write; under noatime never. */
-static void touch_atime(struct e2fs *fs, struct e2_inode *ip)
+void e2_touch_atime(struct e2fs *fs, struct e2_inode *ip)
 {
 	struct timespec at, mt, ct, now;
 	struct ext2_inode_large nw;
 
-	if (fs->ro || fs->opts.atime == E2_ATIME_NOATIME)
+	if (fs->ro || fs->opts.atime == E2_ATIME_NOATIME ||
+	    (le32toh(ip->d.i_flags) & EXT2_NOATIME_FL))
 		return;
 	e2_iget_time(fs, &ip->d, E2_T_ATIME, &at);
 	e2_iget_time(fs, &ip->d, E2_T_MTIME, &mt);
@@ -157,7 +156,7 @@ ssize_t e2_read(struct e2fs *fs, uint32_t ino, void *buf, size_t size, off_t off
 		pos += len;
 	}
 	r = (ssize_t)(end - (uint64_t)off);
-	touch_atime(fs, ip);
+	e2_touch_atime(fs, ip);
 out:
 	e2_unlock(fs);
 	return r;
@@ -174,6 +173,17 @@ int e2_getflags(struct e2fs *fs, uint32_t ino, uint32_t *flags)
 		*flags = le32toh(ip->d.i_flags) & E2_FL_VISIBLE;
 	e2_unlock(fs);
 	return r;
+}
+
+uint32_t e2_inherit_flags(mode_t mode, uint32_t dirflags)
+{
+	uint32_t f = dirflags & E2_FL_INHERITED;
+
+	if (S_ISDIR(mode))
+		return f;
+	if (S_ISREG(mode))
+		return f & ~(uint32_t)(EXT2_DIRSYNC_FL | EXT2_TOPDIR_FL);
+	return f & (EXT2_NODUMP_FL | EXT2_NOATIME_FL);
 }
 
 int e2_setflags(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, uint32_t flags,

@@ -422,6 +422,10 @@ static void test_atime(void **state)
 	assert_int_equal(parse(&mo, "noatime,relatime,strictatime,nodiratime,lazytime,atime", &err),
 			 0);
 	assert_string_equal(mo.fuse_opts, "noatime,atime");
+	assert_true(mo.nodiratime);
+	mountopt_free(&mo);
+	assert_int_equal(parse(&mo, "nodiratime,diratime", &err), 0);
+	assert_false(mo.nodiratime);
 	mountopt_free(&mo);
 }
 
