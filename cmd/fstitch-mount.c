@@ -93,6 +93,9 @@ static struct {
 	struct mountopt_ratelimit lost_rl;
 	bool fault_lost; /* tests: FSTITCH_FAULT_PGLOST, every leave fails */
 	bool acl;	 /* the kernel enforces POSIX ACLs and leaves the umask to us */
+	/* -o sync: every change returns once on disk; -o dirsync (or sync):
+	 * every change of a directory's names (sync_after()) */
+	bool sync_all, dirsync;
 	/* corrupt structures found while serving: logged with a limit */
 	struct mountopt_ratelimit eio_rl;
 	struct fuse_session *se;
@@ -437,6 +440,29 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_attr(req, &st, ATTR_TIMEOUT);
 }
 
+static int fsync_for(fuse_req_t req, fuse_ino_t ino, bool datasync);
+
+/* Synchronous updates, as Linux's ext2 makes them: a change of a file with
+ * the sync flag (chattr +S) or on a mount with -o sync, and a change of the
+ * names in a directory with the sync or dirsync flag (+D) or on a mount
+ * with -o dirsync, returns once it is on disk, as if fsync(2) of ino
+ * (the directory, for names) followed.  The kernel knows none of these
+ * for a FUSE file but -o sync's writes.  r: the change's result, returned
+ * unless the change went well and its sync did not. */
+static int sync_after(fuse_req_t req, fuse_ino_t ino, bool names, int r)
+{
+	uint32_t want = names ? FS_SYNC_FL | FS_DIRSYNC_FL : FS_SYNC_FL, fl;
+	int s;
+
+	if (r < 0)
+		return r;
+	if (!D.sync_all && !(names && D.dirsync) &&
+	    (e2_getflags(D.fs, in_ino(ino), &fl) < 0 || !(fl & want)))
+		return r;
+	s = fsync_for(req, ino, false);
+	return s < 0 ? s : r;
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
@@ -465,6 +491,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	enter(req, &op);
 	r = e2_setattr(D.fs, &op.who, in_ino(ino), attr, set, &st);
 	leave(&op, "setattr");
+	r = sync_after(req, ino, false, r);
 	if (r < 0)
 		reply_err(req, r, "setattr");
 	else
@@ -502,6 +529,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	if (!r && (r = inherit(&op.who, parent, &st, acl, &st)) < 0)
 		e2_forget(D.fs, (uint32_t)st.st_ino, 1);
 	leave(&op, "mknod");
+	r = sync_after(req, parent, true, r);
 	if (r < 0)
 		reply_err(req, r, "mknod");
 	else
@@ -527,6 +555,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	if (!r && (r = inherit(&op.who, parent, &st, acl, &st)) < 0)
 		e2_forget(D.fs, (uint32_t)st.st_ino, 1);
 	leave(&op, "mkdir");
+	r = sync_after(req, parent, true, r);
 	if (r < 0)
 		reply_err(req, r, "mkdir");
 	else
@@ -546,6 +575,7 @@ static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, co
 	enter(req, &op);
 	r = e2_symlink(D.fs, &op.who, in_ino(parent), name, target, ctx->uid, gid, &st);
 	leave(&op, "symlink");
+	r = sync_after(req, parent, true, r);
 	if (r < 0)
 		reply_err(req, r, "symlink");
 	else
@@ -561,6 +591,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	enter(req, &op);
 	r = e2_link(D.fs, &op.who, in_ino(ino), in_ino(newparent), newname, &st);
 	leave(&op, "link");
+	r = sync_after(req, newparent, true, r);
 	if (r < 0)
 		reply_err(req, r, "link");
 	else
@@ -575,6 +606,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	enter(req, &op);
 	r = e2_unlink(D.fs, &op.who, in_ino(parent), name);
 	leave(&op, "unlink");
+	r = sync_after(req, parent, true, r);
 	reply_err(req, r, "unlink");
 }
 
@@ -586,6 +618,7 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	enter(req, &op);
 	r = e2_rmdir(D.fs, &op.who, in_ino(parent), name);
 	leave(&op, "rmdir");
+	r = sync_after(req, parent, true, r);
 	reply_err(req, r, "rmdir");
 }
 
@@ -607,6 +640,9 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	enter(req, &op);
 	r = e2_rename(D.fs, &op.who, in_ino(parent), name, in_ino(newparent), newname, f);
 	leave(&op, "rename");
+	r = sync_after(req, parent, true, r);
+	if (newparent != parent)
+		r = sync_after(req, newparent, true, r);
 	reply_err(req, r, "rename");
 }
 
@@ -662,6 +698,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		/* (ctime: the same clock reading as mtime) */
 		r = e2_setattr(D.fs, &op.who, e2ino, &attr, set, &st);
 		leave(&op, "open");
+		r = sync_after(req, ino, false, r);
 		if (r < 0) {
 			e2_release_inode(D.fs, e2ino);
 			reply_err(req, r, "open");
@@ -697,6 +734,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	if (!r && (r = inherit(&op.who, parent, &st, acl, &st)) < 0)
 		e2_forget(D.fs, (uint32_t)st.st_ino, 1);
 	leave(&op, "create");
+	r = sync_after(req, parent, true, r);
 	if (r < 0) {
 		reply_err(req, r, "create");
 		return;
@@ -744,6 +782,13 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	enter(req, &op);
 	n = e2_write(D.fs, &op.who, in_ino(ino), buf, size, off);
 	leave(&op, "write");
+	/* (-o sync: the kernel asks for that fsync itself) */
+	if (n > 0 && !D.sync_all) {
+		int s = sync_after(req, ino, false, 0);
+
+		if (s < 0)
+			n = s;
+	}
 	if (n < 0)
 		reply_err(req, (int)n, "write");
 	else
@@ -756,20 +801,24 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
-static void do_fsync(fuse_req_t req, fuse_ino_t ino, int datasync)
+/* fsync(2) of ino for the caller of req: 0 or -errno. */
+static int fsync_for(fuse_req_t req, fuse_ino_t ino, bool datasync)
 {
 	int r;
 
 	/* In a scope with --fsync=order the fsync becomes an ordering point
 	 * and returns at once; pgsrv has already recorded it. */
-	if (D.srv && pgsrv_fsync_order(D.srv, fuse_req_ctx(req)->pid)) {
-		fuse_reply_err(req, 0);
-		return;
-	}
-	r = e2_fsync(D.fs, in_ino(ino), datasync != 0);
+	if (D.srv && pgsrv_fsync_order(D.srv, fuse_req_ctx(req)->pid))
+		return 0;
+	r = e2_fsync(D.fs, in_ino(ino), datasync);
 	if (r < 0)
 		say("fsync of inode %u failed: %s", in_ino(ino), strerror(-r));
-	reply_err(req, r, "fsync");
+	return r;
+}
+
+static void do_fsync(fuse_req_t req, fuse_ino_t ino, int datasync)
+{
+	reply_err(req, fsync_for(req, ino, datasync != 0), "fsync");
 }
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
@@ -1119,6 +1168,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 		r = e2_setxattr(D.fs, &op.who, in_ino(ino), name, value, size, f);
 	}
 	leave(&op, "setxattr");
+	r = sync_after(req, ino, false, r);
 	reply_err(req, r, "setxattr");
 }
 
@@ -1134,6 +1184,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	enter(req, &op);
 	r = e2_removexattr(D.fs, &op.who, in_ino(ino), name);
 	leave(&op, "removexattr");
+	r = sync_after(req, ino, false, r);
 	reply_err(req, r, "removexattr");
 }
 
@@ -1238,6 +1289,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		r = e2_falloc(D.fs, &op.who, in_ino(ino), (mode & FALLOC_FL_KEEP_SIZE) != 0, off,
 			      len);
 	leave(&op, "fallocate");
+	r = sync_after(req, ino, false, r);
 	reply_err(req, r, "fallocate");
 }
 
@@ -2072,6 +2124,8 @@ int main(int argc, char **argv)
 		}
 	}
 	D.fault_lost = getenv("FSTITCH_FAULT_PGLOST") != NULL;
+	D.sync_all = a.mo.sync;
+	D.dirsync = a.mo.sync || a.mo.dirsync;
 	r = mountopt_fuse_string(&a.mo, src.path, &fopts);
 	if (r < 0) {
 		say("%s", strerror(-r));

@@ -668,6 +668,56 @@ in_image() {
 	run -0 e2fsck -fn "$IMG"
 }
 
+@test "chattr +S and +D, and -o sync and dirsync, put a change on disk before it returns" {
+	new_image 32M
+	# (nothing is written but what a sync asks for)
+	fstitch_mount_start "$IMG" "$MNT" -o flush_interval=86400
+	mkdir "$MNT/plain" "$MNT/D" "$MNT/S"
+	echo old >"$MNT/D/old"
+	chattr +D "$MNT/D"
+	chattr +S "$MNT/S"
+	sync "$MNT/D/old" "$MNT/plain" "$MNT/D" "$MNT/S" "$MNT"
+	touch "$MNT/D/a"
+	rm "$MNT/D/old"
+	# a new file in S takes its sync flag: its name and its data
+	echo data >"$MNT/S/f"
+	# (and one in a plain directory, after the last sync, is lost)
+	echo lost >"$MNT/plain/g"
+	run -0 lsattr "$MNT/S/f"
+	assert_output --regexp '^--S-'
+	kill_mount
+	run -0 in_image /plain /D /S /S/f
+	assert_output "/plain: 
+/D: a 
+/S: f 
+/S/f: data"
+	e2fsck -fy "$IMG" >/dev/null 2>&1 || true
+
+	# -o dirsync: names in every directory
+	fstitch_mount_start "$IMG" "$MNT" -o flush_interval=86400,dirsync
+	mkdir "$MNT/plain/sub"
+	mv "$MNT/D/a" "$MNT/plain/a"
+	# (a name, not data)
+	echo lost >"$MNT/plain/h"
+	kill_mount
+	run -0 in_image /plain /D /plain/h
+	assert_output "/plain: a h sub 
+/D: 
+/plain/h: "
+	e2fsck -fy "$IMG" >/dev/null 2>&1 || true
+
+	# -o sync: every change; a file's data and attributes as well
+	fstitch_mount_start "$IMG" "$MNT" -o flush_interval=86400,sync
+	echo kept >"$MNT/plain/h"
+	chmod 600 "$MNT/plain/a"
+	kill_mount
+	run -0 in_image /plain/h
+	assert_output "/plain/h: kept"
+	run -0 debugfs -R "stat /plain/a" "$IMG"
+	assert_output --regexp 'Mode: +0600'
+	run -0 e2fsck -fn "$IMG"
+}
+
 # Crash states are checked with fstitch-crash (common.bash): the daemon
 # records every block write and barrier (FSTITCH_RECORD) of the workload
 # of crash_workload into $SCRATCH/rec/log, writing only at its flush point

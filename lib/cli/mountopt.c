@@ -375,6 +375,12 @@ static int parse_one(struct mountopt *mo, char *opt, struct mountopt_error *err)
 			mo->strictatime = false;
 		if (strcmp(opt, "nodiratime") == 0 || strcmp(opt, "diratime") == 0)
 			mo->nodiratime = opt[0] == 'n';
+		/* (the kernel syncs a FUSE file's writes under sync, the
+		 * daemon every other change, and under dirsync the names) */
+		if (strcmp(opt, "sync") == 0 || strcmp(opt, "async") == 0)
+			mo->sync = opt[0] == 's';
+		if (strcmp(opt, "dirsync") == 0)
+			mo->dirsync = true;
 		if (IN_LIST(opt, atime_only))
 			return 0;
 		return append_fuse(mo, opt);

@@ -37,6 +37,7 @@ struct mountopt {
 	bool strictatime;		   /* strictatime or norelatime (relatime
 					    * and nostrictatime clear it) */
 	bool nodiratime;		   /* nodiratime (diratime clears it) */
+	bool sync, dirsync;		   /* sync, dirsync (async clears sync) */
 	uint64_t cache_bytes;		   /* 0: the library's default */
 	unsigned flush_interval_ms;	   /* 0: the library's default */
 	unsigned commit_ms;		   /* commit=SECONDS (journal modes); 0: 5 s */

@@ -429,6 +429,27 @@ static void test_atime(void **state)
 	mountopt_free(&mo);
 }
 
+/* sync and dirsync reach the kernel and the daemon; async takes sync back. */
+static void test_sync(void **state)
+{
+	struct mountopt mo;
+	struct mountopt_error err;
+
+	assert_int_equal(parse(&mo, "sync,dirsync", &err), 0);
+	assert_true(mo.sync);
+	assert_true(mo.dirsync);
+	assert_string_equal(mo.fuse_opts, "sync,dirsync");
+	mountopt_free(&mo);
+	assert_int_equal(parse(&mo, "sync,async", &err), 0);
+	assert_false(mo.sync);
+	assert_false(mo.dirsync);
+	mountopt_free(&mo);
+	assert_int_equal(parse(&mo, "rw", &err), 0);
+	assert_false(mo.sync);
+	assert_false(mo.dirsync);
+	mountopt_free(&mo);
+}
+
 static void test_fsname_escaping(void **state)
 {
 	struct mountopt mo;
@@ -602,6 +623,7 @@ int main(void)
 	    cmocka_unit_test(test_statsfile),
 	    cmocka_unit_test(test_ratelimit),
 	    cmocka_unit_test(test_atime),
+	    cmocka_unit_test(test_sync),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
