@@ -668,6 +668,24 @@ in_image() {
 	run -0 e2fsck -fn "$IMG"
 }
 
+@test "a SQLite commit with synchronous=extra survives a kill -9 of the daemon" {
+	new_image 32M
+	# (nothing is written but what a sync asks for)
+	fstitch_mount_start "$IMG" "$MNT" -o flush_interval=86400
+	sqlite3 "$MNT/db" 'pragma journal_mode=delete; create table t(x); insert into t values (1);' >/dev/null
+	# under synchronous=extra SQLite fsyncs the directory after removing
+	# its rollback journal: the removal is what commits
+	sqlite3 "$MNT/db" 'pragma synchronous=extra; insert into t values (2);'
+	kill_mount
+	e2fsck -fy "$IMG" >/dev/null 2>&1 || true
+	fstitch_mount_start "$IMG" "$MNT"
+	# (a journal left behind would roll the commit back)
+	[ ! -e "$MNT/db-journal" ]
+	run -0 sqlite3 "$MNT/db" 'select group_concat(x) from t;'
+	assert_output "1,2"
+	fstitch_mount_stop "$MNT"
+}
+
 @test "chattr +S and +D, and -o sync and dirsync, put a change on disk before it returns" {
 	new_image 32M
 	# (nothing is written but what a sync asks for)
