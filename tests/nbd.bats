@@ -269,6 +269,34 @@ workload() {
 	echo "# e2fsck: $FSCK_CLASS" >&3
 }
 
+@test "a change under dirsync that cannot reach the disk fails with EIO; the mount goes on once it can" {
+	make_stock_image "$IMG" 32M
+	# every write fails while $SCRATCH/fail exists
+	nbd_start --filter=error file "$IMG" error-pwrite-rate=100% \
+		error-pwrite-file="$SCRATCH/fail"
+	fstitch_mount_start "$URI" "$MNT" -o flush_interval=86400
+	mkdir "$MNT/D"
+	chattr +D "$MNT/D"
+	sync "$MNT/D" "$MNT"
+	touch "$SCRATCH/fail"
+	run touch "$MNT/D/x"
+	assert_failure
+	assert_output --partial "Input/output error"
+	rm "$SCRATCH/fail"
+	# the name was made, only not written: it is there, and goes now
+	sync "$MNT/D"
+	run -0 ls "$MNT/D"
+	assert_output x
+	touch "$MNT/D/y"
+	fstitch_mount_stop "$MNT"
+	grep -q "fsync of inode [0-9]* failed: Input/output error" "$FSTITCH_MOUNT_LOG"
+	nbd_stop
+	assert_fsck_clean "$IMG"
+	run -0 debugfs -R "ls -p /D" "$IMG"
+	assert_output --regexp '/x/0/'
+	assert_output --regexp '/y/0/'
+}
+
 # image_served FILE: true while an nbdkit process has FILE open.
 image_served() {
 	local p f
