@@ -450,6 +450,28 @@ flags_of() {
 nd/a atime moved"
 }
 
+@test "each operation moves the access, modification and change times Linux's ext2 moves" {
+	local img=$SCRATCH/a.img kimg=$SCRATCH/k.img mnt=$SCRATCH/mnt kmnt=$SCRATCH/kmnt kern ours
+	local probe=$FSTITCH_ROOT/tests/tools/optimes.py
+	truncate -s 16M "$img"
+	mke2fs -q -F -t ext2 "$img"
+	cp "$img" "$kimg"
+	kernel_mount "$kimg" "$kmnt"
+	kern=$("$probe" "$kmnt")
+	kernel_umount "$kmnt"
+	fstitch_mount_start "$img" "$mnt"
+	ours=$("$probe" "$mnt")
+	fstitch_mount_stop "$mnt"
+	[ "$ours" = "$kern" ] || fail "$(diff <(echo "$kern") <(echo "$ours"))"
+	# (every operation ran; times moved and stayed)
+	[ "$(wc -l <<<"$ours")" -eq 28 ]
+	grep -q '^rename-over a/x2:c a/x:c a:mc b:mc$' <<<"$ours"
+	grep -q '^write-empty b/f:-$' <<<"$ours"
+	grep -q '^readlink b/l:a$' <<<"$ours"
+	grep -q '^read-new a/r:a$' <<<"$ours"
+	run -0 e2fsck -fn "$img"
+}
+
 # times_of DIR NAME...: each file's access and modification time in
 # seconds and nanoseconds, one line per file.
 times_of() {

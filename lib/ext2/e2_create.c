@@ -343,6 +343,8 @@ int e2_readlink(struct e2fs *fs, uint32_t ino, char *buf, size_t size)
 		memcpy(buf, cblock_data(b), len);
 		cache_put(fs->c, b);
 	}
+	/* (as Linux's readlink(2) and following the link do) */
+	e2_touch_atime(fs, ip);
 	r = (int)len;
 out:
 	e2_unlock(fs);

@@ -102,7 +102,9 @@ void e2_touch_atime(struct e2fs *fs, struct e2_inode *ip)
 	if (fs->opts.atime == E2_ATIME_STRICT) {
 		if (at.tv_sec == now.tv_sec && at.tv_nsec == now.tv_nsec)
 			return;
-	} else if (!ts_before(&at, &mt) && !ts_before(&at, &ct) && now.tv_sec - at.tv_sec < 86400) {
+	} else if (ts_before(&mt, &at) && ts_before(&ct, &at) && now.tv_sec - at.tv_sec < 86400) {
+		/* (Linux's relatime moves it when the last change is as new
+		 * as the access or newer: a new file's first read does) */
 		return;
 	}
 	nw = ip->d;

@@ -461,11 +461,11 @@ int e2_init_one(struct e2fs *fs, struct e2_inode *ip, struct patch **out);
  * Nothing for a directory or under consistency=none. */
 int e2_ipending_deps(struct e2fs *fs, struct e2_inode *ip, struct e2_deps *d);
 int e2_itouch(struct e2fs *fs, struct e2_inode *ip, bool mtime, bool ctime);
-/* Move the access time after a read or a readdir, as the mount's atime
- * option says and unless the inode has the noatime flag.  Under Linux's
- * default "relatime" it moves only when it is older than the last change
- * or a day old, so reads rarely write; under noatime never.  Best effort:
- * the read succeeded. */
+/* Move the access time after a read, a readdir or a readlink, as the
+ * mount's atime option says and unless the inode has the noatime flag.
+ * Under Linux's default "relatime" it moves only when it is not newer than
+ * the last change, or a day old, so reads rarely write; under noatime
+ * never.  Best effort: the read succeeded. */
 void e2_touch_atime(struct e2fs *fs, struct e2_inode *ip);
 /* Free ip if it has no links left and is not open (lookup references only
  * keep its memory). */
