@@ -607,33 +607,6 @@ kill_with_open_orphan() {
 	assert_success
 }
 
-@test "a journaled mount stays marked clean, as Linux's ext3: after kill -9 a replay is all it needs" {
-	make_stock_image "$SCRATCH/e3.img" 16M -t ext3 -b 1024
-	fstitch_mount_start "$SCRATCH/e3.img" "$MNT"
-	echo data >"$MNT/f"
-	sync "$MNT/f"
-	kill -KILL "$FSTITCH_MOUNT_PID"
-	fstitch_mount_stop "$MNT" || :
-	needs_recovery "$SCRATCH/e3.img"
-	# replayed as e2fsck replays it: clean, so that e2fsck -p at boot
-	# stops there, as for Linux's ext3, instead of checking everything
-	cp "$SCRATCH/e3.img" "$SCRATCH/p.img"
-	run -0 "$E2TOOL" "$SCRATCH/p.img" recover
-	run -0 dumpe2fs -h "$SCRATCH/p.img"
-	assert_line --regexp '^Filesystem state: +clean$'
-	run e2fsck -p "$SCRATCH/p.img"
-	assert_output --regexp 'clean, [0-9]+/[0-9]+ files'
-	# the next mount replays it and has nothing to warn of
-	fstitch_mount_start "$SCRATCH/e3.img" "$MNT"
-	[ "$(cat "$MNT/f")" = data ]
-	fstitch_mount_stop "$MNT"
-	run -0 cat "$FSTITCH_MOUNT_LOG"
-	assert_line --partial "journal replayed"
-	refute_line --partial "not cleanly unmounted"
-	run e2fsck -fn "$SCRATCH/e3.img"
-	assert_success
-}
-
 @test "kill -9 with a removed file open: the next mount frees it from the orphan list" {
 	make_stock_image "$SCRATCH/e3.img" 16M -t ext3 -b 1024
 	local free0

@@ -524,18 +524,10 @@ static size_t tab_size(uint64_t n)
 static int mount_rw(struct e2fs *fs)
 {
 	uint16_t state = le16toh(fs->sb.s_state);
-	bool journal = fs->opts.consistency == CONSISTENCY_JOURNAL ||
-		       fs->opts.consistency == CONSISTENCY_JOURNAL_DATA;
 	int r;
 
 	fs->mount_state = state;
-	/* ext2 is marked unclean while mounted, so that e2fsck checks it
-	 * after a crash.  Under a journal, as on Linux's ext3, the state
-	 * stays: the journal's needs_recovery marks the crash, and its
-	 * replay leaves the file system consistent, with nothing for a
-	 * full check to find. */
-	if (!journal)
-		fs->sb.s_state = htole16(state & ~EXT2_VALID_FS);
+	fs->sb.s_state = htole16(state & ~EXT2_VALID_FS);
 	fs->sb.s_mnt_count = htole16(le16toh(fs->sb.s_mnt_count) + 1);
 	fs->sb.s_mtime = htole32(e2_now());
 	r = sb_write(fs, SB_RANGE(s_mtime, s_wtime), NULL);
@@ -550,8 +542,9 @@ static int mount_rw(struct e2fs *fs)
 	/* The unclean mark must be on disk before any other change is.
 	 * Under a journal every change reaches its place only after a
 	 * commit block, which waits for needs_recovery in the same block:
-	 * that mark goes with it, not in a round of its own. */
-	if (journal)
+	 * the mark goes with it, not in a round of its own. */
+	if (fs->opts.consistency == CONSISTENCY_JOURNAL ||
+	    fs->opts.consistency == CONSISTENCY_JOURNAL_DATA)
 		return 0;
 	return cache_sync(fs->c);
 }
