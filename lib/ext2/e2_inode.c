@@ -85,9 +85,10 @@ static void irelease(struct e2fs *fs, struct e2_inode *ip)
 	ip->nrmnames = ip->caprmnames = 0;
 	patch_release(fs->c, ip->sync);
 	patch_release(fs->c, ip->sync_last);
+	patch_release(fs->c, ip->sync_prev);
 	patch_release(fs->c, ip->tailz);
 	patch_release(fs->c, ip->size_p);
-	ip->clear = ip->sync = ip->sync_last = ip->tailz = ip->size_p = NULL;
+	ip->clear = ip->sync = ip->sync_last = ip->sync_prev = ip->tailz = ip->size_p = NULL;
 	for (size_t i = 0; i < ip->npdeps; i++)
 		e2_oset_release(fs, &ip->pdeps[i].set);
 	free(ip->pdeps);

@@ -133,9 +133,13 @@ struct e2_inode {
 	struct e2_dindex *dix;
 	struct patch *sync;	 /* empty patch over this inode's changes (fsync) */
 	struct patch *sync_last; /* last patch added to sync (held) */
-	bool sync_track;	 /* fsync was used: collect changes in sync */
-	bool sync_all;		 /* sync lost track (no memory): fsync syncs all */
-	uint32_t last_pblk;	 /* allocation goal: after the last block placed */
+	/* the set the last fsync took (held): a later fsync that finds no
+	 * new set waits for it, so it cannot return while that set is still
+	 * being written, or after it failed */
+	struct patch *sync_prev;
+	bool sync_track;    /* fsync was used: collect changes in sync */
+	bool sync_all;	    /* sync lost track (no memory): fsync syncs all */
+	uint32_t last_pblk; /* allocation goal: after the last block placed */
 };
 
 struct e2_group {

@@ -1043,6 +1043,17 @@ int e2_fsync(struct e2fs *fs, uint32_t ino, bool datasync)
 	if (!r) {
 		p = ip->sync;
 		ip->sync = NULL; /* later changes start a new set */
+		/* (a later change merged into a patch of this one must
+		 * join the next set as well) */
+		patch_release(fs->c, ip->sync_last);
+		ip->sync_last = NULL;
+		if (p) {
+			patch_release(fs->c, ip->sync_prev);
+			ip->sync_prev = p;
+		} else {
+			p = ip->sync_prev; /* (in flight, failed or done) */
+		}
+		patch_retain(p);
 	}
 	pthread_mutex_unlock(&fs->lock);
 	if (r || !p)
