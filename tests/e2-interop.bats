@@ -388,7 +388,7 @@ inherit_rules() {
 		chattr +i c && { perl -e 'chown(-1, -1, $ARGV[0]) or exit 1' c; echo "chown -1 -1 of an immutable file: $?"; }
 		chattr -i c
 		mkdir r && touch r/x && echo y >a && echo z >n && chattr +A n || exit
-		touch -a -d 2001-01-01 r a n
+		TZ=UTC touch -a -d 2001-01-01 r a n
 		ls r >/dev/null && cat a n >/dev/null
 		stat -c '%n %X' r a n | sed 's/ 978307200$/ atime kept/; s/ [0-9]*$/ atime moved/'
 	)
@@ -397,7 +397,7 @@ inherit_rules() {
 # diratime_rules DIR: what a listing and a read move under DIR
 diratime_rules() {
 	mkdir "$1/nd" && echo a >"$1/nd/a" || return
-	touch -a -d 2001-01-01 "$1/nd" "$1/nd/a"
+	TZ=UTC touch -a -d 2001-01-01 "$1/nd" "$1/nd/a"
 	ls "$1/nd" >/dev/null && cat "$1/nd/a" >/dev/null
 	(cd "$1" && stat -c '%n %X' nd nd/a) | sed 's/ 978307200$/ atime kept/; s/ [0-9]*$/ atime moved/'
 }
