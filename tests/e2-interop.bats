@@ -368,6 +368,12 @@ flag_rules() {
 	run -0 e2fsck -fn "$img"
 }
 
+# atime_moved NAME...: for each file, in the current directory, whether
+# its access time is still 2001-01-01 (UTC) or moved
+atime_moved() {
+	stat -c '%n %X' "$@" | sed 's/ 978307200$/ atime kept/; s/ [0-9]*$/ atime moved/'
+}
+
 # inherit_rules DIR: new files, directories, symbolic links and fifos
 # under a directory with each inheritable flag; then the times that
 # chown(f, -1, -1), a read, a listing and the noatime flag move.
@@ -390,7 +396,7 @@ inherit_rules() {
 		mkdir r && touch r/x && echo y >a && echo z >n && chattr +A n || exit
 		TZ=UTC touch -a -d 2001-01-01 r a n
 		ls r >/dev/null && cat a n >/dev/null
-		stat -c '%n %X' r a n | sed 's/ 978307200$/ atime kept/; s/ [0-9]*$/ atime moved/'
+		atime_moved r a n
 	)
 }
 
@@ -399,7 +405,7 @@ diratime_rules() {
 	mkdir "$1/nd" && echo a >"$1/nd/a" || return
 	TZ=UTC touch -a -d 2001-01-01 "$1/nd" "$1/nd/a"
 	ls "$1/nd" >/dev/null && cat "$1/nd/a" >/dev/null
-	(cd "$1" && stat -c '%n %X' nd nd/a) | sed 's/ 978307200$/ atime kept/; s/ [0-9]*$/ atime moved/'
+	(cd "$1" && atime_moved nd nd/a)
 }
 
 # flags_of IMG PATH...: each inode's flags as debugfs reads them

@@ -598,9 +598,7 @@ handle_of() {
 	new_image 32M
 	fstitch_mount_start "$IMG" "$MNT"
 	echo data >"$MNT/f"
-	kill -9 "$FSTITCH_MOUNT_PID"
-	wait "$FSTITCH_MOUNT_PID" 2>/dev/null || true
-	fuse_unmount "$MNT"
+	kill_mount
 	fstitch_mount_start "$IMG" "$MNT"
 	ls "$MNT" >/dev/null
 	fstitch_mount_stop "$MNT"
