@@ -465,9 +465,14 @@ static int sync_after(fuse_req_t req, fuse_ino_t ino, bool names, int r)
 
 /* sync_after() of a change that gave the kernel an entry (st) to take:
  * if the sync fails the kernel gets the error instead, so the lookup the
- * change counted is dropped. */
-static int sync_entry(fuse_req_t req, fuse_ino_t dir, int r, const struct stat *st)
+ * change counted is dropped.  acl: the new inode took its directory's
+ * default ACL, which its name does not wait for; a new inode with the
+ * sync flag (or on a -o sync mount) syncs it first, as Linux writes a
+ * synchronous inode's attribute block before the call returns. */
+static int sync_entry(fuse_req_t req, fuse_ino_t dir, int r, const struct stat *st, bool acl)
 {
+	if (r >= 0 && acl)
+		r = sync_after(req, out_ino((uint32_t)st->st_ino), false, r);
 	if (r < 0 || (r = sync_after(req, dir, true, r)) >= 0)
 		return r;
 	e2_forget(D.fs, (uint32_t)st->st_ino, 1);
@@ -540,7 +545,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	if (!r && (r = inherit(&op.who, parent, &st, acl, &st)) < 0)
 		e2_forget(D.fs, (uint32_t)st.st_ino, 1);
 	leave(&op, "mknod");
-	r = sync_entry(req, parent, r, &st);
+	r = sync_entry(req, parent, r, &st, acl);
 	if (r < 0)
 		reply_err(req, r, "mknod");
 	else
@@ -566,7 +571,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	if (!r && (r = inherit(&op.who, parent, &st, acl, &st)) < 0)
 		e2_forget(D.fs, (uint32_t)st.st_ino, 1);
 	leave(&op, "mkdir");
-	r = sync_entry(req, parent, r, &st);
+	r = sync_entry(req, parent, r, &st, acl);
 	if (r < 0)
 		reply_err(req, r, "mkdir");
 	else
@@ -586,7 +591,7 @@ static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, co
 	enter(req, &op);
 	r = e2_symlink(D.fs, &op.who, in_ino(parent), name, target, ctx->uid, gid, &st);
 	leave(&op, "symlink");
-	r = sync_entry(req, parent, r, &st);
+	r = sync_entry(req, parent, r, &st, false);
 	if (r < 0)
 		reply_err(req, r, "symlink");
 	else
@@ -602,7 +607,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	enter(req, &op);
 	r = e2_link(D.fs, &op.who, in_ino(ino), in_ino(newparent), newname, &st);
 	leave(&op, "link");
-	r = sync_entry(req, newparent, r, &st);
+	r = sync_entry(req, newparent, r, &st, false);
 	if (r < 0)
 		reply_err(req, r, "link");
 	else
@@ -745,7 +750,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	if (!r && (r = inherit(&op.who, parent, &st, acl, &st)) < 0)
 		e2_forget(D.fs, (uint32_t)st.st_ino, 1);
 	leave(&op, "create");
-	r = sync_entry(req, parent, r, &st);
+	r = sync_entry(req, parent, r, &st, acl);
 	if (r < 0) {
 		reply_err(req, r, "create");
 		return;

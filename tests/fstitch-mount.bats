@@ -685,18 +685,22 @@ in_image() {
 }
 
 @test "chattr +S and +D, and -o sync and dirsync, put a change on disk before it returns" {
-	new_image 32M
+	# (128-byte inodes: an ACL takes a block of its own)
+	new_image 32M -I 128
 	# (nothing is written but what a sync asks for)
 	fstitch_mount_start "$IMG" "$MNT" -o flush_interval=86400
 	mkdir "$MNT/plain" "$MNT/D" "$MNT/S"
 	echo old >"$MNT/D/old"
 	chattr +D "$MNT/D"
 	chattr +S "$MNT/S"
+	setfacl -d -m u:1234:rwx "$MNT/S"
 	sync "$MNT/D/old" "$MNT/plain" "$MNT/D" "$MNT/S" "$MNT"
 	touch "$MNT/D/a"
 	rm "$MNT/D/old"
-	# a new file in S takes its sync flag: its name and its data
+	# a new file in S takes its sync flag: its name and its data, and
+	# the ACLs it takes from S (which its name does not wait for)
 	echo data >"$MNT/S/f"
+	mkdir "$MNT/S/sub"
 	# (and one in a plain directory, after the last sync, is lost)
 	echo lost >"$MNT/plain/g"
 	run -0 lsattr "$MNT/S/f"
@@ -705,8 +709,13 @@ in_image() {
 	run -0 in_image /plain /D /S /S/f
 	assert_output "/plain: 
 /D: a 
-/S: f 
+/S: f sub 
 /S/f: data"
+	run -0 debugfs -R "ea_list /S/f" "$IMG"
+	assert_output --partial "system.posix_acl_access (28) = 01 00 00 00 01 00 06 00 02 00 07 00 d2 04 00 00"
+	run -0 debugfs -R "ea_list /S/sub" "$IMG"
+	assert_output --partial "system.posix_acl_default (28) = 01 00 00 00 01 00 07 00 02 00 07 00 d2 04 00 00"
+	assert_output --partial "system.posix_acl_access (28)"
 	e2fsck -fy "$IMG" >/dev/null 2>&1 || true
 
 	# -o dirsync: names in every directory
