@@ -302,6 +302,46 @@ $MNT/d 755 0"
 	assert_fsck_clean "$IMG"
 }
 
+@test "a write, truncate, fallocate or chown drops set-user-ID bits and capabilities, as on Linux" {
+	new_image 8M
+	fstitch_mount_start "$IMG" "$MNT" -o allow_other
+	chmod 777 "$MNT"
+	as_user() { (cd "$MNT" && setpriv --reuid 1000 --regid 1000 --clear-groups "$@"); }
+	for op in write truncate fallocate otrunc chown rootwrite keepsgid; do
+		f=$MNT/$op
+		echo abc >"$f"
+		chown 1000:1000 "$f"
+		chmod 6777 "$f"
+		setcap cap_net_raw+ep "$f"
+	done
+	# set-group-ID without group execute is not a privilege: it stays
+	chmod 2767 "$MNT/keepsgid"
+	as_user sh -c 'echo more >>write; echo more >>keepsgid; echo new >otrunc'
+	as_user truncate -s 100 truncate
+	as_user fallocate -l 8192 fallocate
+	chown 1001 "$MNT/chown"
+	# root (CAP_FSETID) keeps the bits, but not the capability
+	echo more >>"$MNT/rootwrite"
+	# (stat at once: the kernel must not answer from a stale cache)
+	run -0 stat -c '%n %a' "$MNT"/{write,truncate,fallocate,otrunc,chown,rootwrite,keepsgid}
+	assert_output "$MNT/write 777
+$MNT/truncate 777
+$MNT/fallocate 777
+$MNT/otrunc 777
+$MNT/chown 777
+$MNT/rootwrite 6777
+$MNT/keepsgid 2767"
+	run -0 getcap -r "$MNT"
+	assert_output ""
+	fstitch_mount_stop "$MNT"
+	assert_fsck_clean "$IMG"
+	# and on disk
+	run -0 debugfs -R "ea_list /write" "$IMG"
+	refute_output --partial capability
+	run -0 debugfs -R "stat /fallocate" "$IMG"
+	assert_output --regexp 'Mode: +0777'
+}
+
 @test "the blocks reserved for root (-m) are refused to other users, as Linux's ext2 does" {
 	# half the blocks kept for root (mke2fs -m 50, stock mke2fs)
 	new_image 4M -m 50

@@ -376,6 +376,12 @@ int e2_setxattr(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, cons
 		const void *val, size_t size, unsigned flags);
 /* -ENODATA if absent. */
 int e2_removexattr(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, const char *name);
+/* Drop what a change of ino's data or owner takes away on Linux
+ * (file_remove_privs(), chown): the attribute security.capability, and
+ * with suid the set-user-ID bit, and the set-group-ID bit when group
+ * execute is set.  suid: the caller lacks CAP_FSETID, or the change is a
+ * chown.  1 if anything was dropped, 0 if nothing was there, or -errno. */
+int e2_kill_priv(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, bool suid);
 
 /* ACLs between the xattr encoding (what FUSE and getfacl speak: version
  * 2, 8-byte entries) and ext2's (version 1, short entries without an id).

@@ -140,6 +140,8 @@ struct e2_inode {
 	bool sync_track;    /* fsync was used: collect changes in sync */
 	bool sync_all;	    /* sync lost track (no memory): fsync syncs all */
 	uint32_t last_pblk; /* allocation goal: after the last block placed */
+	bool nocaps;	    /* known to have no security.capability: cleared
+			     * when its attributes change (e2_kill_priv) */
 };
 
 struct e2_group {

@@ -652,6 +652,8 @@ static int store(struct e2fs *fs, struct e2_inode *ip, uint8_t *raw, struct xase
 	bool extra_set = false;
 	int r;
 
+	ip->nocaps = false;
+
 	/* room in the inode: use i_extra_isize as it is, or give a large
 	 * inode with none the standard 32 bytes (zeros: no extra times) */
 	body = ibody(fs, raw);
@@ -1147,6 +1149,82 @@ static int xchange(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, c
 		r = -EPERM;
 	if (!r)
 		r = xset_locked(fs, ip, idx, suffix, len, val, size, flags);
+out:
+	e2_unlock(fs);
+	return r;
+}
+
+/* Whether ip has a security.capability attribute, remembered in
+ * ip->nocaps until its attributes next change (store()).  Under the
+ * lock. */
+static int has_caps(struct e2fs *fs, struct e2_inode *ip, bool *has)
+{
+	struct xaset s = {0};
+	uint8_t *raw = NULL;
+	bool found = false;
+	int r;
+
+	*has = false;
+	if (ip->nocaps)
+		return 0;
+	r = load(fs, ip, &raw, &s);
+	if (!r) {
+		set_find(&s, XI_SECURITY, "capability", 10, &found);
+		ip->nocaps = !found;
+		*has = found;
+	}
+	set_free(&s);
+	free(raw);
+	return r;
+}
+
+int e2_kill_priv(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, bool suid)
+{
+	struct ext2_inode_large nw;
+	struct e2_inode *ip;
+	struct timespec now;
+	mode_t mode, kill = 0;
+	bool caps;
+	int r;
+
+	if (fs->ro)
+		return 0;
+	e2_lock_caller(fs, who);
+	r = e2_get_live(fs, ino, &ip);
+	if (r)
+		goto out;
+	mode = e2_imode(ip);
+	/* (a chown of a directory keeps what it has) */
+	if (S_ISDIR(mode))
+		goto out;
+	if (suid) {
+		kill = mode & S_ISUID;
+		if ((mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
+			kill |= S_ISGID;
+	}
+	r = has_caps(fs, ip, &caps);
+	if (r || (!kill && !caps))
+		goto out;
+	/* (Linux's notify_change() refuses these the same way) */
+	if (e2_iimmutable(ip) || e2_iappend(ip)) {
+		r = -EPERM;
+		goto out;
+	}
+	if (caps) {
+		r = xset_locked(fs, ip, XI_SECURITY, "capability", 10, NULL, 0, 0);
+		if (r)
+			goto out;
+	}
+	if (kill) {
+		nw = ip->d;
+		nw.i_mode = htole16((uint16_t)(mode & ~kill));
+		e2_now_ts(fs, &now);
+		e2_iset_time(fs, &nw, E2_T_CTIME, &now);
+		r = e2_iwrite(fs, ip, &nw, NULL, NULL);
+		if (r)
+			goto out;
+	}
+	r = 1;
 out:
 	e2_unlock(fs);
 	return r;

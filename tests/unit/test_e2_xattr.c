@@ -14,6 +14,7 @@
  *
  * Environment: E2_XATTR_SEED, E2_XATTR_STEPS. */
 #include <errno.h>
+#include <linux/fs.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -260,6 +261,34 @@ static void test_model_large_inodes(void **state)
 		  (unsigned)e2t_env_long("E2_XATTR_STEPS", 1500));
 }
 
+/* A new file system at path (256-byte inodes) holding the file /f and the
+ * directory /d with those modes. */
+static struct e2fs *file_and_dir(const char *path, mode_t fmode, uint32_t *f, mode_t dmode,
+				 uint32_t *d)
+{
+	struct e2fs *fs;
+	struct stat st;
+
+	assert_int_equal(e2t_mkfs(path, 2048, 1024, "-I 256", NULL), 0);
+	fs = open_path(path);
+	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "f", S_IFREG | fmode, 0, 0, 0, &st), 0);
+	*f = (uint32_t)st.st_ino;
+	assert_int_equal(e2_mkdir(fs, NULL, E2_ROOT_INO, "d", dmode, 0, 0, &st), 0);
+	*d = (uint32_t)st.st_ino;
+	return fs;
+}
+
+/* e2fsck -fn finds nothing wrong with the image at path. */
+static void assert_fsck_clean(const char *path)
+{
+	struct e2t_fsck fr;
+
+	assert_int_equal(e2t_fsck_file(path, &fr), 0);
+	if (fr.status)
+		fail_msg("e2fsck -fn status %d:\n%s", fr.status, fr.output);
+	e2t_fsck_free(&fr);
+}
+
 /* ---- the kernel's error rules --------------------------------------------- */
 
 static void test_errors(void **state)
@@ -310,14 +339,52 @@ static void test_errors(void **state)
 	assert_int_equal(e2_listxattr(fs, ino, NULL, 0, true), 17);
 	assert_int_equal(e2_listxattr(fs, ino, NULL, 0, false), 7);
 	assert_int_equal(e2_close(fs), 0);
-	{
-		struct e2t_fsck fr;
+	assert_fsck_clean(path);
+	free(path);
+}
 
-		assert_int_equal(e2t_fsck_file(path, &fr), 0);
-		if (fr.status)
-			fail_msg("e2fsck -fn status %d:\n%s", fr.status, fr.output);
-		e2t_fsck_free(&fr);
-	}
+/* ---- what a change takes away (e2_kill_priv) ------------------------------ */
+
+static void test_kill_priv(void **state)
+{
+	char *path = e2t_scratch_file("xattr-kill");
+	static const uint8_t cap[20] = {0, 0, 0, 2, 0, 0x20};
+	struct e2fs *fs;
+	struct stat a;
+	uint32_t f, d;
+
+	(void)state;
+	fs = file_and_dir(path, 06775, &f, 02775, &d);
+	/* nothing to drop: the answer is remembered, and a new capability
+	 * must still be seen */
+	assert_int_equal(e2_kill_priv(fs, NULL, f, false), 0);
+	assert_int_equal(e2_setxattr(fs, NULL, f, "security.capability", cap, sizeof(cap), 0), 0);
+	assert_int_equal(e2_kill_priv(fs, NULL, f, false), 1);
+	assert_int_equal(e2_getxattr(fs, f, "security.capability", NULL, 0), -ENODATA);
+	assert_int_equal(e2_getattr(fs, f, &a), 0);
+	assert_int_equal(a.st_mode & 07777, 06775);
+	/* suid: set-user-ID, and set-group-ID with group execute */
+	assert_int_equal(e2_kill_priv(fs, NULL, f, true), 1);
+	assert_int_equal(e2_getattr(fs, f, &a), 0);
+	assert_int_equal(a.st_mode & 07777, 0775);
+	assert_int_equal(e2_kill_priv(fs, NULL, f, true), 0);
+	/* without group execute set-group-ID stays */
+	assert_int_equal(e2_setattr(fs, NULL, f, &(struct stat){.st_mode = 02765}, E2_SET_MODE, &a),
+			 0);
+	assert_int_equal(e2_kill_priv(fs, NULL, f, true), 0);
+	/* a directory keeps its bits and its capability */
+	assert_int_equal(e2_setxattr(fs, NULL, d, "security.capability", cap, sizeof(cap), 0), 0);
+	assert_int_equal(e2_kill_priv(fs, NULL, d, true), 0);
+	assert_int_equal(e2_getattr(fs, d, &a), 0);
+	assert_int_equal(a.st_mode & 07777, 02775);
+	/* an append-only file cannot lose them */
+	assert_int_equal(e2_setattr(fs, NULL, f, &(struct stat){.st_mode = 04755}, E2_SET_MODE, &a),
+			 0);
+	assert_int_equal(e2_setflags(fs, NULL, f, FS_APPEND_FL, true), 0);
+	assert_int_equal(e2_kill_priv(fs, NULL, f, true), -EPERM);
+	assert_int_equal(e2_setflags(fs, NULL, f, 0, true), 0);
+	assert_int_equal(e2_close(fs), 0);
+	assert_fsck_clean(path);
 	free(path);
 }
 
@@ -357,12 +424,7 @@ static void test_acl_mode(void **state)
 	size_t n;
 
 	(void)state;
-	assert_int_equal(e2t_mkfs(path, 2048, 1024, "-I 256", NULL), 0);
-	fs = open_path(path);
-	assert_int_equal(e2_mknod(fs, NULL, E2_ROOT_INO, "f", S_IFREG | 02777, 0, 0, 0, &st), 0);
-	ino = (uint32_t)st.st_ino;
-	assert_int_equal(e2_mkdir(fs, NULL, E2_ROOT_INO, "d", 0755, 0, 0, &st), 0);
-	dir = (uint32_t)st.st_ino;
+	fs = file_and_dir(path, 02777, &ino, 0755, &dir);
 	/* equivalent to a mode: the mode changes, nothing is stored */
 	n = acl(v, minimal, 3);
 	assert_int_equal(e2_setxattr(fs, NULL, ino, "system.posix_acl_access", v, n, 0), 0);
@@ -389,14 +451,7 @@ static void test_acl_mode(void **state)
 	assert_int_equal(e2_getattr(fs, dir, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0755);
 	assert_int_equal(e2_close(fs), 0);
-	{
-		struct e2t_fsck fr;
-
-		assert_int_equal(e2t_fsck_file(path, &fr), 0);
-		if (fr.status)
-			fail_msg("e2fsck -fn status %d:\n%s", fr.status, fr.output);
-		e2t_fsck_free(&fr);
-	}
+	assert_fsck_clean(path);
 	free(path);
 }
 
@@ -666,6 +721,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_errors, e2t_remove_scratch),
 	    cmocka_unit_test_teardown(test_acl_mode, e2t_remove_scratch),
+	    cmocka_unit_test_teardown(test_kill_priv, e2t_remove_scratch),
 	    cmocka_unit_test_teardown(test_model_small_inodes, e2t_remove_scratch),
 	    cmocka_unit_test_teardown(test_model_large_inodes, e2t_remove_scratch),
 	    cmocka_unit_test(test_refcount_classified),
