@@ -411,6 +411,23 @@ $MNT/keepsgid 2767"
 	done
 }
 
+@test "an open directory that rmdir removed has size 0 and no links, as on Linux" {
+	new_image 8M
+	fstitch_mount_start "$IMG" "$MNT"
+	mkdir "$MNT/d"
+	run -0 python3 - "$MNT/d" <<-'EOF'
+		import os, sys
+		fd = os.open(sys.argv[1], os.O_RDONLY)
+		os.rmdir(sys.argv[1])
+		st = os.fstat(fd)
+		print(st.st_size, st.st_nlink, st.st_blocks, os.listdir(fd))
+	EOF
+	# (its block stays allocated until it is closed)
+	assert_output "0 0 2 []"
+	fstitch_mount_stop "$MNT"
+	assert_fsck_clean "$IMG"
+}
+
 @test "a loop of mkdir and rmdir, or ln -s and rm, grows its directory a few blocks, not one each" {
 	make_stock_image "$IMG" 64M -t ext2 -b 1024
 	fstitch_mount_start "$IMG" "$MNT"

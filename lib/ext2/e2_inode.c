@@ -408,6 +408,11 @@ void e2_istat(struct e2fs *fs, const struct e2_inode *ip, struct stat *st)
 	st->st_uid = le16toh(d->i_uid) | (uint32_t)le16toh(d->osd2.linux2.l_i_uid_high) << 16;
 	st->st_gid = le16toh(d->i_gid) | (uint32_t)le16toh(d->osd2.linux2.l_i_gid_high) << 16;
 	st->st_size = (off_t)e2_isize(d);
+	/* A removed directory still open has size 0, as Linux's ext2_rmdir()
+	 * leaves it; its blocks stay on disk, with their size, until it is
+	 * freed, so that a crash finds them consistent. */
+	if (S_ISDIR(m) && st->st_nlink == 0)
+		st->st_size = 0;
 	st->st_blksize = fs->bs;
 	st->st_blocks = le32toh(d->i_blocks);
 	e2_iget_time(fs, d, E2_T_ATIME, &st->st_atim);
