@@ -455,6 +455,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static int fsync_for(fuse_req_t req, fuse_ino_t ino, bool datasync);
 static int kill_priv(struct req_op *op, fuse_ino_t ino, bool suid);
+static bool owner_without_fsetid(fuse_req_t req, fuse_ino_t ino);
 
 /* Synchronous updates, as Linux's ext2 makes them: a change of a file with
  * the sync flag (chattr +S) or on a mount with -o sync, and a change of the
@@ -519,7 +520,11 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		if (to_set & map[i].fuse)
 			set |= map[i].e2;
 	enter(req, &op);
-	r = set & (E2_SET_SIZE | E2_SET_UID | E2_SET_GID) ? kill_priv(&op, ino, req_kill_suid) : 0;
+	r = 0;
+	if (set & (E2_SET_SIZE | E2_SET_UID | E2_SET_GID))
+		r = kill_priv(&op, ino, req_kill_suid);
+	else if (!set && owner_without_fsetid(req, ino))
+		r = kill_priv(&op, ino, true);
 	if (!r)
 		r = e2_setattr(D.fs, &op.who, in_ino(ino), attr, set, &st);
 	leave(&op, "setattr");
@@ -727,6 +732,25 @@ static int kill_priv(struct req_op *op, fuse_ino_t ino, bool suid)
 		return r;
 	fuse_lowlevel_notify_inval_inode(D.se, ino, -1, 0);
 	return 0;
+}
+
+/* Whether an empty SETATTR should drop ino's set-user-ID bits.  Under
+ * FUSE_HANDLE_KILLPRIV_V2 the kernel sends one for chown(f, -1, -1),
+ * which drops them on Linux, but also from its own checks before a write,
+ * where the WRITE's kill flag decides.  The two look the same, so the
+ * bits go only where both would drop them: for an owner (or a holder of
+ * CAP_FOWNER) without CAP_FSETID.  chown(f, -1, -1) by root keeps them,
+ * and by another user is not refused (fstitch-mount(8)). */
+static bool owner_without_fsetid(fuse_req_t req, fuse_ino_t ino)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct stat st;
+
+	if (!__atomic_load_n(&D.killpriv, __ATOMIC_RELAXED) ||
+	    e2_getattr(D.fs, in_ino(ino), &st) < 0 || !(st.st_mode & (S_ISUID | S_ISGID)))
+		return false;
+	return (ctx->uid == st.st_uid || caller_has_cap(ctx->pid, CAP_FOWNER)) &&
+	       !caller_fsetid(req);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -307,7 +307,7 @@ $MNT/d 755 0"
 	fstitch_mount_start "$IMG" "$MNT" -o allow_other
 	chmod 777 "$MNT"
 	as_user() { (cd "$MNT" && setpriv --reuid 1000 --regid 1000 --clear-groups "$@"); }
-	for op in write truncate fallocate otrunc chown rootwrite keepsgid; do
+	for op in write truncate fallocate otrunc chown chown-1 other-1 rootwrite keepsgid; do
 		f=$MNT/$op
 		echo abc >"$f"
 		chown 1000:1000 "$f"
@@ -320,17 +320,25 @@ $MNT/d 755 0"
 	as_user truncate -s 100 truncate
 	as_user fallocate -l 8192 fallocate
 	chown 1001 "$MNT/chown"
+	# chown(f, -1, -1) by the owner; by another user it changes nothing
+	# (where Linux refuses it: fstitch-mount(8))
+	as_user /usr/bin/python3 -c 'import os; os.chown("chown-1", -1, -1)'
+	(cd "$MNT" && setpriv --reuid 1001 --regid 1001 --clear-groups \
+		/usr/bin/python3 -c 'import os; os.chown("other-1", -1, -1)')
 	# root (CAP_FSETID) keeps the bits, but not the capability
 	echo more >>"$MNT/rootwrite"
 	# (stat at once: the kernel must not answer from a stale cache)
-	run -0 stat -c '%n %a' "$MNT"/{write,truncate,fallocate,otrunc,chown,rootwrite,keepsgid}
+	run -0 stat -c '%n %a' "$MNT"/{write,truncate,fallocate,otrunc,chown,chown-1,other-1,rootwrite,keepsgid}
 	assert_output "$MNT/write 777
 $MNT/truncate 777
 $MNT/fallocate 777
 $MNT/otrunc 777
 $MNT/chown 777
+$MNT/chown-1 777
+$MNT/other-1 6777
 $MNT/rootwrite 6777
 $MNT/keepsgid 2767"
+	# (even another user's chown(f, -1, -1) drops it, as on Linux)
 	run -0 getcap -r "$MNT"
 	assert_output ""
 	fstitch_mount_stop "$MNT"
