@@ -398,6 +398,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* Writes from the kernel's writeback cache arrive with pid 0 and so
 	 * could never join the writer's patchgroup (design.md §5). */
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	/* Without FUSE_HANDLE_KILLPRIV_V2 (io_writev()) the kernel must drop
+	 * set-user-ID bits and capabilities itself: the older flag, which
+	 * libfuse asks for by default, would leave them to us on a write,
+	 * truncate and chown, which only kill_priv() does. */
+	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
 	/* Locks stay in the kernel, which is right for a single-host file
 	 * system with one daemon. */
 	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
@@ -486,9 +491,11 @@ static int sync_after(fuse_req_t req, fuse_ino_t ino, bool names, int r)
  * synchronous inode's attribute block before the call returns. */
 static int sync_entry(fuse_req_t req, fuse_ino_t dir, int r, const struct stat *st, bool acl)
 {
-	if (r >= 0 && acl)
+	if (r < 0)
+		return r;
+	if (acl)
 		r = sync_after(req, out_ino((uint32_t)st->st_ino), false, r);
-	if (r < 0 || (r = sync_after(req, dir, true, r)) >= 0)
+	if (r >= 0 && (r = sync_after(req, dir, true, r)) >= 0)
 		return r;
 	e2_forget(D.fs, (uint32_t)st->st_ino, 1);
 	return r;
@@ -692,12 +699,22 @@ static bool caller_has_cap(pid_t tid, int cap)
 }
 
 /* Whether the caller of req may keep a file's set-user-ID bits when it
- * changes the file (CAP_FSETID). */
+ * changes the file: it holds CAP_FSETID (uid 0 alone is not enough, as
+ * for the kernel's capable()). */
 static bool caller_fsetid(fuse_req_t req)
 {
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	return caller_has_cap(fuse_req_ctx(req)->pid, CAP_FSETID);
+}
 
-	return ctx->uid == 0 || caller_has_cap(ctx->pid, CAP_FSETID);
+/* Whether a change of ino by the caller of req, which the kernel sends no
+ * kill flag for (fallocate), drops its set-user-ID bits: it has some, and
+ * the caller lacks CAP_FSETID. */
+static bool suid_kill_for(fuse_req_t req, fuse_ino_t ino)
+{
+	struct stat st;
+
+	return e2_getattr(D.fs, in_ino(ino), &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)) &&
+	       !caller_fsetid(req);
 }
 
 /* Whether a change of a file's data by the caller of req drops the file's
@@ -775,11 +792,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		/* The kernel drops the mode change of its own truncate when
 		 * the open truncates, so the set-user-ID and set-group-ID
 		 * bits go here, as a truncate by the caller drops them */
-		if (drop_suid_mode(req, mode, &attr.st_mode))
+		bool v2 = __atomic_load_n(&D.killpriv, __ATOMIC_RELAXED);
+
+		if (!v2 && drop_suid_mode(req, mode, &attr.st_mode))
 			set |= E2_SET_MODE;
 		enter(req, &op);
 		/* (ctime: the same clock reading as mtime) */
-		r = kill_priv(&op, ino, false);
+		r = v2 ? kill_priv(&op, ino, req_kill_suid) : 0;
 		if (!r)
 			r = e2_setattr(D.fs, &op.who, e2ino, &attr, set, &st);
 		leave(&op, "open");
@@ -1371,7 +1390,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		return;
 	}
 	enter(req, &op);
-	r = kill_priv(&op, ino, !caller_fsetid(req));
+	r = kill_priv(&op, ino, suid_kill_for(req, ino));
 	if (!r && punch)
 		r = e2_punch(D.fs, &op.who, in_ino(ino), off, len);
 	else if (!r)

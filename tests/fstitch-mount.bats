@@ -307,7 +307,8 @@ $MNT/d 755 0"
 	fstitch_mount_start "$IMG" "$MNT" -o allow_other
 	chmod 777 "$MNT"
 	as_user() { (cd "$MNT" && setpriv --reuid 1000 --regid 1000 --clear-groups "$@"); }
-	for op in write truncate fallocate otrunc chown chown-1 other-1 rootwrite keepsgid; do
+	for op in write truncate fallocate otrunc chown chown-1 other-1 rootwrite keepsgid \
+		owrite otruncate ofallocate roottruncate; do
 		f=$MNT/$op
 		echo abc >"$f"
 		chown 1000:1000 "$f"
@@ -319,16 +320,22 @@ $MNT/d 755 0"
 	as_user sh -c 'echo more >>write; echo more >>keepsgid; echo new >otrunc'
 	as_user truncate -s 100 truncate
 	as_user fallocate -l 8192 fallocate
+	# by a user who does not own them, which the kernel leaves to the
+	# change itself (the owner's are dropped before it: see below)
+	as_other() { (cd "$MNT" && setpriv --reuid 1001 --regid 1001 --clear-groups "$@"); }
+	as_other sh -c 'echo more >>owrite'
+	as_other truncate -s 100 otruncate
+	as_other fallocate -l 8192 ofallocate
 	chown 1001 "$MNT/chown"
-	# chown(f, -1, -1) by the owner; by another user it changes nothing
+	# chown(f, -1, -1) by the owner; by another user it keeps the bits
 	# (where Linux refuses it: fstitch-mount(8))
 	as_user /usr/bin/python3 -c 'import os; os.chown("chown-1", -1, -1)'
-	(cd "$MNT" && setpriv --reuid 1001 --regid 1001 --clear-groups \
-		/usr/bin/python3 -c 'import os; os.chown("other-1", -1, -1)')
+	as_other /usr/bin/python3 -c 'import os; os.chown("other-1", -1, -1)'
 	# root (CAP_FSETID) keeps the bits, but not the capability
 	echo more >>"$MNT/rootwrite"
+	truncate -s 10 "$MNT/roottruncate"
 	# (stat at once: the kernel must not answer from a stale cache)
-	run -0 stat -c '%n %a' "$MNT"/{write,truncate,fallocate,otrunc,chown,chown-1,other-1,rootwrite,keepsgid}
+	run -0 stat -c '%n %a' "$MNT"/{write,truncate,fallocate,otrunc,chown,chown-1,other-1,rootwrite,keepsgid,owrite,otruncate,ofallocate,roottruncate}
 	assert_output "$MNT/write 777
 $MNT/truncate 777
 $MNT/fallocate 777
@@ -337,8 +344,12 @@ $MNT/chown 777
 $MNT/chown-1 777
 $MNT/other-1 6777
 $MNT/rootwrite 6777
-$MNT/keepsgid 2767"
-	# (even another user's chown(f, -1, -1) drops it, as on Linux)
+$MNT/keepsgid 2767
+$MNT/owrite 777
+$MNT/otruncate 777
+$MNT/ofallocate 777
+$MNT/roottruncate 6777"
+	# (another user's chown(f, -1, -1) drops the capability too)
 	run -0 getcap -r "$MNT"
 	assert_output ""
 	fstitch_mount_stop "$MNT"

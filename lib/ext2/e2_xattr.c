@@ -1205,8 +1205,9 @@ int e2_kill_priv(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, boo
 	r = has_caps(fs, ip, &caps);
 	if (r || (!kill && !caps))
 		goto out;
-	/* (Linux's notify_change() refuses these the same way) */
-	if (e2_iimmutable(ip) || e2_iappend(ip)) {
+	/* (Linux's notify_change() refuses these the same way: a mode
+	 * change of an append-only file, any change of an immutable one) */
+	if (e2_iimmutable(ip) || (kill && e2_iappend(ip))) {
 		r = -EPERM;
 		goto out;
 	}
