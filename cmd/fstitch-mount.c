@@ -706,6 +706,12 @@ static bool caller_fsetid(fuse_req_t req)
 	return caller_has_cap(fuse_req_ctx(req)->pid, CAP_FSETID);
 }
 
+/* ino's attributes, if it has a set-user-ID or set-group-ID bit. */
+static bool has_setid(fuse_ino_t ino, struct stat *st)
+{
+	return e2_getattr(D.fs, in_ino(ino), st) == 0 && (st->st_mode & (S_ISUID | S_ISGID));
+}
+
 /* Whether a change of ino by the caller of req, which the kernel sends no
  * kill flag for (fallocate), drops its set-user-ID bits: it has some, and
  * the caller lacks CAP_FSETID. */
@@ -713,8 +719,7 @@ static bool suid_kill_for(fuse_req_t req, fuse_ino_t ino)
 {
 	struct stat st;
 
-	return e2_getattr(D.fs, in_ino(ino), &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)) &&
-	       !caller_fsetid(req);
+	return has_setid(ino, &st) && !caller_fsetid(req);
 }
 
 /* Whether a change of a file's data by the caller of req drops the file's
@@ -722,11 +727,9 @@ static bool suid_kill_for(fuse_req_t req, fuse_ino_t ino)
  * drops them for a caller without CAP_FSETID; *mode gets the mode left. */
 static bool drop_suid_mode(fuse_req_t req, mode_t mode, mode_t *out)
 {
-	mode_t kill = S_ISUID;
+	mode_t kill = e2_setid_kill(mode);
 
-	if ((mode & S_ISGID) && (mode & S_IXGRP))
-		kill |= S_ISGID;
-	if (!(mode & kill) || caller_fsetid(req))
+	if (!kill || caller_fsetid(req))
 		return false;
 	*out = mode & ~kill;
 	return true;
@@ -738,6 +741,12 @@ static bool drop_suid_mode(fuse_req_t req, mode_t mode, mode_t *out)
  * kernel's cached mode is then stale, and it would run the file
  * set-user-ID until the attributes time out: they are invalidated before
  * the change is answered.  0 or -errno. */
+/* After a drop, the kernel's cached attributes are stale. */
+static void forget_mode(fuse_ino_t ino)
+{
+	fuse_lowlevel_notify_inval_inode(D.se, ino, -1, 0);
+}
+
 static int kill_priv(struct req_op *op, fuse_ino_t ino, bool suid)
 {
 	int r;
@@ -747,7 +756,7 @@ static int kill_priv(struct req_op *op, fuse_ino_t ino, bool suid)
 	r = e2_kill_priv(D.fs, &op->who, in_ino(ino), suid);
 	if (r <= 0)
 		return r;
-	fuse_lowlevel_notify_inval_inode(D.se, ino, -1, 0);
+	forget_mode(ino);
 	return 0;
 }
 
@@ -763,8 +772,7 @@ static bool owner_without_fsetid(fuse_req_t req, fuse_ino_t ino)
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct stat st;
 
-	if (!__atomic_load_n(&D.killpriv, __ATOMIC_RELAXED) ||
-	    e2_getattr(D.fs, in_ino(ino), &st) < 0 || !(st.st_mode & (S_ISUID | S_ISGID)))
+	if (!__atomic_load_n(&D.killpriv, __ATOMIC_RELAXED) || !has_setid(ino, &st))
 		return false;
 	return (ctx->uid == st.st_uid || caller_has_cap(ctx->pid, CAP_FOWNER)) &&
 	       !caller_fsetid(req);
@@ -881,14 +889,19 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		     struct fuse_file_info *fi)
 {
 	struct req_op op;
+	bool dropped = false;
 	ssize_t n;
 
 	enter(req, &op);
-	/* (a write of a page of a shared mapping drops nothing, as on Linux) */
-	n = fi->writepage ? 0 : kill_priv(&op, ino, req_kill_suid);
-	if (!n)
-		n = e2_write(D.fs, &op.who, in_ino(ino), buf, size, off);
+	/* kill_priv() under the write's own lock (a write of a page of a
+	 * shared mapping drops nothing, as on Linux) */
+	op.who.kill_priv = !fi->writepage && __atomic_load_n(&D.killpriv, __ATOMIC_RELAXED);
+	op.who.kill_suid = req_kill_suid;
+	op.who.dropped = &dropped;
+	n = e2_write(D.fs, &op.who, in_ino(ino), buf, size, off);
 	leave(&op, "write");
+	if (dropped)
+		forget_mode(ino);
 	/* (-o sync: the kernel asks for that fsync itself) */
 	if (n > 0 && !D.sync_all) {
 		int s = sync_after(req, ino, false, 0);

@@ -102,6 +102,11 @@ struct e2_caller {
 	 * no. */
 	bool (*may_reserve)(const struct e2_caller *who, gid_t resgid);
 	void *arg; /* for may_reserve */
+	/* A write by this caller first drops what e2_kill_priv() drops
+	 * (kill_priv; kill_suid: the set-ID bits too), under the same lock
+	 * as the write, and sets *dropped (if not NULL) when anything went. */
+	bool kill_priv, kill_suid;
+	bool *dropped;
 };
 
 /* When a read moves a file's access time (mount(8)'s atime options). */
@@ -376,6 +381,9 @@ int e2_setxattr(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, cons
 		const void *val, size_t size, unsigned flags);
 /* -ENODATA if absent. */
 int e2_removexattr(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, const char *name);
+/* The set-user-ID bit, and the set-group-ID bit when group execute is
+ * set, of mode: what a change by a caller without CAP_FSETID drops. */
+mode_t e2_setid_kill(mode_t mode);
 /* Drop what a change of ino's data or owner takes away on Linux
  * (file_remove_privs(), chown): the attribute security.capability, and
  * with suid the set-user-ID bit, and the set-group-ID bit when group

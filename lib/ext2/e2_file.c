@@ -244,6 +244,14 @@ ssize_t e2_write(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, con
 		r = -EPERM;
 		goto out;
 	}
+	if (who && who->kill_priv) {
+		r = e2_kill_priv_locked(fs, ip, who->kill_suid);
+		if (r < 0)
+			goto out;
+		if (r && who->dropped)
+			*who->dropped = true;
+		r = 0;
+	}
 	if (!e2_journaling(fs)) {
 		/* A new file seen only through its entry: what that waited
 		 * for, its changes need not (e2_gate.c). */

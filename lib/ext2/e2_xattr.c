@@ -1178,43 +1178,38 @@ static int has_caps(struct e2fs *fs, struct e2_inode *ip, bool *has)
 	return r;
 }
 
-int e2_kill_priv(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, bool suid)
+mode_t e2_setid_kill(mode_t mode)
+{
+	mode_t kill = mode & S_ISUID;
+
+	if ((mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
+		kill |= S_ISGID;
+	return kill;
+}
+
+int e2_kill_priv_locked(struct e2fs *fs, struct e2_inode *ip, bool suid)
 {
 	struct ext2_inode_large nw;
-	struct e2_inode *ip;
 	struct timespec now;
-	mode_t mode, kill = 0;
+	mode_t mode = e2_imode(ip), kill;
 	bool caps;
 	int r;
 
-	if (fs->ro)
-		return 0;
-	e2_lock_caller(fs, who);
-	r = e2_get_live(fs, ino, &ip);
-	if (r)
-		goto out;
-	mode = e2_imode(ip);
 	/* (a chown of a directory keeps what it has) */
-	if (S_ISDIR(mode))
-		goto out;
-	if (suid) {
-		kill = mode & S_ISUID;
-		if ((mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
-			kill |= S_ISGID;
-	}
+	if (fs->ro || S_ISDIR(mode))
+		return 0;
+	kill = suid ? e2_setid_kill(mode) : 0;
 	r = has_caps(fs, ip, &caps);
 	if (r || (!kill && !caps))
-		goto out;
+		return r;
 	/* (Linux's notify_change() refuses these the same way: a mode
 	 * change of an append-only file, any change of an immutable one) */
-	if (e2_iimmutable(ip) || (kill && e2_iappend(ip))) {
-		r = -EPERM;
-		goto out;
-	}
+	if (e2_iimmutable(ip) || (kill && e2_iappend(ip)))
+		return -EPERM;
 	if (caps) {
 		r = xset_locked(fs, ip, XI_SECURITY, "capability", 10, NULL, 0, 0);
 		if (r)
-			goto out;
+			return r;
 	}
 	if (kill) {
 		nw = ip->d;
@@ -1223,10 +1218,22 @@ int e2_kill_priv(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, boo
 		e2_iset_time(fs, &nw, E2_T_CTIME, &now);
 		r = e2_iwrite(fs, ip, &nw, NULL, NULL);
 		if (r)
-			goto out;
+			return r;
 	}
-	r = 1;
-out:
+	return 1;
+}
+
+int e2_kill_priv(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, bool suid)
+{
+	struct e2_inode *ip;
+	int r;
+
+	if (fs->ro)
+		return 0;
+	e2_lock_caller(fs, who);
+	r = e2_get_live(fs, ino, &ip);
+	if (!r)
+		r = e2_kill_priv_locked(fs, ip, suid);
 	e2_unlock(fs);
 	return r;
 }
