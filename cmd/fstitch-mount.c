@@ -272,6 +272,21 @@ static bool may_reserve(const struct e2_caller *who, gid_t resgid)
 	       (resgid != 0 && proc_status_in_groups(buf, resgid));
 }
 
+/* e2_caller.keeps_sgid: whether the caller is in group gid (its
+ * file-system gid, or a supplementary group by its /proc/TID/status) or
+ * holds CAP_FSETID, as Linux's in_group_or_capable() asks.  A caller whose
+ * status cannot be read keeps the bit, which grants nothing without group
+ * execute. */
+static bool keeps_sgid(const struct e2_caller *who, gid_t gid)
+{
+	const struct req_op *op = who->arg;
+	char buf[16384];
+
+	if (who->gid == gid || !op || !read_status(op->tid, buf, sizeof(buf)))
+		return true;
+	return proc_status_in_groups(buf, gid) || proc_status_has_cap(buf, CAP_FSETID);
+}
+
 /* Patchgroups see every request that may change the file system, under the
  * calling process's scope: each ext2 call of the request gets op->who,
  * which carries pgsrv_scope(&op->pg).  With rename_order=process it names
@@ -288,6 +303,7 @@ static void enter(fuse_req_t req, struct req_op *op)
 	op->who.uid = ctx->uid;
 	op->who.gid = ctx->gid;
 	op->who.may_reserve = may_reserve;
+	op->who.keeps_sgid = keeps_sgid;
 	op->who.arg = op;
 	op->tid = tid;
 	if (D.callers && caller_resolve(D.callers, tid, &key) == 1) {

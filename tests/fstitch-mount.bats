@@ -361,6 +361,50 @@ $MNT/roottruncate 6777"
 	assert_output --regexp 'Mode: +0777'
 }
 
+@test "set-group-ID without group execute goes when the changer is outside the file's group" {
+	new_image 8M
+	fstitch_mount_start "$IMG" "$MNT" -o allow_other
+	chmod 777 "$MNT"
+	local all="own out outgrp trunc falloc otrunc rootchgrp chgrp chown-1 rootwrite"
+	for f in $all; do
+		echo abc >"$MNT/$f"
+		chown 1000:1000 "$MNT/$f"
+		chmod 2767 "$MNT/$f"
+	done
+	chown 1000:1002 "$MNT/chgrp" "$MNT/chown-1"
+	as() { (cd "$MNT" && setpriv --reuid "$1" --regid "$1" "${@:2}"); }
+	# in the group, as the file-system group or a supplementary one
+	as 1000 --clear-groups sh -c 'echo x >>own'
+	as 1001 --groups 1000 sh -c 'echo x >>outgrp'
+	# outside it: a write, truncate, fallocate and O_TRUNC open
+	as 1001 --clear-groups sh -c 'echo x >>out'
+	as 1001 --clear-groups truncate -s 1 trunc
+	as 1001 --clear-groups fallocate -l 8192 falloc
+	as 1001 --clear-groups sh -c 'echo y >otrunc'
+	# the owner's chgrp, and chown(f, -1, -1), from outside the old group
+	as 1000 --groups 1003 chgrp 1003 chgrp
+	as 1000 --clear-groups /usr/bin/python3 -c 'import os; os.chown("chown-1", -1, -1)'
+	# root is outside group 1000 but holds CAP_FSETID
+	chgrp 1001 "$MNT/rootchgrp"
+	echo x >>"$MNT/rootwrite"
+	# (what the kernel's own ext2 answers for each, on Linux 6.18)
+	run -0 bash -c "cd '$MNT' && stat -c '%n %a' $all"
+	assert_output "own 2767
+out 767
+outgrp 2767
+trunc 767
+falloc 767
+otrunc 767
+rootchgrp 2767
+chgrp 767
+chown-1 767
+rootwrite 2767"
+	fstitch_mount_stop "$MNT"
+	assert_fsck_clean "$IMG"
+	run -0 debugfs -R "stat /out" "$IMG"
+	assert_output --regexp 'Mode: +0767'
+}
+
 @test "the blocks reserved for root (-m) are refused to other users, as Linux's ext2 does" {
 	# half the blocks kept for root (mke2fs -m 50, stock mke2fs)
 	new_image 4M -m 50

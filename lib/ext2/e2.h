@@ -107,6 +107,13 @@ struct e2_caller {
 	 * as the write, and sets *dropped (if not NULL) when anything went. */
 	bool kill_priv, kill_suid;
 	bool *dropped;
+	/* Asked (under the lock, like may_reserve) only when a change drops
+	 * set-ID bits (kill_suid, or e2_kill_priv()'s suid) of a file whose
+	 * set-group-ID bit has no group execute: whether the caller is in
+	 * group gid (as its file-system gid or a supplementary group) or
+	 * holds CAP_FSETID.  If not, that bit goes too, as Linux's
+	 * setattr_should_drop_sgid() says.  NULL: yes, the bit stays. */
+	bool (*keeps_sgid)(const struct e2_caller *who, gid_t gid);
 };
 
 /* When a read moves a file's access time (mount(8)'s atime options). */
@@ -387,8 +394,9 @@ mode_t e2_setid_kill(mode_t mode);
 /* Drop what a change of ino's data or owner takes away on Linux
  * (file_remove_privs(), chown): the attribute security.capability, and
  * with suid the set-user-ID bit, and the set-group-ID bit when group
- * execute is set.  suid: the caller lacks CAP_FSETID, or the change is a
- * chown.  1 if anything was dropped, 0 if nothing was there, or -errno. */
+ * execute is set or who->keeps_sgid says no.  suid: the caller lacks
+ * CAP_FSETID, or the change is a chown.  1 if anything was dropped, 0 if
+ * nothing was there, or -errno. */
 int e2_kill_priv(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, bool suid);
 
 /* ACLs between the xattr encoding (what FUSE and getfacl speak: version

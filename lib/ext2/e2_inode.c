@@ -354,6 +354,11 @@ mode_t e2_imode(const struct e2_inode *ip)
 	return le16toh(ip->d.i_mode);
 }
 
+gid_t e2_igid(const struct e2_inode *ip)
+{
+	return le16toh(ip->d.i_gid) | (uint32_t)le16toh(ip->d.osd2.linux2.l_i_gid_high) << 16;
+}
+
 uint16_t e2_ilinks(const struct ext2_inode_large *d)
 {
 	return le16toh(d->i_links_count);
@@ -406,7 +411,7 @@ void e2_istat(struct e2fs *fs, const struct e2_inode *ip, struct stat *st)
 	st->st_mode = m;
 	st->st_nlink = e2_ilinks(d);
 	st->st_uid = le16toh(d->i_uid) | (uint32_t)le16toh(d->osd2.linux2.l_i_uid_high) << 16;
-	st->st_gid = le16toh(d->i_gid) | (uint32_t)le16toh(d->osd2.linux2.l_i_gid_high) << 16;
+	st->st_gid = e2_igid(ip);
 	st->st_size = (off_t)e2_isize(d);
 	/* A removed directory still open has size 0, as Linux's ext2_rmdir()
 	 * leaves it; its blocks stay on disk, with their size, until it is

@@ -444,6 +444,7 @@ bool e2_idir(const struct e2_inode *ip);
 bool e2_iimmutable(const struct e2_inode *ip);
 bool e2_iappend(const struct e2_inode *ip);
 mode_t e2_imode(const struct e2_inode *ip);
+gid_t e2_igid(const struct e2_inode *ip);
 uint16_t e2_ilinks(const struct ext2_inode_large *d);
 void e2_iset_links(struct ext2_inode_large *d, uint16_t n);
 void e2_isync_add(struct e2fs *fs, struct e2_inode *ip, struct patch *p);

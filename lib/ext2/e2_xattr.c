@@ -1189,6 +1189,7 @@ mode_t e2_setid_kill(mode_t mode)
 
 int e2_kill_priv_locked(struct e2fs *fs, struct e2_inode *ip, bool suid)
 {
+	const struct e2_caller *who = fs->caller;
 	struct ext2_inode_large nw;
 	struct timespec now;
 	mode_t mode = e2_imode(ip), kill;
@@ -1199,6 +1200,9 @@ int e2_kill_priv_locked(struct e2fs *fs, struct e2_inode *ip, bool suid)
 	if (fs->ro || S_ISDIR(mode))
 		return 0;
 	kill = suid ? e2_setid_kill(mode) : 0;
+	if (suid && (mode & (S_ISGID | S_IXGRP)) == S_ISGID && who && who->keeps_sgid &&
+	    !who->keeps_sgid(who, e2_igid(ip)))
+		kill |= S_ISGID;
 	r = has_caps(fs, ip, &caps);
 	if (r || (!kill && !caps))
 		return r;

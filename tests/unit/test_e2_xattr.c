@@ -345,10 +345,18 @@ static void test_errors(void **state)
 
 /* ---- what a change takes away (e2_kill_priv) ------------------------------ */
 
+/* e2_caller.keeps_sgid of a caller in group 7 alone */
+static bool in_group_7(const struct e2_caller *who, gid_t gid)
+{
+	(void)who;
+	return gid == 7;
+}
+
 static void test_kill_priv(void **state)
 {
 	char *path = e2t_scratch_file("xattr-kill");
 	static const uint8_t cap[20] = {0, 0, 0, 2, 0, 0x20};
+	const struct e2_caller of_group_7 = {.keeps_sgid = in_group_7};
 	struct e2fs *fs;
 	struct stat a;
 	uint32_t f, d;
@@ -368,10 +376,20 @@ static void test_kill_priv(void **state)
 	assert_int_equal(e2_getattr(fs, f, &a), 0);
 	assert_int_equal(a.st_mode & 07777, 0775);
 	assert_int_equal(e2_kill_priv(fs, NULL, f, true), 0);
-	/* without group execute set-group-ID stays */
+	/* without group execute set-group-ID stays, unless the caller is
+	 * outside the file's group (keeps_sgid), and then only with suid */
 	assert_int_equal(e2_setattr(fs, NULL, f, &(struct stat){.st_mode = 02765}, E2_SET_MODE, &a),
 			 0);
 	assert_int_equal(e2_kill_priv(fs, NULL, f, true), 0);
+	assert_int_equal(e2_setattr(fs, NULL, f, &(struct stat){.st_gid = 7}, E2_SET_GID, &a), 0);
+	assert_int_equal(e2_kill_priv(fs, &of_group_7, f, true), 0);
+	assert_int_equal(e2_setattr(fs, NULL, f, &(struct stat){.st_gid = 8}, E2_SET_GID, &a), 0);
+	assert_int_equal(e2_kill_priv(fs, &of_group_7, f, false), 0);
+	assert_int_equal(e2_getattr(fs, f, &a), 0);
+	assert_int_equal(a.st_mode & 07777, 02765);
+	assert_int_equal(e2_kill_priv(fs, &of_group_7, f, true), 1);
+	assert_int_equal(e2_getattr(fs, f, &a), 0);
+	assert_int_equal(a.st_mode & 07777, 0765);
 	/* a directory keeps its bits and its capability */
 	assert_int_equal(e2_setxattr(fs, NULL, d, "security.capability", cap, sizeof(cap), 0), 0);
 	assert_int_equal(e2_kill_priv(fs, NULL, d, true), 0);
