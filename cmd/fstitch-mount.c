@@ -126,6 +126,8 @@ static struct {
  * CAP_FSETID (and for every chown).  libfuse serves a request on the
  * thread that read it (io_read()). */
 static __thread bool req_kill_suid;
+/* The request is open(2)'s O_TMPFILE, relabelled a CREATE (note_request()). */
+static __thread bool req_tmpfile;
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
@@ -853,16 +855,22 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 
 	bool acl;
 
+	/* (O_TMPFILE, from note_request(): no name, and no entry to sync) */
+	bool unnamed = req_tmpfile;
+
 	mode = S_IFREG | (mode & 07777);
 	new_owner(req, parent, &mode, &gid);
 	r = new_mode(req, parent, &mode, &acl);
 	enter(req, &op);
-	if (!r)
+	if (!r && unnamed)
+		r = e2_tmpfile(D.fs, &op.who, in_ino(parent), mode, ctx->uid, gid, &st);
+	else if (!r)
 		r = e2_mknod(D.fs, &op.who, in_ino(parent), name, mode, 0, ctx->uid, gid, &st);
 	if (!r && (r = inherit(&op.who, parent, &st, acl, &st)) < 0)
 		e2_forget(D.fs, (uint32_t)st.st_ino, 1);
 	leave(&op, "create");
-	r = sync_entry(req, parent, r, &st, acl);
+	if (!unnamed)
+		r = sync_entry(req, parent, r, &st, acl);
 	if (r < 0) {
 		reply_err(req, r, "create");
 		return;
@@ -1465,12 +1473,13 @@ static void op_destroy(void *userdata)
 }
 
 /* The kernel's own flags of a request (io_read()). */
-static void note_request(const struct fuse_in_header *in, size_t n)
+static void note_request(struct fuse_in_header *in, size_t n)
 {
 	const void *arg = in + 1;
 	size_t alen = n - sizeof(*in);
 
 	req_kill_suid = false;
+	req_tmpfile = false;
 	switch (in->opcode) {
 	case FUSE_INIT:
 		if (alen >= offsetof(struct fuse_init_in, flags) + sizeof(uint32_t)) {
@@ -1495,6 +1504,14 @@ static void note_request(const struct fuse_in_header *in, size_t n)
 			req_kill_suid =
 			    ((const struct fuse_open_in *)arg)->open_flags & FUSE_OPEN_KILL_SUIDGID;
 		break;
+	case FUSE_TMPFILE:
+		/* open(2) with O_TMPFILE.  libfuse 3.14 knows no such
+		 * request: it would answer ENOSYS, and the kernel would stop
+		 * asking.  Its arguments and its answer are a CREATE's (with
+		 * the name "/"): op_create makes a file with no name for it. */
+		in->opcode = FUSE_CREATE;
+		req_tmpfile = true;
+		break;
 	}
 }
 
@@ -1516,7 +1533,7 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 		if (n < (ssize_t)sizeof(*in))
 			return n;
 		if (in->opcode != FUSE_SYNCFS) {
-			note_request(in, (size_t)n);
+			note_request(buf, (size_t)n);
 			return n;
 		}
 		r = D.fs && !D.flushed ? e2_sync(D.fs) : 0;

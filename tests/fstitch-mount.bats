@@ -405,6 +405,89 @@ rootwrite 2767"
 	assert_output --regexp 'Mode: +0767'
 }
 
+@test "O_TMPFILE makes a file with no name, which linkat names or which goes at its close" {
+	local probe=$FSTITCH_ROOT/tests/tools/tmpfile.py t free
+	# more than 12 blocks of 1 KiB: an indirect block too
+	seq 5000 >"$SCRATCH/data"
+	for t in ext2 ext3; do
+		make_stock_image "$IMG" 8M -t $t
+		fstitch_mount_start "$IMG" "$MNT"
+		free=$(stat -f -c %d "$MNT")
+		run -0 "$probe" "$MNT" "$SCRATCH/data" t
+		assert_output "nlink 0
+linked 1"
+		cmp "$MNT/t" "$SCRATCH/data"
+		assert_equal "$(stat -c '%h %a %s' "$MNT/t")" "1 640 $(stat -c %s "$SCRATCH/data")"
+		# not named: it goes at its close, blocks and all
+		run -0 "$probe" "$MNT" "$SCRATCH/data"
+		assert_output "nlink 0"
+		wait_free_inodes "$MNT" $((free - 1))
+		# O_EXCL: never to be named (the kernel refuses the link)
+		run -0 "$probe" --excl "$MNT" "$SCRATCH/data" x
+		assert_output "nlink 0
+link: No such file or directory"
+		[ ! -e "$MNT/x" ]
+		wait_free_inodes "$MNT" $((free - 1))
+		fstitch_mount_stop "$MNT"
+		assert_fsck_clean "$IMG"
+		rm -f "$SCRATCH/t.out"
+		debugfs -R "dump /t $SCRATCH/t.out" "$IMG" 2>/dev/null
+		cmp "$SCRATCH/t.out" "$SCRATCH/data"
+	done
+}
+
+# tmpfile_record [fstitch-mount options...]: a daemon run, recorded and
+# written only at its flush point and at the unmount (as record_run), in
+# which one O_TMPFILE file is held open over the flush point and dropped,
+# and another is written and named t.
+tmpfile_record() {
+	local probe=$FSTITCH_ROOT/tests/tools/tmpfile.py free
+	make_stock_image "$IMG" 8M
+	seq 5000 >"$SCRATCH/data"
+	mkdir -p "$SCRATCH/rec"
+	export FSTITCH_RECORD=$SCRATCH/rec/log
+	fstitch_mount_start "$IMG" "$MNT" -o flush_interval=86400 "$@"
+	unset FSTITCH_RECORD
+	free=$(stat -f -c %d "$MNT")
+	"$probe" --flush "$MNT/.flushed" "$MNT" "$SCRATCH/data" >/dev/null
+	# (freed once the kernel forgets it: before the unmount's writes)
+	wait_free_inodes "$MNT" $((free - 1))
+	"$probe" "$MNT" "$SCRATCH/data" t >/dev/null
+	fstitch_mount_stop "$MNT"
+	[ -s "$SCRATCH/rec/log" ]
+}
+
+# The check run in every state: nothing dangerous to e2fsck, and /t is
+# absent or holds the whole data.
+t_absent_or_whole() {
+	local f=$FSTITCH_IMAGE.t rc=0
+	fsck_not_dangerous || return 1
+	debugfs -R "stat /t" "$FSTITCH_IMAGE" 2>&1 | grep -q 'File not found' && return 0
+	debugfs -R "dump /t $f" "$FSTITCH_IMAGE" >/dev/null 2>&1
+	if ! cmp -s "$f" "$SCRATCH/data"; then
+		echo "/t is there without its whole data"
+		rc=1
+	fi
+	rm -f "$f"
+	return $rc
+}
+
+@test "crash states: an O_TMPFILE file is named whole or not at all, and one held open only leaks" {
+	tmpfile_record
+	export -f t_absent_or_whole
+	export SCRATCH
+	assert_crash_pass softupdates "$SCRATCH/rec" --fsck none --no-mount -- bash -c t_absent_or_whole
+	crash_final_image "$SCRATCH/rec" "$SCRATCH/final.img"
+	assert_fsck_clean "$SCRATCH/final.img"
+}
+
+@test "the same O_TMPFILE crash states with consistency=none are caught" {
+	tmpfile_record -o consistency=none
+	export -f t_absent_or_whole
+	export SCRATCH
+	assert_crash_fail consistency=none "$SCRATCH/rec" --fsck none --no-mount -- bash -c t_absent_or_whole
+}
+
 @test "the blocks reserved for root (-m) are refused to other users, as Linux's ext2 does" {
 	# half the blocks kept for root (mke2fs -m 50, stock mke2fs)
 	new_image 4M -m 50

@@ -422,6 +422,30 @@ work_orphan() {
 	sync "$m/v"
 }
 
+# A file made with O_TMPFILE (with an indirect block) is held open with no
+# name over a commit, then dropped; another is written and named t.  While
+# the first is open only the orphan list says that its inode and blocks
+# are in use.
+work_tmpfile() {
+	local m=$1 free probe=$FSTITCH_ROOT/tests/tools/tmpfile.py
+	free=$(stat -f -c %d "$m")
+	seq 5000 >"$SCRATCH/tdata"
+	"$probe" --flush "$m/.flushed" "$m" "$SCRATCH/tdata" >/dev/null
+	# the release (sent after the close returns) frees the inode
+	wait_free_inodes "$m" $((free - 1))
+	"$probe" "$m" "$SCRATCH/tdata" t >/dev/null
+	sync "$m/t"
+}
+
+# t is absent or whole.
+tmpfile_ok() {
+	[ -e t ] || return 0
+	cmp -s t <(seq 5000) || {
+		echo "t is there but not whole"
+		return 1
+	}
+}
+
 # exchange A B: swap two names with renameat2(RENAME_EXCHANGE), which
 # mv(1) cannot do.
 exchange() {
@@ -793,6 +817,21 @@ jcheck() {
 
 @test "a file removed while open under consistency=none is caught" {
 	jcheck fail none-orphan orphan none
+}
+
+@test "journal: an O_TMPFILE file is on the orphan list until it is named, in every crash state" {
+	jcheck pass journal-tmpfile tmpfile journal
+	orphan_states
+	[ "$ORPHAN_STATES" -gt 0 ]
+	echo "# states whose replay has an orphan list: $ORPHAN_STATES" >&3
+}
+
+@test "without the orphan list (FSTITCH_JOURNAL_DEBUG=noorphans) the O_TMPFILE file is caught" {
+	jcheck fail noorphans-tmpfile tmpfile journal debug=noorphans
+}
+
+@test "the O_TMPFILE files under consistency=none are caught" {
+	jcheck fail none-tmpfile tmpfile none
 }
 
 @test "journal: directories moved to other parents are whole in every crash state" {

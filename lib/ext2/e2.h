@@ -302,11 +302,19 @@ int e2_mkdir(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, cons
  * empty.  Otherwise as e2_mknod. */
 int e2_symlink(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, const char *name,
 	       const char *target, uid_t uid, gid_t gid, struct stat *st);
+/* A regular file with no name (open(2)'s O_TMPFILE) in parent's group,
+ * with one reference taken and links 0 in *st: on disk an unused inode
+ * (links 0, dtime set, and on the orphan list under a journal) until
+ * e2_link gives it a name, freed as an unlinked file is when it gets
+ * none.  mode: permission bits only.  Errors as e2_mknod's. */
+int e2_tmpfile(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, mode_t mode,
+	       uid_t uid, gid_t gid, struct stat *st);
 /* Copies at most size bytes (no terminating NUL); returns the length, or
  * -EINVAL if ino is not a symlink, -EIO if its stored length is bad. */
 int e2_readlink(struct e2fs *fs, uint32_t ino, char *buf, size_t size);
 /* New name for ino (one reference taken, *st as after the link): -EPERM for
- * a directory, -EEXIST, -EMLINK, -ENOSPC, -ENOENT if ino has no links. */
+ * a directory, -EEXIST, -EMLINK, -ENOSPC, -ENOENT if ino has no links
+ * (unless e2_tmpfile made it and it has had no name yet). */
 int e2_link(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, uint32_t newparent,
 	    const char *newname, struct stat *st);
 /* Remove a non-directory name: -ENOENT, -EISDIR.  The inode is freed with

@@ -17,6 +17,29 @@ struct newinode {
 	size_t tlen;
 };
 
+/* The end of e2_tmpfile's create: ip, initialised by init (whose
+ * reference this takes), gets no entry.  Cleared at once (the clear merges
+ * with the init), it is an unused inode on disk, and an unlinked one held
+ * by its caller here, until e2_link gives it a name, which then waits for
+ * the init as any new inode's first name does. */
+static int unnamed(struct e2fs *fs, struct e2_inode *ip, struct patch *init, struct stat *st)
+{
+	struct e2_deps none = {0};
+	int r;
+
+	e2_init_set(fs, ip, init);
+	ip->nlookup++;
+	r = e2_drop_last_link(fs, ip, &none);
+	if (r) {
+		/* (links 1 and no name: unattached, a leak at worst) */
+		ip->nlookup--;
+		return r;
+	}
+	ip->linkable = true;
+	e2_istat(fs, ip, st);
+	return 0;
+}
+
 static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, const char *name,
 		  const struct newinode *ni, uid_t uid, gid_t gid, struct stat *st)
 {
@@ -37,17 +60,20 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 	size_t len;
 	int r;
 
-	r = e2_check_change(fs, name, &len);
+	/* (name NULL: e2_tmpfile's file, which gets no entry) */
+	if (!name)
+		len = 0;
+	r = name ? e2_check_change(fs, name, &len) : fs->ro ? -EROFS : 0;
 	if (r)
 		return r;
 	e2_lock_caller(fs, who);
 	/* (gated: it gets a gate, with the scope's befores if gate) */
-	gate = S_ISREG(ni->mode) && e2_gating(fs);
-	gated = gate || (S_ISREG(ni->mode) && e2_order_gating(fs));
+	gate = name && S_ISREG(ni->mode) && e2_gating(fs);
+	gated = gate || (name && S_ISREG(ni->mode) && e2_order_gating(fs));
 	r = e2_get_dir(fs, parent, &dir);
 	if (r)
 		goto out;
-	r = e2_dir_lookup(fs, dir, name, len, &loc);
+	r = name ? e2_dir_lookup(fs, dir, name, len, &loc) : -ENOENT;
 	if (r != -ENOENT) {
 		if (!r)
 			r = -EEXIST;
@@ -67,7 +93,7 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 		goto out;
 	}
 	/* Allocate everything first: entry room, inode, block. */
-	r = e2_dir_prepare(fs, dir, len, &linked);
+	r = name ? e2_dir_prepare(fs, dir, len, &linked) : 0;
 	if (r)
 		goto out;
 	/* A new file's bit and inode are seen only through its entry, which
@@ -177,6 +203,11 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 		goto undo;
 	if (blk)
 		ip->last_pblk = blk;
+	if (!name) {
+		r = unnamed(fs, ip, init, st);
+		init = NULL;
+		goto out;
+	}
 	/* The entry waits for the initialised inode. */
 	if ((r = e2_deps_addref(&edeps, init)) || (r = e2_deps_addref(&edeps, linked)))
 		goto out;
@@ -276,6 +307,14 @@ int e2_mknod(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, cons
 	return create(fs, who, parent, name, &ni, uid, gid, st);
 }
 
+int e2_tmpfile(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, mode_t mode,
+	       uid_t uid, gid_t gid, struct stat *st)
+{
+	struct newinode ni = {.mode = S_IFREG | (mode & 07777)};
+
+	return create(fs, who, parent, NULL, &ni, uid, gid, st);
+}
+
 int e2_mkdir(struct e2fs *fs, const struct e2_caller *who, uint32_t parent, const char *name,
 	     mode_t mode, uid_t uid, gid_t gid, struct stat *st)
 {
@@ -351,6 +390,35 @@ out:
 	return r;
 }
 
+/* The first name of e2_tmpfile's file: links 1, and a live inode again:
+ * no dtime, and off the orphan list under a journal (in the transaction
+ * that adds the name).  Until then the inode was unused on disk, and
+ * unlinked here. */
+static int first_link(struct e2fs *fs, struct e2_inode *ip, struct patch **out)
+{
+	struct ext2_inode_large nw = ip->d;
+	struct timespec now;
+	int r;
+
+	e2_now_ts(fs, &now);
+	e2_iset_links(&nw, 1);
+	e2_iset_time(fs, &nw, E2_T_CTIME, &now);
+	/* (on the list, the dtime is the next orphan's number until
+	 * e2_orphan_del takes it off) */
+	if (!ip->orphan)
+		nw.i_dtime = 0;
+	r = e2_iwrite(fs, ip, &nw, NULL, out);
+	if (!r && ip->orphan)
+		r = e2_orphan_del(fs, ip, NULL);
+	if (r)
+		return r;
+	ip->linkable = false;
+	ip->unlinked = false;
+	patch_release(fs->c, ip->clear);
+	ip->clear = NULL;
+	return 0;
+}
+
 int e2_link(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, uint32_t newparent,
 	    const char *newname, struct stat *st)
 {
@@ -372,7 +440,7 @@ int e2_link(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, uint32_t
 		r = -EPERM;
 		goto out;
 	}
-	if (!e2_ilinks(&ip->d)) {
+	if (!e2_ilinks(&ip->d) && !ip->linkable) {
 		r = -ENOENT;
 		goto out;
 	}
@@ -399,7 +467,7 @@ int e2_link(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, uint32_t
 	/* A second name: the first no longer gates what the file shows. */
 	e2_gate_drop(fs, ip);
 	/* The count goes up before the new entry reaches disk. */
-	r = e2_add_links(fs, ip, +1, NULL, &lp);
+	r = ip->linkable ? first_link(fs, ip, &lp) : e2_add_links(fs, ip, +1, NULL, &lp);
 	if (r)
 		goto out;
 	e2_init_prune(fs, ip);

@@ -96,6 +96,8 @@ struct e2_inode {
 				* once unreferenced (never an inode found with
 				* links 0 on disk, whose blocks may be reused) */
 	bool orphan;	       /* on the orphan list (e2_orphan.c) */
+	bool linkable;	       /* made with no name (e2_tmpfile), and may
+				* get its first one from e2_link */
 	struct patch *init;    /* a new entry for this inode must wait for it */
 	struct patch *init_up; /* and for this, when set: the init of the new
 				* directory it was made in (e2_init_*()) */

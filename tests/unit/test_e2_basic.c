@@ -305,6 +305,70 @@ static void test_create_write_remove(void **state)
 	assert_int_equal(sh("debugfs -R 'cat /slow' %s >/dev/null 2>&1", img), 0);
 }
 
+/* O_TMPFILE's file: no name and links 0 until e2_link names it (only
+ * then: an inode unlinked by e2_unlink may not be named again), freed
+ * with its blocks when it gets none. */
+static void test_tmpfile(void **state)
+{
+	struct e2fs *fs;
+	struct stat st, root;
+	struct statvfs sv;
+	static char data[40000], back[40000];
+	uint32_t t, u, f;
+	fsfilcnt_t ffree;
+
+	(void)state;
+	mkimg("16M", "");
+	fs = open_img();
+	assert_int_equal(e2_statfs(fs, &sv), 0);
+	ffree = sv.f_ffree;
+	assert_int_equal(e2_getattr(fs, E2_ROOT_INO, &root), 0);
+	assert_int_equal(e2_tmpfile(fs, NULL, E2_ROOT_INO, 0640, 5, 6, &st), 0);
+	t = (uint32_t)st.st_ino;
+	assert_int_equal(st.st_nlink, 0);
+	assert_int_equal(st.st_mode, S_IFREG | 0640);
+	assert_int_equal(st.st_uid, 5);
+	assert_int_equal(st.st_gid, 6);
+	assert_int_equal(e2_open_inode(fs, t), 0);
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (char)(i * 13);
+	assert_int_equal(e2_write(fs, NULL, t, data, sizeof(data), 0), (ssize_t)sizeof(data));
+	/* the directory does not change */
+	assert_int_equal(e2_getattr(fs, E2_ROOT_INO, &st), 0);
+	assert_int_equal(st.st_size, root.st_size);
+	assert_int_equal(st.st_mtime, root.st_mtime);
+	assert_int_equal(e2_link(fs, NULL, t, E2_ROOT_INO, "named", &st), 0);
+	assert_int_equal(st.st_nlink, 1);
+	/* a second name is an ordinary link */
+	assert_int_equal(e2_link(fs, NULL, t, E2_ROOT_INO, "again", &st), 0);
+	assert_int_equal(st.st_nlink, 2);
+	assert_int_equal(e2_release_inode(fs, t), 0);
+	assert_int_equal(e2_forget(fs, t, 3), 0);
+	/* one that gets no name goes at its last release and forget */
+	assert_int_equal(e2_tmpfile(fs, NULL, E2_ROOT_INO, 0600, 0, 0, &st), 0);
+	u = (uint32_t)st.st_ino;
+	assert_int_equal(e2_open_inode(fs, u), 0);
+	assert_int_equal(e2_write(fs, NULL, u, data, sizeof(data), 0), (ssize_t)sizeof(data));
+	assert_int_equal(e2_release_inode(fs, u), 0);
+	assert_int_equal(e2_forget(fs, u, 1), 0);
+	/* an ordinary file unlinked while held may not be named again */
+	f = mk(fs, E2_ROOT_INO, "f", S_IFREG | 0644);
+	assert_int_equal(e2_open_inode(fs, f), 0);
+	assert_int_equal(e2_unlink(fs, NULL, E2_ROOT_INO, "f"), 0);
+	assert_int_equal(e2_link(fs, NULL, f, E2_ROOT_INO, "back", &st), -ENOENT);
+	assert_int_equal(e2_release_inode(fs, f), 0);
+	assert_int_equal(e2_forget(fs, f, 1), 0);
+	assert_int_equal(e2_lookup(fs, E2_ROOT_INO, "named", &st), 0);
+	assert_int_equal(e2_read(fs, (uint32_t)st.st_ino, back, sizeof(back), 0),
+			 (ssize_t)sizeof(back));
+	assert_memory_equal(data, back, sizeof(data));
+	assert_int_equal(e2_forget(fs, (uint32_t)st.st_ino, 1), 0);
+	/* one inode in use: the named one; e2fsck finds nothing leaked */
+	assert_int_equal(e2_statfs(fs, &sv), 0);
+	assert_int_equal(sv.f_ffree, ffree - 1);
+	close_check(fs);
+}
+
 /* A number freed and handed out again, in another open of the file
  * system, names a new file: its generation is not the old one, and is
  * what the disk holds (debugfs agrees). */
@@ -1562,6 +1626,7 @@ int main(void)
 	    cmocka_unit_test(test_open_busy),
 	    cmocka_unit_test(test_read_populated),
 	    cmocka_unit_test(test_create_write_remove),
+	    cmocka_unit_test(test_tmpfile),
 	    cmocka_unit_test(test_rename),
 	    cmocka_unit_test(test_rename_waits_up_the_new_tree),
 	    cmocka_unit_test(test_big_directory_and_htree),
