@@ -380,7 +380,7 @@ $MNT/roottruncate 6777"
 	as 1001 --clear-groups sh -c 'echo x >>out'
 	as 1001 --clear-groups truncate -s 1 trunc
 	as 1001 --clear-groups fallocate -l 8192 falloc
-	as 1001 --clear-groups sh -c 'echo y >otrunc'
+	as 1001 --clear-groups sh -c ': >otrunc'
 	# the owner's chgrp, and chown(f, -1, -1), from outside the old group
 	as 1000 --groups 1003 chgrp 1003 chgrp
 	as 1000 --clear-groups /usr/bin/python3 -c 'import os; os.chown("chown-1", -1, -1)'

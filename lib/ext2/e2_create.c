@@ -390,26 +390,25 @@ out:
 	return r;
 }
 
-/* The first name of e2_tmpfile's file: links 1, and a live inode again:
- * no dtime, and off the orphan list under a journal (in the transaction
- * that adds the name).  Until then the inode was unused on disk, and
- * unlinked here. */
+/* The first name of e2_tmpfile's file: off the orphan list under a
+ * journal (in the transaction that adds the name), then links 1 and no
+ * dtime, a live inode again.  Until then it was unused on disk, and
+ * unlinked here.  A failure leaves it unnamed (and, off the list, at
+ * worst a leak). */
 static int first_link(struct e2fs *fs, struct e2_inode *ip, struct patch **out)
 {
-	struct ext2_inode_large nw = ip->d;
+	struct ext2_inode_large nw;
 	struct timespec now;
 	int r;
 
+	if (ip->orphan && (r = e2_orphan_del(fs, ip, NULL)))
+		return r;
+	nw = ip->d;
 	e2_now_ts(fs, &now);
 	e2_iset_links(&nw, 1);
 	e2_iset_time(fs, &nw, E2_T_CTIME, &now);
-	/* (on the list, the dtime is the next orphan's number until
-	 * e2_orphan_del takes it off) */
-	if (!ip->orphan)
-		nw.i_dtime = 0;
+	nw.i_dtime = 0;
 	r = e2_iwrite(fs, ip, &nw, NULL, out);
-	if (!r && ip->orphan)
-		r = e2_orphan_del(fs, ip, NULL);
 	if (r)
 		return r;
 	ip->linkable = false;
@@ -426,6 +425,7 @@ int e2_link(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, uint32_t
 	struct e2_deps d = {0};
 	struct patch *linked = NULL, *lp = NULL, *ent = NULL;
 	struct e2_dloc loc;
+	bool first;
 	size_t len;
 	int r;
 
@@ -467,7 +467,8 @@ int e2_link(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, uint32_t
 	/* A second name: the first no longer gates what the file shows. */
 	e2_gate_drop(fs, ip);
 	/* The count goes up before the new entry reaches disk. */
-	r = ip->linkable ? first_link(fs, ip, &lp) : e2_add_links(fs, ip, +1, NULL, &lp);
+	first = ip->linkable && !e2_ilinks(&ip->d);
+	r = first ? first_link(fs, ip, &lp) : e2_add_links(fs, ip, +1, NULL, &lp);
 	if (r)
 		goto out;
 	e2_init_prune(fs, ip);
@@ -480,7 +481,11 @@ int e2_link(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, uint32_t
 	if (r) {
 		struct e2_deps none = {0};
 
-		e2_add_links(fs, ip, -1, &none, NULL);
+		/* (a first name undone: unnamed and linkable again) */
+		if (first && !e2_drop_last_link(fs, ip, &none))
+			ip->linkable = true;
+		else if (!first)
+			e2_add_links(fs, ip, -1, &none, NULL);
 		goto out;
 	}
 	e2_isync_add(fs, ip, ent);

@@ -144,6 +144,7 @@ int e2_iget(struct e2fs *fs, uint32_t ino, struct e2_inode **out)
 			irelease(fs, ip);
 			ip->freed = false;
 			ip->unlinked = false;
+			ip->linkable = false;
 			ip->last_pblk = 0;
 			r = iread(fs, ip);
 			if (r)
@@ -606,6 +607,7 @@ int e2_ifree(struct e2fs *fs, struct e2_inode *ip)
 	if (!r)
 		r = r2;
 	ip->freed = true;
+	ip->linkable = false;
 	e2_dindex_free(ip->dix);
 	ip->dix = NULL;
 	return r;

@@ -351,6 +351,17 @@ static void test_tmpfile(void **state)
 	assert_int_equal(e2_write(fs, NULL, u, data, sizeof(data), 0), (ssize_t)sizeof(data));
 	assert_int_equal(e2_release_inode(fs, u), 0);
 	assert_int_equal(e2_forget(fs, u, 1), 0);
+	/* its number, once the free is on disk, goes to an ordinary file,
+	 * which links as any other */
+	assert_int_equal(e2_sync(fs), 0);
+	assert_int_equal(mk(fs, E2_ROOT_INO, "r", S_IFREG | 0644), u);
+	assert_int_equal(e2_link(fs, NULL, u, E2_ROOT_INO, "r2", &st), 0);
+	assert_int_equal(st.st_nlink, 2);
+	assert_int_equal(e2_unlink(fs, NULL, E2_ROOT_INO, "r"), 0);
+	assert_int_equal(e2_forget(fs, u, 2), 0);
+	assert_int_equal(e2_lookup(fs, E2_ROOT_INO, "r2", &st), 0);
+	assert_int_equal(st.st_nlink, 1);
+	assert_int_equal(e2_forget(fs, u, 1), 0);
 	/* an ordinary file unlinked while held may not be named again */
 	f = mk(fs, E2_ROOT_INO, "f", S_IFREG | 0644);
 	assert_int_equal(e2_open_inode(fs, f), 0);
@@ -363,9 +374,10 @@ static void test_tmpfile(void **state)
 			 (ssize_t)sizeof(back));
 	assert_memory_equal(data, back, sizeof(data));
 	assert_int_equal(e2_forget(fs, (uint32_t)st.st_ino, 1), 0);
-	/* one inode in use: the named one; e2fsck finds nothing leaked */
+	/* two inodes in use: the named one and r2; e2fsck finds nothing
+	 * leaked */
 	assert_int_equal(e2_statfs(fs, &sv), 0);
-	assert_int_equal(sv.f_ffree, ffree - 1);
+	assert_int_equal(sv.f_ffree, ffree - 2);
 	close_check(fs);
 }
 
