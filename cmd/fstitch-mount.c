@@ -479,6 +479,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static int fsync_for(fuse_req_t req, fuse_ino_t ino, bool datasync);
 static int kill_priv(struct req_op *op, fuse_ino_t ino, bool suid);
 static bool owner_without_fsetid(fuse_req_t req, fuse_ino_t ino);
+static bool has_setid(fuse_ino_t ino, struct stat *st);
 
 /* Synchronous updates, as Linux's ext2 makes them: a change of a file with
  * the sync flag (chattr +S) or on a mount with -o sync, and a change of the
@@ -519,6 +520,23 @@ static int sync_entry(fuse_req_t req, fuse_ino_t dir, int r, const struct stat *
 	return r;
 }
 
+/* A chown that drops ino's set-user-ID bit (the kill flag, under
+ * FUSE_HANDLE_KILLPRIV_V2) changes its mode, and Linux then checks a
+ * set-group-ID bit without group execute against the new group gid too
+ * (setattr_copy()), where kill_priv() checks the old one: whether that
+ * bit goes for the caller of op.  Asked before kill_priv(), which takes
+ * the set-user-ID bit away. */
+static bool new_group_drops_sgid(struct req_op *op, fuse_ino_t ino, gid_t gid)
+{
+	struct stat st;
+
+	if (!req_kill_suid || !__atomic_load_n(&D.killpriv, __ATOMIC_RELAXED) ||
+	    !has_setid(ino, &st) || !(st.st_mode & S_ISUID) ||
+	    (st.st_mode & (S_ISGID | S_IXGRP)) != S_ISGID)
+		return false;
+	return !op->who.keeps_sgid(&op->who, gid);
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
@@ -539,6 +557,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	};
 	unsigned set = 0;
 	struct stat st;
+	bool sgid = false;
 	int r;
 
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
@@ -546,10 +565,19 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 			set |= map[i].e2;
 	enter(req, &op);
 	r = 0;
+	if (set & E2_SET_GID)
+		sgid = new_group_drops_sgid(&op, ino, attr->st_gid);
 	if (set & (E2_SET_SIZE | E2_SET_UID | E2_SET_GID))
 		r = kill_priv(&op, ino, req_kill_suid);
 	else if (!set && owner_without_fsetid(req, ino))
 		r = kill_priv(&op, ino, true);
+	/* (with the owner: one change, as on Linux) */
+	if (!r && sgid && !(set & E2_SET_MODE) && (r = e2_getattr(D.fs, in_ino(ino), &st)) == 0) {
+		attr->st_mode = st.st_mode;
+		set |= E2_SET_MODE;
+	}
+	if (sgid)
+		attr->st_mode &= ~S_ISGID;
 	if (!r)
 		r = e2_setattr(D.fs, &op.who, in_ino(ino), attr, set, &st);
 	leave(&op, "setattr");

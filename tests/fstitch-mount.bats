@@ -399,10 +399,28 @@ rootchgrp 2767
 chgrp 767
 chown-1 767
 rootwrite 2767"
+	# a chown that drops set-user-ID checks the new group as well, for a
+	# caller without CAP_FSETID (root, with it off the bounding set)
+	for f in ng-out ng-nosuid ng-in; do
+		echo x >"$MNT/$f"
+		chown 1000:1000 "$MNT/$f"
+		chmod 6765 "$MNT/$f"
+	done
+	chmod 2765 "$MNT/ng-nosuid"
+	nofsetid() { (cd "$MNT" && setpriv --bounding-set -fsetid "$@"); }
+	nofsetid --groups 1000 chgrp 1002 ng-out
+	nofsetid --groups 1000 chgrp 1002 ng-nosuid
+	nofsetid --groups 1000,1002 chgrp 1002 ng-in
+	run -0 bash -c "cd '$MNT' && stat -c '%n %a %g' ng-out ng-nosuid ng-in"
+	assert_output "ng-out 765 1002
+ng-nosuid 2765 1002
+ng-in 2765 1002"
 	fstitch_mount_stop "$MNT"
 	assert_fsck_clean "$IMG"
 	run -0 debugfs -R "stat /out" "$IMG"
 	assert_output --regexp 'Mode: +0767'
+	run -0 debugfs -R "stat /ng-out" "$IMG"
+	assert_output --regexp 'Mode: +0765'
 }
 
 @test "O_TMPFILE makes a file with no name, which linkat names or which goes at its close" {
