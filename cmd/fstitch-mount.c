@@ -477,9 +477,8 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 }
 
 static int fsync_for(fuse_req_t req, fuse_ino_t ino, bool datasync);
-static int kill_priv(struct req_op *op, fuse_ino_t ino, bool suid);
+static int kill_priv(struct req_op *op, fuse_ino_t ino, bool suid, gid_t to_gid);
 static bool owner_without_fsetid(fuse_req_t req, fuse_ino_t ino);
-static bool has_setid(fuse_ino_t ino, struct stat *st);
 
 /* Synchronous updates, as Linux's ext2 makes them: a change of a file with
  * the sync flag (chattr +S) or on a mount with -o sync, and a change of the
@@ -520,23 +519,6 @@ static int sync_entry(fuse_req_t req, fuse_ino_t dir, int r, const struct stat *
 	return r;
 }
 
-/* A chown that drops ino's set-user-ID bit (the kill flag, under
- * FUSE_HANDLE_KILLPRIV_V2) changes its mode, and Linux then checks a
- * set-group-ID bit without group execute against the new group gid too
- * (setattr_copy()), where kill_priv() checks the old one: whether that
- * bit goes for the caller of op.  Asked before kill_priv(), which takes
- * the set-user-ID bit away. */
-static bool new_group_drops_sgid(struct req_op *op, fuse_ino_t ino, gid_t gid)
-{
-	struct stat st;
-
-	if (!req_kill_suid || !__atomic_load_n(&D.killpriv, __ATOMIC_RELAXED) ||
-	    !has_setid(ino, &st) || !(st.st_mode & S_ISUID) ||
-	    (st.st_mode & (S_ISGID | S_IXGRP)) != S_ISGID)
-		return false;
-	return !op->who.keeps_sgid(&op->who, gid);
-}
-
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
@@ -557,7 +539,6 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	};
 	unsigned set = 0;
 	struct stat st;
-	bool sgid = false;
 	int r;
 
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
@@ -565,19 +546,11 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 			set |= map[i].e2;
 	enter(req, &op);
 	r = 0;
-	if (set & E2_SET_GID)
-		sgid = new_group_drops_sgid(&op, ino, attr->st_gid);
 	if (set & (E2_SET_SIZE | E2_SET_UID | E2_SET_GID))
-		r = kill_priv(&op, ino, req_kill_suid);
+		r = kill_priv(&op, ino, req_kill_suid,
+			      set & E2_SET_GID ? attr->st_gid : E2_SAME_GID);
 	else if (!set && owner_without_fsetid(req, ino))
-		r = kill_priv(&op, ino, true);
-	/* (with the owner: one change, as on Linux) */
-	if (!r && sgid && !(set & E2_SET_MODE) && (r = e2_getattr(D.fs, in_ino(ino), &st)) == 0) {
-		attr->st_mode = st.st_mode;
-		set |= E2_SET_MODE;
-	}
-	if (sgid)
-		attr->st_mode &= ~S_ISGID;
+		r = kill_priv(&op, ino, true, E2_SAME_GID);
 	if (!r)
 		r = e2_setattr(D.fs, &op.who, in_ino(ino), attr, set, &st);
 	leave(&op, "setattr");
@@ -781,25 +754,25 @@ static bool drop_suid_mode(fuse_req_t req, mode_t mode, mode_t *out)
 	return true;
 }
 
-/* Under FUSE_HANDLE_KILLPRIV_V2 (io_writev()), what the kernel leaves to
- * us on a write, truncate, fallocate or chown of ino: drop its
- * capability and, with suid, its set-user-ID bits (e2_kill_priv()).  The
- * kernel's cached mode is then stale, and it would run the file
- * set-user-ID until the attributes time out: they are invalidated before
- * the change is answered.  0 or -errno. */
-/* After a drop, the kernel's cached attributes are stale. */
+/* After a drop, the kernel's cached mode is stale, and it would run the
+ * file set-user-ID until the attributes time out: they are invalidated
+ * before the change is answered. */
 static void forget_mode(fuse_ino_t ino)
 {
 	fuse_lowlevel_notify_inval_inode(D.se, ino, -1, 0);
 }
 
-static int kill_priv(struct req_op *op, fuse_ino_t ino, bool suid)
+/* Under FUSE_HANDLE_KILLPRIV_V2 (io_writev()), what the kernel leaves to
+ * us on a write, truncate, fallocate or chown of ino (to group to_gid, or
+ * E2_SAME_GID): drop its capability and, with suid, its set-ID bits
+ * (e2_kill_priv()).  0 or -errno. */
+static int kill_priv(struct req_op *op, fuse_ino_t ino, bool suid, gid_t to_gid)
 {
 	int r;
 
 	if (!__atomic_load_n(&D.killpriv, __ATOMIC_RELAXED))
 		return 0;
-	r = e2_kill_priv(D.fs, &op->who, in_ino(ino), suid);
+	r = e2_kill_priv(D.fs, &op->who, in_ino(ino), suid, to_gid);
 	if (r <= 0)
 		return r;
 	forget_mode(ino);
@@ -816,12 +789,17 @@ static int kill_priv(struct req_op *op, fuse_ino_t ino, bool suid)
 static bool owner_without_fsetid(fuse_req_t req, fuse_ino_t ino)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	char buf[16384];
 	struct stat st;
+
+	bool got;
 
 	if (!__atomic_load_n(&D.killpriv, __ATOMIC_RELAXED) || !has_setid(ino, &st))
 		return false;
-	return (ctx->uid == st.st_uid || caller_has_cap(ctx->pid, CAP_FOWNER)) &&
-	       !caller_fsetid(req);
+	/* (one read for both capabilities; none if it cannot be read) */
+	got = read_status(ctx->pid, buf, sizeof(buf));
+	return (ctx->uid == st.st_uid || (got && proc_status_has_cap(buf, CAP_FOWNER))) &&
+	       !(got && proc_status_has_cap(buf, CAP_FSETID));
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -852,7 +830,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			set |= E2_SET_MODE;
 		enter(req, &op);
 		/* (ctime: the same clock reading as mtime) */
-		r = v2 ? kill_priv(&op, ino, req_kill_suid) : 0;
+		r = v2 ? kill_priv(&op, ino, req_kill_suid, E2_SAME_GID) : 0;
 		if (!r)
 			r = e2_setattr(D.fs, &op.who, e2ino, &attr, set, &st);
 		leave(&op, "open");
@@ -880,9 +858,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	uint32_t ino;
 	gid_t gid;
 	int r;
-
 	bool acl;
-
 	/* (O_TMPFILE, from note_request(): no name, and no entry to sync) */
 	bool unnamed = req_tmpfile;
 
@@ -1455,7 +1431,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		return;
 	}
 	enter(req, &op);
-	r = kill_priv(&op, ino, suid_kill_for(req, ino));
+	r = kill_priv(&op, ino, suid_kill_for(req, ino), E2_SAME_GID);
 	if (!r && punch)
 		r = e2_punch(D.fs, &op.who, in_ino(ino), off, len);
 	else if (!r)

@@ -112,7 +112,9 @@ struct e2_caller {
 	 * set-group-ID bit has no group execute: whether the caller is in
 	 * group gid (as its file-system gid or a supplementary group) or
 	 * holds CAP_FSETID.  If not, that bit goes too, as Linux's
-	 * setattr_should_drop_sgid() says.  NULL: yes, the bit stays. */
+	 * setattr_should_drop_sgid() says for the file's group, and
+	 * setattr_copy() for a chown's new group when set-user-ID goes.
+	 * NULL: yes, the bit stays. */
 	bool (*keeps_sgid)(const struct e2_caller *who, gid_t gid);
 };
 
@@ -399,13 +401,17 @@ int e2_removexattr(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, c
 /* The set-user-ID bit, and the set-group-ID bit when group execute is
  * set, of mode: what a change by a caller without CAP_FSETID drops. */
 mode_t e2_setid_kill(mode_t mode);
+/* e2_kill_priv()'s group for a change that keeps the file's group. */
+#define E2_SAME_GID ((gid_t)-1)
 /* Drop what a change of ino's data or owner takes away on Linux
  * (file_remove_privs(), chown): the attribute security.capability, and
  * with suid the set-user-ID bit, and the set-group-ID bit when group
- * execute is set or who->keeps_sgid says no.  suid: the caller lacks
- * CAP_FSETID, or the change is a chown.  1 if anything was dropped, 0 if
- * nothing was there, or -errno. */
-int e2_kill_priv(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, bool suid);
+ * execute is set or who->keeps_sgid says no for the file's group, or for
+ * to_gid (a chown's new group, else E2_SAME_GID) when set-user-ID goes.
+ * suid: the caller lacks CAP_FSETID, or the change is a chown.  1 if
+ * anything was dropped, 0 if nothing was there, or -errno. */
+int e2_kill_priv(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, bool suid,
+		 gid_t to_gid);
 
 /* ACLs between the xattr encoding (what FUSE and getfacl speak: version
  * 2, 8-byte entries) and ext2's (version 1, short entries without an id).

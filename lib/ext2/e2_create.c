@@ -61,8 +61,7 @@ static int create(struct e2fs *fs, const struct e2_caller *who, uint32_t parent,
 	int r;
 
 	/* (name NULL: e2_tmpfile's file, which gets no entry) */
-	if (!name)
-		len = 0;
+	len = 0;
 	r = name ? e2_check_change(fs, name, &len) : fs->ro ? -EROFS : 0;
 	if (r)
 		return r;
@@ -440,7 +439,10 @@ int e2_link(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, uint32_t
 		r = -EPERM;
 		goto out;
 	}
-	if (!e2_ilinks(&ip->d) && !ip->linkable) {
+	/* (a first name only for e2_tmpfile's file, which alone is
+	 * linkable, and only while it has none) */
+	first = !e2_ilinks(&ip->d);
+	if (first && !ip->linkable) {
 		r = -ENOENT;
 		goto out;
 	}
@@ -467,7 +469,6 @@ int e2_link(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, uint32_t
 	/* A second name: the first no longer gates what the file shows. */
 	e2_gate_drop(fs, ip);
 	/* The count goes up before the new entry reaches disk. */
-	first = ip->linkable && !e2_ilinks(&ip->d);
 	r = first ? first_link(fs, ip, &lp) : e2_add_links(fs, ip, +1, NULL, &lp);
 	if (r)
 		goto out;
@@ -481,11 +482,10 @@ int e2_link(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, uint32_t
 	if (r) {
 		struct e2_deps none = {0};
 
-		/* (a first name undone: unnamed and linkable again) */
-		if (first && !e2_drop_last_link(fs, ip, &none))
-			ip->linkable = true;
-		else if (!first)
+		if (!first)
 			e2_add_links(fs, ip, -1, &none, NULL);
+		else if (!e2_drop_last_link(fs, ip, &none))
+			ip->linkable = true; /* unnamed again */
 		goto out;
 	}
 	e2_isync_add(fs, ip, ent);

@@ -245,7 +245,7 @@ ssize_t e2_write(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, con
 		goto out;
 	}
 	if (who && who->kill_priv) {
-		r = e2_kill_priv_locked(fs, ip, who->kill_suid);
+		r = e2_kill_priv_locked(fs, ip, who->kill_suid, E2_SAME_GID);
 		if (r < 0)
 			goto out;
 		if (r && who->dropped)

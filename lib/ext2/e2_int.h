@@ -609,7 +609,7 @@ int e2_check_change(const struct e2fs *fs, const char *name, size_t *len);
 bool e2_dot_or_dotdot(const char *name);
 int e2_get_live(struct e2fs *fs, uint32_t ino, struct e2_inode **out);
 /* e2_kill_priv() of ip, under the lock. */
-int e2_kill_priv_locked(struct e2fs *fs, struct e2_inode *ip, bool suid);
+int e2_kill_priv_locked(struct e2fs *fs, struct e2_inode *ip, bool suid, gid_t to_gid);
 int e2_get_dir(struct e2fs *fs, uint32_t ino, struct e2_inode **out);
 int e2_get_file(struct e2fs *fs, uint32_t ino, struct e2_inode **out);
 int e2_entry_inode(struct e2fs *fs, struct e2_inode *dir, const struct e2_dloc *loc,

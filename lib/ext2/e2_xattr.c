@@ -1187,7 +1187,7 @@ mode_t e2_setid_kill(mode_t mode)
 	return kill;
 }
 
-int e2_kill_priv_locked(struct e2fs *fs, struct e2_inode *ip, bool suid)
+int e2_kill_priv_locked(struct e2fs *fs, struct e2_inode *ip, bool suid, gid_t to_gid)
 {
 	const struct e2_caller *who = fs->caller;
 	struct ext2_inode_large nw;
@@ -1200,8 +1200,10 @@ int e2_kill_priv_locked(struct e2fs *fs, struct e2_inode *ip, bool suid)
 	if (fs->ro || S_ISDIR(mode))
 		return 0;
 	kill = suid ? e2_setid_kill(mode) : 0;
+	/* set-group-ID without group execute: the caller's groups decide */
 	if (suid && (mode & (S_ISGID | S_IXGRP)) == S_ISGID && who && who->keeps_sgid &&
-	    !who->keeps_sgid(who, e2_igid(ip)))
+	    (!who->keeps_sgid(who, e2_igid(ip)) ||
+	     ((mode & S_ISUID) && to_gid != E2_SAME_GID && !who->keeps_sgid(who, to_gid))))
 		kill |= S_ISGID;
 	r = has_caps(fs, ip, &caps);
 	if (r || (!kill && !caps))
@@ -1227,7 +1229,8 @@ int e2_kill_priv_locked(struct e2fs *fs, struct e2_inode *ip, bool suid)
 	return 1;
 }
 
-int e2_kill_priv(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, bool suid)
+int e2_kill_priv(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, bool suid,
+		 gid_t to_gid)
 {
 	struct e2_inode *ip;
 	int r;
@@ -1237,7 +1240,7 @@ int e2_kill_priv(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, boo
 	e2_lock_caller(fs, who);
 	r = e2_get_live(fs, ino, &ip);
 	if (!r)
-		r = e2_kill_priv_locked(fs, ip, suid);
+		r = e2_kill_priv_locked(fs, ip, suid, to_gid);
 	e2_unlock(fs);
 	return r;
 }

@@ -365,34 +365,34 @@ static void test_kill_priv(void **state)
 	fs = file_and_dir(path, 06775, &f, 02775, &d);
 	/* nothing to drop: the answer is remembered, and a new capability
 	 * must still be seen */
-	assert_int_equal(e2_kill_priv(fs, NULL, f, false), 0);
+	assert_int_equal(e2_kill_priv(fs, NULL, f, false, E2_SAME_GID), 0);
 	assert_int_equal(e2_setxattr(fs, NULL, f, "security.capability", cap, sizeof(cap), 0), 0);
-	assert_int_equal(e2_kill_priv(fs, NULL, f, false), 1);
+	assert_int_equal(e2_kill_priv(fs, NULL, f, false, E2_SAME_GID), 1);
 	assert_int_equal(e2_getxattr(fs, f, "security.capability", NULL, 0), -ENODATA);
 	assert_int_equal(e2_getattr(fs, f, &a), 0);
 	assert_int_equal(a.st_mode & 07777, 06775);
 	/* suid: set-user-ID, and set-group-ID with group execute */
-	assert_int_equal(e2_kill_priv(fs, NULL, f, true), 1);
+	assert_int_equal(e2_kill_priv(fs, NULL, f, true, E2_SAME_GID), 1);
 	assert_int_equal(e2_getattr(fs, f, &a), 0);
 	assert_int_equal(a.st_mode & 07777, 0775);
-	assert_int_equal(e2_kill_priv(fs, NULL, f, true), 0);
+	assert_int_equal(e2_kill_priv(fs, NULL, f, true, E2_SAME_GID), 0);
 	/* without group execute set-group-ID stays, unless the caller is
 	 * outside the file's group (keeps_sgid), and then only with suid */
 	assert_int_equal(e2_setattr(fs, NULL, f, &(struct stat){.st_mode = 02765}, E2_SET_MODE, &a),
 			 0);
-	assert_int_equal(e2_kill_priv(fs, NULL, f, true), 0);
+	assert_int_equal(e2_kill_priv(fs, NULL, f, true, E2_SAME_GID), 0);
 	assert_int_equal(e2_setattr(fs, NULL, f, &(struct stat){.st_gid = 7}, E2_SET_GID, &a), 0);
-	assert_int_equal(e2_kill_priv(fs, &of_group_7, f, true), 0);
+	assert_int_equal(e2_kill_priv(fs, &of_group_7, f, true, E2_SAME_GID), 0);
 	assert_int_equal(e2_setattr(fs, NULL, f, &(struct stat){.st_gid = 8}, E2_SET_GID, &a), 0);
-	assert_int_equal(e2_kill_priv(fs, &of_group_7, f, false), 0);
+	assert_int_equal(e2_kill_priv(fs, &of_group_7, f, false, E2_SAME_GID), 0);
 	assert_int_equal(e2_getattr(fs, f, &a), 0);
 	assert_int_equal(a.st_mode & 07777, 02765);
-	assert_int_equal(e2_kill_priv(fs, &of_group_7, f, true), 1);
+	assert_int_equal(e2_kill_priv(fs, &of_group_7, f, true, E2_SAME_GID), 1);
 	assert_int_equal(e2_getattr(fs, f, &a), 0);
 	assert_int_equal(a.st_mode & 07777, 0765);
 	/* a directory keeps its bits and its capability */
 	assert_int_equal(e2_setxattr(fs, NULL, d, "security.capability", cap, sizeof(cap), 0), 0);
-	assert_int_equal(e2_kill_priv(fs, NULL, d, true), 0);
+	assert_int_equal(e2_kill_priv(fs, NULL, d, true, E2_SAME_GID), 0);
 	assert_int_equal(e2_getattr(fs, d, &a), 0);
 	assert_int_equal(a.st_mode & 07777, 02775);
 	/* an append-only file loses its capability but not its bits: a
@@ -401,10 +401,10 @@ static void test_kill_priv(void **state)
 			 0);
 	assert_int_equal(e2_setxattr(fs, NULL, f, "security.capability", cap, sizeof(cap), 0), 0);
 	assert_int_equal(e2_setflags(fs, NULL, f, FS_APPEND_FL, true), 0);
-	assert_int_equal(e2_kill_priv(fs, NULL, f, true), -EPERM);
-	assert_int_equal(e2_kill_priv(fs, NULL, f, false), 1);
+	assert_int_equal(e2_kill_priv(fs, NULL, f, true, E2_SAME_GID), -EPERM);
+	assert_int_equal(e2_kill_priv(fs, NULL, f, false, E2_SAME_GID), 1);
 	assert_int_equal(e2_getxattr(fs, f, "security.capability", NULL, 0), -ENODATA);
-	assert_int_equal(e2_kill_priv(fs, NULL, f, true), -EPERM);
+	assert_int_equal(e2_kill_priv(fs, NULL, f, true, E2_SAME_GID), -EPERM);
 	assert_int_equal(e2_setflags(fs, NULL, f, 0, true), 0);
 	assert_int_equal(e2_getattr(fs, f, &a), 0);
 	assert_int_equal(a.st_mode & 07777, 04755);
