@@ -478,7 +478,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static int fsync_for(fuse_req_t req, fuse_ino_t ino, bool datasync);
 static int kill_priv(struct req_op *op, fuse_ino_t ino, bool suid, gid_t to_gid);
-static bool owner_without_fsetid(fuse_req_t req, fuse_ino_t ino);
+static int empty_setattr(fuse_req_t req, struct req_op *op, fuse_ino_t ino);
 
 /* Synchronous updates, as Linux's ext2 makes them: a change of a file with
  * the sync flag (chattr +S) or on a mount with -o sync, and a change of the
@@ -549,8 +549,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	if (set & (E2_SET_SIZE | E2_SET_UID | E2_SET_GID))
 		r = kill_priv(&op, ino, req_kill_suid,
 			      set & E2_SET_GID ? attr->st_gid : E2_SAME_GID);
-	else if (!set && owner_without_fsetid(req, ino))
-		r = kill_priv(&op, ino, true, E2_SAME_GID);
+	else if (!set)
+		r = empty_setattr(req, &op, ino);
 	if (!r)
 		r = e2_setattr(D.fs, &op.who, in_ino(ino), attr, set, &st);
 	leave(&op, "setattr");
@@ -779,27 +779,53 @@ static int kill_priv(struct req_op *op, fuse_ino_t ino, bool suid, gid_t to_gid)
 	return 0;
 }
 
-/* Whether an empty SETATTR should drop ino's set-user-ID bits.  Under
- * FUSE_HANDLE_KILLPRIV_V2 the kernel sends one for chown(f, -1, -1),
- * which drops them on Linux, but also from its own checks before a write,
- * where the WRITE's kill flag decides.  The two look the same, so the
- * bits go only where both would drop them: for an owner (or a holder of
- * CAP_FOWNER) without CAP_FSETID.  chown(f, -1, -1) by root keeps them,
- * and by another user is not refused (fstitch-mount(8)). */
-static bool owner_without_fsetid(fuse_req_t req, fuse_ino_t ino)
+/* Whether thread tid is inside chown(2) or one of its kin, by its
+ * /proc/TID/syscall (which needs the right to trace it: false if it
+ * cannot be read). */
+static bool caller_in_chown(pid_t tid)
+{
+	char path[64], buf[256];
+
+	snprintf(path, sizeof(path), "/proc/%d/syscall", (int)tid);
+	return tid > 0 && small_file_read(path, buf, sizeof(buf)) == 0 &&
+	       proc_syscall_is_chown(buf);
+}
+
+/* An empty SETATTR of ino.  Under FUSE_HANDLE_KILLPRIV_V2 the kernel sends
+ * one for chown(f, -1, -1), and one from its own checks before a write,
+ * where the WRITE's kill flag decides.  The caller's system call tells
+ * them apart.  A chown drops the set-ID bits as Linux's does, for any
+ * caller (e2_kill_priv()), and is refused (EPERM) to a caller who is not
+ * the owner and lacks CAP_FOWNER when it would drop one: Linux turns the
+ * drop into a mode change, which only the owner may make.  When the call
+ * cannot be read (a daemon not allowed to trace its caller), the bits go
+ * only where both would drop them: for the owner without CAP_FSETID.
+ * 0 or -errno. */
+static int empty_setattr(fuse_req_t req, struct req_op *op, fuse_ino_t ino)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	char buf[16384];
 	struct stat st;
+	bool got, owner, fsetid;
 
-	bool got;
-
-	if (!__atomic_load_n(&D.killpriv, __ATOMIC_RELAXED) || !has_setid(ino, &st))
-		return false;
+	/* (a directory's bits are never dropped) */
+	if (!__atomic_load_n(&D.killpriv, __ATOMIC_RELAXED) || !has_setid(ino, &st) ||
+	    S_ISDIR(st.st_mode))
+		return 0;
 	/* (one read for both capabilities; none if it cannot be read) */
 	got = read_status(ctx->pid, buf, sizeof(buf));
-	return (ctx->uid == st.st_uid || (got && proc_status_has_cap(buf, CAP_FOWNER))) &&
-	       !(got && proc_status_has_cap(buf, CAP_FSETID));
+	owner = ctx->uid == st.st_uid || (got && proc_status_has_cap(buf, CAP_FOWNER));
+	fsetid = got && proc_status_has_cap(buf, CAP_FSETID);
+	if (caller_in_chown(ctx->pid)) {
+		bool in_group =
+		    ctx->gid == st.st_gid || (got && proc_status_in_groups(buf, st.st_gid));
+
+		if (!owner &&
+		    (e2_setid_kill(st.st_mode) || ((st.st_mode & S_ISGID) && !in_group && !fsetid)))
+			return -EPERM;
+		return kill_priv(op, ino, true, E2_SAME_GID);
+	}
+	return owner && !fsetid ? kill_priv(op, ino, true, E2_SAME_GID) : 0;
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

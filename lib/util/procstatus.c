@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 
 /* The text after "\nNAME" (NAME with its colon), or NULL. */
 static const char *field(const char *status, const char *name)
@@ -50,6 +51,29 @@ bool proc_status_in_groups(const char *status, gid_t gid)
 
 	while (p && number(&p, 10, &g))
 		if (g == gid)
+			return true;
+	return false;
+}
+
+bool proc_syscall_is_chown(const char *text)
+{
+	static const long calls[] = {
+#ifdef SYS_chown
+	    SYS_chown,
+#endif
+#ifdef SYS_lchown
+	    SYS_lchown,
+#endif
+	    SYS_fchown,
+	    SYS_fchownat,
+	};
+	const char *p = text;
+	unsigned long long nr;
+
+	if (!number(&p, 10, &nr) || (*p && *p != ' ' && *p != '\n'))
+		return false;
+	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++)
+		if (nr == (unsigned long long)calls[i])
 			return true;
 	return false;
 }

@@ -1,10 +1,13 @@
 /* The /proc/PID/status fields the mount daemon reads for root's reserve
  * (lib/util/procstatus.c), on texts written here: this machine's own
- * processes cannot hold CAP_SYS_RESOURCE (it is off their bounding set). */
+ * processes cannot hold CAP_SYS_RESOURCE (it is off their bounding set).
+ * And the call named by /proc/PID/syscall, on texts in its format. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <sys/syscall.h>
 
 #include <cmocka.h>
 
@@ -63,11 +66,43 @@ static void test_groups(void **state)
 	assert_true(proc_status_in_groups("Groups:\t7 65534", 65534));
 }
 
+static void test_syscall(void **state)
+{
+	char text[160];
+
+	(void)state;
+	snprintf(text, sizeof(text),
+		 "%ld 0x3 0xffffffffffffffff 0xffffffffffffffff 0x0 0x0 0x0 "
+		 "0x7ffc4b1a0e58 0x7f1e2d3c4b5a\n",
+		 (long)SYS_fchown);
+	assert_true(proc_syscall_is_chown(text));
+	snprintf(text, sizeof(text), "%ld 0xffffff9c 0x5601 0x0 0x0 0x0 0x0 0x1 0x2\n",
+		 (long)SYS_fchownat);
+	assert_true(proc_syscall_is_chown(text));
+#ifdef SYS_chown
+	snprintf(text, sizeof(text), "%ld 0x5601 0x0 0x0", (long)SYS_chown);
+	assert_true(proc_syscall_is_chown(text));
+#endif
+	/* the write path's empty change comes from write(2) and its kin */
+	snprintf(text, sizeof(text), "%ld 0x3 0x5601 0x1000 0x0 0x0 0x0 0x1 0x2\n",
+		 (long)SYS_write);
+	assert_false(proc_syscall_is_chown(text));
+	snprintf(text, sizeof(text), "%ld 0x3 0x0 0x0 0x1000", (long)SYS_fallocate);
+	assert_false(proc_syscall_is_chown(text));
+	/* a number that only starts like fchown's */
+	snprintf(text, sizeof(text), "%ld7 0x3\n", (long)SYS_fchown);
+	assert_false(proc_syscall_is_chown(text));
+	assert_false(proc_syscall_is_chown("running\n"));
+	assert_false(proc_syscall_is_chown("-1 0x7ffc4b1a0e58 0x7f1e2d3c4b5a\n"));
+	assert_false(proc_syscall_is_chown(""));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_caps),
 	    cmocka_unit_test(test_groups),
+	    cmocka_unit_test(test_syscall),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
