@@ -478,6 +478,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static int fsync_for(fuse_req_t req, fuse_ino_t ino, bool datasync);
 static int kill_priv(struct req_op *op, fuse_ino_t ino, bool suid, gid_t to_gid);
+static void forget_mode(fuse_ino_t ino);
 static int empty_setattr(fuse_req_t req, struct req_op *op, fuse_ino_t ino);
 
 /* Synchronous updates, as Linux's ext2 makes them: a change of a file with
@@ -538,6 +539,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	    {FUSE_SET_ATTR_MTIME_NOW, E2_SET_MTIME_NOW},
 	};
 	unsigned set = 0;
+	bool dropped = false;
 	struct stat st;
 	int r;
 
@@ -545,15 +547,17 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		if (to_set & map[i].fuse)
 			set |= map[i].e2;
 	enter(req, &op);
-	r = 0;
-	if (set & (E2_SET_SIZE | E2_SET_UID | E2_SET_GID))
-		r = kill_priv(&op, ino, req_kill_suid,
-			      set & E2_SET_GID ? attr->st_gid : E2_SAME_GID);
-	else if (!set)
-		r = empty_setattr(req, &op, ino);
+	/* A truncate or chown drops what kill_priv() would, inside the
+	 * change and after its checks: one refused drops nothing. */
+	op.who.kill_priv = __atomic_load_n(&D.killpriv, __ATOMIC_RELAXED);
+	op.who.kill_suid = req_kill_suid;
+	op.who.dropped = &dropped;
+	r = set ? 0 : empty_setattr(req, &op, ino);
 	if (!r)
 		r = e2_setattr(D.fs, &op.who, in_ino(ino), attr, set, &st);
 	leave(&op, "setattr");
+	if (dropped)
+		forget_mode(ino);
 	r = sync_after(req, ino, false, r);
 	if (r < 0)
 		reply_err(req, r, "setattr");

@@ -428,6 +428,34 @@ ng-in 2765 1002"
 	assert_output --regexp 'Mode: +0765'
 }
 
+@test "a write or truncate refused as too large drops no set-ID bit, as on Linux" {
+	# 1 KiB blocks: the largest file is about 16 GiB
+	new_image 8M -b 1024
+	fstitch_mount_start "$IMG" "$MNT" -o allow_other
+	chmod 777 "$MNT"
+	for f in w t ok; do
+		echo abc >"$MNT/$f"
+		chown 1000:1000 "$MNT/$f"
+		chmod 6777 "$MNT/$f"
+	done
+	as_other() { (cd "$MNT" && setpriv --reuid 1001 --regid 1001 --clear-groups "$@"); }
+	run -1 as_other /usr/bin/python3 -c \
+		'import os; fd = os.open("w", os.O_WRONLY); os.pwrite(fd, b"x", 1 << 36)'
+	assert_output --partial 'File too large'
+	run -1 as_other truncate -s 64G t
+	assert_output --partial 'File too large'
+	as_other truncate -s 1M ok
+	# (what the kernel's own ext2 answers, on Linux 6.18)
+	run -0 bash -c "cd '$MNT' && stat -c '%n %a %s' w t ok"
+	assert_output "w 6777 4
+t 6777 4
+ok 777 1048576"
+	fstitch_mount_stop "$MNT"
+	assert_fsck_clean "$IMG"
+	run -0 debugfs -R "stat /t" "$IMG"
+	assert_output --regexp 'Mode: +06777'
+}
+
 @test "O_TMPFILE makes a file with no name, which linkat names or which goes at its close" {
 	local probe=$FSTITCH_ROOT/tests/tools/tmpfile.py t free
 	# more than 12 blocks of 1 KiB: an indirect block too

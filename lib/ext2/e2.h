@@ -102,9 +102,10 @@ struct e2_caller {
 	 * no. */
 	bool (*may_reserve)(const struct e2_caller *who, gid_t resgid);
 	void *arg; /* for may_reserve */
-	/* A write by this caller first drops what e2_kill_priv() drops
-	 * (kill_priv; kill_suid: the set-ID bits too), under the same lock
-	 * as the write, and sets *dropped (if not NULL) when anything went. */
+	/* A write, or a size, owner or group change (e2_setattr()), by this
+	 * caller first drops what e2_kill_priv() drops (kill_priv; kill_suid:
+	 * the set-ID bits too), under the same lock as the change and after
+	 * its checks, and sets *dropped (if not NULL) when anything went. */
 	bool kill_priv, kill_suid;
 	bool *dropped;
 	/* Asked (under the lock, like may_reserve) only when a change drops
@@ -265,7 +266,9 @@ enum e2_setattr_flags {
 	E2_SET_MTIME_NOW = 1 << 8,
 };
 /* Change the attributes named in `set` to those in *attr; *st receives the
- * result.  A size change truncates or extends (holes read as zeros). */
+ * result.  A size change truncates or extends (holes read as zeros).  A
+ * size, owner or group change drops what who->kill_priv asks (as a write
+ * does), once the change has passed its checks. */
 int e2_setattr(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, const struct stat *attr,
 	       unsigned set, struct stat *st);
 

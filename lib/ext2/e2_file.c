@@ -40,6 +40,24 @@ int e2_setattr(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, const
 			r = -EINVAL;
 			goto out;
 		}
+		if ((uint64_t)attr->st_size > e2_max_lblk(fs) * fs->bs) {
+			r = -EFBIG;
+			goto out;
+		}
+	}
+	/* The caller's drop comes after every check, as Linux's
+	 * setattr_prepare() refuses a change before anything moves, and
+	 * before the change itself, whose new mode it leaves. */
+	if (who && who->kill_priv && (set & (E2_SET_SIZE | E2_SET_UID | E2_SET_GID))) {
+		r = e2_kill_priv_locked(fs, ip, who->kill_suid,
+					set & E2_SET_GID ? attr->st_gid : E2_SAME_GID);
+		if (r < 0)
+			goto out;
+		if (r && who->dropped)
+			*who->dropped = true;
+		r = 0;
+	}
+	if (set & E2_SET_SIZE) {
 		if ((uint64_t)attr->st_size != e2_isize(&ip->d)) {
 			r = e2_truncate_locked(fs, ip, (uint64_t)attr->st_size);
 			if (r)
@@ -242,6 +260,16 @@ ssize_t e2_write(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, con
 	 * fstitch-mount's open asks for: at its end) */
 	if (e2_iimmutable(ip) || (e2_iappend(ip) && (uint64_t)off < e2_isize(&ip->d))) {
 		r = -EPERM;
+		goto out;
+	}
+	/* Linux's write checks come first: a write of nothing, or from past
+	 * the largest file, drops nothing. */
+	if (size == 0) {
+		r = 0;
+		goto out;
+	}
+	if ((uint64_t)off >= e2_max_lblk(fs) * fs->bs) {
+		r = -EFBIG;
 		goto out;
 	}
 	if (who && who->kill_priv) {

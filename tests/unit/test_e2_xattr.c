@@ -357,6 +357,8 @@ static void test_kill_priv(void **state)
 	char *path = e2t_scratch_file("xattr-kill");
 	static const uint8_t cap[20] = {0, 0, 0, 2, 0, 0x20};
 	const struct e2_caller of_group_7 = {.keeps_sgid = in_group_7};
+	bool dropped = false;
+	const struct e2_caller killer = {.kill_priv = true, .kill_suid = true, .dropped = &dropped};
 	struct e2fs *fs;
 	struct stat a;
 	uint32_t f, d;
@@ -408,6 +410,19 @@ static void test_kill_priv(void **state)
 	assert_int_equal(e2_setflags(fs, NULL, f, 0, true), 0);
 	assert_int_equal(e2_getattr(fs, f, &a), 0);
 	assert_int_equal(a.st_mode & 07777, 04755);
+	/* a truncate or a write refused as too large drops nothing (Linux
+	 * checks the size first); one that goes drops the bits, and says so */
+	assert_int_equal(
+	    e2_setattr(fs, &killer, f, &(struct stat){.st_size = (off_t)1 << 45}, E2_SET_SIZE, &a),
+	    -EFBIG);
+	assert_int_equal(e2_write(fs, &killer, f, "x", 1, (off_t)1 << 45), -EFBIG);
+	assert_false(dropped);
+	assert_int_equal(e2_getattr(fs, f, &a), 0);
+	assert_int_equal(a.st_mode & 07777, 04755);
+	assert_int_equal(e2_setattr(fs, &killer, f, &(struct stat){.st_size = 10}, E2_SET_SIZE, &a),
+			 0);
+	assert_true(dropped);
+	assert_int_equal(a.st_mode & 07777, 0755);
 	assert_int_equal(e2_close(fs), 0);
 	assert_fsck_clean(path);
 	free(path);
