@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """One seeded sequence of file operations, done on two trees side by side.
 
-    fsrand.py [--seed N] [--ops N] [--check K] [--compare] A B
+    fsrand.py [--seed N] [--ops N] [--check K] [--trace] [--compare] A B
 
 A and B are empty directories on two file systems: fstitch's and a
 reference (Linux's own ext2 driver on the same kind of image).  Every step
 picks an operation and its arguments from a random generator seeded with N
 (default 1), does it in both trees and compares the two results: the value
-returned or the errno.  Every K steps (default 200), and at the end, the
+returned or the errno.  Half the steps are made by root, the others by one
+of three users (through file-system ids, so that permissions, sticky
+directories and the set-ID rules of changes by others come into play);
+the umask is 002.  Every K steps (default 200), and at the end, the
 whole trees are compared: names, types, modes, owners, link counts, sizes,
 contents, symbolic link targets, user.* attributes and which names are
 links of one inode.  Times, block counts, directory sizes and inode numbers
@@ -16,8 +19,9 @@ are left out: they depend on the clock and on each allocator.
 The choices depend only on the seed and on the reference tree, so a seed
 names one sequence of operations, the same on every run.  The first
 difference is printed with the step number and the seed, and the exit
-status is 1; 0 means no difference was found.  --compare skips the
-operations and only compares the trees (after a remount, for example).
+status is 1; 0 means no difference was found.  --trace prints each
+step and its outcome on standard error.  --compare skips the operations
+and only compares the trees (after a remount, for example).  Run as root.
 """
 import ctypes
 import errno
@@ -35,6 +39,11 @@ FALLOC_FL_KEEP_SIZE = 1
 FALLOC_FL_PUNCH_HOLE = 2
 MAX_ENTRIES = 160	# the tree stays small, so that a name is often met again
 MAX_OPEN = 4
+NB = os.O_NONBLOCK	# a fifo picked as a file must not block the run
+# Who makes a step: root half the time, else one of these (uid, gid,
+# supplementary groups), as file-system ids (setfsuid(2)), which also
+# drop root's file capabilities as Linux does for any other user.
+USERS = [(1000, 1000, [1000]), (1001, 1001, [1000]), (1002, 1002, [])]
 
 
 def renameat2(src, dst, flags):
@@ -54,6 +63,22 @@ class Differ(Exception):
     pass
 
 
+def become(who):
+    uid, gid, groups = who
+    os.setgroups(groups)
+    libc.setfsgid(gid)
+    libc.setfsuid(uid)
+    if libc.setfsuid(-1) != uid or libc.setfsgid(-1) != gid:
+        sys.exit("fsrand.py: cannot take file-system ids %d:%d" % (uid, gid))
+
+
+def show(args):
+    """args for a message: data as its length and hash, not its bytes."""
+    return "(%s)" % ", ".join(
+        "<%d bytes %s>" % (len(a), hashlib.sha256(a).hexdigest()[:12])
+        if isinstance(a, bytes) else repr(a) for a in args)
+
+
 def outcome(fn, *args):
     """fn's result, or its error by name."""
     try:
@@ -71,6 +96,8 @@ class Run:
         self.seed = seed
         self.step = 0
         self.open = []	# (fd in A, fd in B, the path it was opened by)
+        self.root_ids = (0, 0, os.getgroups())
+        self.who = self.root_ids
 
     # ---- picking, from the reference tree
 
@@ -131,21 +158,32 @@ class Run:
 
     # ---- doing
 
+    def pair(self, fn, x, y, *args):
+        """fn(x, *args) and fn(y, *args) as this step's user."""
+        become(self.who)
+        try:
+            return outcome(fn, x, *args), outcome(fn, y, *args)
+        finally:
+            become(self.root_ids)
+
     def both(self, what, fn, *args):
         """Do fn(root, *args) in A and in B and compare the outcomes."""
-        ra = outcome(fn, self.root[0], *args)
-        rb = outcome(fn, self.root[1], *args)
+        ra, rb = self.pair(fn, self.root[0], self.root[1], *args)
         if self.trace:
-            print(self.step, what, repr(args)[:120], rb, file=sys.stderr)
+            print(self.step, "uid %d" % self.who[0], what, show(args), rb, file=sys.stderr)
         if ra != rb:
-            raise Differ("%s %r: fstitch %r, reference %r" % (what, args, ra, rb))
+            raise Differ("%s %s as uid %d: fstitch %r, reference %r" %
+                         (what, show(args), self.who[0], ra, rb))
         return rb
 
     def fds(self, what, fn, h, *args):
-        ra = outcome(fn, h[0], *args)
-        rb = outcome(fn, h[1], *args)
+        ra, rb = self.pair(fn, h[0], h[1], *args)
+        if self.trace:
+            print(self.step, "uid %d" % self.who[0], what, h[2], show(args), rb,
+                  file=sys.stderr)
         if ra != rb:
-            raise Differ("%s on %s %r: fstitch %r, reference %r" % (what, h[2], args, ra, rb))
+            raise Differ("%s on %s %s as uid %d: fstitch %r, reference %r" %
+                         (what, h[2], show(args), self.who[0], ra, rb))
         return rb
 
     def one(self):
@@ -158,20 +196,22 @@ class Run:
             ("rename", 10), ("rename2", 3), ("link", 4), ("symlink", 3),
             ("readlink", 2), ("chmod", 3), ("chown", 2), ("xattr", 5),
             ("punch", 3), ("listdir", 2), ("open", 3), ("fdop", 8),
-            ("close", 3), ("utime", 1),
+            ("close", 3), ("utime", 2), ("append", 3), ("mkfifo", 1),
         ]
         op = rng.choices([o for o, _ in ops], [w for _, w in ops])[0]
+        self.who = rng.choice(USERS) if rng.random() < 0.5 else self.root_ids
         j = os.path.join
-        if full and op in ("create", "mkdir", "link", "symlink"):
+        if full and op in ("create", "mkdir", "link", "symlink", "mkfifo"):
             op = "unlink"
 
         if op == "create":
             p = self.newname(ents) if rng.random() < 0.7 else self.anypath(ents)
             fl = os.O_WRONLY | os.O_CREAT | rng.choice([0, os.O_EXCL, os.O_TRUNC])
-            mode = rng.choice([0o644, 0o600, 0o755, 0o4755, 0o2755])
+            mode = rng.choice([0o644, 0o600, 0o755, 0o4755, 0o2755, 0o666, 0o4777, 0o2767,
+                               0o6777])
 
             def create(r, p, fl, mode):
-                os.close(os.open(j(r, p), fl, mode))
+                os.close(os.open(j(r, p), fl | NB, mode))
             self.both("create", create, p, fl, mode)
         elif op in ("write", "truncate", "punch", "read"):
             p = self.afile(ents)
@@ -184,7 +224,7 @@ class Run:
                 data = rng.randbytes(n)
 
                 def write(r, p, off, data):
-                    fd = os.open(j(r, p), os.O_WRONLY)
+                    fd = os.open(j(r, p), os.O_WRONLY | NB)
                     try:
                         return os.pwrite(fd, data, off)
                     finally:
@@ -195,7 +235,7 @@ class Run:
                 self.both("truncate", lambda r, p, to: os.truncate(j(r, p), to), p, to)
             elif op == "punch":
                 def hole(r, p, off, n):
-                    fd = os.open(j(r, p), os.O_WRONLY)
+                    fd = os.open(j(r, p), os.O_WRONLY | NB)
                     try:
                         punch(fd, off, n)
                     finally:
@@ -203,7 +243,7 @@ class Run:
                 self.both("punch", hole, p, off, n)
             else:
                 def read(r, p, off, n):
-                    fd = os.open(j(r, p), os.O_RDONLY)
+                    fd = os.open(j(r, p), os.O_RDONLY | NB)
                     try:
                         return hashlib.sha256(os.pread(fd, n, off)).hexdigest()
                     finally:
@@ -213,7 +253,7 @@ class Run:
             self.both("unlink", lambda r, p: os.unlink(j(r, p)), self.anypath(ents))
         elif op == "mkdir":
             p = self.newname(ents) if rng.random() < 0.8 else self.anypath(ents)
-            mode = rng.choice([0o755, 0o700, 0o2775])
+            mode = rng.choice([0o755, 0o700, 0o2775, 0o777, 0o1777, 0o2777, 0o3777, 0o777])
             self.both("mkdir", lambda r, p, m: os.mkdir(j(r, p), m), p, mode)
         elif op == "rmdir":
             ds = self.dirs(ents)[1:]
@@ -238,17 +278,34 @@ class Run:
         elif op == "readlink":
             self.both("readlink", lambda r, p: os.readlink(j(r, p)), self.anypath(ents))
         elif op == "chmod":
-            mode = rng.choice([0o644, 0o4755, 0o2755, 0o2745, 0o6777, 0o1777, 0o000])
+            mode = rng.choice([0o644, 0o4755, 0o2755, 0o2745, 0o6777, 0o1777, 0o000, 0o777,
+                               0o666, 0o2777])
             self.both("chmod", lambda r, p, m: os.chmod(j(r, p), m), self.anypath(ents), mode)
         elif op == "chown":
             uid, gid = rng.choice([0, 1000, -1]), rng.choice([0, 1000, -1])
             self.both("chown", lambda r, p, u, g: os.lchown(j(r, p), u, g),
                       self.anypath(ents), uid, gid)
         elif op == "utime":
+            # a set time needs the owner, the time now only write access
             t = rng.randrange(1 << 31) * 1000000000 + rng.randrange(1000000000)
-            self.both("utime", lambda r, p, t: os.utime(j(r, p), ns=(t, t),
-                                                          follow_symlinks=False),
-                      self.anypath(ents), t)
+            if rng.random() < 0.5:
+                self.both("utime", lambda r, p, t: os.utime(j(r, p), ns=(t, t),
+                                                              follow_symlinks=False),
+                          self.anypath(ents), t)
+            else:
+                self.both("utime now", lambda r, p: os.utime(j(r, p)), self.anypath(ents))
+        elif op == "append":
+            data = rng.randbytes(self.length())
+
+            def append(r, p, data):
+                fd = os.open(j(r, p), os.O_WRONLY | os.O_APPEND | NB)
+                try:
+                    return os.write(fd, data), os.fstat(fd).st_size
+                finally:
+                    os.close(fd)
+            self.both("append", append, self.afile(ents), data)
+        elif op == "mkfifo":
+            self.both("mkfifo", lambda r, p: os.mkfifo(j(r, p), 0o640), self.newname(ents))
         elif op == "xattr":
             p = self.anypath(ents)
             name = "user.%s" % rng.choice(["a", "bb", "c" * 20, "d1", "e2"])
@@ -271,8 +328,8 @@ class Run:
             if len(self.open) >= MAX_OPEN:
                 return
             p = self.afile(ents)
-            fa = outcome(os.open, j(self.root[0], p), os.O_RDWR)
-            fb = outcome(os.open, j(self.root[1], p), os.O_RDWR)
+            fa, fb = self.pair(lambda r: os.open(j(r, p), os.O_RDWR | NB), self.root[0],
+                               self.root[1])
             if fa[0] != fb[0] or (fa[0] == "error" and fa != fb):
                 for f in (fa, fb):
                     if f[0] == "ok":
@@ -393,10 +450,19 @@ def main():
         else:
             sys.exit("fsrand.py: unknown option %s" % o)
     if len(args) != 2:
-        sys.exit("usage: fsrand.py [--seed N] [--ops N] [--check K] [--compare] A B")
+        sys.exit("usage: fsrand.py [--seed N] [--ops N] [--check K] [--trace] [--compare] A B")
     run = Run(args[0], args[1], seed)
     try:
         if not only:
+            # a fixed umask, so that a seed replays the same anywhere;
+            # every user may make names at the top
+            os.umask(0o002)
+            for r in run.root:
+                os.chmod(r, 0o777)
+            # and reach them through descriptors, whatever the modes of the
+            # directories above them (a test's scratch directory is 0700)
+            run.root = tuple("/proc/self/fd/%d" % os.open(r, os.O_PATH | os.O_DIRECTORY)
+                             for r in run.root)
             for run.step in range(1, ops + 1):
                 run.one()
                 if run.step % check == 0:
