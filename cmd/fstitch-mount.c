@@ -783,16 +783,33 @@ static int kill_priv(struct req_op *op, fuse_ino_t ino, bool suid, gid_t to_gid)
 	return 0;
 }
 
-/* Whether thread tid is inside chown(2) or one of its kin, by its
- * /proc/TID/syscall (which needs the right to trace it: false if it
- * cannot be read). */
-static bool caller_in_chown(pid_t tid)
+/* What the caller, thread tid, is doing, by its /proc/TID/syscall
+ * (proc_syscall_chown_none(): 1 chown(f, -1, -1), 0 another call), or -1
+ * if that cannot be read: the file needs the right to trace the thread.
+ * The thread wakes the daemon before it sleeps on the answer, and until
+ * then the file says "running" (on a busy machine, for as long as the
+ * thread waits for a processor): it is read again for up to a second. */
+static int caller_chown_none(pid_t tid)
 {
 	char path[64], buf[256];
+	uint64_t until = 0;
+	int r;
 
+	if (tid <= 0)
+		return -1;
 	snprintf(path, sizeof(path), "/proc/%d/syscall", (int)tid);
-	return tid > 0 && small_file_read(path, buf, sizeof(buf)) == 0 &&
-	       proc_syscall_is_chown(buf);
+	for (;;) {
+		if (small_file_read(path, buf, sizeof(buf)) != 0)
+			return -1;
+		r = proc_syscall_chown_none(buf);
+		if (r >= 0)
+			return r;
+		if (!until)
+			until = now_ms() + 1000;
+		else if (now_ms() >= until)
+			return -1;
+		usleep(100);
+	}
 }
 
 /* An empty SETATTR of ino.  Under FUSE_HANDLE_KILLPRIV_V2 the kernel sends
@@ -801,26 +818,30 @@ static bool caller_in_chown(pid_t tid)
  * them apart.  A chown drops the set-ID bits as Linux's does, for any
  * caller (e2_kill_priv()), and is refused (EPERM) to a caller who is not
  * the owner and lacks CAP_FOWNER when it would drop one: Linux turns the
- * drop into a mode change, which only the owner may make.  When the call
- * cannot be read (a daemon not allowed to trace its caller), the bits go
- * only where both would drop them: for the owner without CAP_FSETID.
- * 0 or -errno. */
+ * drop into a mode change, which only the owner may make.  Any other call
+ * drops nothing here.  When the call cannot be read (a daemon not allowed
+ * to trace its caller), the bits go only where both would drop them: for
+ * the owner without CAP_FSETID.  0 or -errno. */
 static int empty_setattr(fuse_req_t req, struct req_op *op, fuse_ino_t ino)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	char buf[16384];
 	struct stat st;
 	bool got, owner, fsetid;
+	int call;
 
 	/* (a directory's bits are never dropped) */
 	if (!__atomic_load_n(&D.killpriv, __ATOMIC_RELAXED) || !has_setid(ino, &st) ||
 	    S_ISDIR(st.st_mode))
 		return 0;
+	call = caller_chown_none(ctx->pid);
+	if (call == 0)
+		return 0;
 	/* (one read for both capabilities; none if it cannot be read) */
 	got = read_status(ctx->pid, buf, sizeof(buf));
 	owner = ctx->uid == st.st_uid || (got && proc_status_has_cap(buf, CAP_FOWNER));
 	fsetid = got && proc_status_has_cap(buf, CAP_FSETID);
-	if (caller_in_chown(ctx->pid)) {
+	if (call == 1) {
 		bool in_group =
 		    ctx->gid == st.st_gid || (got && proc_status_in_groups(buf, st.st_gid));
 

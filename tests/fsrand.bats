@@ -1,9 +1,10 @@
 #!/usr/bin/env bats
-# The mount against Linux's own ext2 driver, operation by operation: one
-# seeded sequence of random file operations (tests/tools/fsrand.py) runs on
-# an fstitch mount and on a kernel loop mount of the same fresh image, and
-# every result, errno and tree must be the same.  The seeds are fixed and
-# printed: a seed names one sequence, so a failure replays exactly.
+# The mount against Linux's ext2 support (the ext4 driver here), operation
+# by operation: one seeded sequence of random file operations
+# (tests/tools/fsrand.py) runs on an fstitch mount and on a kernel loop
+# mount of the same fresh image, and every result, errno and tree must be
+# the same.  The seeds are fixed and printed: a seed names one sequence,
+# so a failure replays exactly.
 
 load common
 

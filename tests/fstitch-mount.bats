@@ -433,23 +433,35 @@ ng-in 2765 1002"
 	new_image 8M -b 1024
 	fstitch_mount_start "$IMG" "$MNT" -o allow_other
 	chmod 777 "$MNT"
-	for f in w t ok; do
+	for f in w t ok ow ot oo; do
 		echo abc >"$MNT/$f"
 		chown 1000:1000 "$MNT/$f"
 		chmod 6777 "$MNT/$f"
 	done
-	as_other() { (cd "$MNT" && setpriv --reuid 1001 --regid 1001 --clear-groups "$@"); }
-	run -1 as_other /usr/bin/python3 -c \
-		'import os; fd = os.open("w", os.O_WRONLY); os.pwrite(fd, b"x", 1 << 36)'
-	assert_output --partial 'File too large'
-	run -1 as_other truncate -s 64G t
-	assert_output --partial 'File too large'
-	as_other truncate -s 1M ok
+	# by another user, and by the owner (whose write the kernel precedes
+	# with an empty change of its own)
+	as() { (cd "$MNT" && setpriv --reuid "$1" --regid "$1" --clear-groups "${@:2}"); }
+	local u o
+	for u in 1001 1000; do
+		o=
+		[ "$u" = 1000 ] && o=o
+		run -1 as "$u" /usr/bin/python3 -c \
+			'import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY); os.pwrite(fd, b"x", 1 << 36)' \
+			"${o}w"
+		assert_output --partial 'File too large'
+		run -1 as "$u" truncate -s 64G "${o}t"
+		assert_output --partial 'File too large'
+	done
+	as 1001 truncate -s 1M ok
+	as 1000 sh -c 'echo x >>oo'
 	# (what the kernel's own ext2 answers, on Linux 6.18)
-	run -0 bash -c "cd '$MNT' && stat -c '%n %a %s' w t ok"
+	run -0 bash -c "cd '$MNT' && stat -c '%n %a %s' w t ok ow ot oo"
 	assert_output "w 6777 4
 t 6777 4
-ok 777 1048576"
+ok 777 1048576
+ow 6777 4
+ot 6777 4
+oo 777 6"
 	fstitch_mount_stop "$MNT"
 	assert_fsck_clean "$IMG"
 	run -0 debugfs -R "stat /t" "$IMG"

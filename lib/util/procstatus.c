@@ -55,25 +55,43 @@ bool proc_status_in_groups(const char *status, gid_t gid)
 	return false;
 }
 
-bool proc_syscall_is_chown(const char *text)
+int proc_syscall_chown_none(const char *text)
 {
-	static const long calls[] = {
+	/* each call, and which of its arguments are the uid and the gid */
+	static const struct {
+		long nr;
+		int uid;
+	} calls[] = {
 #ifdef SYS_chown
-	    SYS_chown,
+	    {SYS_chown, 1},
 #endif
 #ifdef SYS_lchown
-	    SYS_lchown,
+	    {SYS_lchown, 1},
 #endif
-	    SYS_fchown,
-	    SYS_fchownat,
+	    {SYS_fchown, 1},
+	    {SYS_fchownat, 2},
 	};
+	unsigned long long nr, arg[4];
 	const char *p = text;
-	unsigned long long nr;
+	size_t i;
 
 	if (!number(&p, 10, &nr) || (*p && *p != ' ' && *p != '\n'))
-		return false;
-	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++)
-		if (nr == (unsigned long long)calls[i])
-			return true;
-	return false;
+		return -1;
+	for (i = 0; i < sizeof(calls) / sizeof(calls[0]); i++)
+		if (nr == (unsigned long long)calls[i].nr)
+			break;
+	if (i == sizeof(calls) / sizeof(calls[0]))
+		return 0;
+	for (int a = 0; a < 4; a++) {
+		while (*p == ' ')
+			p++;
+		if (strncmp(p, "0x", 2) != 0)
+			return 0;
+		p += 2;
+		if (!number(&p, 16, &arg[a]))
+			return 0;
+	}
+	/* -1 as a uid_t, whether or not the caller widened it with its sign */
+	return (arg[calls[i].uid] & 0xffffffffu) == 0xffffffffu &&
+	       (arg[calls[i].uid + 1] & 0xffffffffu) == 0xffffffffu;
 }

@@ -11,9 +11,12 @@
 bool proc_status_has_cap(const char *status, int cap);
 /* Whether gid is on the "Groups:" line (the supplementary groups). */
 bool proc_status_in_groups(const char *status, gid_t gid);
-/* Whether the text of /proc/PID/syscall names chown(2), fchown, lchown or
- * fchownat as the call the thread is in (false for "running", for "-1",
- * a thread outside any call, and for every other call). */
-bool proc_syscall_is_chown(const char *text);
+/* What the text of /proc/PID/syscall says the thread is doing: 1 inside
+ * chown(2), fchown, lchown or fchownat with -1 for both the owner and the
+ * group, 0 inside any other call (another chown included), -1 when it
+ * names no call ("running": the thread has not gone to sleep yet; "-1":
+ * it sleeps outside a call).  An i386 caller on x86-64 shows its own
+ * numbers, which this reads as other calls. */
+int proc_syscall_chown_none(const char *text);
 
 #endif

@@ -4,7 +4,8 @@
     fsrand.py [--seed N] [--ops N] [--check K] [--trace] [--compare] A B
 
 A and B are empty directories on two file systems: fstitch's and a
-reference (Linux's own ext2 driver on the same kind of image).  Every step
+reference (Linux's driver on the same kind of image: ext4's, which serves
+ext2 here; the separate ext2 driver cannot punch holes).  Every step
 picks an operation and its arguments from a random generator seeded with N
 (default 1), does it in both trees and compares the two results: the value
 returned or the errno.  Half the steps are made by root, the others by one

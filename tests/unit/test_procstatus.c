@@ -71,30 +71,49 @@ static void test_syscall(void **state)
 	char text[160];
 
 	(void)state;
+	/* fchown(3, -1, -1), as glibc passes the ids and as a caller that
+	 * widens them with their sign would */
 	snprintf(text, sizeof(text),
-		 "%ld 0x3 0xffffffffffffffff 0xffffffffffffffff 0x0 0x0 0x0 "
-		 "0x7ffc4b1a0e58 0x7f1e2d3c4b5a\n",
+		 "%ld 0x3 0xffffffff 0xffffffff 0x0 0x0 0x0 0x7ffc4b1a0e58 0x7f1e2d3c4b5a\n",
 		 (long)SYS_fchown);
-	assert_true(proc_syscall_is_chown(text));
-	snprintf(text, sizeof(text), "%ld 0xffffff9c 0x5601 0x0 0x0 0x0 0x0 0x1 0x2\n",
+	assert_int_equal(proc_syscall_chown_none(text), 1);
+	snprintf(text, sizeof(text),
+		 "%ld 0x3 0xffffffffffffffff 0xffffffffffffffff 0x0 0x0 0x0 0x1 0x2\n",
+		 (long)SYS_fchown);
+	assert_int_equal(proc_syscall_chown_none(text), 1);
+	/* fchownat(AT_FDCWD, path, -1, -1, 0): the ids are its third and
+	 * fourth arguments */
+	snprintf(text, sizeof(text),
+		 "%ld 0xffffff9c 0x5601 0xffffffff 0xffffffff 0x0 0x0 0x1 0x2\n",
 		 (long)SYS_fchownat);
-	assert_true(proc_syscall_is_chown(text));
+	assert_int_equal(proc_syscall_chown_none(text), 1);
+	snprintf(text, sizeof(text), "%ld 0xffffff9c 0x5601 0x0 0xffffffff 0x0 0x0 0x1 0x2\n",
+		 (long)SYS_fchownat);
+	assert_int_equal(proc_syscall_chown_none(text), 0);
 #ifdef SYS_chown
-	snprintf(text, sizeof(text), "%ld 0x5601 0x0 0x0", (long)SYS_chown);
-	assert_true(proc_syscall_is_chown(text));
+	/* chown(path, 0, -1) names an owner: another call */
+	snprintf(text, sizeof(text), "%ld 0x5601 0x0 0xffffffff 0x0 0x0 0x0 0x1 0x2",
+		 (long)SYS_chown);
+	assert_int_equal(proc_syscall_chown_none(text), 0);
+	snprintf(text, sizeof(text), "%ld 0x5601 0xffffffff 0xffffffff 0x0 0x0 0x0 0x1 0x2",
+		 (long)SYS_chown);
+	assert_int_equal(proc_syscall_chown_none(text), 1);
 #endif
 	/* the write path's empty change comes from write(2) and its kin */
 	snprintf(text, sizeof(text), "%ld 0x3 0x5601 0x1000 0x0 0x0 0x0 0x1 0x2\n",
 		 (long)SYS_write);
-	assert_false(proc_syscall_is_chown(text));
-	snprintf(text, sizeof(text), "%ld 0x3 0x0 0x0 0x1000", (long)SYS_fallocate);
-	assert_false(proc_syscall_is_chown(text));
-	/* a number that only starts like fchown's */
-	snprintf(text, sizeof(text), "%ld7 0x3\n", (long)SYS_fchown);
-	assert_false(proc_syscall_is_chown(text));
-	assert_false(proc_syscall_is_chown("running\n"));
-	assert_false(proc_syscall_is_chown("-1 0x7ffc4b1a0e58 0x7f1e2d3c4b5a\n"));
-	assert_false(proc_syscall_is_chown(""));
+	assert_int_equal(proc_syscall_chown_none(text), 0);
+	snprintf(text, sizeof(text), "%ld 0x3 0x0 0x0 0x1000 0x0 0x0 0x1 0x2", (long)SYS_fallocate);
+	assert_int_equal(proc_syscall_chown_none(text), 0);
+	/* a number that only starts like fchown's, and a cut-off line */
+	snprintf(text, sizeof(text), "%ld7 0x3 0xffffffff 0xffffffff\n", (long)SYS_fchown);
+	assert_int_equal(proc_syscall_chown_none(text), 0);
+	snprintf(text, sizeof(text), "%ld 0x3 0xffffffff", (long)SYS_fchown);
+	assert_int_equal(proc_syscall_chown_none(text), 0);
+	/* no call to read: not yet asleep, asleep outside a call, nothing */
+	assert_int_equal(proc_syscall_chown_none("running\n"), -1);
+	assert_int_equal(proc_syscall_chown_none("-1 0x7ffc4b1a0e58 0x7f1e2d3c4b5a\n"), -1);
+	assert_int_equal(proc_syscall_chown_none(""), -1);
 }
 
 int main(void)
