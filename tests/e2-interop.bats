@@ -328,6 +328,13 @@ flag_rules() {
 		try setpriv --reuid 1000 --regid 1000 --clear-groups chattr -i i
 		chattr -i i idir && chattr -a a adir || exit
 		lsattr -d i a idir adir | cut -c1-8
+		# the directory flags (dirsync, top of a tree) fit directories
+		# alone
+		try chattr +D a
+		try chattr +T a
+		try chattr +D adir
+		try chattr +T adir
+		lsattr -d a adir
 		rm -rf i a idir adir
 	)
 }

@@ -289,8 +289,9 @@ uint32_t e2_inherit_flags(mode_t mode, uint32_t dirflags);
 int e2_getflags(struct e2fs *fs, uint32_t ino, uint32_t *flags);
 /* Set the modifiable flags as in flags, keep the others, move ctime.
  * -EPERM if the immutable or append-only flag would change and
- * may_fix is false (Linux: CAP_LINUX_IMMUTABLE); the caller checks that
- * who owns the inode. */
+ * may_fix is false (Linux: CAP_LINUX_IMMUTABLE); -EOPNOTSUPP if the
+ * dirsync or top-directory flag would go on what is not a directory; the
+ * caller checks that who owns the inode. */
 int e2_setflags(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, uint32_t flags,
 		bool may_fix);
 

@@ -228,6 +228,12 @@ int e2_setflags(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, uint
 		r = -EPERM;
 		goto out;
 	}
+	/* (the directory flags are refused on anything else, as Linux's
+	 * ext2 support refuses them) */
+	if (!S_ISDIR(e2_imode(ip)) && (flags & ~old & (EXT2_DIRSYNC_FL | EXT2_TOPDIR_FL))) {
+		r = -EOPNOTSUPP;
+		goto out;
+	}
 	if (flags == old)
 		goto out;
 	nw = ip->d;

@@ -26,10 +26,12 @@ and only compares the trees (after a remount, for example).  Run as root.
 """
 import ctypes
 import errno
+import fcntl
 import hashlib
 import os
 import random
 import stat
+import struct
 import sys
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -41,6 +43,13 @@ FALLOC_FL_PUNCH_HOLE = 2
 MAX_ENTRIES = 160	# the tree stays small, so that a name is often met again
 MAX_OPEN = 4
 NB = os.O_NONBLOCK	# a fifo picked as a file must not block the run
+FS_IOC_GETFLAGS = 0x80086601
+FS_IOC_SETFLAGS = 0x40086602
+# chattr's S, d, A, D and T: the flags set and compared.  Not i and a: the
+# kernel does not know a FUSE file's immutable and append-only flags, so
+# its own checks refuse with another errno first (EACCES or EISDIR where
+# Linux's ext2 says EPERM).
+FLAGS = 0x8 | 0x40 | 0x80 | 0x10000 | 0x20000
 # Who makes a step: root half the time, else one of these (uid, gid,
 # supplementary groups), as file-system ids (setfsuid(2)), which also
 # drop root's file capabilities as Linux does for any other user.
@@ -197,7 +206,7 @@ class Run:
             ("rename", 10), ("rename2", 3), ("link", 4), ("symlink", 3),
             ("readlink", 2), ("chmod", 3), ("chown", 2), ("xattr", 5),
             ("punch", 3), ("listdir", 2), ("open", 3), ("fdop", 8),
-            ("close", 3), ("utime", 2), ("append", 3), ("mkfifo", 1),
+            ("close", 3), ("utime", 2), ("append", 3), ("mkfifo", 1), ("chattr", 2),
         ]
         op = rng.choices([o for o, _ in ops], [w for _, w in ops])[0]
         self.who = rng.choice(USERS) if rng.random() < 0.5 else self.root_ids
@@ -305,6 +314,20 @@ class Run:
                 finally:
                     os.close(fd)
             self.both("append", append, self.afile(ents), data)
+        elif op == "chattr":
+            # all of them at once, as FS_IOC_SETFLAGS sets them; on files
+            # and directories (on a fifo the kernel answers for both, and
+            # not alike)
+            p = rng.choice(self.files(ents) + self.dirs(ents)).rstrip("/") or "."
+            fl = rng.choice([0, 0, 0x8, 0x40 | 0x80, 0x10000, 0x20000, 0x8 | 0x10000])
+
+            def chattr(r, p, fl):
+                fd = os.open(j(r, p), os.O_RDONLY | NB)
+                try:
+                    fcntl.ioctl(fd, FS_IOC_SETFLAGS, struct.pack("i", fl))
+                finally:
+                    os.close(fd)
+            self.both("chattr", chattr, p, fl)
         elif op == "mkfifo":
             self.both("mkfifo", lambda r, p: os.mkfifo(j(r, p), 0o640), self.newname(ents))
         elif op == "xattr":
@@ -401,6 +424,13 @@ class Run:
                 rel = os.path.relpath(p, root)
                 st = os.lstat(p)
                 m = self.meta(st)
+                if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+                    fd = os.open(p, os.O_RDONLY)
+                    try:
+                        got = fcntl.ioctl(fd, FS_IOC_GETFLAGS, b"\0" * 4)
+                    finally:
+                        os.close(fd)
+                    m.append("flags %#x" % (struct.unpack("i", got)[0] & FLAGS))
                 if stat.S_ISREG(st.st_mode):
                     m.append(self.content(p, st.st_size))
                 elif stat.S_ISLNK(st.st_mode):
