@@ -479,7 +479,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static int fsync_for(fuse_req_t req, fuse_ino_t ino, bool datasync);
 static int kill_priv(struct req_op *op, fuse_ino_t ino, bool suid, gid_t to_gid);
 static void forget_mode(fuse_ino_t ino);
-static int empty_setattr(fuse_req_t req, struct req_op *op, fuse_ino_t ino);
+static int empty_setattr(fuse_req_t req, fuse_ino_t ino);
 
 /* Synchronous updates, as Linux's ext2 makes them: a change of a file with
  * the sync flag (chattr +S) or on a mount with -o sync, and a change of the
@@ -548,12 +548,17 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 			set |= map[i].e2;
 	enter(req, &op);
 	/* A truncate or chown drops what kill_priv() would, inside the
-	 * change and after its checks: one refused drops nothing. */
+	 * change and after its checks: one refused drops nothing.  An empty
+	 * change drops what empty_setattr() says. */
 	op.who.kill_priv = __atomic_load_n(&D.killpriv, __ATOMIC_RELAXED);
 	op.who.kill_suid = req_kill_suid;
 	op.who.dropped = &dropped;
-	r = set ? 0 : empty_setattr(req, &op, ino);
-	if (!r)
+	r = 0;
+	if (!set && (r = empty_setattr(req, ino)) >= 0) {
+		op.who.kill_priv = r == 1;
+		op.who.kill_suid = true;
+	}
+	if (r >= 0)
 		r = e2_setattr(D.fs, &op.who, in_ino(ino), attr, set, &st);
 	leave(&op, "setattr");
 	if (dropped)
@@ -819,10 +824,11 @@ static int caller_chown_none(pid_t tid)
  * caller (e2_kill_priv()), and is refused (EPERM) to a caller who is not
  * the owner and lacks CAP_FOWNER when it would drop one: Linux turns the
  * drop into a mode change, which only the owner may make.  Any other call
- * drops nothing here.  When the call cannot be read (a daemon not allowed
- * to trace its caller), the bits go only where both would drop them: for
- * the owner without CAP_FSETID.  0 or -errno. */
-static int empty_setattr(fuse_req_t req, struct req_op *op, fuse_ino_t ino)
+ * drops nothing.  When the call cannot be read (a daemon not allowed to
+ * trace its caller), the bits go only where both would drop them: for
+ * the owner without CAP_FSETID.  1 to drop them (e2_setattr() does, under
+ * the change's lock), 0 not to, or -errno. */
+static int empty_setattr(fuse_req_t req, fuse_ino_t ino)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	char buf[16384];
@@ -848,9 +854,9 @@ static int empty_setattr(fuse_req_t req, struct req_op *op, fuse_ino_t ino)
 		if (!owner &&
 		    (e2_setid_kill(st.st_mode) || ((st.st_mode & S_ISGID) && !in_group && !fsetid)))
 			return -EPERM;
-		return kill_priv(op, ino, true, E2_SAME_GID);
+		return 1;
 	}
-	return owner && !fsetid ? kill_priv(op, ino, true, E2_SAME_GID) : 0;
+	return owner && !fsetid;
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -870,6 +876,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		struct req_op op;
 		struct stat attr, st;
 		unsigned set = E2_SET_SIZE | E2_SET_MTIME_NOW;
+		bool dropped = false;
 
 		memset(&attr, 0, sizeof(attr));
 		/* The kernel drops the mode change of its own truncate when
@@ -880,11 +887,15 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if (!v2 && drop_suid_mode(req, mode, &attr.st_mode))
 			set |= E2_SET_MODE;
 		enter(req, &op);
-		/* (ctime: the same clock reading as mtime) */
-		r = v2 ? kill_priv(&op, ino, req_kill_suid, E2_SAME_GID) : 0;
-		if (!r)
-			r = e2_setattr(D.fs, &op.who, e2ino, &attr, set, &st);
+		/* (the drop inside the truncate, after its checks; ctime: the
+		 * same clock reading as mtime) */
+		op.who.kill_priv = v2;
+		op.who.kill_suid = req_kill_suid;
+		op.who.dropped = &dropped;
+		r = e2_setattr(D.fs, &op.who, e2ino, &attr, set, &st);
 		leave(&op, "open");
+		if (dropped)
+			forget_mode(ino);
 		r = sync_after(req, ino, false, r);
 		if (r < 0) {
 			e2_release_inode(D.fs, e2ino);

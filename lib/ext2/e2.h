@@ -267,8 +267,9 @@ enum e2_setattr_flags {
 };
 /* Change the attributes named in `set` to those in *attr; *st receives the
  * result.  A size change truncates or extends (holes read as zeros).  A
- * size, owner or group change drops what who->kill_priv asks (as a write
- * does), once the change has passed its checks. */
+ * size, owner or group change, and an empty set (chown(f, -1, -1)), drop
+ * what who->kill_priv asks (as a write does), once the change has passed
+ * its checks. */
 int e2_setattr(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, const struct stat *attr,
 	       unsigned set, struct stat *st);
 

@@ -743,7 +743,7 @@ int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_
 	struct e2_deps ddeps = {0}, all = {0};
 	struct patch *ipp = NULL, *lf = NULL;
 	uint8_t *tmp = fs->wtmp;
-	uint64_t maxb = e2_max_lblk(fs) * fs->bs, end, pos, oldsize = e2_isize(&ip->d), past;
+	uint64_t maxb = e2_max_size(fs), end, pos, oldsize = e2_isize(&ip->d), past;
 	size_t done = 0;
 	uint32_t nnew;
 	int r = 0, stop_r = 0;
@@ -1458,7 +1458,7 @@ int e2_truncate_locked(struct e2fs *fs, struct e2_inode *ip, uint64_t size)
 
 	if (fs->ro)
 		return -EROFS;
-	if (size > e2_max_lblk(fs) * fs->bs)
+	if (size > e2_max_size(fs))
 		return -EFBIG;
 	nw = ip->d;
 	if (size >= old) {

@@ -142,7 +142,7 @@ int e2_falloc(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, bool k
 	r = check_range(fs, off, len, &end);
 	if (r)
 		return r;
-	if (end > e2_max_lblk(fs) * fs->bs)
+	if (end > e2_max_size(fs))
 		return -EFBIG;
 	e2_lock_caller(fs, who);
 	r = e2_get_file(fs, ino, &ip);

@@ -40,15 +40,16 @@ int e2_setattr(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, const
 			r = -EINVAL;
 			goto out;
 		}
-		if ((uint64_t)attr->st_size > e2_max_lblk(fs) * fs->bs) {
+		if ((uint64_t)attr->st_size > e2_max_size(fs)) {
 			r = -EFBIG;
 			goto out;
 		}
 	}
 	/* The caller's drop comes after every check, as Linux's
 	 * setattr_prepare() refuses a change before anything moves, and
-	 * before the change itself, whose new mode it leaves. */
-	if (who && who->kill_priv && (set & (E2_SET_SIZE | E2_SET_UID | E2_SET_GID))) {
+	 * before the change itself, whose new mode it leaves.  An empty set
+	 * is chown(f, -1, -1), which drops as a chown does. */
+	if (who && who->kill_priv && (!set || (set & (E2_SET_SIZE | E2_SET_UID | E2_SET_GID)))) {
 		r = e2_kill_priv_locked(fs, ip, who->kill_suid,
 					set & E2_SET_GID ? attr->st_gid : E2_SAME_GID);
 		if (r < 0)
@@ -274,7 +275,7 @@ ssize_t e2_write(struct e2fs *fs, const struct e2_caller *who, uint32_t ino, con
 		r = 0;
 		goto out;
 	}
-	if ((uint64_t)off >= e2_max_lblk(fs) * fs->bs) {
+	if ((uint64_t)off >= e2_max_size(fs)) {
 		r = -EFBIG;
 		goto out;
 	}

@@ -525,6 +525,11 @@ struct e2_bcursor {
 int e2_bmap_cur(struct e2fs *fs, struct e2_inode *ip, uint64_t lblk, uint32_t *pblk,
 		struct e2_bcursor *cur);
 uint64_t e2_max_lblk(const struct e2fs *fs);
+/* The largest file's size in bytes. */
+static inline uint64_t e2_max_size(const struct e2fs *fs)
+{
+	return e2_max_lblk(fs) * fs->bs;
+}
 int e2_write_locked(struct e2fs *fs, struct e2_inode *ip, const void *buf, size_t size,
 		    uint64_t off, bool dir, struct e2_deps *extra, struct patch **linked);
 int e2_truncate_locked(struct e2fs *fs, struct e2_inode *ip, uint64_t size);
