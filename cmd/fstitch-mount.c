@@ -1398,11 +1398,6 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	reply_err(req, r, "removexattr");
 }
 
-/* fallocate: mode 0 (allocate zeroed blocks, grow the size),
- * FALLOC_FL_KEEP_SIZE inside the file, and FALLOC_FL_PUNCH_HOLE (which
- * always comes with KEEP_SIZE).  Every other mode is EOPNOTSUPP: glibc's
- * posix_fallocate and the tools fall back to writing, and the kernel
- * passes the error on as it is. */
 /* Set the inode flags (FS_IOC_SETFLAGS) to the int in in_buf. */
 static void set_flags(fuse_req_t req, uint32_t e2ino, const void *in_buf, size_t in_bufsz)
 {
@@ -1417,8 +1412,9 @@ static void set_flags(fuse_req_t req, uint32_t e2ino, const void *in_buf, size_t
 	}
 	memcpy(&v, in_buf, sizeof(v));
 	r = e2_getattr(D.fs, e2ino, &st);
-	/* the owner or root may set them; the immutable and append-only
-	 * flags need CAP_LINUX_IMMUTABLE */
+	/* the owner or root may set them (the kernel has already refused a
+	 * caller who is neither the owner nor holds CAP_FOWNER); the
+	 * immutable and append-only flags need CAP_LINUX_IMMUTABLE */
 	if (!r && ctx->uid != 0 && ctx->uid != st.st_uid)
 		r = -EPERM;
 	if (!r) {
@@ -1481,6 +1477,14 @@ static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg
 	fuse_reply_ioctl(req, 0, &fx, sizeof(fx));
 }
 
+/* fallocate: mode 0 (allocate zeroed blocks, grow the size),
+ * FALLOC_FL_KEEP_SIZE inside the file, and FALLOC_FL_PUNCH_HOLE (which
+ * always comes with KEEP_SIZE).  Every other mode is EOPNOTSUPP: glibc's
+ * posix_fallocate and the tools fall back to writing, and the kernel
+ * passes the error on as it is.  The set-ID bits and the capability go
+ * first, before the module's own checks, as Linux's ext4 drops them
+ * before it refuses a preallocation or finds a hole past the end
+ * (design.md §4). */
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
 			 struct fuse_file_info *fi)
 {
