@@ -91,6 +91,11 @@ make_image() {
 	"$mkfs" -q -F "$@" "$img" "$size"
 }
 
+# fs_state IMAGE: dumpe2fs's "Filesystem state" value.
+fs_state() {
+	dumpe2fs -h "$1" 2>/dev/null | sed -n 's/^Filesystem state: *//p'
+}
+
 # make_stock_image PATH SIZE [mke2fs options...]: the same with stock mke2fs,
 # for tests that must not depend on fstitch-mkfs.  The type is ext2 unless
 # the options name another with -t.

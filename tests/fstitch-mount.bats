@@ -1287,11 +1287,6 @@ corrupt_image() {
 	debugfs -w -R 'sif f block[2] 99999999' "$IMG" >/dev/null 2>&1
 }
 
-# fs_state IMAGE: dumpe2fs's "Filesystem state" value.
-fs_state() {
-	dumpe2fs -h "$1" 2>/dev/null | sed -n 's/^Filesystem state: *//p'
-}
-
 @test "errors=continue: the corruption marks the superblock with errors, changes go on" {
 	corrupt_image
 	assert_equal "$(fs_state "$IMG")" clean

@@ -607,6 +607,51 @@ kill_with_open_orphan() {
 	assert_success
 }
 
+@test "a journaled mount keeps the file system marked clean, as Linux's ext3 does: a crash needs only a replay" {
+	need_kernel_ext3
+	make_stock_image "$SCRATCH/e3.img" 16M -t ext3 -b 1024
+	cp "$SCRATCH/e3.img" "$SCRATCH/k.img"
+	# Linux's ext3, mounted and with a commit on disk
+	mkdir -p "$SCRATCH/kmnt"
+	mount -t ext3 -o loop "$SCRATCH/k.img" "$SCRATCH/kmnt"
+	track_mount "$SCRATCH/kmnt" kernel
+	seq 1000 >"$SCRATCH/kmnt/f"
+	sync "$SCRATCH/kmnt/f"
+	local kern
+	kern=$(fs_state "$SCRATCH/k.img")
+	umount "$SCRATCH/kmnt"
+	assert_equal "$kern" clean
+	fstitch_mount_start "$SCRATCH/e3.img" "$MNT"
+	seq 1000 >"$MNT/f"
+	sync "$MNT/f"
+	needs_recovery "$SCRATCH/e3.img"
+	assert_equal "$(fs_state "$SCRATCH/e3.img")" "$kern"
+	kill -KILL "$FSTITCH_MOUNT_PID"
+	fstitch_mount_stop "$MNT" || :
+	cp "$SCRATCH/e3.img" "$SCRATCH/again.img"
+	# e2fsck -p, as at boot: it replays the log and checks nothing more
+	run -0 e2fsck -p "$SCRATCH/e3.img"
+	assert_output --partial "recovering journal"
+	refute_output --partial "check forced"
+	run -0 e2fsck -fn "$SCRATCH/e3.img"
+	# and the next mount replays it without a warning
+	fstitch_mount_start "$SCRATCH/again.img" "$MNT"
+	cmp <(seq 1000) "$MNT/f"
+	fstitch_mount_stop "$MNT"
+	run -0 cat "$FSTITCH_MOUNT_LOG"
+	assert_line --partial "journal replayed: 1 transactions"
+	refute_output --partial "not cleanly unmounted"
+	assert_equal "$(fs_state "$SCRATCH/again.img")" clean
+	# soft updates, which can leave leaks, mark the same kind of image
+	# unclean while mounted, as Linux's ext2 does
+	make_stock_image "$SCRATCH/su.img" 16M -t ext3 -b 1024
+	fstitch_mount_start "$SCRATCH/su.img" "$MNT" -o consistency=softupdates
+	echo x >"$MNT/f"
+	assert_equal "$(fs_state "$SCRATCH/su.img")" "not clean"
+	fstitch_mount_stop "$MNT"
+	assert_equal "$(fs_state "$SCRATCH/su.img")" clean
+}
+
 @test "kill -9 with a removed file open: the next mount frees it from the orphan list" {
 	make_stock_image "$SCRATCH/e3.img" 16M -t ext3 -b 1024
 	local free0

@@ -524,28 +524,34 @@ static size_t tab_size(uint64_t n)
 static int mount_rw(struct e2fs *fs)
 {
 	uint16_t state = le16toh(fs->sb.s_state);
+	bool journal = fs->opts.consistency == CONSISTENCY_JOURNAL ||
+		       fs->opts.consistency == CONSISTENCY_JOURNAL_DATA;
 	int r;
 
 	fs->mount_state = state;
-	fs->sb.s_state = htole16(state & ~EXT2_VALID_FS);
 	fs->sb.s_mnt_count = htole16(le16toh(fs->sb.s_mnt_count) + 1);
 	fs->sb.s_mtime = htole32(e2_now());
 	r = sb_write(fs, SB_RANGE(s_mtime, s_wtime), NULL);
 	if (!r)
 		r = sb_write(fs, SB_RANGE(s_mnt_count, s_mnt_count), NULL);
 	if (!r)
-		r = sb_write(fs, SB_RANGE(s_state, s_state), NULL);
-	if (!r)
 		r = e2_sb_write_counts(fs);
 	if (r)
 		return r;
-	/* The unclean mark must be on disk before any other change is.
-	 * Under a journal every change reaches its place only after a
-	 * commit block, which waits for needs_recovery in the same block:
-	 * the mark goes with it, not in a round of its own. */
-	if (fs->opts.consistency == CONSISTENCY_JOURNAL ||
-	    fs->opts.consistency == CONSISTENCY_JOURNAL_DATA)
+	/* Under a journal the file system stays marked clean, as Linux's
+	 * ext3 leaves it: needs_recovery, set before the first commit block
+	 * can reach the disk, says that the log is to be replayed, and a
+	 * replayed log leaves nothing for e2fsck to check (nor for the next
+	 * mount to warn of).  Every change reaches its place only after a
+	 * commit block, so nothing here needs a round of its own. */
+	if (journal)
 		return 0;
+	/* Without one, the unclean mark must be on disk before any other
+	 * change is. */
+	fs->sb.s_state = htole16(state & ~EXT2_VALID_FS);
+	r = sb_write(fs, SB_RANGE(s_state, s_state), NULL);
+	if (r)
+		return r;
 	return cache_sync(fs->c);
 }
 
