@@ -266,7 +266,9 @@ int patch_where(struct cache *c, const struct patch *p, uint64_t *blkno, uint32_
  * discarded; 0 if nothing was done (the block is not cached, clean,
  * referenced, in flight, was written in a failed round, may wait for a
  * held patch, or something else needs its data on disk), in which case it
- * is written as usual; never fails.  With CONSISTENCY_NONE nothing is
+ * is written as usual; never fails.  A clean block that nothing uses
+ * leaves the cache (0 too: it had nothing to discard), whatever clear,
+ * except under a transaction.  With CONSISTENCY_NONE nothing is
  * discarded (the baseline writes what ext2 mounted async would). */
 int cache_discard(struct cache *c, uint64_t blkno, struct patch *clear);
 

@@ -349,11 +349,25 @@ int cache_discard(struct cache *c, uint64_t blkno, struct patch *clear)
 	if (!c)
 		return 0;
 	cache_lock(c, &taken);
-	if (c->opts.consistency == CONSISTENCY_NONE || !clear || (clear->flags & PF_COMMITTED))
+	if (c->opts.consistency == CONSISTENCY_NONE)
+		goto out;
+	/* A freed block that is clean holds what the disk holds, and nothing
+	 * reads a freed block (a reuse initialises it): its buffer goes back
+	 * for the next block at once, rather than stay on the clean list
+	 * until the cache is full.  Under soft updates a freed block is not
+	 * handed out again until its free is durable, so new blocks take new
+	 * buffers: PostMark's cache grew to its limit, each new 2 MiB chunk
+	 * a page fault the host fills with zeros.  (Not under a
+	 * transaction, whose checkpoint may still write the block home.) */
+	b = cache_find_locked(c, blkno);
+	if (b && !c->txn && idle_clean(b) && !(b->flags & BF_READY)) {
+		block_drop(c, b);
+		goto out;
+	}
+	if (!clear || (clear->flags & PF_COMMITTED))
 		goto out;
 	if (clear != c->dclear)
 		retry_reset(c, NULL);
-	b = cache_find_locked(c, blkno);
 	ret = discard_one(c, b, clear);
 	if (!ret) {
 		/* (discard_one() changes nothing when it fails: b is live) */
