@@ -178,22 +178,17 @@ class Run:
 
     def both(self, what, fn, *args):
         """Do fn(root, *args) in A and in B and compare the outcomes."""
-        ra, rb = self.pair(fn, self.root[0], self.root[1], *args)
+        return self.fds(what, fn, (self.root[0], self.root[1], None), *args)
+
+    def fds(self, what, fn, h, *args):
+        """The same with h's two objects (h[2] names them, or None)."""
+        ra, rb = self.pair(fn, h[0], h[1], *args)
+        what += "" if h[2] is None else " on %s" % h[2]
         if self.trace:
             print(self.step, "uid %d" % self.who[0], what, show(args), rb, file=sys.stderr)
         if ra != rb:
             raise Differ("%s %s as uid %d: fstitch %r, reference %r" %
                          (what, show(args), self.who[0], ra, rb))
-        return rb
-
-    def fds(self, what, fn, h, *args):
-        ra, rb = self.pair(fn, h[0], h[1], *args)
-        if self.trace:
-            print(self.step, "uid %d" % self.who[0], what, h[2], show(args), rb,
-                  file=sys.stderr)
-        if ra != rb:
-            raise Differ("%s on %s %s as uid %d: fstitch %r, reference %r" %
-                         (what, h[2], show(args), self.who[0], ra, rb))
         return rb
 
     def one(self):
@@ -293,8 +288,26 @@ class Run:
             self.both("chmod", lambda r, p, m: os.chmod(j(r, p), m), self.anypath(ents), mode)
         elif op == "chown":
             uid, gid = rng.choice([0, 1000, -1]), rng.choice([0, 1000, -1])
-            self.both("chown", lambda r, p, u, g: os.lchown(j(r, p), u, g),
-                      self.anypath(ents), uid, gid)
+            how = rng.choice(["lchown", "lchown", "fchown", "fchownat"])
+
+            # the three calls the daemon tells chown(f, -1, -1) by (through
+            # an open file, and by name from a directory descriptor)
+            def chown(r, p, u, g, how):
+                if how == "lchown":
+                    return os.lchown(j(r, p), u, g)
+                if how == "fchownat":
+                    d = os.open(os.path.dirname(j(r, p)), os.O_RDONLY | os.O_DIRECTORY)
+                    try:
+                        return os.chown(os.path.basename(p), u, g, dir_fd=d,
+                                        follow_symlinks=False)
+                    finally:
+                        os.close(d)
+                fd = os.open(j(r, p), os.O_RDONLY | NB)
+                try:
+                    return os.fchown(fd, u, g)
+                finally:
+                    os.close(fd)
+            self.both("chown", chown, self.anypath(ents), uid, gid, how)
         elif op == "utime":
             # a set time needs the owner, the time now only write access
             t = rng.randrange(1 << 31) * 1000000000 + rng.randrange(1000000000)
