@@ -60,6 +60,52 @@ static uint32_t find_zero(const uint8_t *map, uint32_t start, uint32_t end)
 	return end;
 }
 
+/* find_zero() in the union of map and also (NULL: map alone). */
+static uint32_t find_zero2(const uint8_t *map, const uint8_t *also, uint32_t start, uint32_t end)
+{
+	uint32_t i = start;
+
+	if (!also)
+		return find_zero(map, start, end);
+	while (i < end) {
+		uint8_t m = map[i >> 3] | also[i >> 3];
+
+		if ((i & 7) == 0 && m == 0xff) {
+			i += 8;
+			continue;
+		}
+		if (!(m & (1u << (i & 7))))
+			return i;
+		i++;
+	}
+	return end;
+}
+
+/* gr's map of the bits a search found pending while the commit generation
+ * was gen, emptied when it has moved on; NULL without memory (the search
+ * then looks every free bit up, as it would anyway). */
+static uint8_t *pend_map(struct e2_group *gr, uint64_t gen)
+{
+	size_t n = (gr->nblocks + 7) / 8;
+
+	if (!gr->pmap) {
+		gr->pmap = calloc(1, n);
+		gr->pmap_gen = gen;
+	} else if (gr->pmap_gen != gen) {
+		memset(gr->pmap, 0, n);
+		gr->pmap_gen = gen;
+	}
+	return gr->pmap;
+}
+
+void e2_groups_free(struct e2fs *fs)
+{
+	for (uint32_t g = 0; fs->g && g < fs->ngroups; g++)
+		free(fs->g[g].pmap);
+	free(fs->g);
+	fs->g = NULL;
+}
+
 /* Flip bit of bitmap block b (held) in one patch, after dep (NULL: none). */
 static int flip_in(struct e2fs *fs, struct cblock *b, uint32_t bit, struct patch *dep,
 		   struct patch **out)
@@ -113,6 +159,7 @@ static int balloc_group(struct e2fs *fs, uint32_t g, uint32_t from, int reuse, u
 	struct cblock *b;
 	uint32_t i, skipped = 0, run = UINT32_MAX;
 	uint64_t gen = 0;
+	uint8_t *pm = NULL;
 	bool memo_ok, memo = false, whole = true;
 	int r;
 
@@ -137,13 +184,18 @@ static int balloc_group(struct e2fs *fs, uint32_t g, uint32_t from, int reuse, u
 	if (memo_ok) {
 		gen = cache_commits(fs->c) + (e2_journaling(fs) ? e2_jtid(fs) : 0);
 		memo = gr->pend_gen == gen && gr->pend_hi > gr->pend_lo;
+		/* Pending frees scattered through the group (files deleted
+		 * here and there) make many runs, of which the memo holds one:
+		 * every bit found pending is also marked in a map of the
+		 * group's, which the search then skips a byte at a time. */
+		pm = pend_map(gr, gen);
 	}
 	for (int pass = 0; pass < 2; pass++) {
 		uint32_t start = pass ? 0 : from, end = pass ? from : gr->nblocks;
 
 		run = UINT32_MAX;
-		for (i = find_zero(cblock_data(b), start, end); i < end;
-		     i = find_zero(cblock_data(b), i + 1, end)) {
+		for (i = find_zero2(cblock_data(b), pm, start, end); i < end;
+		     i = find_zero2(cblock_data(b), pm, i + 1, end)) {
 			if (!e2_block_ok(fs, gr->first + i))
 				continue;
 			if (memo && i >= gr->pend_lo && i < gr->pend_hi) {
@@ -160,6 +212,8 @@ static int balloc_group(struct e2fs *fs, uint32_t g, uint32_t from, int reuse, u
 				}
 				goto found;
 			}
+			if (pm)
+				pm[i >> 3] |= (uint8_t)(1u << (i & 7));
 			if (run == UINT32_MAX)
 				run = i;
 			/* Many pending frees (after an rm -rf) must not make

@@ -154,6 +154,9 @@ struct e2_group {
 				    * free but pending frees, */
 	uint64_t pend_gen;	   /* ... while cache_commits() (plus the
 				    * running tid under a journal) was this */
+	uint8_t *pmap;		   /* bits a block search found pending (or
+				    * NULL), */
+	uint64_t pmap_gen;	   /* ... while the generation was this */
 	uint32_t first, nblocks;   /* blocks of the group */
 };
 
@@ -613,6 +616,8 @@ int e2_check_name(const char *name, size_t *len);
 int e2_check_change(const struct e2fs *fs, const char *name, size_t *len);
 bool e2_dot_or_dotdot(const char *name);
 int e2_get_live(struct e2fs *fs, uint32_t ino, struct e2_inode **out);
+/* Free fs->g and what its groups hold. */
+void e2_groups_free(struct e2fs *fs);
 /* e2_kill_priv() of ip, under the lock. */
 int e2_kill_priv_locked(struct e2fs *fs, struct e2_inode *ip, bool suid, gid_t to_gid);
 int e2_get_dir(struct e2fs *fs, uint32_t ino, struct e2_inode **out);

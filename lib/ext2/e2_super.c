@@ -582,7 +582,7 @@ static void fs_free(struct e2fs *fs)
 	if (fs->c)
 		cache_destroy(fs->c);
 	bdev_destroy(fs->dev);
-	free(fs->g);
+	e2_groups_free(fs);
 	free(fs->scratch);
 	free(fs->orph);
 	pthread_mutex_destroy(&fs->lock);
@@ -703,8 +703,7 @@ static void unload_fs(struct e2fs *fs)
 {
 	cache_destroy(fs->c);
 	fs->c = NULL;
-	free(fs->g);
-	fs->g = NULL;
+	e2_groups_free(fs);
 	free(fs->scratch);
 	fs->scratch = NULL;
 }
