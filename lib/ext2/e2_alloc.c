@@ -43,32 +43,14 @@ static int freed_level(struct e2fs *fs, uint64_t key);
 static bool freed_any(const struct e2fs *fs);
 static int max_level(const struct e2fs *fs);
 
-/* First zero bit in [start, end) of a bitmap, or end. */
-static uint32_t find_zero(const uint8_t *map, uint32_t start, uint32_t end)
+/* First bit in [start, end) that is zero in a bitmap and, unless also is
+ * NULL, in also too; or end. */
+static uint32_t find_zero(const uint8_t *map, const uint8_t *also, uint32_t start, uint32_t end)
 {
 	uint32_t i = start;
 
 	while (i < end) {
-		if ((i & 7) == 0 && map[i >> 3] == 0xff) {
-			i += 8;
-			continue;
-		}
-		if (!(map[i >> 3] & (1u << (i & 7))))
-			return i;
-		i++;
-	}
-	return end;
-}
-
-/* find_zero() in the union of map and also (NULL: map alone). */
-static uint32_t find_zero2(const uint8_t *map, const uint8_t *also, uint32_t start, uint32_t end)
-{
-	uint32_t i = start;
-
-	if (!also)
-		return find_zero(map, start, end);
-	while (i < end) {
-		uint8_t m = map[i >> 3] | also[i >> 3];
+		uint8_t m = map[i >> 3] | (also ? also[i >> 3] : 0);
 
 		if ((i & 7) == 0 && m == 0xff) {
 			i += 8;
@@ -194,8 +176,8 @@ static int balloc_group(struct e2fs *fs, uint32_t g, uint32_t from, int reuse, u
 		uint32_t start = pass ? 0 : from, end = pass ? from : gr->nblocks;
 
 		run = UINT32_MAX;
-		for (i = find_zero2(cblock_data(b), pm, start, end); i < end;
-		     i = find_zero2(cblock_data(b), pm, i + 1, end)) {
+		for (i = find_zero(cblock_data(b), pm, start, end); i < end;
+		     i = find_zero(cblock_data(b), pm, i + 1, end)) {
 			if (!e2_block_ok(fs, gr->first + i))
 				continue;
 			if (memo && i >= gr->pend_lo && i < gr->pend_hi) {
@@ -579,8 +561,8 @@ static int ialloc_group(struct e2fs *fs, uint32_t g, bool dir, int reuse, uint32
 	for (int pass = 0; !dir && pass < 2; pass++) {
 		uint32_t s = pass ? 0 : start, e = pass ? start : fs->ipg;
 
-		for (i = find_zero(cblock_data(b), s, e); i < e;
-		     i = find_zero(cblock_data(b), i + 1, e)) {
+		for (i = find_zero(cblock_data(b), NULL, s, e); i < e;
+		     i = find_zero(cblock_data(b), NULL, i + 1, e)) {
 			enum slot sl;
 
 			if (g * fs->ipg + i + 1 < fs->first_ino)
