@@ -611,11 +611,11 @@ PG_PRE='
 		printf 'install:\n\tmkdir -p inst && cp prog inst/prog\n' >Makefile
 		echo binary >prog" '
 		cat /mnt/inst/prog >"$WORK/prog"
-		cd /mnt && '"$FSTITCH_TOOLS"'/pgstatus 1 >"$WORK/status"'
+		cd /mnt && '"$FSTITCH_TOOLS"'/pgstatus "$g" >"$WORK/status"'
 	assert_equal "$(cat "$WORK/prog")" binary
 	run cat "$WORK/status"
-	assert_output --regexp '^id=1 .* state=([a-z]+,)*closed'
-	assert_output --regexp ' changes=[1-9]' 
+	assert_output --regexp '^id=[1-9][0-9]* .* state=([a-z]+,)*closed'
+	assert_output --regexp ' changes=[1-9]'
 }
 
 @test "pgcreate(1) example: a group ordered after \$prev" {
@@ -641,13 +641,17 @@ PG_PRE='
 }
 
 @test "pgdepend(1) shows the message of a refused dependency word for word" {
-	# "cannot add dependency 12 -> 9: group 12 is engaged": groups 1 to 12,
-	# and 12 engaged by the pgrun that runs pgdepend
-	local want
-	want=$(cat "$(example pgdepend.1.1)")
+	# "cannot add dependency 12 -> 9: group 12 is engaged": twelve groups,
+	# the twelfth engaged by the pgrun that runs pgdepend.  The page's ids
+	# are the groups' places: a mount's ids start at its start time.
+	local want g
 	in_ns pgdepend.1.1 "$PG_PRE
-		for i in \$(seq 12); do pgcreate >/dev/null; done
-		pgrun --group 12 -- pgdepend 12 9 2>\"$WORK/err\" && exit 98" '' /dev/null
+		for i in \$(seq 12); do pgcreate; done >\"$WORK/ids\"
+		g12=\$(sed -n 12p \"$WORK/ids\") g9=\$(sed -n 9p \"$WORK/ids\")
+		pgrun --group \"\$g12\" -- pgdepend \"\$g12\" \"\$g9\" 2>\"$WORK/err\" && exit 98" '' /dev/null
+	mapfile -t g <"$WORK/ids"
+	assert_equal "${#g[@]}" 12
+	want=$(sed -e "s/\<12\>/${g[11]}/g" -e "s/\<9\>/${g[8]}/g" "$(example pgdepend.1.1)")
 	assert_equal "$(cat "$WORK/err")" "$want"
 }
 

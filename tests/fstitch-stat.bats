@@ -210,8 +210,8 @@ json_get() {
 		"$SCRATCH/g.json"
 	jq -e '.groups.known >= 2 and .groups.sealed >= 1 and .groups.open >= 2' "$SCRATCH/g.json"
 	run -0 "$STAT" --groups
-	assert_line --regexp "^ +$a +[0-9]+ +open,sealed "
-	assert_line --regexp "^ +$b +[0-9]+ +open,released "
+	assert_line --regexp "^ *$a +[0-9]+ +open,sealed "
+	assert_line --regexp "^ *$b +[0-9]+ +open,released "
 	# Closed groups say so (until they are durable and forgotten).
 	"$PGCLOSE" "$b"
 	run -0 "$STAT" --groups --json

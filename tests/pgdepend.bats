@@ -13,6 +13,10 @@ teardown() {
 	pg_teardown
 }
 
+# An id no daemon hands out (ids start at the daemon's start time in
+# microseconds, design.md §5).
+NOID=9223372036854775807
+
 # refused BEFORE AFTER WHY: pgdepend refuses with exit 1, says WHY, and
 # neither group changes.
 refused() {
@@ -86,8 +90,33 @@ refused() {
 
 @test "unknown groups are refused, naming the unknown one" {
 	a=$("$PGCREATE")
-	refused 9999 "$a" "group 9999 does not exist"
-	refused "$a" 9999 "group 9999 does not exist"
+	refused "$NOID" "$a" "group $NOID does not exist"
+	refused "$a" "$NOID" "group $NOID does not exist"
+}
+
+@test "an id of an earlier mount names a group that is over, never one of this mount" {
+	# A script that kept an id across a remount (or a daemon restart)
+	# must not have its next group wait for, or be refused because of, a
+	# group of the new mount that happens to take the same number.
+	a=$("$PGRUN" --print-id -- sh -c 'echo old >f')
+	cd /
+	fstitch_mount_stop "$MNT"
+	fstitch_mount_start "$IMG" "$MNT"
+	cd "$MNT"
+	# the new mount's first group, open
+	b=$("$PGCREATE")
+	[ "$b" -gt "$a" ]
+	# the old id adds no order: it is not the new mount's group
+	c=$("$PGRUN" --print-id --after "$a" -- sh -c 'echo new >f')
+	run -0 "$PGSTATUS" "$c"
+	assert_output --regexp ' befores=0 '
+	run -0 "$PGSTATUS" "$a"
+	assert_output --regexp 'state=.*retired'
+	run -0 "$PGSYNC" "$a"
+	run -0 "$PGDEPEND" "$a" "$b"
+	run -0 "$PGSTATUS" "$b"
+	assert_output --regexp ' befores=0 '
+	assert_equal "$(cat f)" new
 }
 
 @test "an after that already has afters is refused" {
@@ -159,8 +188,8 @@ refused() {
 	b=$("$PGCREATE")
 	"$PGDEPEND" "$a" "$b"
 	before=$("$PGSTATUS" --summary)
-	run -1 --separate-stderr "$PGCREATE" --after 9999
-	assert_regex "$stderr" "^pgcreate: cannot add dependency 9999 -> [0-9]+: group 9999 does not exist$"
+	run -1 --separate-stderr "$PGCREATE" --after "$NOID"
+	assert_regex "$stderr" "^pgcreate: cannot add dependency $NOID -> [0-9]+: group $NOID does not exist$"
 	assert_equal "$output" ""
 	# the group it made was closed again: nothing open was added
 	run -0 "$PGSTATUS" "$(pg_last_id)"
@@ -193,8 +222,8 @@ refused() {
 	run -0 "$PGCLOSE" "$a"
 	run -0 "$PGSYNC" "$a"
 	run -0 "$PGSYNC" "$a"
-	run -1 --separate-stderr "$PGSYNC" 9999
-	assert_equal "$stderr" "pgsync: cannot sync group 9999: group 9999 does not exist"
+	run -1 --separate-stderr "$PGSYNC" "$NOID"
+	assert_equal "$stderr" "pgsync: cannot sync group $NOID: group $NOID does not exist"
 }
 
 @test "a dead daemon is reported by every patchgroup command as gone" {
@@ -259,11 +288,11 @@ refused() {
 }
 
 @test "pgsync and pgclose name the group they could not handle" {
-	run -1 --separate-stderr "$PGSYNC" 9999
-	assert_equal "$stderr" "pgsync: cannot sync group 9999: group 9999 does not exist"
+	run -1 --separate-stderr "$PGSYNC" "$NOID"
+	assert_equal "$stderr" "pgsync: cannot sync group $NOID: group $NOID does not exist"
 	a=$("$PGCREATE")
-	run -1 --separate-stderr "$PGCLOSE" "$a" 9999
-	assert_equal "$stderr" "pgclose: cannot close group 9999: group 9999 does not exist"
+	run -1 --separate-stderr "$PGCLOSE" "$a" "$NOID"
+	assert_equal "$stderr" "pgclose: cannot close group $NOID: group $NOID does not exist"
 	run -0 "$PGSTATUS" "$a"
 	assert_output --partial closed
 }

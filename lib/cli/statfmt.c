@@ -215,13 +215,13 @@ static void text_groups(FILE *f, const struct insp_snap *s)
 		fprintf(f, "(no patchgroups)\n");
 		return;
 	}
-	fprintf(f, "%8s %6s  %-26s %7s %7s %6s %8s %8s\n", "ID", "OWNER", "STATE", "ENGAGED",
+	fprintf(f, "%16s %6s  %-26s %7s %7s %6s %8s %8s\n", "ID", "OWNER", "STATE", "ENGAGED",
 		"BEFORES", "AFTERS", "CHANGES", "PENDING");
 	for (i = 0; i < s->ngroups; i++) {
 		const struct insp_group *g = &s->groups[i];
 
 		fprintf(f,
-			"%8" PRId64 " %6" PRIu32 "  %-26s %7" PRIu32 " %7" PRIu32 " %6" PRIu32
+			"%16" PRId64 " %6" PRIu32 "  %-26s %7" PRIu32 " %7" PRIu32 " %6" PRIu32
 			" %8" PRIu64 " %8" PRIu64 "\n",
 			g->id, g->owner, group_state(st, sizeof(st), g->state, g->engaged),
 			g->engaged, g->nbefores, g->nafters, g->nchanges, g->pending);

@@ -46,7 +46,7 @@ struct pgeng {
 	pthread_mutex_t lock;
 	struct uidcount *uc; /* known groups per owner (not root) */
 	size_t nuc, capuc, uid_limit;
-	int64_t next_id;
+	int64_t first_id, next_id;
 	struct pg_group **ht;
 	size_t htsize, ngroups;
 	struct pg_group *all;
@@ -71,11 +71,19 @@ int pgeng_create(struct cache *c, struct pgeng **out)
 		return -ENOMEM;
 	}
 	e->c = c;
-	e->next_id = 1;
+	e->first_id = e->next_id = 1;
 	e->uid_limit = PG_UID_GROUPS;
 	pthread_mutex_init(&e->lock, NULL);
 	*out = e;
 	return 0;
+}
+
+void pgeng_set_first_id(struct pgeng *e, int64_t first)
+{
+	pthread_mutex_lock(&e->lock);
+	if (first > 0 && e->next_id == e->first_id)
+		e->first_id = e->next_id = first;
+	pthread_mutex_unlock(&e->lock);
 }
 
 static size_t hslot(const struct pgeng *e, int64_t id)
@@ -645,7 +653,7 @@ void pgeng_summary(struct pgeng *e, struct pg_summary *out)
 		out->sealed += g->sealed;
 		out->engaged += g->engaged > 0;
 	}
-	out->last_id = e->next_id - 1;
+	out->last_id = e->next_id > e->first_id ? e->next_id - 1 : 0;
 	out->lost = atomic_load(&e->lost);
 	pthread_mutex_unlock(&e->lock);
 }

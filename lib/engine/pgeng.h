@@ -76,6 +76,9 @@ int pgeng_create(struct cache *c, struct pgeng **out);
  * flight and no scope may still hold a group. */
 void pgeng_destroy(struct pgeng *e);
 
+/* Start the ids at first (> 0) instead of 1: before any group is made.
+ * Every id below it then names a group that is over (retired). */
+void pgeng_set_first_id(struct pgeng *e, int64_t first);
 /* A new open group owned by uid; *id > 0, never reused by this engine. */
 int pgeng_group_create(struct pgeng *e, uid_t owner, int64_t *id);
 /* A file system that journals makes everything done so far durable with

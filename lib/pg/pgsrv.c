@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include "proto/ctl.h"
 #include "inspect/inspect.h"
@@ -483,6 +484,20 @@ static void default_path(char *buf, size_t size)
 	snprintf(buf, size, "%s/fstitch-%ld.ctl", dir, (long)getpid());
 }
 
+/* The first group id of this daemon: the time in microseconds since 1970.
+ * Making a group takes a request, more than a microsecond, so an earlier
+ * daemon's ids all stay below the time it stopped: an id saved from an
+ * earlier mount names a group that is over, never one of this mount
+ * (design.md §5). */
+static int64_t first_id(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_REALTIME, &ts) < 0 || ts.tv_sec <= 0)
+		return 1;
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 int pgsrv_create(struct e2fs *fs, const char *mountpoint, const char *sockpath,
 		 const struct ctl_access *acc, struct pgsrv **out)
 {
@@ -506,6 +521,7 @@ int pgsrv_create(struct e2fs *fs, const char *mountpoint, const char *sockpath,
 	r = pgeng_create(srv->c, &srv->eng);
 	if (r < 0)
 		goto fail;
+	pgeng_set_first_id(srv->eng, first_id());
 	if (e2_journaling(fs))
 		pgeng_set_sync_hook(srv->eng, e2_commit_sync_cb, fs);
 	r = scope_tab_create(NULL, true, on_exit_cb, srv, &srv->scopes);
