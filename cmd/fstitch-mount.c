@@ -520,6 +520,25 @@ static int sync_entry(fuse_req_t req, fuse_ino_t dir, int r, const struct stat *
 	return r;
 }
 
+/* reply_err() for a change of names (name in dir, and name2 in dir2 when
+ * not NULL).  With made, the change was made and the error came after it:
+ * its sync failed (-o sync or dirsync, chattr +S or +D), or a later step
+ * did.  The kernel goes by the error and keeps what it knew of the names,
+ * the absence that the LOOKUP before a create gave or the entry an unlink
+ * or rename removed, for NEG_TIMEOUT or ENTRY_TIMEOUT, hiding the change;
+ * so they are invalidated, once the error is answered: until then the
+ * kernel holds the directories' locks, which the invalidation waits for. */
+static void reply_err_names(fuse_req_t req, int r, const char *what, bool made, fuse_ino_t dir,
+			    const char *name, fuse_ino_t dir2, const char *name2)
+{
+	reply_err(req, r, what);
+	if (r >= 0 || !made)
+		return;
+	fuse_lowlevel_notify_inval_entry(D.se, dir, name, strlen(name));
+	if (name2)
+		fuse_lowlevel_notify_inval_entry(D.se, dir2, name2, strlen(name2));
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
@@ -590,6 +609,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	struct stat st;
 	gid_t gid;
 	int r;
+	bool made;
 
 	bool acl;
 
@@ -598,12 +618,13 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	enter(req, &op);
 	if (!r)
 		r = e2_mknod(D.fs, &op.who, in_ino(parent), name, mode, rdev, ctx->uid, gid, &st);
+	made = r == 0;
 	if (!r && (r = inherit(&op.who, parent, &st, acl, &st)) < 0)
 		e2_forget(D.fs, (uint32_t)st.st_ino, 1);
 	leave(&op, "mknod");
 	r = sync_entry(req, parent, r, &st, acl);
 	if (r < 0)
-		reply_err(req, r, "mknod");
+		reply_err_names(req, r, "mknod", made, parent, name, 0, NULL);
 	else
 		reply_entry(req, &st);
 }
@@ -615,6 +636,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	struct stat st;
 	gid_t gid;
 	int r;
+	bool made;
 
 	bool acl;
 
@@ -624,12 +646,13 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	enter(req, &op);
 	if (!r)
 		r = e2_mkdir(D.fs, &op.who, in_ino(parent), name, mode, ctx->uid, gid, &st);
+	made = r == 0;
 	if (!r && (r = inherit(&op.who, parent, &st, acl, &st)) < 0)
 		e2_forget(D.fs, (uint32_t)st.st_ino, 1);
 	leave(&op, "mkdir");
 	r = sync_entry(req, parent, r, &st, acl);
 	if (r < 0)
-		reply_err(req, r, "mkdir");
+		reply_err_names(req, r, "mkdir", made, parent, name, 0, NULL);
 	else
 		reply_entry(req, &st);
 }
@@ -642,14 +665,16 @@ static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, co
 	struct stat st;
 	gid_t gid;
 	int r;
+	bool made;
 
 	new_owner(req, parent, &mode, &gid);
 	enter(req, &op);
 	r = e2_symlink(D.fs, &op.who, in_ino(parent), name, target, ctx->uid, gid, &st);
 	leave(&op, "symlink");
+	made = r == 0;
 	r = sync_entry(req, parent, r, &st, false);
 	if (r < 0)
-		reply_err(req, r, "symlink");
+		reply_err_names(req, r, "symlink", made, parent, name, 0, NULL);
 	else
 		reply_entry(req, &st);
 }
@@ -659,13 +684,15 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	struct req_op op;
 	struct stat st;
 	int r;
+	bool made;
 
 	enter(req, &op);
 	r = e2_link(D.fs, &op.who, in_ino(ino), in_ino(newparent), newname, &st);
 	leave(&op, "link");
+	made = r == 0;
 	r = sync_entry(req, newparent, r, &st, false);
 	if (r < 0)
-		reply_err(req, r, "link");
+		reply_err_names(req, r, "link", made, newparent, newname, 0, NULL);
 	else
 		reply_entry(req, &st);
 }
@@ -674,24 +701,28 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct req_op op;
 	int r;
+	bool made;
 
 	enter(req, &op);
 	r = e2_unlink(D.fs, &op.who, in_ino(parent), name);
 	leave(&op, "unlink");
+	made = r == 0;
 	r = sync_after(req, parent, true, r);
-	reply_err(req, r, "unlink");
+	reply_err_names(req, r, "unlink", made, parent, name, 0, NULL);
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct req_op op;
 	int r;
+	bool made;
 
 	enter(req, &op);
 	r = e2_rmdir(D.fs, &op.who, in_ino(parent), name);
 	leave(&op, "rmdir");
+	made = r == 0;
 	r = sync_after(req, parent, true, r);
-	reply_err(req, r, "rmdir");
+	reply_err_names(req, r, "rmdir", made, parent, name, 0, NULL);
 }
 
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
@@ -700,6 +731,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	struct req_op op;
 	unsigned f = 0;
 	int r;
+	bool made;
 
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
 		fuse_reply_err(req, EINVAL);
@@ -712,10 +744,11 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	enter(req, &op);
 	r = e2_rename(D.fs, &op.who, in_ino(parent), name, in_ino(newparent), newname, f);
 	leave(&op, "rename");
+	made = r == 0;
 	r = sync_after(req, parent, true, r);
 	if (newparent != parent)
 		r = sync_after(req, newparent, true, r);
-	reply_err(req, r, "rename");
+	reply_err_names(req, r, "rename", made, parent, name, newparent, newname);
 }
 
 /* Whether thread tid holds capability cap, by its /proc/TID/status. */
@@ -920,6 +953,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	uint32_t ino;
 	gid_t gid;
 	int r;
+	bool made;
 	bool acl;
 	/* (O_TMPFILE, from note_request(): no name, and no entry to sync) */
 	bool unnamed = req_tmpfile;
@@ -932,22 +966,22 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		r = e2_tmpfile(D.fs, &op.who, in_ino(parent), mode, ctx->uid, gid, &st);
 	else if (!r)
 		r = e2_mknod(D.fs, &op.who, in_ino(parent), name, mode, 0, ctx->uid, gid, &st);
+	made = r == 0 && !unnamed;
 	if (!r && (r = inherit(&op.who, parent, &st, acl, &st)) < 0)
 		e2_forget(D.fs, (uint32_t)st.st_ino, 1);
 	leave(&op, "create");
 	if (!unnamed)
 		r = sync_entry(req, parent, r, &st, acl);
-	if (r < 0) {
-		reply_err(req, r, "create");
-		return;
+	if (r >= 0) {
+		ino = (uint32_t)st.st_ino;
+		r = fill_entry(&e, &st);
+		if (!r)
+			r = e2_open_inode(D.fs, ino);
+		if (r < 0)
+			e2_forget(D.fs, ino, 1);
 	}
-	ino = (uint32_t)st.st_ino;
-	r = fill_entry(&e, &st);
-	if (!r)
-		r = e2_open_inode(D.fs, ino);
 	if (r < 0) {
-		e2_forget(D.fs, ino, 1);
-		reply_err(req, r, "create");
+		reply_err_names(req, r, "create", made, parent, name, 0, NULL);
 		return;
 	}
 	fi->keep_cache = 1;

@@ -269,7 +269,7 @@ workload() {
 	echo "# e2fsck: $FSCK_CLASS" >&3
 }
 
-@test "a change under dirsync that cannot reach the disk fails with EIO; the mount goes on once it can" {
+@test "a change under dirsync that cannot reach the disk fails with EIO, yet shows; the mount goes on once it can" {
 	make_stock_image "$IMG" 32M
 	# every write fails while $SCRATCH/fail exists
 	nbd_start --filter=error file "$IMG" error-pwrite-rate=100% \
@@ -279,24 +279,41 @@ workload() {
 	chattr +D "$MNT/D"
 	sync "$MNT/D" "$MNT"
 	touch "$SCRATCH/fail"
-	run touch "$MNT/D/x"
+	# (not touch(1): once its open fails, it sets the times of the file
+	# that the open made, and succeeds)
+	run sh -c ': >"$1"' _ "$MNT/D/x"
 	assert_failure
 	assert_output --partial "Input/output error"
 	rm "$SCRATCH/fail"
-	# the name was made, only not written: it is there, and the next
-	# sync of the directory writes it, as the next create's does its own
+	# the name was made, only not written: it is there, no cached
+	# absence hides it, and the next sync of the directory writes it, as
+	# the next create's does its own
+	run -0 stat -c %s "$MNT/D/x"
+	assert_output 0
 	sync "$MNT/D"
 	run -0 ls "$MNT/D"
 	assert_output x
 	touch "$MNT/D/y"
 	grep -q "fsync of inode [0-9]* failed: Input/output error" "$FSTITCH_MOUNT_LOG"
+	# a rename and an unlink the same: made, and no entry the kernel
+	# kept from before them hides that
+	touch "$SCRATCH/fail"
+	run mv "$MNT/D/x" "$MNT/D/z"
+	assert_failure
+	run rm "$MNT/D/y"
+	assert_failure
+	rm "$SCRATCH/fail"
+	run -0 stat -c %s "$MNT/D/z"
+	run ! stat "$MNT/D/x"
+	run ! stat "$MNT/D/y"
+	sync "$MNT/D"
 	# (a kill, not an unmount, whose final flush would write them anyway)
 	kill -KILL "$FSTITCH_MOUNT_PID"
 	fstitch_mount_stop "$MNT" || :
 	nbd_stop
 	run -0 debugfs -R "ls -p /D" "$IMG"
-	assert_output --regexp '/x/0/'
-	assert_output --regexp '/y/0/'
+	assert_output --regexp '/z/0/'
+	refute_output --regexp '/[xy]/0/'
 	assert_fsck_not_dangerous "$IMG"
 }
 
