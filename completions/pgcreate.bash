@@ -13,6 +13,6 @@ fi
 
 _pgcreate()
 {
-	_fstitch_pg_complete --after= --directory= --help --usage --version
+	_fstitch_pg_complete "" --after= --directory= --help --usage --version
 } &&
 	complete -F _pgcreate pgcreate

@@ -13,6 +13,6 @@ fi
 
 _pgdepend()
 {
-	_fstitch_pg_complete --directory= --help --usage --version
+	_fstitch_pg_complete known --directory= --help --usage --version
 } &&
 	complete -F _pgdepend pgdepend

@@ -42,7 +42,23 @@ _pgrun()
 		_filedir
 		return
 		;;
-	-g | --group | -a | --after | --id-fd)
+	-g | --group | -a | --after)
+		# the shared _fstitch_pg_ids, in pgclose's file next to this one
+		if ! declare -F _fstitch_pg_ids >/dev/null; then
+			local f
+			for f in "${BASH_SOURCE[0]%/*}"/pgclose{,.bash}; do
+				# shellcheck source=pgclose.bash
+				[[ -f $f ]] && . "$f" && break
+			done
+		fi
+		declare -F _fstitch_pg_ids >/dev/null || return
+		case $prev in
+		-g | --group) COMPREPLY=($(compgen -W "$(_fstitch_pg_ids engage)" -- "$cur")) ;;
+		*) COMPREPLY=($(compgen -W "$(_fstitch_pg_ids known)" -- "$cur")) ;;
+		esac
+		return
+		;;
+	--id-fd)
 		return
 		;;
 	esac

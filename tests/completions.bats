@@ -10,6 +10,12 @@ setup() {
 	common_setup
 }
 
+teardown() {
+	cd /
+	common_teardown
+	fstitch_mount_reap
+}
+
 # commands: the built commands, one per line.
 commands() {
 	local c
@@ -213,6 +219,50 @@ tab() {
 	done
 	run -0 tab 'fstitch-crash check --fsck=p'
 	assert_output 'line: fstitch-crash check --fsck=preen '
+}
+
+@test "TAB offers the group ids a patchgroup command may take, from the mount it names" {
+	local a b c
+	staged
+	make_image "$SCRATCH/fs.img" 32M
+	# no flush: the closed group keeps a change pending, so it is listed
+	fstitch_mount_start "$SCRATCH/fs.img" "$SCRATCH/mnt" -o flush_interval=86400
+	cd "$SCRATCH/mnt"
+	a=$("$FSTITCH_BIN/pgcreate")
+	b=$("$FSTITCH_BIN/pgcreate" --after "$a")
+	c=$("$FSTITCH_BIN/pgcreate")
+	"$FSTITCH_BIN/pgrun" -g "$c" -- sh -c 'echo x >f'
+	"$FSTITCH_BIN/pgclose" "$c"
+	# a: open and sealed (it has an after), b: open, c: closed
+	export PATH=$FSTITCH_BIN:$PATH
+	run -0 tab 'pgsync '
+	assert_line "candidate: $a"
+	assert_line "candidate: $b"
+	assert_line "candidate: $c"
+	run -0 tab 'pgclose '
+	assert_line "candidate: $a"
+	assert_line "candidate: $b"
+	refute_line "candidate: $c"
+	# only b may still be engaged: the one candidate is completed
+	run -0 tab 'pgrun -g '
+	assert_output "line: pgrun -g $b "
+	run -0 tab 'pgrun --group='
+	assert_output "line: pgrun --group=$b "
+	for line in 'pgrun --after=' 'pgcreate -a ' 'pgdepend '; do
+		run -0 tab "$line"
+		assert_line "candidate: $a"
+		assert_line "candidate: $c"
+	done
+	# from outside the mount: the one -C names, else none
+	cd "$SCRATCH"
+	run -0 tab "pgsync -C $SCRATCH/mnt "
+	assert_line "candidate: $b"
+	run -0 tab "pgclose --directory=$SCRATCH/mnt "
+	assert_line "candidate: $a"
+	run -0 tab 'pgsync '
+	assert_output 'line: pgsync '
+	cd /
+	fstitch_mount_stop "$SCRATCH/mnt"
 }
 
 @test "every installed command name has a completion that bash loads by that name" {
