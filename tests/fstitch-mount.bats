@@ -17,6 +17,11 @@ teardown() {
 	fstitch_mount_reap
 }
 
+# as_user CMD... and as_other CMD...: run CMD in $MNT as user and group
+# 1000, or 1001, with no supplementary groups.
+as_user() { (cd "$MNT" && setpriv --reuid 1000 --regid 1000 --clear-groups "$@"); }
+as_other() { (cd "$MNT" && setpriv --reuid 1001 --regid 1001 --clear-groups "$@"); }
+
 # new_image [SIZE] [mke2fs options...]: a fresh ext2 image in $IMG, made
 # with fstitch-mkfs when it is built, with stock mke2fs otherwise.
 new_image() {
@@ -259,7 +264,6 @@ tree_tar() {
 	# another user (working inside the mount, as the scratch directories
 	# above it are private): owns what it creates, and cannot read root's
 	# 0600 file or remove from a directory it may not write
-	as_user() { (cd "$MNT" && setpriv --reuid 1000 --regid 1000 --clear-groups "$@"); }
 	as_user sh -c 'echo mine >u'
 	assert_equal "$(stat -c '%u %g' "$MNT/u")" "1000 1000"
 	assert_equal "$(as_user cat u)" mine
@@ -285,7 +289,6 @@ tree_tar() {
 	chmod 6755 "$MNT/a" "$MNT/c" "$MNT/d"
 	# set-group-ID without group execute is not a privilege: it stays
 	chmod 2745 "$MNT/b"
-	as_user() { (cd "$MNT" && setpriv --reuid 1000 --regid 1000 --clear-groups "$@"); }
 	run -0 as_user sh -c ': >a; : >b'
 	# truncate(2) by the same user, which the kernel handles itself
 	run -0 as_user truncate -s 0 d
@@ -306,7 +309,6 @@ $MNT/d 755 0"
 	new_image 8M
 	fstitch_mount_start "$IMG" "$MNT" -o allow_other
 	chmod 777 "$MNT"
-	as_user() { (cd "$MNT" && setpriv --reuid 1000 --regid 1000 --clear-groups "$@"); }
 	for op in write truncate fallocate otrunc chown chown-1 other-1 root-1 rootwrite \
 		keepsgid owrite otruncate ofallocate roottruncate; do
 		f=$MNT/$op
@@ -322,7 +324,6 @@ $MNT/d 755 0"
 	as_user fallocate -l 8192 fallocate
 	# by a user who does not own them, which the kernel leaves to the
 	# change itself (the owner's are dropped before it: see below)
-	as_other() { (cd "$MNT" && setpriv --reuid 1001 --regid 1001 --clear-groups "$@"); }
 	as_other sh -c 'echo more >>owrite'
 	as_other truncate -s 100 otruncate
 	as_other fallocate -l 8192 ofallocate
@@ -559,7 +560,6 @@ t_absent_or_whole() {
 	chmod 777 "$MNT/u"
 	resv=$(dumpe2fs -h "$IMG" 2>/dev/null | sed -n 's/^Reserved block count: *//p')
 	[ "$resv" -gt 1000 ]
-	as_user() { (cd "$MNT" && setpriv --reuid 1000 --regid 1000 --clear-groups "$@"); }
 	run ! as_user dd if=/dev/zero of=u/big bs=64k count=100
 	assert_output --partial "No space left on device"
 	# what is left is root's: none of it available, all of it free
