@@ -6,7 +6,8 @@
 # directory) knows and the user may use (root: every group), newest first,
 # as fstitch-stat --groups lists them: WHICH "known" is all of them, "open"
 # those not closed, "engage" those that may still be engaged (open, not
-# sealed).  Nothing when fstitch-stat is not there or the mount is not.
+# sealed).  Nothing when fstitch-stat is not there or the mount is not, or
+# when the daemon does not answer within two seconds: TAB must not hang.
 _fstitch_pg_ids()
 {
 	local which=$1 i dir=
@@ -17,7 +18,7 @@ _fstitch_pg_ids()
 		-C?*) dir=${words[i]#-C} ;;
 		esac
 	done
-	fstitch-stat --groups --limit=256 ${dir:+-C "$dir"} 2>/dev/null </dev/null |
+	timeout 2 fstitch-stat --groups --limit=256 ${dir:+-C "$dir"} 2>/dev/null </dev/null |
 		awk -v which="$which" -v uid="$EUID" '
 			$1 !~ /^[0-9]+$/ { next }
 			uid != 0 && $2 != uid { next }

@@ -12,6 +12,8 @@ setup() {
 
 teardown() {
 	cd /
+	# a daemon a test stopped must run to unmount
+	[ -z "${FSTITCH_MOUNT_PID:-}" ] || kill -CONT "$FSTITCH_MOUNT_PID" 2>/dev/null || :
 	common_teardown
 	fstitch_mount_reap
 }
@@ -261,6 +263,11 @@ tab() {
 	assert_line "candidate: $a"
 	run -0 tab 'pgsync '
 	assert_output 'line: pgsync '
+	# a daemon that does not answer: TAB gives up, it does not hang
+	kill -STOP "$FSTITCH_MOUNT_PID"
+	run -0 tab "pgsync -C $SCRATCH/mnt "
+	kill -CONT "$FSTITCH_MOUNT_PID"
+	assert_output "line: pgsync -C $SCRATCH/mnt "
 	cd /
 	fstitch_mount_stop "$SCRATCH/mnt"
 }
