@@ -1,5 +1,15 @@
 # bash completion for pgrun
 
+# The group ids of the mount come from _fstitch_pg_ids, in pgclose's file
+# next to this one (as for pgsync, which says why).
+if ! declare -F _fstitch_pg_ids >/dev/null; then
+	for _fstitch_f in "${BASH_SOURCE[0]%/*}"/pgclose{,.bash}; do
+		# shellcheck source=pgclose.bash
+		[[ -f $_fstitch_f ]] && . "$_fstitch_f" && break
+	done
+	unset _fstitch_f
+fi
+
 _pgrun()
 {
 	local cur prev words cword split
@@ -42,20 +52,12 @@ _pgrun()
 		_filedir
 		return
 		;;
-	-g | --group | -a | --after)
-		# the shared _fstitch_pg_ids, in pgclose's file next to this one
-		if ! declare -F _fstitch_pg_ids >/dev/null; then
-			local f
-			for f in "${BASH_SOURCE[0]%/*}"/pgclose{,.bash}; do
-				# shellcheck source=pgclose.bash
-				[[ -f $f ]] && . "$f" && break
-			done
-		fi
-		declare -F _fstitch_pg_ids >/dev/null || return
-		case $prev in
-		-g | --group) COMPREPLY=($(compgen -W "$(_fstitch_pg_ids engage)" -- "$cur")) ;;
-		*) COMPREPLY=($(compgen -W "$(_fstitch_pg_ids known)" -- "$cur")) ;;
-		esac
+	-g | --group)
+		COMPREPLY=($(compgen -W "$(_fstitch_pg_ids engage)" -- "$cur"))
+		return
+		;;
+	-a | --after)
+		COMPREPLY=($(compgen -W "$(_fstitch_pg_ids known)" -- "$cur"))
 		return
 		;;
 	--id-fd)

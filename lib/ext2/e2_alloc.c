@@ -63,20 +63,23 @@ static uint32_t find_zero(const uint8_t *map, const uint8_t *also, uint32_t star
 	return end;
 }
 
-/* gr's map of the bits a search found pending while the commit generation
- * was gen, emptied when it has moved on; NULL without memory (the search
- * then looks every free bit up, as it would anyway). */
+/* Start a search of gr in commit generation gen: what earlier searches
+ * found pending (the memo's run and the map) is forgotten when the
+ * generation has moved on.  Returns the map of the bits found pending, or
+ * NULL without memory (the search then looks every free bit up, as it
+ * would anyway). */
 static uint8_t *pend_map(struct e2_group *gr, uint64_t gen)
 {
 	size_t n = (gr->nblocks + 7) / 8;
 
-	if (!gr->pmap) {
-		gr->pmap = calloc(1, n);
-		gr->pmap_gen = gen;
-	} else if (gr->pmap_gen != gen) {
-		memset(gr->pmap, 0, n);
-		gr->pmap_gen = gen;
+	if (gr->pend_gen != gen) {
+		gr->pend_gen = gen;
+		gr->pend_lo = gr->pend_hi = 0;
+		if (gr->pmap)
+			memset(gr->pmap, 0, n);
 	}
+	if (!gr->pmap)
+		gr->pmap = calloc(1, n);
 	return gr->pmap;
 }
 
@@ -165,12 +168,12 @@ static int balloc_group(struct e2fs *fs, uint32_t g, uint32_t from, int reuse, u
 	memo_ok = reuse == FREE_DONE && reuse < max_level(fs);
 	if (memo_ok) {
 		gen = cache_commits(fs->c) + (e2_journaling(fs) ? e2_jtid(fs) : 0);
-		memo = gr->pend_gen == gen && gr->pend_hi > gr->pend_lo;
 		/* Pending frees scattered through the group (files deleted
 		 * here and there) make many runs, of which the memo holds one:
 		 * every bit found pending is also marked in a map of the
 		 * group's, which the search then skips a byte at a time. */
 		pm = pend_map(gr, gen);
+		memo = gr->pend_hi > gr->pend_lo;
 	}
 	for (int pass = 0; pass < 2; pass++) {
 		uint32_t start = pass ? 0 : from, end = pass ? from : gr->nblocks;
@@ -190,7 +193,6 @@ static int balloc_group(struct e2fs *fs, uint32_t g, uint32_t from, int reuse, u
 				if (memo_ok && run != UINT32_MAX && i - run > 1) {
 					gr->pend_lo = run;
 					gr->pend_hi = i;
-					gr->pend_gen = gen;
 				}
 				goto found;
 			}
@@ -217,7 +219,6 @@ static int balloc_group(struct e2fs *fs, uint32_t g, uint32_t from, int reuse, u
 		 * unless the hint skipped some */
 		gr->pend_lo = 0;
 		gr->pend_hi = gr->nblocks;
-		gr->pend_gen = gen;
 	}
 	if (reuse < max_level(fs))
 		return -ENOSPC;

@@ -152,11 +152,9 @@ struct e2_group {
 	uint32_t bhint, ihint;	   /* first bit that may be free */
 	uint32_t pend_lo, pend_hi; /* bits in which a block search found no
 				    * free but pending frees, */
-	uint64_t pend_gen;	   /* ... while cache_commits() (plus the
-				    * running tid under a journal) was this */
-	uint8_t *pmap;		   /* bits a block search found pending (or
-				    * NULL), */
-	uint64_t pmap_gen;	   /* ... while the generation was this */
+	uint8_t *pmap;		   /* and each bit it found pending (or NULL), */
+	uint64_t pend_gen;	   /* while cache_commits() (plus the running
+				    * tid under a journal) was this */
 	uint32_t first, nblocks;   /* blocks of the group */
 };
 
